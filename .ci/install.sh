@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks to build and test Gatehouse. Idempotent:
+# every step checks first, so later runs on the same machine take seconds.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+WASM_BINDGEN_VERSION=0.2.129
+
+log() { printf '\n== %s\n' "$*"; }
+
+log "rust wasm target"
+rustup target list --installed | grep -q wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+
+log "debian packages (chromium, wrk)"
+need=()
+command -v chromium >/dev/null || need+=(chromium)
+command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q "${need[@]}"
+fi
+
+log "wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION\$"; then
+  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked
+fi
+
+log "node tools (node 22, binaryen, playwright, conformance, MCP TS SDK)"
+cd "$root/tools"
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+fi
+
+log "python MCP SDK (virtualenv in tools/.venv)"
+if [ ! -x "$root/tools/.venv/bin/python" ]; then
+  python3 -m venv "$root/tools/.venv"
+fi
+"$root/tools/.venv/bin/pip" install -q -r "$root/tools/requirements.txt"
+log "install done"

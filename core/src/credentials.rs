@@ -1,0 +1,451 @@
+//! Agent credentials for `/mcp`, with t3code's McpSessionRegistry semantics:
+//! a credential lives while its agent shows signs of life (MCP traffic on it,
+//! or a touch of its thread) and lapses once `liveness_window` passes without
+//! one. There is no absolute lifetime. Only the SHA-256 of a token is stored.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde::Serialize;
+
+use crate::clock::{Clock, rfc3339};
+use crate::db::Db;
+use crate::error::{CoreError, Result};
+use crate::live::{LiveEvent, LiveHub};
+use crate::secret;
+
+/// What the caller asks for when issuing.
+#[derive(Debug, Clone, Default)]
+pub struct IssueRequest {
+    /// The agent's name (shown to approvers).
+    pub agent: String,
+    /// The orchestrator's thread; issuing for a thread revokes its earlier credentials.
+    pub thread: Option<String>,
+    /// The provider session (e.g. a Claude Code session id) it belongs to.
+    pub provider_session: Option<String>,
+    /// The user who owns the agent (approves its calls).
+    pub owner: Option<String>,
+}
+
+/// A freshly issued credential: the only time the token itself is visible.
+#[derive(Debug, Clone, Serialize)]
+pub struct Issued {
+    /// The credential id (not a secret).
+    pub id: String,
+    /// The bearer token (shown once).
+    pub token: String,
+    /// The credential as stored.
+    #[serde(flatten)]
+    pub credential: Credential,
+}
+
+/// A stored credential (never with its token).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Credential {
+    /// `cred_…`
+    pub id: String,
+    /// The agent's name.
+    pub agent: String,
+    /// The orchestrator's thread, if any.
+    pub thread: Option<String>,
+    /// The provider session, if any.
+    pub provider_session: Option<String>,
+    /// The owning user, if any.
+    pub owner: Option<String>,
+    /// Issue time (Unix ms).
+    #[serde(skip)]
+    pub created_at_ms: i64,
+    /// Last sign of life (Unix ms).
+    #[serde(skip)]
+    pub last_seen_ms: i64,
+    /// When it was revoked, if it was.
+    #[serde(skip)]
+    pub revoked_at_ms: Option<i64>,
+    /// Why it was revoked (`revoked`, `reissued`, …).
+    pub revoked_reason: Option<String>,
+}
+
+/// A credential with its liveness worked out against the window, for listings.
+#[derive(Debug, Clone, Serialize)]
+pub struct CredentialView {
+    /// The credential.
+    #[serde(flatten)]
+    pub credential: Credential,
+    /// `active`, `expired` or `revoked`.
+    pub status: &'static str,
+    /// RFC 3339 issue time.
+    pub created_at: String,
+    /// RFC 3339 time of the last sign of life.
+    pub last_seen_at: String,
+    /// RFC 3339 time it lapses unless it shows life again.
+    pub expires_at: String,
+}
+
+/// Why a token was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// No `Authorization: Bearer` header at all.
+    MissingBearerToken,
+    /// The token is unknown, revoked or has lapsed.
+    UnknownOrExpiredToken,
+}
+
+impl Rejection {
+    /// The `reason` logged and counted.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Rejection::MissingBearerToken => "missing_bearer_token",
+            Rejection::UnknownOrExpiredToken => "unknown_or_expired_token",
+        }
+    }
+}
+
+/// Store of agent credentials.
+#[derive(Clone)]
+pub struct CredentialStore {
+    db: Db,
+    clock: Arc<dyn Clock>,
+    window_ms: i64,
+    live: LiveHub,
+}
+
+const COLUMNS: &str = "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, revoked_reason";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Credential> {
+    Ok(Credential {
+        id: row.get(0)?,
+        agent: row.get(1)?,
+        thread: row.get(2)?,
+        provider_session: row.get(3)?,
+        owner: row.get(4)?,
+        created_at_ms: row.get(5)?,
+        last_seen_ms: row.get(6)?,
+        revoked_at_ms: row.get(7)?,
+        revoked_reason: row.get(8)?,
+    })
+}
+
+fn non_empty(field: &'static str, value: &str) -> Result<()> {
+    if value.trim().is_empty() || value.len() > 200 || value.chars().any(char::is_control) {
+        return Err(CoreError::Invalid {
+            field,
+            reason: "must be 1 to 200 characters without control characters".into(),
+        });
+    }
+    Ok(())
+}
+
+impl CredentialStore {
+    /// A store whose credentials lapse after `liveness_window` without a sign of life.
+    pub fn new(db: Db, clock: Arc<dyn Clock>, liveness_window: Duration, live: LiveHub) -> Self {
+        Self { db, clock, window_ms: liveness_window.as_millis() as i64, live }
+    }
+
+    /// The liveness window.
+    pub fn liveness_window(&self) -> Duration {
+        Duration::from_millis(self.window_ms as u64)
+    }
+
+    /// How stale a stored sign of life may get before traffic rewrites it. Writing
+    /// on every request would make each MCP call a disk write; a hundredth of the
+    /// window (at most 5 s) changes no lapse time that matters.
+    fn touch_granularity_ms(&self) -> i64 {
+        (self.window_ms / 100).min(5_000)
+    }
+
+    /// Issues a credential. Issuing for a thread revokes that thread's earlier ones.
+    pub fn issue(&self, request: IssueRequest) -> Result<Issued> {
+        non_empty("agent", &request.agent)?;
+        for (field, value) in [
+            ("thread", &request.thread),
+            ("provider_session", &request.provider_session),
+            ("owner", &request.owner),
+        ] {
+            if let Some(value) = value {
+                non_empty(field, value)?;
+            }
+        }
+        let now = self.clock.now_ms();
+        let token = secret::new_token();
+        let id = secret::new_id("cred");
+        let mut conn = self.db.conn();
+        let tx = conn.transaction()?;
+        if let Some(owner) = &request.owner {
+            let exists: bool = tx.query_row(
+                "SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)",
+                [owner],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Err(CoreError::Invalid { field: "owner", reason: format!("no user named {owner:?}") });
+            }
+        }
+        if let Some(thread) = &request.thread {
+            tx.execute(
+                "UPDATE credentials SET revoked_at = ?1, revoked_reason = 'reissued' WHERE thread = ?2 AND revoked_at IS NULL",
+                params![now, thread],
+            )?;
+        }
+        tx.execute(
+            "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            params![id, secret::hash(&token), request.agent, request.thread, request.provider_session, request.owner, now],
+        )?;
+        tx.commit()?;
+        drop(conn);
+        self.live.publish(LiveEvent::CredentialsChanged);
+        let credential = self.get(&id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
+        Ok(Issued { id, token, credential })
+    }
+
+    /// One credential by id, whatever its state.
+    pub fn get(&self, id: &str) -> Result<Option<Credential>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1"))?;
+        Ok(stmt.query_row([id], from_row).optional()?)
+    }
+
+    /// Accepts a presented token if it is known, not revoked and alive; the use
+    /// itself is a sign of life and keeps it alive.
+    pub fn authenticate(&self, token: &str) -> Result<std::result::Result<Credential, Rejection>> {
+        let now = self.clock.now_ms();
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM credentials WHERE token_hash = ?1 AND revoked_at IS NULL"
+        ))?;
+        let Some(mut credential) = stmt.query_row([secret::hash(token)], from_row).optional()? else {
+            return Ok(Err(Rejection::UnknownOrExpiredToken));
+        };
+        if credential.last_seen_ms + self.window_ms <= now {
+            return Ok(Err(Rejection::UnknownOrExpiredToken));
+        }
+        if now - credential.last_seen_ms >= self.touch_granularity_ms() {
+            conn.prepare_cached("UPDATE credentials SET last_seen_at = ?1 WHERE id = ?2")?
+                .execute(params![now, credential.id])?;
+            credential.last_seen_ms = now;
+            drop(stmt);
+            drop(conn);
+            self.live.publish(LiveEvent::CredentialsChanged);
+        }
+        Ok(Ok(credential))
+    }
+
+    /// A sign of life for every live credential of `thread`; returns how many it
+    /// kept alive. A credential that has already lapsed is not revived.
+    pub fn touch_thread(&self, thread: &str) -> Result<usize> {
+        let now = self.clock.now_ms();
+        let n = self.db.conn().execute(
+            "UPDATE credentials SET last_seen_at = ?1
+             WHERE thread = ?2 AND revoked_at IS NULL AND last_seen_at + ?3 > ?1",
+            params![now, thread, self.window_ms],
+        )?;
+        if n > 0 {
+            self.live.publish(LiveEvent::CredentialsChanged);
+        }
+        Ok(n)
+    }
+
+    fn revoke_where(&self, condition: &str, arg: Option<&str>) -> Result<usize> {
+        let now = self.clock.now_ms();
+        let sql = format!(
+            "UPDATE credentials SET revoked_at = ?1, revoked_reason = 'revoked' WHERE revoked_at IS NULL AND {condition}"
+        );
+        let conn = self.db.conn();
+        let n = match arg {
+            Some(arg) => conn.execute(&sql, params![now, arg])?,
+            None => conn.execute(&sql, params![now])?,
+        };
+        drop(conn);
+        if n > 0 {
+            self.live.publish(LiveEvent::CredentialsChanged);
+        }
+        Ok(n)
+    }
+
+    /// Revokes one credential; `false` if there was no live one with that id.
+    pub fn revoke(&self, id: &str) -> Result<bool> {
+        Ok(self.revoke_where("id = ?2", Some(id))? > 0)
+    }
+
+    /// Revokes every credential of a thread.
+    pub fn revoke_thread(&self, thread: &str) -> Result<usize> {
+        self.revoke_where("thread = ?2", Some(thread))
+    }
+
+    /// Revokes every credential of a provider session.
+    pub fn revoke_provider_session(&self, provider_session: &str) -> Result<usize> {
+        self.revoke_where("provider_session = ?2", Some(provider_session))
+    }
+
+    /// Revokes every credential.
+    pub fn revoke_all(&self) -> Result<usize> {
+        self.revoke_where("1 = 1", None)
+    }
+
+    /// Every credential, newest first, with its liveness worked out.
+    pub fn list(&self) -> Result<Vec<CredentialView>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials ORDER BY created_at DESC, id"))?;
+        let rows = stmt.query_map([], from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows.into_iter().map(|c| self.view(c)).collect())
+    }
+
+    /// Works out a credential's status and times.
+    pub fn view(&self, credential: Credential) -> CredentialView {
+        let now = self.clock.now_ms();
+        let expires = credential.last_seen_ms + self.window_ms;
+        let status = if credential.revoked_at_ms.is_some() {
+            "revoked"
+        } else if expires <= now {
+            "expired"
+        } else {
+            "active"
+        };
+        CredentialView {
+            status,
+            created_at: rfc3339(credential.created_at_ms),
+            last_seen_at: rfc3339(credential.last_seen_ms),
+            expires_at: rfc3339(expires),
+            credential,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    const WINDOW: Duration = Duration::from_secs(60);
+
+    fn store() -> (CredentialStore, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let store = CredentialStore::new(Db::open_in_memory().unwrap(), clock.clone(), WINDOW, LiveHub::new());
+        (store, clock)
+    }
+
+    fn issue(store: &CredentialStore, thread: Option<&str>) -> Issued {
+        store
+            .issue(IssueRequest { agent: "claude".into(), thread: thread.map(Into::into), ..Default::default() })
+            .unwrap()
+    }
+
+    fn accepted(store: &CredentialStore, token: &str) -> bool {
+        store.authenticate(token).unwrap().is_ok()
+    }
+
+    #[test]
+    fn only_the_hash_is_stored() {
+        let (store, _) = store();
+        let issued = issue(&store, None);
+        let stored: String = store
+            .db
+            .conn()
+            .query_row("SELECT token_hash FROM credentials WHERE id = ?1", [&issued.id], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored, secret::hash(&issued.token));
+        assert_ne!(stored, issued.token);
+        assert_eq!(issued.token.len(), 43, "32 bytes base64url without padding");
+    }
+
+    #[test]
+    fn expires_once_signs_of_life_stop() {
+        let (store, clock) = store();
+        let issued = issue(&store, Some("t1"));
+        clock.advance(WINDOW - Duration::from_secs(1));
+        assert!(accepted(&store, &issued.token), "alive just inside the window");
+        // That use was a sign of life: a full window from it, it lapses.
+        clock.advance(WINDOW);
+        assert!(!accepted(&store, &issued.token));
+        assert_eq!(store.authenticate(&issued.token).unwrap(), Err(Rejection::UnknownOrExpiredToken));
+        assert_eq!(store.touch_thread("t1").unwrap(), 0, "a lapsed credential is not revived");
+        assert!(!accepted(&store, &issued.token));
+    }
+
+    #[test]
+    fn stays_alive_across_ten_touches_spanning_more_than_the_window() {
+        let (store, clock) = store();
+        let issued = issue(&store, Some("t1"));
+        for _ in 0..10 {
+            clock.advance(WINDOW / 2);
+            assert_eq!(store.touch_thread("t1").unwrap(), 1);
+        }
+        // Five windows have passed since issue; no absolute lifetime applies.
+        assert!(accepted(&store, &issued.token));
+    }
+
+    #[test]
+    fn touching_another_thread_does_not_keep_it_alive() {
+        let (store, clock) = store();
+        let a = issue(&store, Some("a"));
+        let b = issue(&store, Some("b"));
+        for _ in 0..3 {
+            clock.advance(WINDOW / 2);
+            store.touch_thread("b").unwrap();
+        }
+        assert!(!accepted(&store, &a.token));
+        assert!(accepted(&store, &b.token));
+    }
+
+    #[test]
+    fn reissuing_for_a_thread_revokes_its_earlier_credentials() {
+        let (store, _) = store();
+        let first = issue(&store, Some("t"));
+        let other = issue(&store, Some("u"));
+        let second = issue(&store, Some("t"));
+        assert!(!accepted(&store, &first.token));
+        assert!(accepted(&store, &second.token));
+        assert!(accepted(&store, &other.token));
+        assert_eq!(store.get(&first.id).unwrap().unwrap().revoked_reason.as_deref(), Some("reissued"));
+    }
+
+    #[test]
+    fn revokes_by_id_thread_provider_session_and_all() {
+        let (store, _) = store();
+        let by_id = issue(&store, None);
+        assert!(store.revoke(&by_id.id).unwrap());
+        assert!(!store.revoke(&by_id.id).unwrap(), "second revoke finds nothing live");
+        assert!(!accepted(&store, &by_id.token));
+
+        let t = issue(&store, Some("t"));
+        assert_eq!(store.revoke_thread("t").unwrap(), 1);
+        assert!(!accepted(&store, &t.token));
+
+        let p = store
+            .issue(IssueRequest { agent: "codex".into(), provider_session: Some("ps".into()), ..Default::default() })
+            .unwrap();
+        let keep = issue(&store, None);
+        assert_eq!(store.revoke_provider_session("ps").unwrap(), 1);
+        assert!(!accepted(&store, &p.token));
+        assert!(accepted(&store, &keep.token));
+
+        assert_eq!(store.revoke_all().unwrap(), 1);
+        assert!(!accepted(&store, &keep.token));
+        assert!(store.list().unwrap().iter().all(|c| c.status == "revoked"));
+    }
+
+    #[test]
+    fn traffic_is_a_sign_of_life() {
+        let (store, clock) = store();
+        let issued = issue(&store, None);
+        for _ in 0..5 {
+            clock.advance(WINDOW * 9 / 10);
+            assert!(accepted(&store, &issued.token));
+        }
+    }
+
+    #[test]
+    fn unknown_tokens_and_bad_input_are_refused() {
+        let (store, _) = store();
+        assert_eq!(store.authenticate("nope").unwrap(), Err(Rejection::UnknownOrExpiredToken));
+        assert!(matches!(
+            store.issue(IssueRequest { agent: " ".into(), ..Default::default() }),
+            Err(CoreError::Invalid { field: "agent", .. })
+        ));
+        assert!(matches!(
+            store.issue(IssueRequest { agent: "a".into(), owner: Some("ghost".into()), ..Default::default() }),
+            Err(CoreError::Invalid { field: "owner", .. })
+        ));
+    }
+}

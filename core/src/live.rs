@@ -1,0 +1,113 @@
+//! Live state the pages watch: the connected MCP sessions, and a fan-out of
+//! change events that SSE streams forward to browsers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+/// Something changed that a page may want to re-read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveEvent {
+    /// An MCP session opened or closed.
+    SessionsChanged,
+    /// A credential was issued, revoked or showed a (recorded) sign of life.
+    CredentialsChanged,
+}
+
+impl LiveEvent {
+    /// The SSE event name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LiveEvent::SessionsChanged => "sessions_changed",
+            LiveEvent::CredentialsChanged => "credentials_changed",
+        }
+    }
+}
+
+/// A connected MCP session (Streamable HTTP, protocol before 2026-07-28).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct McpSessionInfo {
+    /// The `Mcp-Session-Id`.
+    pub session_id: String,
+    /// The credential it authenticated with.
+    pub credential_id: String,
+    /// The credential's agent.
+    pub agent: String,
+    /// The credential's thread.
+    pub thread: Option<String>,
+    /// The credential's owner.
+    pub owner: Option<String>,
+    /// `clientInfo.name` from initialize.
+    pub client_name: String,
+    /// `clientInfo.version` from initialize.
+    pub client_version: String,
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// When it opened (Unix ms).
+    pub opened_at_ms: i64,
+}
+
+/// Shared live state; cheap to clone.
+#[derive(Clone)]
+pub struct LiveHub {
+    events: broadcast::Sender<LiveEvent>,
+    sessions: Arc<RwLock<HashMap<String, McpSessionInfo>>>,
+}
+
+impl Default for LiveHub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LiveHub {
+    /// An empty hub.
+    pub fn new() -> Self {
+        // Subscribers only need "something changed"; a lagging one re-reads everything.
+        let (events, _) = broadcast::channel(256);
+        Self { events, sessions: Arc::default() }
+    }
+
+    /// Tells every subscriber.
+    pub fn publish(&self, event: LiveEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// A new subscription to change events.
+    pub fn subscribe(&self) -> broadcast::Receiver<LiveEvent> {
+        self.events.subscribe()
+    }
+
+    /// Records an opened session.
+    pub fn session_opened(&self, info: McpSessionInfo) {
+        self.sessions.write().unwrap_or_else(|p| p.into_inner()).insert(info.session_id.clone(), info);
+        self.publish(LiveEvent::SessionsChanged);
+    }
+
+    /// Forgets a closed session.
+    pub fn session_closed(&self, session_id: &str) {
+        let removed = self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+        if removed.is_some() {
+            self.publish(LiveEvent::SessionsChanged);
+        }
+    }
+
+    /// The credential a session belongs to, if the session is known.
+    pub fn session_credential(&self, session_id: &str) -> Option<String> {
+        self.sessions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session_id)
+            .map(|s| s.credential_id.clone())
+    }
+
+    /// Every connected session, oldest first.
+    pub fn sessions(&self) -> Vec<McpSessionInfo> {
+        let mut all: Vec<_> = self.sessions.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        all.sort_by(|a, b| a.opened_at_ms.cmp(&b.opened_at_ms).then(a.session_id.cmp(&b.session_id)));
+        all
+    }
+}

@@ -1,0 +1,23 @@
+//! Random secrets and their stored form (SHA-256 hex; the secret itself is never stored).
+
+use base64::Engine;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+/// 32 random bytes from a CSPRNG, base64url without padding.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    // ThreadRng is a CSPRNG seeded from the OS.
+    rand::rng().fill_bytes(&mut bytes);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// The form a secret is stored and looked up in.
+pub fn hash(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// A short random id with a readable prefix, e.g. `cred_1f0c…`.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
