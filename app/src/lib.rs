@@ -1,1 +1,60 @@
+//! Gatehouse's site: Leptos pages rendered on the server (`ssr`) and hydrated
+//! in the browser (`hydrate`). Pages read live state through server functions
+//! and re-read it whenever the server's SSE stream says something changed.
 
+#![recursion_limit = "256"]
+
+pub mod api;
+pub mod live;
+pub mod pages;
+pub mod time_fmt;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, provide_meta_context};
+use leptos_router::{
+    StaticSegment,
+    components::{Route, Router, Routes},
+};
+
+/// The HTML document around the app (server side only).
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="light dark"/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// The routed application.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="gatehouse" href="/pkg/gatehouse.css"/>
+        <Router>
+            <Routes fallback=pages::NotFound>
+                <Route path=StaticSegment("") view=pages::HomePage/>
+                <Route path=StaticSegment("sign-in") view=pages::SignInPage/>
+                <Route path=StaticSegment("setup") view=pages::SetupPage/>
+            </Routes>
+        </Router>
+    }
+}
+
+/// Entry point of the wasm bundle: hydrates the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+}

@@ -1,0 +1,190 @@
+//! The pages: home (live sessions and credentials), sign-in, first-run setup.
+//! Forms post to the HTTP API, so they work before hydration.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use crate::api::{Overview, get_overview};
+use crate::live::{LiveState, use_live_events};
+use crate::time_fmt::{exact, iso, relative};
+
+/// A time shown relative to `now_ms`, exact on hover.
+#[component]
+fn When(ms: i64, now_ms: i64) -> impl IntoView {
+    view! { <time datetime=iso(ms) title=exact(ms)>{relative(ms, now_ms)}</time> }
+}
+
+/// Header with the product name and sign-out.
+#[component]
+fn Header(username: String) -> impl IntoView {
+    view! {
+        <header class="top">
+            <a class="brand" href="/">"Gatehouse"</a>
+            <form method="post" action="/api/auth/sign-out" class="sign-out">
+                <span class="who">{username}</span>
+                <button type="submit" class="quiet">"Sign out"</button>
+            </form>
+        </header>
+    }
+}
+
+/// The signed-in home page: connected MCP sessions and agent credentials, live.
+#[component]
+pub fn HomePage() -> impl IntoView {
+    let overview = Resource::new(|| (), |_| get_overview());
+    let live = use_live_events("/api/live/events", move |_| overview.refetch());
+    let live_text = move || match live.get() {
+        LiveState::Connecting => "Connecting to live updates…",
+        LiveState::Live => "Live",
+        LiveState::Reconnecting => "Reconnecting…",
+    };
+    view! {
+        <Title text="Gatehouse"/>
+        <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
+            {move || overview.get().map(|result| match result {
+                Ok(o) => view! { <Home overview=o/> }.into_any(),
+                Err(e) => view! {
+                    <main class="page">
+                        <p role="alert">"Could not load: " {e.to_string()}</p>
+                        <p><a href="/sign-in">"Sign in"</a></p>
+                    </main>
+                }.into_any(),
+            })}
+        </Suspense>
+        <p class="live-status" role="status" data-state=move || format!("{:?}", live.get()).to_lowercase()>
+            {live_text}
+        </p>
+    }
+}
+
+#[component]
+fn Home(overview: Overview) -> impl IntoView {
+    let Overview { username, is_admin, now_ms, sessions, credentials } = overview;
+    let scope = if is_admin { "all agents" } else { "your agents" };
+    view! {
+        <Header username/>
+        <main class="page">
+            <section aria-labelledby="sessions-h">
+                <h1 id="sessions-h">"Connected MCP sessions"</h1>
+                <p class="hint">"Agents connected to " <code>"/mcp"</code> " right now (" {scope} ")."</p>
+                {if sessions.is_empty() {
+                    view! { <p class="empty">"No MCP session is connected."</p> }.into_any()
+                } else {
+                    view! {
+                        <ul class="cards" aria-label="MCP sessions">
+                            {sessions.into_iter().map(|s| { let sid = s.session_id.clone(); view! {
+                                <li class="card" data-session-id=sid>
+                                    <strong class="agent">{s.agent}</strong>
+                                    {s.thread.map(|t| view! { <span class="tag">"thread " {t}</span> })}
+                                    <div class="meta">
+                                        <span>{s.client}</span>
+                                        " · " <span>{s.protocol_version}</span>
+                                        " · opened " <When ms=s.opened_at_ms now_ms/>
+                                    </div>
+                                    <div class="meta mono">{s.session_id}</div>
+                                </li>
+                            }}).collect_view()}
+                        </ul>
+                    }.into_any()
+                }}
+            </section>
+            <section aria-labelledby="creds-h">
+                <h2 id="creds-h">"Agent credentials"</h2>
+                <p class="hint">"A credential lives while its agent shows signs of life. Mint one with "
+                    <code>"gatehouse token issue --agent NAME"</code> "."</p>
+                {if credentials.is_empty() {
+                    view! { <p class="empty">"No credential has been issued yet."</p> }.into_any()
+                } else {
+                    view! {
+                        <div class="table-wrap">
+                        <table aria-label="Agent credentials">
+                            <thead><tr>
+                                <th scope="col">"Agent"</th><th scope="col">"Thread"</th>
+                                <th scope="col">"Status"</th><th scope="col">"Last sign of life"</th>
+                                <th scope="col">"Lapses"</th>
+                            </tr></thead>
+                            <tbody>
+                            {credentials.into_iter().map(|c| {
+                                let active = c.status == "active";
+                                view! {
+                                    <tr data-credential-id=c.id.clone()>
+                                        <td>{c.agent}</td>
+                                        <td>{c.thread.unwrap_or_else(|| "—".into())}</td>
+                                        <td><span class=format!("status {}", c.status)>{c.status.clone()}</span></td>
+                                        <td><When ms=c.last_seen_ms now_ms/></td>
+                                        <td>{active.then(|| view! { <When ms=c.expires_ms now_ms/> })}</td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                            </tbody>
+                        </table>
+                        </div>
+                    }.into_any()
+                }}
+            </section>
+        </main>
+    }
+}
+
+/// Sign-in: a plain form posting to `/api/auth/sign-in`, which redirects back to `next`.
+#[component]
+pub fn SignInPage() -> impl IntoView {
+    let query = use_query_map();
+    let next = move || query.read().get("next").filter(|n| n.starts_with('/') && !n.starts_with("//")).unwrap_or_else(|| "/".into());
+    let failed = move || query.read().get("error").is_some();
+    view! {
+        <Title text="Sign in — Gatehouse"/>
+        <main class="narrow">
+            <h1>"Sign in to Gatehouse"</h1>
+            <Show when=failed>
+                <p role="alert" class="error">"That name and password did not match."</p>
+            </Show>
+            <form method="post" action="/api/auth/sign-in" class="stack">
+                <input type="hidden" name="next" value=next/>
+                <label>"Username" <input name="username" autocomplete="username" required/></label>
+                <label>"Password" <input name="password" type="password" autocomplete="current-password" required/></label>
+                <button type="submit" class="primary">"Sign in"</button>
+            </form>
+        </main>
+    }
+}
+
+/// First-run setup: the one-time link printed at start creates the admin.
+#[component]
+pub fn SetupPage() -> impl IntoView {
+    let query = use_query_map();
+    let token = move || query.read().get("token").unwrap_or_default();
+    let error = move || query.read().get("error");
+    view! {
+        <Title text="Set up — Gatehouse"/>
+        <main class="narrow">
+            <h1>"Welcome to Gatehouse"</h1>
+            <p>"Create the admin account. This link works once."</p>
+            {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+            <form method="post" action="/api/auth/setup" class="stack">
+                <input type="hidden" name="token" value=token/>
+                <label>"Admin username" <input name="username" autocomplete="username" required/></label>
+                <label>"Password (8 characters or more)"
+                    <input name="password" type="password" autocomplete="new-password" minlength="8" required/>
+                </label>
+                <button type="submit" class="primary">"Create admin"</button>
+            </form>
+        </main>
+    }
+}
+
+/// Unknown path.
+#[component]
+pub fn NotFound() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(http::StatusCode::NOT_FOUND);
+        }
+    }
+    view! {
+        <Title text="Not found — Gatehouse"/>
+        <main class="narrow"><h1>"Not found"</h1><p><a href="/">"Home"</a></p></main>
+    }
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds Gatehouse: the front end first (wasm → wasm-bindgen → wasm-opt, CSS),
+# into dist/site, then the release server that embeds it. Nothing is
+# downloaded except registry packages (.ci/install.sh installs the tools).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+target=${CARGO_TARGET_DIR:-$root/target}
+export PATH="$root/tools/node_modules/.bin:$PATH"
+
+# The wasm-bindgen CLI must equal the crate in Cargo.lock, or the bundle breaks.
+want=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')
+if [ "$want" != "$have" ]; then
+  echo "wasm-bindgen CLI is ${have:-missing}, Cargo.lock has $want: run .ci/install.sh" >&2
+  exit 1
+fi
+command -v wasm-opt >/dev/null || { echo "wasm-opt missing (npm binaryen in tools/): run .ci/install.sh" >&2; exit 1; }
+
+site="$root/dist/site"
+pkg="$site/pkg"
+mkdir -p "$pkg"
+
+echo "== front end (wasm)"
+cargo build -p gatehouse-app --lib --target wasm32-unknown-unknown --no-default-features --features hydrate --profile wasm-release
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+wasm-bindgen --target web --no-typescript --out-dir "$tmp" --out-name gatehouse \
+  "$target/wasm32-unknown-unknown/wasm-release/gatehouse_app.wasm"
+wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
+  -o "$tmp/gatehouse.wasm" "$tmp/gatehouse_bg.wasm"
+cp style/main.css "$tmp/gatehouse.css"
+# Replace the files only when they changed, so cargo's change tracking stays quiet.
+for f in gatehouse.js gatehouse.wasm gatehouse.css; do
+  cmp -s "$tmp/$f" "$pkg/$f" || cp "$tmp/$f" "$pkg/$f"
+done
+cmp -s public/favicon.svg "$site/favicon.svg" || cp public/favicon.svg "$site/favicon.svg"
+
+echo "== server (release, site embedded)"
+cargo build --release --bin gatehouse
+echo "built $target/release/gatehouse"

@@ -1,0 +1,313 @@
+//! The command line: `serve` (the default), `token`, `user` and `api-token`.
+//! The CLI works on the same database whether or not a server is running.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use gatehouse_core::credentials::IssueRequest;
+use gatehouse_core::{Core, Db, SystemClock};
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use crate::api::credentials::IssuedCredential;
+use crate::config::{Config, Overrides};
+use crate::startup::Application;
+use crate::telemetry::{self, LogFormat};
+
+/// Gatehouse: an MCP gateway that makes AI agents ask a human before they act.
+#[derive(Debug, Parser)]
+#[command(name = "gatehouse", version, about)]
+pub struct Cli {
+    /// Address to listen on (port 0 picks a free one) [env: GATEHOUSE_LISTEN]
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Data directory holding the database [env: GATEHOUSE_DATA_DIR] [default: ./.gatehouse]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Configuration file (TOML)
+    #[arg(long, global = true, value_name = "FILE", env = "GATEHOUSE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The URL people and agents reach Gatehouse at [env: GATEHOUSE_PUBLIC_URL]
+    #[arg(long, global = true, value_name = "URL")]
+    pub public_url: Option<Url>,
+    /// Log format [env: GATEHOUSE_LOG_FORMAT]
+    #[arg(long, global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// What to do (default: serve)
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (the default).
+    Serve,
+    /// Agent credentials for /mcp.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Browser users.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Admin API tokens for orchestrators.
+    #[command(subcommand, name = "api-token")]
+    ApiToken(ApiTokenCommand),
+}
+
+/// `gatehouse token …`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issue a credential (shown once).
+    Issue {
+        /// Agent name.
+        #[arg(long)]
+        agent: String,
+        /// Orchestrator thread (re-issuing revokes the thread's earlier credentials).
+        #[arg(long)]
+        thread: Option<String>,
+        /// Provider session it belongs to.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Owning user (approves its calls).
+        #[arg(long)]
+        owner: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List credentials (never their tokens).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke by id, thread, provider session, or all.
+    Revoke(RevokeArgs),
+}
+
+/// What to revoke (exactly one).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct RevokeArgs {
+    /// Credential id.
+    pub id: Option<String>,
+    /// Every credential of this thread.
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Every credential of this provider session.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Every credential.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `gatehouse user …`
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a user; the password is read from standard input.
+    Add {
+        /// Username.
+        name: String,
+        /// Make the user an admin.
+        #[arg(long)]
+        admin: bool,
+        /// Read the password from standard input (required).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
+}
+
+/// `gatehouse api-token …`
+#[derive(Debug, Subcommand)]
+pub enum ApiTokenCommand {
+    /// Issue an admin API token (shown once).
+    Issue {
+        /// What it is for.
+        #[arg(long)]
+        name: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List admin API tokens.
+    List,
+    /// Revoke an admin API token.
+    Revoke {
+        /// Token id.
+        id: String,
+    },
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let overrides = Overrides {
+        listen: cli.listen,
+        data_dir: cli.data_dir.clone(),
+        public_url: cli.public_url.clone(),
+        log_format: cli.log_format,
+    };
+    let config = Config::load(cli.config.as_deref(), &overrides)?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(config),
+        Command::Token(cmd) => token(&config, cmd),
+        Command::User(cmd) => user(&config, cmd),
+        Command::ApiToken(cmd) => api_token(&config, cmd),
+    }
+}
+
+fn open_core(config: &Config) -> anyhow::Result<Core> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    let db = Db::open(&config.data_dir).with_context(|| format!("cannot open the database in {}", config.data_dir.display()))?;
+    Ok(Core::new(db, Arc::new(SystemClock), config.liveness_window))
+}
+
+fn serve(config: Config) -> anyhow::Result<()> {
+    telemetry::init(config.log_format);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        crate::shutdown::cancel_on_signal(shutdown.clone());
+        let app = Application::build(&config, shutdown).await?;
+        print_banner(&config, &app)?;
+        app.run().await
+    })
+}
+
+fn print_banner(config: &Config, app: &Application) -> anyhow::Result<()> {
+    let base = &app.state().base_url;
+    let mut out = format!(
+        "Gatehouse {} is listening on http://{}\n  MCP endpoint: {base}/mcp\n  Console:      {base}/\n",
+        env!("CARGO_PKG_VERSION"),
+        app.address()
+    );
+    if let Some(token) = app.state().core.users.new_setup_token()? {
+        out.push_str(&format!(
+            "\nFirst start: create the admin account with this one-time link:\n  {base}/setup?token={token}\n"
+        ));
+    }
+    let data_dir = config.data_dir.display();
+    out.push_str(&format!(
+        "\nMint a token for an agent:\n  gatehouse --data-dir {data_dir} token issue --agent NAME\n\
+         It prints the token and ready-to-paste configs for Claude Code, Codex and Cursor.\n"
+    ));
+    println!("{out}");
+    Ok(())
+}
+
+/// Paste-ready client configurations for a credential.
+pub fn client_configs(endpoint: &str, authorization: &str) -> String {
+    let json = |value: serde_json::Value| serde_json::to_string_pretty(&value).unwrap_or_default();
+    let token = authorization.trim_start_matches("Bearer ");
+    format!(
+        "Claude Code (.mcp.json, or: claude mcp add --transport http gatehouse {endpoint} --header \"Authorization: {authorization}\"):\n{}\n\n\
+         Cursor (~/.cursor/mcp.json):\n{}\n\n\
+         Codex (~/.codex/config.toml; export GATEHOUSE_TOKEN={token}):\n[mcp_servers.gatehouse]\nurl = \"{endpoint}\"\nbearer_token_env_var = \"GATEHOUSE_TOKEN\"\n",
+        json(serde_json::json!({"mcpServers": {"gatehouse": {"type": "http", "url": endpoint, "headers": {"Authorization": authorization}}}})),
+        json(serde_json::json!({"mcpServers": {"gatehouse": {"url": endpoint, "headers": {"Authorization": authorization}}}})),
+    )
+}
+
+fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
+    let core = open_core(config)?;
+    match cmd {
+        TokenCommand::Issue { agent, thread, provider, owner, json } => {
+            let issued = core.credentials.issue(IssueRequest { agent, thread, provider_session: provider, owner })?;
+            let out = IssuedCredential::new(issued, &config.base_url(config.listen));
+            if json {
+                println!("{}", serde_json::to_string(&out)?);
+            } else {
+                println!(
+                    "Issued {} for agent {:?} (shown once):\n  {}\n\n{}",
+                    out.id,
+                    out.agent,
+                    out.token,
+                    client_configs(&out.endpoint, &out.authorization)
+                );
+            }
+        }
+        TokenCommand::List { json } => {
+            let all = core.credentials.list()?;
+            if json {
+                println!("{}", serde_json::to_string(&all)?);
+            } else if all.is_empty() {
+                println!("No credentials.");
+            } else {
+                println!("{:<38} {:<16} {:<16} {:<8} {}", "ID", "AGENT", "THREAD", "STATUS", "LAST SIGN OF LIFE");
+                for c in all {
+                    println!(
+                        "{:<38} {:<16} {:<16} {:<8} {}",
+                        c.credential.id,
+                        c.credential.agent,
+                        c.credential.thread.as_deref().unwrap_or("-"),
+                        c.status,
+                        c.last_seen_at
+                    );
+                }
+            }
+        }
+        TokenCommand::Revoke(RevokeArgs { id, thread, provider, all }) => {
+            let n = if let Some(id) = id {
+                if !core.credentials.revoke(&id)? {
+                    bail!("no live credential {id:?}");
+                }
+                1
+            } else if let Some(thread) = thread {
+                core.credentials.revoke_thread(&thread)?
+            } else if let Some(provider) = provider {
+                core.credentials.revoke_provider_session(&provider)?
+            } else if all {
+                core.credentials.revoke_all()?
+            } else {
+                unreachable!("clap requires one of the revoke targets")
+            };
+            println!("Revoked {n} credential(s).");
+        }
+    }
+    Ok(())
+}
+
+fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
+    let core = open_core(config)?;
+    match cmd {
+        UserCommand::Add { name, admin, password_stdin: _ } => {
+            let mut password = String::new();
+            std::io::stdin().read_to_string(&mut password).context("cannot read the password from stdin")?;
+            let password = password.trim_end_matches(['\r', '\n']);
+            let user = core.users.add(&name, password, admin)?;
+            println!("Added {}user {:?}.", if user.is_admin { "admin " } else { "" }, user.username);
+        }
+    }
+    Ok(())
+}
+
+fn api_token(config: &Config, cmd: ApiTokenCommand) -> anyhow::Result<()> {
+    let core = open_core(config)?;
+    match cmd {
+        ApiTokenCommand::Issue { name, json } => {
+            let issued = core.api_tokens.issue(&name)?;
+            if json {
+                println!("{}", serde_json::to_string(&issued)?);
+            } else {
+                println!("Issued admin API token {} ({:?}), shown once:\n  {}", issued.id, issued.name, issued.token);
+            }
+        }
+        ApiTokenCommand::List => {
+            for t in core.api_tokens.list()? {
+                println!("{} {:?} {} {}", t.id, t.name, t.created_at, if t.revoked { "revoked" } else { "active" });
+            }
+        }
+        ApiTokenCommand::Revoke { id } => {
+            if !core.api_tokens.revoke(&id)? {
+                bail!("no live API token {id:?}");
+            }
+            println!("Revoked {id}.");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! Configuration: defaults, then `gatehouse.toml`, then `GATEHOUSE_*`
+//! environment variables, then command-line flags. Unknown keys and bad values
+//! are start-up errors that name the key (and the file line).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use url::Url;
+
+use crate::telemetry::LogFormat;
+
+/// A configuration problem, worded for the person who wrote the config.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid (TOML's message names the line and key).
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// TOML's message, with line and column.
+        message: String,
+    },
+    /// An environment variable or flag has a bad value.
+    #[error("{key}: {message}")]
+    Value {
+        /// The variable or key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The keys of `gatehouse.toml`, all optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `listen = "127.0.0.1:8080"`
+    pub listen: Option<SocketAddr>,
+    /// `data_dir = "./.gatehouse"`
+    pub data_dir: Option<PathBuf>,
+    /// `public_url = "https://gate.example.com"`
+    pub public_url: Option<Url>,
+    /// `liveness_window = "24h"`
+    #[serde(default, with = "humantime_opt")]
+    pub liveness_window: Option<Duration>,
+    /// `approval_ttl = "10m"`
+    #[serde(default, with = "humantime_opt")]
+    pub approval_ttl: Option<Duration>,
+    /// `max_body_bytes = 4194304`
+    pub max_body_bytes: Option<usize>,
+    /// `log_format = "human" | "json"`
+    pub log_format: Option<LogFormat>,
+    /// Extra `Host` names (or `host:port`) to accept besides loopback and the public URL.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Extra browser origins `/mcp` accepts (e.g. `"http://localhost:6274"`).
+    pub allowed_origins: Option<Vec<String>>,
+}
+
+mod humantime_opt {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(d)? else { return Ok(None) };
+        super::parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. \"90s\", \"10m\", \"24h\")"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+/// Values given on the command line (they win over everything else).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--listen`
+    pub listen: Option<SocketAddr>,
+    /// `--data-dir`
+    pub data_dir: Option<PathBuf>,
+    /// `--public-url`
+    pub public_url: Option<Url>,
+    /// `--log-format`
+    pub log_format: Option<LogFormat>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Directory holding the database.
+    pub data_dir: PathBuf,
+    /// The URL people and agents reach Gatehouse at, if not the listen address.
+    pub public_url: Option<Url>,
+    /// A credential lapses after this long without a sign of life.
+    pub liveness_window: Duration,
+    /// Pending approvals expire after this long.
+    pub approval_ttl: Duration,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// Extra accepted `Host` values.
+    pub allowed_hosts: Vec<String>,
+    /// Extra accepted `/mcp` origins.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from(".gatehouse"),
+            public_url: None,
+            liveness_window: Duration::from_secs(24 * 3600),
+            approval_ttl: Duration::from_secs(600),
+            max_body_bytes: 4 * 1024 * 1024,
+            log_format: LogFormat::Human,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+fn env_value<T>(key: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<Option<T>, ConfigError> {
+    match std::env::var(key) {
+        Ok(v) if !v.is_empty() => parse(&v)
+            .map(Some)
+            .map_err(|message| ConfigError::Value { key: key.into(), message }),
+        _ => Ok(None),
+    }
+}
+
+fn list(v: &str) -> Result<Vec<String>, String> {
+    Ok(v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+}
+
+impl FileConfig {
+    /// Parses a config file's text.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::File { path: path.into(), message: e.to_string().trim_end().to_string() })
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Self::parse(path, &text)
+    }
+
+    /// Lays `GATEHOUSE_*` variables over the file's values.
+    pub fn apply_env(mut self) -> Result<Self, ConfigError> {
+        let e = |s: String| s;
+        if let Some(v) = env_value("GATEHOUSE_LISTEN", |v| v.parse().map_err(|x: std::net::AddrParseError| e(x.to_string())))? {
+            self.listen = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_DATA_DIR", |v| Ok(PathBuf::from(v)))? {
+            self.data_dir = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_PUBLIC_URL", |v| Url::parse(v).map_err(|x| x.to_string()))? {
+            self.public_url = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_LIVENESS_WINDOW", parse_duration)? {
+            self.liveness_window = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_APPROVAL_TTL", parse_duration)? {
+            self.approval_ttl = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_MAX_BODY_BYTES", |v| v.parse().map_err(|x: std::num::ParseIntError| x.to_string()))? {
+            self.max_body_bytes = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_LOG_FORMAT", |v| match v {
+            "human" => Ok(LogFormat::Human),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("unknown log format {other:?} (human or json)")),
+        })? {
+            self.log_format = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_ALLOWED_HOSTS", list)? {
+            self.allowed_hosts = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_ALLOWED_ORIGINS", list)? {
+            self.allowed_origins = Some(v);
+        }
+        Ok(self)
+    }
+}
+
+impl Config {
+    /// Resolves defaults < file (if given) < environment < flags.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let file = match file {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
+        Self::resolve(file.apply_env()?, overrides)
+    }
+
+    /// Combines parsed file values with flags over the defaults.
+    pub fn resolve(file: FileConfig, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let d = Config::default();
+        let config = Config {
+            listen: overrides.listen.or(file.listen).unwrap_or(d.listen),
+            data_dir: overrides.data_dir.clone().or(file.data_dir).unwrap_or(d.data_dir),
+            public_url: overrides.public_url.clone().or(file.public_url),
+            liveness_window: file.liveness_window.unwrap_or(d.liveness_window),
+            approval_ttl: file.approval_ttl.unwrap_or(d.approval_ttl),
+            max_body_bytes: file.max_body_bytes.unwrap_or(d.max_body_bytes),
+            log_format: overrides.log_format.or(file.log_format).unwrap_or(d.log_format),
+            allowed_hosts: file.allowed_hosts.unwrap_or_default(),
+            allowed_origins: file.allowed_origins.unwrap_or_default(),
+        };
+        if let Some(url) = &config.public_url {
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(ConfigError::Value { key: "public_url".into(), message: "must be an http(s) URL with a host".into() });
+            }
+        }
+        if config.max_body_bytes < 1024 {
+            return Err(ConfigError::Value { key: "max_body_bytes".into(), message: "must be at least 1024".into() });
+        }
+        Ok(config)
+    }
+
+    /// The base URL people and agents use: the public URL, or the bound address.
+    pub fn base_url(&self, bound: SocketAddr) -> String {
+        match &self.public_url {
+            Some(url) => url.as_str().trim_end_matches('/').to_string(),
+            None => format!("http://{bound}"),
+        }
+    }
+
+    /// Whether the site is served over HTTPS (cookies get `__Host-` and `Secure`).
+    pub fn https(&self) -> bool {
+        self.public_url.as_ref().is_some_and(|u| u.scheme() == "https")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key_and_line() {
+        let err = FileConfig::parse(Path::new("g.toml"), "listen = \"127.0.0.1:9\"\nlisten_port = 3\n").unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("listen_port"), "{err}");
+        let err = FileConfig::parse(Path::new("g.toml"), "\napproval_ttl = \"soon\"\n").unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("approval_ttl"), "{err}");
+    }
+
+    #[test]
+    fn flags_win_over_file_values_and_defaults_fill_the_rest() {
+        let file = FileConfig::parse(Path::new("g.toml"), "listen = \"127.0.0.1:9000\"\nliveness_window = \"2h\"\n").unwrap();
+        let overrides = Overrides { listen: Some("127.0.0.1:0".parse().unwrap()), ..Default::default() };
+        let config = Config::resolve(file, &overrides).unwrap();
+        assert_eq!(config.listen.port(), 0);
+        assert_eq!(config.liveness_window, Duration::from_secs(7200));
+        assert_eq!(config.approval_ttl, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn public_url_must_be_http() {
+        let file = FileConfig::parse(Path::new("g.toml"), "public_url = \"ftp://x\"\n").unwrap();
+        assert!(Config::resolve(file, &Overrides::default()).unwrap_err().to_string().contains("public_url"));
+    }
+}

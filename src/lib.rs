@@ -1,0 +1,15 @@
+//! Gatehouse: a self-hosted MCP gateway that makes AI agents ask a human
+//! before they act. This crate is the server: configuration, the HTTP router,
+//! the `/mcp` endpoint, the HTTP API and the embedded site.
+
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod mcp;
+pub mod security;
+pub mod shutdown;
+pub mod site;
+pub mod startup;
+pub mod telemetry;

@@ -1,0 +1,117 @@
+//! Bearer authentication for `/mcp`, binding of sessions to the credential
+//! that opened them, and JSON-RPC errors for bodies rmcp cannot parse.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use gatehouse_core::credentials::Rejection;
+use serde_json::json;
+
+use super::McpState;
+
+/// Rejection counters, by reason.
+#[derive(Debug, Default)]
+pub struct AuthMetrics {
+    /// `missing_bearer_token`
+    pub missing: AtomicU64,
+    /// `unknown_or_expired_token`
+    pub unknown: AtomicU64,
+}
+
+fn unauthorized(state: &McpState, rejection: Rejection) -> Response {
+    let counter = match rejection {
+        Rejection::MissingBearerToken => &state.metrics.missing,
+        Rejection::UnknownOrExpiredToken => &state.metrics.unknown,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    // Never log the token: only why it was refused.
+    tracing::warn!(reason = rejection.reason(), "rejected MCP credential");
+    let message = match rejection {
+        Rejection::MissingBearerToken => "send Authorization: Bearer <token>; mint one with `gatehouse token issue --agent NAME`",
+        Rejection::UnknownOrExpiredToken => "the bearer token is unknown, revoked or expired; ask for a new one",
+    };
+    let challenge = match rejection {
+        Rejection::MissingBearerToken => r#"Bearer realm="gatehouse""#,
+        Rejection::UnknownOrExpiredToken => r#"Bearer realm="gatehouse", error="invalid_token""#,
+    };
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(json!({ "error": "invalid_mcp_credential", "reason": rejection.reason(), "message": message })),
+    )
+        .into_response();
+    let h = response.headers_mut();
+    h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
+    tracing::warn!(status = status.as_u16(), code, %message, "bad MCP request");
+    (status, axum::Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": code, "message": message } }))).into_response()
+}
+
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Authenticates every `/mcp` request; the accepted credential goes into the
+/// request extensions for the tool handlers.
+pub async fn authenticate(State(state): State<McpState>, mut request: Request, next: Next) -> Response {
+    let Some(token) = bearer(&request) else {
+        return unauthorized(&state, Rejection::MissingBearerToken);
+    };
+    let credential = match state.core.credentials.authenticate(token) {
+        Ok(Ok(credential)) => credential,
+        Ok(Err(rejection)) => return unauthorized(&state, rejection),
+        Err(e) => {
+            tracing::error!(error = %e, "credential lookup failed");
+            return jsonrpc_error(StatusCode::INTERNAL_SERVER_ERROR, -32603, "internal error".into());
+        }
+    };
+    // A session belongs to the credential that opened it: another token
+    // presenting its id is told it does not exist.
+    if let Some(sid) = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+        && let Some(owner) = state.core.live.session_credential(sid)
+        && owner != credential.id
+    {
+        tracing::warn!(credential = %credential.id, "session id presented by a credential that did not open it");
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    }
+    request.extensions_mut().insert(credential);
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let json_body = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, state.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                format!("request body exceeds {} bytes", state.max_body_bytes),
+            );
+        }
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    // rmcp answers an undecodable JSON body with a bare 415; give the client
+    // the JSON-RPC error the spec asks for instead.
+    if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+            Err(e) => jsonrpc_error(StatusCode::BAD_REQUEST, -32700, format!("Parse error: {e}")),
+            Ok(_) => jsonrpc_error(StatusCode::BAD_REQUEST, -32600, "Invalid Request: not a JSON-RPC 2.0 message".into()),
+        };
+    }
+    response
+}

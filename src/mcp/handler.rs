@@ -1,0 +1,145 @@
+//! The MCP server handler: one instance per session (or per stateless
+//! 2026-07-28 request), serving Gatehouse's tools to the authenticated agent.
+
+// `logging/setLevel` is deprecated by SEP-2577 but still part of 2025-11-25,
+// which clients (and the conformance suite) use.
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex};
+
+use gatehouse_core::credentials::Credential;
+use gatehouse_core::live::{LiveHub, McpSessionInfo};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ErrorData, Implementation,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{RoleServer, ServerHandler};
+
+use super::{McpState, tools};
+
+/// Removes a session from the live registry when its handler goes away
+/// (DELETE, idle timeout, shutdown), whichever comes first.
+struct SessionGuard {
+    live: LiveHub,
+    session_id: Mutex<Option<String>>,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        if let Some(sid) = self.session_id.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            tracing::info!(session = %sid, "MCP session closed");
+            self.live.session_closed(&sid);
+        }
+    }
+}
+
+/// Gatehouse's MCP server for one session.
+#[derive(Clone)]
+pub struct GatehouseMcp {
+    state: McpState,
+    guard: Arc<SessionGuard>,
+    log_level: Arc<Mutex<LoggingLevel>>,
+}
+
+fn request_parts<'a>(extensions: &'a rmcp::model::Extensions) -> Option<&'a http::request::Parts> {
+    extensions.get::<http::request::Parts>()
+}
+
+fn caller(extensions: &rmcp::model::Extensions) -> Result<(&Credential, Option<&str>), ErrorData> {
+    let parts = request_parts(extensions).ok_or_else(|| ErrorData::internal_error("no HTTP request context", None))?;
+    let credential = parts
+        .extensions
+        .get::<Credential>()
+        .ok_or_else(|| ErrorData::internal_error("request was not authenticated", None))?;
+    let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+    Ok((credential, session))
+}
+
+impl GatehouseMcp {
+    /// A handler for a new session.
+    pub fn new(state: McpState) -> Self {
+        let guard = Arc::new(SessionGuard { live: state.core.live.clone(), session_id: Mutex::new(None) });
+        Self { state, guard, log_level: Arc::new(Mutex::new(LoggingLevel::Info)) }
+    }
+}
+
+impl ServerHandler for GatehouseMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
+            .with_server_info(
+                Implementation::new("gatehouse", env!("CARGO_PKG_VERSION"))
+                    .with_title("Gatehouse")
+                    .with_description("An MCP gateway that asks a human before agents act"),
+            )
+            .with_instructions(
+                "Gatehouse fronts tools that may need a person's approval. Call gatehouse_status to see \
+                 which agent and credential you are.",
+            )
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(parts) = request_parts(&context.extensions) else { return };
+        let (Some(credential), Some(sid)) = (
+            parts.extensions.get::<Credential>(),
+            parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()),
+        ) else {
+            return;
+        };
+        let (client_name, client_version, protocol_version) = match context.peer.peer_info() {
+            Some(info) => (
+                info.client_info.name.clone(),
+                info.client_info.version.clone(),
+                info.protocol_version.to_string(),
+            ),
+            None => (String::new(), String::new(), String::new()),
+        };
+        *self.guard.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_string());
+        tracing::info!(session = %sid, agent = %credential.agent, client = %client_name, %protocol_version, "MCP session opened");
+        self.state.core.live.session_opened(McpSessionInfo {
+            session_id: sid.to_string(),
+            credential_id: credential.id.clone(),
+            agent: credential.agent.clone(),
+            thread: credential.thread.clone(),
+            owner: credential.owner.clone(),
+            client_name,
+            client_version,
+            protocol_version,
+            opened_at_ms: self.state.core.clock.now_ms(),
+        });
+    }
+
+    async fn set_level(&self, request: SetLevelRequestParams, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) = request.level;
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::list()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        tools::list().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (credential, session) = caller(&context.extensions)?;
+        let result = match request.name.as_ref() {
+            tools::STATUS => tools::status(&self.state, credential, session),
+            other => {
+                // The spec's answer to an unknown tool is a JSON-RPC -32602.
+                tracing::warn!(tool = %other, agent = %credential.agent, "call to unknown tool");
+                return Err(ErrorData::invalid_params(format!("Unknown tool: {other}"), None));
+            }
+        };
+        Ok(result.into())
+    }
+}

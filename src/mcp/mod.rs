@@ -1,0 +1,46 @@
+//! The `/mcp` endpoint: rmcp's Streamable HTTP service nested in the axum
+//! router, behind Gatehouse's bearer authentication.
+
+pub mod auth;
+pub mod handler;
+pub mod tools;
+
+use std::sync::Arc;
+
+use axum::Router;
+use gatehouse_core::Core;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::security::AllowList;
+
+/// What the MCP side needs from the server.
+#[derive(Clone)]
+pub struct McpState {
+    /// Shared stores.
+    pub core: Core,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Counters exported at `/metrics`.
+    pub metrics: Arc<auth::AuthMetrics>,
+}
+
+/// The `/mcp` routes: authentication in front of rmcp's service.
+pub fn router(state: McpState, allow: &AllowList, shutdown: CancellationToken) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allow.hosts().to_vec())
+        .with_allowed_origins(allow.mcp_origins().to_vec())
+        .with_max_request_body_bytes(state.max_body_bytes)
+        .with_cancellation_token(shutdown);
+    let factory_state = state.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(handler::GatehouseMcp::new(factory_state.clone())),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(state, auth::authenticate))
+}

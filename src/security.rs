@@ -1,0 +1,174 @@
+//! Host and Origin checks (DNS-rebinding and CSRF protection) and the headers
+//! that keep pages out of frames.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use url::Url;
+
+/// Which `Host` and `Origin` values are accepted.
+#[derive(Debug, Clone)]
+pub struct AllowList {
+    hosts: Vec<String>,
+    mcp_origins: Vec<String>,
+    public_origin: Option<String>,
+}
+
+const LOOPBACK: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
+
+/// Splits `host[:port]` (IPv6 in brackets) into the host name, lower-cased.
+fn host_name(authority: &str) -> String {
+    let authority = authority.trim().to_ascii_lowercase();
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default().to_string();
+    }
+    authority.rsplit_once(':').map_or(authority.clone(), |(h, p)| {
+        if p.chars().all(|c| c.is_ascii_digit()) { h.to_string() } else { authority.clone() }
+    })
+}
+
+impl AllowList {
+    /// Loopback names, the public URL's host, and the configured extras.
+    pub fn new(public_url: Option<&Url>, extra_hosts: &[String], extra_origins: &[String]) -> Self {
+        let mut hosts: Vec<String> = LOOPBACK.iter().map(|s| s.to_string()).collect();
+        if let Some(host) = public_url.and_then(|u| u.host_str()) {
+            hosts.push(host.trim_matches(['[', ']']).to_ascii_lowercase());
+        }
+        hosts.extend(extra_hosts.iter().map(|h| h.to_ascii_lowercase()));
+        let public_origin = public_url.map(|u| u.origin().ascii_serialization());
+        let mut mcp_origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        mcp_origins.extend(public_origin.clone());
+        mcp_origins.extend(extra_origins.iter().cloned());
+        Self { hosts, mcp_origins, public_origin }
+    }
+
+    /// The host list in the form rmcp's Streamable HTTP service takes.
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
+    /// The origin list in the form rmcp's Streamable HTTP service takes.
+    pub fn mcp_origins(&self) -> &[String] {
+        &self.mcp_origins
+    }
+
+    /// Whether a `Host` header value names us.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let name = host_name(host);
+        let full = host.trim().to_ascii_lowercase();
+        self.hosts.iter().any(|h| *h == name || *h == full)
+    }
+
+    /// Whether an `Origin` may call `/mcp`: loopback on any port, the public
+    /// URL, or a configured extra.
+    pub fn mcp_origin_allowed(&self, origin: &str) -> bool {
+        let Ok(url) = Url::parse(origin) else { return false };
+        let serialized = url.origin().ascii_serialization();
+        if url.scheme() == "http" && url.host_str().is_some_and(|h| LOOPBACK.contains(&h)) {
+            return true;
+        }
+        self.mcp_origins.iter().any(|o| *o == serialized || *o == origin)
+    }
+
+    /// Whether an `Origin` is this site itself (for state-changing requests).
+    pub fn same_origin(&self, origin: &str, host: Option<&str>) -> bool {
+        if self.public_origin.as_deref() == Some(origin) {
+            return true;
+        }
+        let Some(host) = host else { return false };
+        origin == format!("http://{host}") || origin == format!("https://{host}")
+    }
+}
+
+fn refuse(status: StatusCode, error: &str, message: String) -> Response {
+    tracing::warn!(status = status.as_u16(), error, %message, "request refused");
+    (status, axum::Json(json!({ "error": error, "message": message }))).into_response()
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Refuses requests whose `Host` is not ours (DNS rebinding), cross-origin
+/// browser calls to `/mcp`, and cross-site state-changing calls elsewhere.
+pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = header_str(headers, header::HOST).or_else(|| request.uri().authority().map(|a| a.as_str()));
+    match host {
+        Some(h) if allow.host_allowed(h) => {}
+        Some(h) => return refuse(StatusCode::FORBIDDEN, "forbidden_host", format!("Host {h:?} is not allowed")),
+        None => return refuse(StatusCode::FORBIDDEN, "forbidden_host", "missing Host header".into()),
+    }
+    let origin = header_str(headers, header::ORIGIN);
+    if request.uri().path() == "/mcp" || request.uri().path().starts_with("/mcp/") {
+        if let Some(o) = origin
+            && !allow.mcp_origin_allowed(o)
+        {
+            return refuse(StatusCode::FORBIDDEN, "forbidden_origin", format!("Origin {o:?} is not allowed"));
+        }
+    } else if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        // A bearer header cannot be attached cross-site without CORS, so such
+        // requests are not CSRF-able; cookie-borne ones must prove their origin.
+        let bearer = headers.contains_key(header::AUTHORIZATION);
+        let same_site_fetch = header_str(headers, header::HeaderName::from_static("sec-fetch-site")) == Some("same-origin");
+        let ok = match origin {
+            Some(o) => allow.same_origin(o, host),
+            None => bearer || same_site_fetch,
+        };
+        if !ok {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                format!("cross-origin {} refused (Origin {:?})", request.method(), origin.unwrap_or("missing")),
+            );
+        }
+    }
+    next.run(request).await
+}
+
+/// Keeps every response out of frames (clickjacking) and sniffing.
+pub async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let h = response.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("frame-ancestors 'none'; base-uri 'self'; form-action 'self'"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_loopback_public_and_extras() {
+        let public = Url::parse("https://gate.example.com").unwrap();
+        let allow = AllowList::new(Some(&public), &["box.lan".into()], &[]);
+        for ok in ["localhost:8080", "127.0.0.1", "[::1]:9", "gate.example.com", "GATE.example.com:443", "box.lan:1"] {
+            assert!(allow.host_allowed(ok), "{ok}");
+        }
+        for bad in ["evil.com", "127.0.0.1.evil.com", "localhost.evil:80", ""] {
+            assert!(!allow.host_allowed(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mcp_origins_and_same_origin() {
+        let public = Url::parse("https://gate.example.com/").unwrap();
+        let allow = AllowList::new(Some(&public), &[], &["https://ide.example".into()]);
+        assert!(allow.mcp_origin_allowed("http://localhost:6274"));
+        assert!(allow.mcp_origin_allowed("https://gate.example.com"));
+        assert!(allow.mcp_origin_allowed("https://ide.example"));
+        assert!(!allow.mcp_origin_allowed("https://evil.example"));
+        assert!(!allow.mcp_origin_allowed("null"));
+        assert!(allow.same_origin("http://127.0.0.1:8080", Some("127.0.0.1:8080")));
+        assert!(!allow.same_origin("http://127.0.0.1:3000", Some("127.0.0.1:8080")));
+        assert!(allow.same_origin("https://gate.example.com", Some("10.0.0.1")));
+    }
+}

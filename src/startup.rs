@@ -1,0 +1,178 @@
+//! Building and running the server: bind the listener, assemble the router
+//! (`app`), serve with graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::extract::FromRef;
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use gatehouse_app::{App, shell};
+use gatehouse_core::{Core, Db, SystemClock};
+use leptos::config::LeptosOptions;
+use leptos::prelude::provide_context;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_cookies::CookieManagerLayer;
+
+use crate::config::Config;
+use crate::mcp::{self, McpState, auth::AuthMetrics};
+use crate::security::{self, AllowList};
+use crate::{api, auth, site};
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// Stores shared with the site's server functions.
+    pub core: Core,
+    /// The base URL for links and client configs (public URL or bound address).
+    pub base_url: String,
+    /// Served over HTTPS (cookie attributes).
+    pub https: bool,
+    /// Leptos site settings.
+    pub leptos_options: LeptosOptions,
+    /// Cancelled at shutdown; long-lived streams end with it.
+    pub shutdown: CancellationToken,
+    /// Accepted hosts and origins.
+    pub allow: AllowList,
+    /// Credential rejection counters.
+    pub auth_metrics: Arc<AuthMetrics>,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos_options.clone()
+    }
+}
+
+/// Leptos settings from the top-level `Leptos.toml`, compiled in.
+pub fn leptos_options() -> LeptosOptions {
+    leptos::config::get_config_from_str(include_str!("../Leptos.toml")).expect("Leptos.toml is valid")
+}
+
+/// The whole router: `/mcp`, the API, the site. Tests call this directly.
+pub fn app(state: AppState) -> Router {
+    let mcp = mcp::router(
+        McpState { core: state.core.clone(), max_body_bytes: state.max_body_bytes, metrics: state.auth_metrics.clone() },
+        &state.allow,
+        state.shutdown.clone(),
+    );
+    let core = state.core.clone();
+    let pages = Router::<AppState>::new()
+        .leptos_routes_with_context(
+            &state,
+            generate_route_list(App),
+            move || provide_context(core.clone()),
+            {
+                let options = state.leptos_options.clone();
+                move || shell(options.clone())
+            },
+        )
+        .layer(from_fn(auth::require_user_for_pages));
+    let site = Router::new()
+        .merge(api::router())
+        .merge(pages)
+        .route("/pkg/{*path}", get(site::pkg))
+        .route("/favicon.ico", get(site::favicon))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
+        .layer(from_fn_with_state(state.clone(), auth::load_user))
+        .layer(CookieManagerLayer::new())
+        .layer(axum::extract::DefaultBodyLimit::max(state.max_body_bytes))
+        .with_state(state.clone());
+    Router::new()
+        .merge(mcp)
+        .merge(site)
+        .layer(from_fn(security::security_headers))
+        .layer(from_fn_with_state(state.allow.clone(), security::check_host_and_origin))
+}
+
+/// `GET /metrics` in Prometheus text format.
+async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> String {
+    let m = &state.auth_metrics;
+    format!(
+        "# HELP gatehouse_credentials_rejected_total MCP requests refused for their credential.\n\
+         # TYPE gatehouse_credentials_rejected_total counter\n\
+         gatehouse_credentials_rejected_total{{reason=\"missing_bearer_token\"}} {}\n\
+         gatehouse_credentials_rejected_total{{reason=\"unknown_or_expired_token\"}} {}\n\
+         # HELP gatehouse_mcp_sessions Connected MCP sessions.\n\
+         # TYPE gatehouse_mcp_sessions gauge\n\
+         gatehouse_mcp_sessions {}\n",
+        m.missing.load(Ordering::Relaxed),
+        m.unknown.load(Ordering::Relaxed),
+        state.core.live.sessions().len(),
+    )
+}
+
+/// A bound, ready-to-run server.
+pub struct Application {
+    listener: TcpListener,
+    router: Router,
+    address: SocketAddr,
+    state: AppState,
+}
+
+impl Application {
+    /// Opens the data directory and database, binds the listener (port 0
+    /// picks a free one) and assembles the router.
+    pub async fn build(config: &Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", config.data_dir.display()))?;
+        let db = Db::open(&config.data_dir)?;
+        let core = Core::new(db, Arc::new(SystemClock), config.liveness_window);
+        Self::build_with_core(config, core, shutdown).await
+    }
+
+    /// Like [`Application::build`] over prepared stores (tests inject a clock).
+    pub async fn build_with_core(config: &Config, core: Core, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+        let address = listener.local_addr()?;
+        let state = AppState {
+            core,
+            base_url: config.base_url(address),
+            https: config.https(),
+            leptos_options: leptos_options(),
+            shutdown,
+            allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
+            auth_metrics: Arc::default(),
+            max_body_bytes: config.max_body_bytes,
+        };
+        Ok(Self { router: app(state.clone()), listener, address, state })
+    }
+
+    /// The bound address.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The shared state (for start-up messages and tests).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until the shutdown token is cancelled, then drains.
+    pub async fn run(self) -> anyhow::Result<()> {
+        if !site::has_front_end() {
+            tracing::warn!("this binary was built without the front end; pages will not hydrate (run scripts/build.sh)");
+        }
+        tracing::info!(address = %self.address, "listening");
+        let shutdown = self.state.shutdown.clone();
+        // rmcp writes each reply in several small chunks: without TCP_NODELAY,
+        // Nagle and delayed ACKs add ~40 ms to every request.
+        let listener = self.listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, self.router)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await?;
+        Ok(())
+    }
+}
