@@ -112,13 +112,15 @@ pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Requ
             return refuse(StatusCode::FORBIDDEN, "forbidden_origin", format!("Origin {o:?} is not allowed"));
         }
     } else if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
-        // A bearer header cannot be attached cross-site without CORS, so such
-        // requests are not CSRF-able; cookie-borne ones must prove their origin.
+        // Browsers send Origin on every cross-site POST, so a present Origin
+        // must be ours. Without one, only a cookie can carry ambient
+        // authority: a bearer header cannot be attached cross-site without CORS.
         let bearer = headers.contains_key(header::AUTHORIZATION);
+        let cookie = headers.contains_key(header::COOKIE);
         let same_site_fetch = header_str(headers, header::HeaderName::from_static("sec-fetch-site")) == Some("same-origin");
         let ok = match origin {
             Some(o) => allow.same_origin(o, host),
-            None => bearer || same_site_fetch,
+            None => bearer || !cookie || same_site_fetch,
         };
         if !ok {
             return refuse(

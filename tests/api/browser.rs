@@ -1,0 +1,136 @@
+//! Browser-facing rules: sign-in, cookies, CSRF and framing guards, page gating.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+async fn add_user(app: &TestApp, name: &str, admin: bool) {
+    let users = app.core.users.clone();
+    let name = name.to_string();
+    tokio::task::spawn_blocking(move || users.add(&name, "correct horse battery", admin).unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn pages_redirect_to_sign_in_and_carry_framing_guards() {
+    let app = spawn_app().await;
+    let r = app.client.get(format!("{}/?tab=x", app.address)).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/sign-in?next=%2F%3Ftab%3Dx");
+    let r = app.client.get(format!("{}/sign-in", app.address)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+    assert!(r.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+    let html = r.text().await.unwrap();
+    assert!(html.contains(r#"action="/api/auth/sign-in""#));
+    assert!(html.contains("/pkg/gatehouse.js"), "hydration script is linked");
+}
+
+#[tokio::test]
+async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
+    let app = spawn_app().await;
+    add_user(&app, "ada", true).await;
+    let url = format!("{}/api/auth/sign-in", app.address);
+    let origin = app.address.clone();
+    let bad = app.client.post(&url).header("origin", &origin).json(&json!({"username":"ada","password":"nope nope"})).send().await.unwrap();
+    assert_eq!(bad.status(), 401);
+    let r = app.client.post(&url).header("origin", &origin).json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.starts_with("gatehouse_session="), "{cookie}");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax") && cookie.contains("Path=/"), "{cookie}");
+    let session = cookie.split(';').next().unwrap().to_string();
+
+    let home = app.client.get(format!("{}/", app.address)).header("cookie", &session).send().await.unwrap();
+    assert_eq!(home.status(), 200);
+    let html = home.text().await.unwrap();
+    assert!(html.contains("Connected MCP sessions"), "home renders on the server");
+
+    let out = app.client.post(format!("{}/api/auth/sign-out", app.address)).header("origin", &origin).header("cookie", &session).send().await.unwrap();
+    assert_eq!(out.status(), 200);
+    let home = app.client.get(format!("{}/", app.address)).header("cookie", &session).send().await.unwrap();
+    assert_eq!(home.status(), 303, "the ended session no longer signs in");
+}
+
+#[tokio::test]
+async fn form_sign_in_redirects_to_next_and_refuses_open_redirects() {
+    let app = spawn_app().await;
+    add_user(&app, "ada", false).await;
+    let url = format!("{}/api/auth/sign-in", app.address);
+    let r = app.client.post(&url).header("origin", &app.address)
+        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "/?x=1")]).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/?x=1");
+    let r = app.client.post(&url).header("origin", &app.address)
+        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "//evil.example/")]).send().await.unwrap();
+    assert_eq!(r.headers()["location"], "/");
+    let r = app.client.post(&url).header("origin", &app.address)
+        .form(&[("username", "ada"), ("password", "wrong password"), ("next", "/")]).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(r.headers()["location"].to_str().unwrap().starts_with("/sign-in?error=1"));
+}
+
+#[tokio::test]
+async fn state_changing_requests_from_another_origin_are_refused() {
+    let app = spawn_app().await;
+    add_user(&app, "ada", true).await;
+    let url = format!("{}/api/auth/sign-in", app.address);
+    let body = json!({"username":"ada","password":"correct horse battery"});
+    let r = app.client.post(&url).header("origin", "https://evil.example").json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "forbidden_origin");
+    // Another local port is another origin, even though it is the same site.
+    let r = app.client.post(&url).header("origin", "http://127.0.0.1:1").json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    // A cookie-borne POST without any Origin is refused too.
+    let r = app.client.post(format!("{}/api/auth/sign-out", app.address)).header("cookie", "gatehouse_session=x").send().await.unwrap();
+    assert_eq!(r.status(), 403);
+}
+
+#[tokio::test]
+async fn setup_link_creates_the_admin_once() {
+    let app = spawn_app().await;
+    let token = app.core.users.new_setup_token().unwrap().unwrap();
+    let url = format!("{}/api/auth/setup", app.address);
+    let r = app.client.post(&url).header("origin", &app.address)
+        .json(&json!({"token": token, "username": "root", "password": "long enough pw"})).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    assert!(r.headers()["set-cookie"].to_str().unwrap().contains("HttpOnly"));
+    let r = app.client.post(&url).header("origin", &app.address)
+        .json(&json!({"token": token, "username": "root2", "password": "long enough pw"})).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(app.core.users.count().unwrap(), 1);
+}
+
+#[tokio::test]
+async fn https_public_url_uses_host_prefixed_secure_cookies() {
+    let app = spawn_app_with(|c| c.public_url = Some("https://gate.example.com".parse().unwrap())).await;
+    add_user(&app, "ada", true).await;
+    let r = app.client.post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", "https://gate.example.com")
+        .json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.starts_with("__Host-gatehouse_session=") && cookie.contains("Secure"), "{cookie}");
+}
+
+#[tokio::test]
+async fn live_events_need_a_session_and_stream_changes() {
+    let app = spawn_app().await;
+    let r = app.client.get(format!("{}/api/live/events", app.address)).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    add_user(&app, "ada", true).await;
+    let r = app.client.post(format!("{}/api/auth/sign-in", app.address)).header("origin", &app.address)
+        .json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
+    let session = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let mut stream = app.client.get(format!("{}/api/live/events", app.address)).header("cookie", session).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    let first = stream.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("hello"));
+    let token = app.issue("agent", None);
+    let _sid = app.open_session(&token).await;
+    let mut seen = String::new();
+    while !seen.contains("sessions_changed") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), stream.chunk()).await.unwrap().unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests: the real server on port 0 with a fresh database.
+
+mod admin_api;
+mod browser;
+mod cli;
+mod helpers;
+mod mcp_auth;
+mod mcp_transport;
