@@ -25,11 +25,12 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION\$"; th
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked
 fi
 
-log "node tools (node 22, binaryen, playwright, conformance, MCP TS SDK)"
-cd "$root/tools"
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
-fi
+log "node packages (tools: node 22, binaryen, conformance; end2end: Playwright, MCP TS SDK)"
+for dir in "$root/tools" "$root/end2end"; do
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+  fi
+done
 
 log "python MCP SDK (virtualenv in tools/.venv)"
 if [ ! -x "$root/tools/.venv/bin/python" ]; then

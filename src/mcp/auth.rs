@@ -85,6 +85,15 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
         return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
     }
     request.extensions_mut().insert(credential);
+    if request.method() == Method::DELETE {
+        // rmcp answers a session DELETE with 202; clients (the Python SDK)
+        // expect 200 or 204 for a completed termination, and it is complete.
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        return response;
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }

@@ -1,0 +1,95 @@
+// The console in Debian chromium: first-run setup, sign-in, and the home page
+// hydrating and showing MCP sessions arrive live.
+import { test, expect, type Page } from "@playwright/test";
+import { spawnGatehouse, connectClient, type Gatehouse } from "./gatehouse";
+
+const ADMIN = { username: "admin", password: "a long admin password" };
+let gh: Gatehouse;
+
+test.beforeAll(async () => {
+  gh = await spawnGatehouse();
+});
+test.afterAll(() => gh.stop());
+
+async function signIn(page: Page) {
+  await page.goto(`${gh.url}/sign-in`);
+  await page.getByLabel("Username").fill(ADMIN.username);
+  await page.getByLabel("Password").fill(ADMIN.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByRole("heading", { name: "Connected MCP sessions" })).toBeVisible();
+}
+
+test.describe.configure({ mode: "serial" });
+
+test("the setup link creates the admin and signs them in", async ({ page }) => {
+  expect(gh.setupLink).toContain("/setup?token=");
+  await page.goto(gh.setupLink);
+  await expect(page).toHaveTitle("Set up — Gatehouse");
+  await page.getByLabel("Admin username").fill(ADMIN.username);
+  await page.getByLabel(/^Password/).fill(ADMIN.password);
+  await page.getByRole("button", { name: "Create admin" }).click();
+  await expect(page).toHaveURL(`${gh.url}/`);
+  await expect(page.getByRole("heading", { name: "Connected MCP sessions" })).toBeVisible();
+
+  // The link works once.
+  await page.context().clearCookies();
+  await page.goto(gh.setupLink);
+  await page.getByLabel("Admin username").fill("second");
+  await page.getByLabel(/^Password/).fill("another long password");
+  await page.getByRole("button", { name: "Create admin" }).click();
+  await expect(page.getByRole("alert")).toContainText("no longer valid");
+});
+
+test("an unauthenticated visit goes to sign-in and comes back after", async ({ page }) => {
+  await page.goto(`${gh.url}/?from=test`);
+  await expect(page).toHaveURL(/\/sign-in\?next=/);
+  await page.getByLabel("Username").fill(ADMIN.username);
+  await page.getByLabel("Password").fill("wrong password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByRole("alert")).toContainText("did not match");
+  await page.getByLabel("Username").fill(ADMIN.username);
+  await page.getByLabel("Password").fill(ADMIN.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page).toHaveURL(`${gh.url}/?from=test`);
+});
+
+test("the home page hydrates and shows a new MCP session without reload", async ({ page }) => {
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+  await signIn(page);
+  // Hydrated and subscribed: the live status line only says "Live" once the
+  // wasm has taken over and the SSE stream is open.
+  await expect(page.getByRole("status")).toHaveText("Live");
+  await expect(page.getByText("No MCP session is connected.")).toBeVisible();
+  await page.evaluate(() => ((window as any).__noReload = true));
+
+  const issued = gh.issueToken("playwright-agent", ["--thread", "pw-1", "--owner", ADMIN.username]);
+  const { client, transport } = await connectClient(issued.endpoint, issued.token, "pw-client");
+  const sessions = page.getByRole("list", { name: "MCP sessions" });
+  const card = sessions.getByRole("listitem").filter({ hasText: "playwright-agent" });
+  await expect(card).toBeVisible();
+  await expect(card).toContainText("pw-client");
+  await expect(card).toContainText(transport.sessionId!);
+  const row = page.getByRole("table", { name: "Agent credentials" }).getByRole("row").filter({ hasText: "playwright-agent" });
+  await expect(row).toContainText("active");
+  expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+
+  // Ending the session removes it live too.
+  await transport.terminateSession();
+  await client.close();
+  await expect(card).toHaveCount(0);
+  expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+  expect(errors, "no hydration or script errors").toEqual([]);
+});
+
+test("pages cannot be framed and sign-out ends the session", async ({ page }) => {
+  await signIn(page);
+  const response = await page.request.get(`${gh.url}/`);
+  expect(response.headers()["x-frame-options"]).toBe("DENY");
+  expect(response.headers()["content-security-policy"]).toContain("frame-ancestors 'none'");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await expect(page).toHaveURL(/\/sign-in/);
+  await page.goto(`${gh.url}/`);
+  await expect(page).toHaveURL(/\/sign-in\?next=/);
+});
