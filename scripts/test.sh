@@ -2,7 +2,7 @@
 # The whole test suite: build (front end + release server), unit and
 # integration tests, the MCP conformance scenarios, the Python SDK client, and
 # Playwright (Debian chromium) with the TypeScript SDK client.
-# Needs the tools from .ci/install.sh.
+# Installs what is missing first (.ci/install.sh is idempotent).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,6 +13,9 @@ export PATH="$root/tools/node_modules/.bin:$PATH"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
 step() { printf '\n==== %s\n' "$*"; }
+
+step "install missing tools"
+bash .ci/install.sh
 
 step "build"
 bash scripts/build.sh
