@@ -30,7 +30,7 @@ step "Python SDK client (mcp)"
 work=$(mktemp -d)
 "$GATEHOUSE_BIN" --listen 127.0.0.1:0 --data-dir "$work" >"$work/out" 2>"$work/err" &
 gh_pid=$!
-trap 'kill $gh_pid 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $gh_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do grep -q "listening on" "$work/out" 2>/dev/null && break; sleep 0.1; done
 url=$(grep -o 'listening on http://[0-9.:]*' "$work/out" | awk '{print $3}')
 token=$("$GATEHOUSE_BIN" --data-dir "$work" token issue --agent py-agent --json | tools/.venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["token"])')
