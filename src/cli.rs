@@ -164,7 +164,7 @@ fn open_core(config: &Config) -> anyhow::Result<Core> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let db = Db::open(&config.data_dir).with_context(|| format!("cannot open the database in {}", config.data_dir.display()))?;
-    Ok(Core::new(db, Arc::new(SystemClock), config.liveness_window))
+    Ok(Core::new(db, Arc::new(SystemClock), config.settings())?)
 }
 
 fn serve(config: Config) -> anyhow::Result<()> {

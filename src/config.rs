@@ -64,6 +64,21 @@ pub struct FileConfig {
     pub allowed_hosts: Option<Vec<String>>,
     /// Extra browser origins `/mcp` accepts (e.g. `"http://localhost:6274"`).
     pub allowed_origins: Option<Vec<String>>,
+    /// `[[policy]] pattern = "files__read_*"  action = "allow"`
+    pub policy: Option<Vec<PolicyRule>>,
+}
+
+/// One `[[policy]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    /// `*`, an exact tool name, or `prefix*`.
+    pub pattern: String,
+    /// `allow | require_approval | block`.
+    pub action: String,
+    /// Never accept a decision from the model itself.
+    #[serde(default)]
+    pub human_only: bool,
 }
 
 mod humantime_opt {
@@ -117,6 +132,8 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Extra accepted `/mcp` origins.
     pub allowed_origins: Vec<String>,
+    /// Policy rules from the file.
+    pub policy: Vec<gatehouse_core::policy::Rule>,
 }
 
 impl Default for Config {
@@ -131,6 +148,7 @@ impl Default for Config {
             log_format: LogFormat::Human,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            policy: Vec::new(),
         }
     }
 }
@@ -221,7 +239,22 @@ impl Config {
             log_format: overrides.log_format.or(file.log_format).unwrap_or(d.log_format),
             allowed_hosts: file.allowed_hosts.unwrap_or_default(),
             allowed_origins: file.allowed_origins.unwrap_or_default(),
+            policy: Vec::new(),
         };
+        let mut config = config;
+        for (i, rule) in file.policy.unwrap_or_default().into_iter().enumerate() {
+            let key = format!("policy[{i}]");
+            let action = gatehouse_core::policy::Action::parse(&rule.action)
+                .map_err(|e| ConfigError::Value { key: format!("{key}.action"), message: e.to_string() })?;
+            gatehouse_core::policy::validate_pattern(&rule.pattern)
+                .map_err(|e| ConfigError::Value { key: format!("{key}.pattern"), message: e.to_string() })?;
+            config.policy.push(gatehouse_core::policy::Rule {
+                pattern: rule.pattern,
+                action,
+                human_only: rule.human_only,
+                source: "config".into(),
+            });
+        }
         if let Some(url) = &config.public_url {
             if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
                 return Err(ConfigError::Value { key: "public_url".into(), message: "must be an http(s) URL with a host".into() });
@@ -238,6 +271,15 @@ impl Config {
         match &self.public_url {
             Some(url) => url.as_str().trim_end_matches('/').to_string(),
             None => format!("http://{bound}"),
+        }
+    }
+
+    /// What the domain stores need from the configuration.
+    pub fn settings(&self) -> gatehouse_core::Settings {
+        gatehouse_core::Settings {
+            liveness_window: self.liveness_window,
+            approval_ttl: self.approval_ttl,
+            policy_rules: self.policy.clone(),
         }
     }
 
@@ -267,6 +309,14 @@ mod tests {
         assert_eq!(config.listen.port(), 0);
         assert_eq!(config.liveness_window, Duration::from_secs(7200));
         assert_eq!(config.approval_ttl, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn policy_rules_are_checked() {
+        let file = FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"files__*\"\naction = \"allow\"\n").unwrap();
+        assert_eq!(Config::resolve(file, &Overrides::default()).unwrap().policy.len(), 1);
+        let file = FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"x\"\naction = \"maybe\"\n").unwrap();
+        assert!(Config::resolve(file, &Overrides::default()).unwrap_err().to_string().contains("policy[0].action"));
     }
 
     #[test]

@@ -59,7 +59,12 @@ pub fn leptos_options() -> LeptosOptions {
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
     let mcp = mcp::router(
-        McpState { core: state.core.clone(), max_body_bytes: state.max_body_bytes, metrics: state.auth_metrics.clone() },
+        McpState {
+            core: state.core.clone(),
+            max_body_bytes: state.max_body_bytes,
+            metrics: state.auth_metrics.clone(),
+            base_url: state.base_url.clone(),
+        },
         &state.allow,
         state.shutdown.clone(),
     );
@@ -95,19 +100,48 @@ pub fn app(state: AppState) -> Router {
 
 /// `GET /metrics` in Prometheus text format.
 async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> String {
-    let m = &state.auth_metrics;
-    format!(
+    use std::fmt::Write;
+    let auth = &state.auth_metrics;
+    let approvals = &state.core.approvals;
+    let m = approvals.metrics();
+    let mut out = String::new();
+    let _ = write!(
+        out,
         "# HELP gatehouse_credentials_rejected_total MCP requests refused for their credential.\n\
          # TYPE gatehouse_credentials_rejected_total counter\n\
          gatehouse_credentials_rejected_total{{reason=\"missing_bearer_token\"}} {}\n\
          gatehouse_credentials_rejected_total{{reason=\"unknown_or_expired_token\"}} {}\n\
          # HELP gatehouse_mcp_sessions Connected MCP sessions.\n\
          # TYPE gatehouse_mcp_sessions gauge\n\
-         gatehouse_mcp_sessions {}\n",
-        m.missing.load(Ordering::Relaxed),
-        m.unknown.load(Ordering::Relaxed),
+         gatehouse_mcp_sessions {}\n\
+         # HELP gatehouse_approvals_pending Executions waiting for a decision.\n\
+         # TYPE gatehouse_approvals_pending gauge\n\
+         gatehouse_approvals_pending {}\n\
+         # HELP gatehouse_approval_store_entries Live entries in the approval store (pending, approved, running).\n\
+         # TYPE gatehouse_approval_store_entries gauge\n\
+         gatehouse_approval_store_entries {}\n\
+         # HELP gatehouse_approval_decisions_total Decisions on paused executions.\n\
+         # TYPE gatehouse_approval_decisions_total counter\n",
+        auth.missing.load(Ordering::Relaxed),
+        auth.unknown.load(Ordering::Relaxed),
         state.core.live.sessions().len(),
-    )
+        approvals.pending().len(),
+        approvals.len(),
+    );
+    for (i, name) in ["accept", "decline", "cancel", "expire"].iter().enumerate() {
+        let _ = writeln!(out, "gatehouse_approval_decisions_total{{decision=\"{name}\"}} {}", m.decisions[i].load(Ordering::Relaxed));
+    }
+    out.push_str("# HELP gatehouse_approval_wait_seconds Time from pause to decision.\n# TYPE gatehouse_approval_wait_seconds histogram\n");
+    let mut cumulative = 0;
+    for (i, bound) in gatehouse_core::approvals::WAIT_BUCKETS.iter().enumerate() {
+        cumulative += m.wait_buckets[i].load(Ordering::Relaxed);
+        let _ = writeln!(out, "gatehouse_approval_wait_seconds_bucket{{le=\"{bound}\"}} {cumulative}");
+    }
+    cumulative += m.wait_buckets[gatehouse_core::approvals::WAIT_BUCKETS.len()].load(Ordering::Relaxed);
+    let _ = writeln!(out, "gatehouse_approval_wait_seconds_bucket{{le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "gatehouse_approval_wait_seconds_sum {}", m.wait_sum_ms.load(Ordering::Relaxed) as f64 / 1000.0);
+    let _ = writeln!(out, "gatehouse_approval_wait_seconds_count {cumulative}");
+    out
 }
 
 /// A bound, ready-to-run server.
@@ -125,7 +159,7 @@ impl Application {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", config.data_dir.display()))?;
         let db = Db::open(&config.data_dir)?;
-        let core = Core::new(db, Arc::new(SystemClock), config.liveness_window);
+        let core = Core::new(db, Arc::new(SystemClock), config.settings())?;
         Self::build_with_core(config, core, shutdown).await
     }
 

@@ -61,15 +61,7 @@ pub struct Overview {
 /// others only agents they own.
 #[server(prefix = "/api/fn", endpoint = "overview")]
 pub async fn get_overview() -> Result<Overview, ServerFnError> {
-    use gatehouse_core::users::User;
-    let parts = use_context::<http::request::Parts>()
-        .ok_or_else(|| ServerFnError::new("no request context"))?;
-    let user = parts
-        .extensions
-        .get::<User>()
-        .cloned()
-        .ok_or_else(|| ServerFnError::new("not signed in"))?;
-    let core = use_context::<gatehouse_core::Core>().ok_or_else(|| ServerFnError::new("no core"))?;
+    let (user, core) = server::context()?;
     let visible = |owner: &Option<String>| user.is_admin || owner.as_deref() == Some(user.username.as_str());
     let window = core.credentials.liveness_window().as_millis() as i64;
     let credentials = core
@@ -109,4 +101,135 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         sessions,
         credentials,
     })
+}
+
+/// A paused (or settled) execution, as the resume page shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionData {
+    /// `exec_…`
+    pub execution_id: String,
+    /// `pending`, `approved`, `running`, `completed`, `failed`, `declined`, `expired`, `cancelled`.
+    pub state: String,
+    /// Exposed tool name.
+    pub tool: String,
+    /// Upstream server, if any.
+    pub upstream: Option<String>,
+    /// Pretty-printed arguments (`None` once settled).
+    pub arguments: Option<String>,
+    /// SHA-256 of the canonical arguments.
+    pub arguments_digest: String,
+    /// Agent name.
+    pub agent: String,
+    /// Owning user.
+    pub owner: Option<String>,
+    /// Expiry (Unix ms), for the countdown.
+    pub expires_at_ms: Option<i64>,
+    /// Who decided (`user:ada`, `system`).
+    pub decided_by: Option<String>,
+    /// Server time when read (Unix ms).
+    pub now_ms: i64,
+}
+
+/// What looking an execution up found.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum Lookup {
+    /// Here it is.
+    Found(ExecutionData),
+    /// It belongs to another user's agent (403).
+    Forbidden,
+    /// No such execution (404).
+    NotFound,
+}
+
+#[cfg(feature = "ssr")]
+mod server {
+    use gatehouse_core::approvals::{AccessError, ExecutionView};
+    use gatehouse_core::users::User;
+    use leptos::prelude::*;
+
+    /// The signed-in user and the stores, or an error.
+    pub fn context() -> Result<(User, gatehouse_core::Core), ServerFnError> {
+        let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
+        let user = parts.extensions.get::<User>().cloned().ok_or_else(|| ServerFnError::new("not signed in"))?;
+        let core = use_context::<gatehouse_core::Core>().ok_or_else(|| ServerFnError::new("no core"))?;
+        Ok((user, core))
+    }
+
+    /// Sets the HTTP status of the page (or server function) response.
+    pub fn set_status(code: http::StatusCode) {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(code);
+        }
+    }
+
+    pub fn data(view: ExecutionView, now_ms: i64) -> super::ExecutionData {
+        super::ExecutionData {
+            execution_id: view.execution_id,
+            state: view.state.as_str().to_string(),
+            tool: view.tool,
+            upstream: view.upstream,
+            arguments: view.arguments.map(|a| serde_json::to_string_pretty(&a).unwrap_or_default()),
+            arguments_digest: view.arguments_digest,
+            agent: view.agent,
+            owner: view.owner,
+            expires_at_ms: view.expires_at_ms,
+            decided_by: view.decision.map(|d| d.by),
+            now_ms,
+        }
+    }
+
+    pub fn lookup(id: &str) -> Result<super::Lookup, ServerFnError> {
+        let (user, core) = context()?;
+        Ok(match core.approvals.view_for(&user, id) {
+            Ok(view) => super::Lookup::Found(data(view, core.clock.now_ms())),
+            Err(AccessError::Forbidden) => {
+                set_status(http::StatusCode::FORBIDDEN);
+                super::Lookup::Forbidden
+            }
+            Err(AccessError::NotFound) => {
+                set_status(http::StatusCode::NOT_FOUND);
+                super::Lookup::NotFound
+            }
+            Err(e) => return Err(ServerFnError::new(e.to_string())),
+        })
+    }
+}
+
+/// One execution for the resume page.
+#[server(prefix = "/api/fn", endpoint = "execution")]
+pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
+    server::lookup(&id)
+}
+
+/// Approve (`accept`) or decline (`decline`) an execution. Works as a plain
+/// form post before hydration (the browser is sent back to the page).
+#[server(prefix = "/api/fn", endpoint = "decide")]
+pub async fn decide_execution(id: String, action: String) -> Result<String, ServerFnError> {
+    use gatehouse_core::approvals::{AccessError, Decision};
+    let (user, core) = server::context()?;
+    let decision = match action.as_str() {
+        "accept" => Decision::Accept,
+        "decline" => Decision::Decline,
+        other => return Err(ServerFnError::new(format!("unknown action {other:?}"))),
+    };
+    match core.approvals.decide_for(&user, &id, decision) {
+        Ok(snapshot) => Ok(snapshot.state.as_str().to_string()),
+        Err(e) => {
+            server::set_status(match e {
+                AccessError::NotFound => http::StatusCode::NOT_FOUND,
+                AccessError::Forbidden => http::StatusCode::FORBIDDEN,
+                AccessError::Conflict(_) => http::StatusCode::CONFLICT,
+                AccessError::Storage(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
+            });
+            Err(ServerFnError::new(e.to_string()))
+        }
+    }
+}
+
+/// The signed-in user's pending executions, soonest expiry first.
+#[server(prefix = "/api/fn", endpoint = "pending")]
+pub async fn list_pending() -> Result<Vec<ExecutionData>, ServerFnError> {
+    let (user, core) = server::context()?;
+    let now = core.clock.now_ms();
+    Ok(core.approvals.pending_for(&user).into_iter().map(|v| server::data(v, now)).collect())
 }

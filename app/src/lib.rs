@@ -5,14 +5,16 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod approvals;
 pub mod live;
 pub mod pages;
+pub mod reveal;
 pub mod time_fmt;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, provide_meta_context};
 use leptos_router::{
-    StaticSegment,
+    ParamSegment, SsrMode, StaticSegment,
     components::{Route, Router, Routes},
 };
 
@@ -43,9 +45,13 @@ pub fn App() -> impl IntoView {
         <Stylesheet id="gatehouse" href="/pkg/gatehouse.css"/>
         <Router>
             <Routes fallback=pages::NotFound>
-                <Route path=StaticSegment("") view=pages::HomePage/>
+                // Async SSR: the HTML carries the data, so pages work before
+                // (and without) hydration instead of showing a fallback.
+                <Route path=StaticSegment("") view=pages::HomePage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("sign-in") view=pages::SignInPage/>
                 <Route path=StaticSegment("setup") view=pages::SetupPage/>
+                <Route path=StaticSegment("approvals") view=approvals::InboxPage ssr=SsrMode::Async/>
+                <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=approvals::ResumePage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

@@ -17,7 +17,7 @@ pub enum LiveState {
 
 /// Opens `url` as an `EventSource` once hydrated and calls `on_event` with each
 /// message's data. Returns the connection state. On the server it does nothing.
-pub fn use_live_events(url: &'static str, on_event: impl Fn(String) + 'static) -> ReadSignal<LiveState> {
+pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> ReadSignal<LiveState> {
     let (state, set_state) = signal(LiveState::Connecting);
     #[cfg(feature = "hydrate")]
     {
@@ -25,7 +25,7 @@ pub fn use_live_events(url: &'static str, on_event: impl Fn(String) + 'static) -
         use wasm_bindgen::{JsCast, closure::Closure};
         let on_event = Rc::new(on_event);
         Effect::new(move |_| {
-            let Ok(source) = web_sys::EventSource::new(url) else {
+            let Ok(source) = web_sys::EventSource::new(&url) else {
                 set_state.set(LiveState::Reconnecting);
                 return;
             };

@@ -15,14 +15,17 @@ fn When(ms: i64, now_ms: i64) -> impl IntoView {
     view! { <time datetime=iso(ms) title=exact(ms)>{relative(ms, now_ms)}</time> }
 }
 
-/// Header with the product name and sign-out.
+/// Header with the product name, navigation and sign-out.
 #[component]
-fn Header(username: String) -> impl IntoView {
+pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView {
     view! {
         <header class="top">
-            <a class="brand" href="/">"Gatehouse"</a>
+            <nav aria-label="Main">
+                <a class="brand" href="/">"Gatehouse"</a>
+                <a href="/approvals">"Approvals"</a>
+            </nav>
             <form method="post" action="/api/auth/sign-out" class="sign-out">
-                <span class="who">{username}</span>
+                {username.map(|u| view! { <span class="who">{u}</span> })}
                 <button type="submit" class="quiet">"Sign out"</button>
             </form>
         </header>
@@ -33,7 +36,7 @@ fn Header(username: String) -> impl IntoView {
 #[component]
 pub fn HomePage() -> impl IntoView {
     let overview = Resource::new(|| (), |_| get_overview());
-    let live = use_live_events("/api/live/events", move |_| overview.refetch());
+    let live = use_live_events("/api/live/events".to_string(), move |_| overview.refetch());
     let live_text = move || match live.get() {
         LiveState::Connecting => "Connecting to live updates…",
         LiveState::Live => "Live",

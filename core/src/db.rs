@@ -54,6 +54,28 @@ const MIGRATIONS: &[&str] = &[
         revoked_at   INTEGER
     );
     "#,
+    // 2: policy rules and the audit log of executions.
+    r#"
+    CREATE TABLE policy_rules (
+        pattern     TEXT PRIMARY KEY,
+        action      TEXT NOT NULL,
+        human_only  INTEGER NOT NULL DEFAULT 0,
+        updated_at  INTEGER NOT NULL
+    );
+    CREATE TABLE audit_events (
+        id               INTEGER PRIMARY KEY,
+        execution_id     TEXT NOT NULL,
+        at               INTEGER NOT NULL,
+        state            TEXT NOT NULL,
+        tool             TEXT NOT NULL,
+        arguments_digest TEXT NOT NULL,
+        agent            TEXT NOT NULL,
+        owner            TEXT,
+        actor            TEXT,
+        detail           TEXT
+    );
+    CREATE INDEX audit_execution ON audit_events(execution_id);
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

@@ -6,11 +6,14 @@
 //! other.
 
 pub mod api_tokens;
+pub mod approvals;
+pub mod audit;
 pub mod clock;
 pub mod credentials;
 pub mod db;
 pub mod error;
 pub mod live;
+pub mod policy;
 pub mod secret;
 pub mod users;
 
@@ -36,17 +39,42 @@ pub struct Core {
     pub api_tokens: api_tokens::ApiTokenStore,
     /// Live MCP sessions and the event fan-out the pages subscribe to.
     pub live: live::LiveHub,
+    /// Policy rules (config and database).
+    pub policy: policy::PolicyStore,
+    /// Paused executions and their decisions.
+    pub approvals: approvals::ApprovalStore,
+}
+
+/// Settings the stores need.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// A credential lapses after this long without a sign of life.
+    pub liveness_window: Duration,
+    /// A pending execution expires after this long.
+    pub approval_ttl: Duration,
+    /// Policy rules from the config file.
+    pub policy_rules: Vec<policy::Rule>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { liveness_window: Duration::from_secs(24 * 3600), approval_ttl: Duration::from_secs(600), policy_rules: Vec::new() }
+    }
 }
 
 impl Core {
-    /// Builds the shared stores over an open database.
-    pub fn new(db: Db, clock: Arc<dyn Clock>, liveness_window: Duration) -> Self {
+    /// Builds the shared stores over an open database. Executions a previous
+    /// run left unsettled are marked abandoned.
+    pub fn new(db: Db, clock: Arc<dyn Clock>, settings: Settings) -> Result<Self, CoreError> {
         let live = live::LiveHub::new();
-        Self {
+        let audit = audit::AuditLog::new(db.clone(), clock.clone());
+        Ok(Self {
+            approvals: approvals::ApprovalStore::new(audit, clock.clone(), settings.approval_ttl, live.clone())?,
+            policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules),
             credentials: credentials::CredentialStore::new(
                 db.clone(),
                 clock.clone(),
-                liveness_window,
+                settings.liveness_window,
                 live.clone(),
             ),
             users: users::UserStore::new(db.clone(), clock.clone()),
@@ -54,6 +82,6 @@ impl Core {
             live,
             db,
             clock,
-        }
+        })
     }
 }

@@ -15,6 +15,8 @@ pub enum LiveEvent {
     SessionsChanged,
     /// A credential was issued, revoked or showed a (recorded) sign of life.
     CredentialsChanged,
+    /// An execution was paused, decided or settled.
+    ApprovalsChanged,
 }
 
 impl LiveEvent {
@@ -23,6 +25,7 @@ impl LiveEvent {
         match self {
             LiveEvent::SessionsChanged => "sessions_changed",
             LiveEvent::CredentialsChanged => "credentials_changed",
+            LiveEvent::ApprovalsChanged => "approvals_changed",
         }
     }
 }

@@ -13,6 +13,8 @@ export const BIN =
 
 export interface Gatehouse {
   url: string;
+  addUser(name: string, password: string, admin?: boolean): void;
+  signIn(name: string, password: string): Promise<string>;
   setupLink: string;
   dataDir: string;
   cli(...args: string[]): string;
@@ -43,6 +45,20 @@ export async function spawnGatehouse(env: Record<string, string> = {}): Promise<
   const cli = (...args: string[]) => execFileSync(BIN, ["--data-dir", dataDir, ...args], { encoding: "utf8" });
   return {
     url,
+    addUser: (name, password, admin = false) => {
+      execFileSync(BIN, ["--data-dir", dataDir, "user", "add", name, ...(admin ? ["--admin"] : []), "--password-stdin"], {
+        input: password,
+      });
+    },
+    signIn: async (username, password) => {
+      const r = await fetch(`${url}/api/auth/sign-in`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: url },
+        body: JSON.stringify({ username, password }),
+      });
+      if (r.status !== 200) throw new Error(`sign-in failed: ${r.status}`);
+      return r.headers.get("set-cookie")!.split(";")[0];
+    },
     setupLink,
     dataDir,
     cli,

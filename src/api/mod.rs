@@ -2,6 +2,7 @@
 //! stream the pages listen to.
 
 pub mod credentials;
+pub mod executions;
 pub mod live;
 
 use axum::Router;
@@ -22,4 +23,10 @@ pub fn router() -> Router<AppState> {
         .route("/api/threads/{thread}/credentials", delete(credentials::revoke_thread))
         .route("/api/provider-sessions/{session}/credentials", delete(credentials::revoke_provider_session))
         .route("/api/live/events", get(live::events))
+        .route("/api/executions/{eid}", get(executions::get))
+        .route("/api/executions/{eid}/resume", post(executions::resume))
+        .route("/api/executions/{eid}/events", get(executions::events))
+        .route("/api/mcp-sessions/{sid}/executions/{eid}", get(executions::get_in_session))
+        .route("/api/mcp-sessions/{sid}/executions/{eid}/resume", post(executions::resume_in_session))
+        .route("/api/approvals/events", get(executions::inbox_events))
 }

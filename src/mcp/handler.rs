@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use gatehouse_core::approvals::ApprovalStore;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::live::{LiveHub, McpSessionInfo};
 use rmcp::model::{
@@ -16,19 +17,22 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
-use super::{McpState, tools};
+use super::tools::{self, Caller};
+use super::{McpState, gate};
 
 /// Removes a session from the live registry when its handler goes away
 /// (DELETE, idle timeout, shutdown), whichever comes first.
 struct SessionGuard {
     live: LiveHub,
+    approvals: ApprovalStore,
     session_id: Mutex<Option<String>>,
 }
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
         if let Some(sid) = self.session_id.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            tracing::info!(session = %sid, "MCP session closed");
+            let cancelled = self.approvals.forget_session(&sid);
+            tracing::info!(session = %sid, cancelled, "MCP session closed");
             self.live.session_closed(&sid);
         }
     }
@@ -59,7 +63,11 @@ fn caller(extensions: &rmcp::model::Extensions) -> Result<(&Credential, Option<&
 impl GatehouseMcp {
     /// A handler for a new session.
     pub fn new(state: McpState) -> Self {
-        let guard = Arc::new(SessionGuard { live: state.core.live.clone(), session_id: Mutex::new(None) });
+        let guard = Arc::new(SessionGuard {
+            live: state.core.live.clone(),
+            approvals: state.core.approvals.clone(),
+            session_id: Mutex::new(None),
+        });
         Self { state, guard, log_level: Arc::new(Mutex::new(LoggingLevel::Info)) }
     }
 }
@@ -119,11 +127,12 @@ impl ServerHandler for GatehouseMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::list()))
+        let visible = tools::all().into_iter().filter(|t| gate::visible(&self.state, &t.name)).collect();
+        Ok(ListToolsResult::with_all_items(visible))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        tools::list().into_iter().find(|t| t.name == name)
+        tools::find(name)
     }
 
     async fn call_tool(
@@ -132,14 +141,12 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (credential, session) = caller(&context.extensions)?;
-        let result = match request.name.as_ref() {
-            tools::STATUS => tools::status(&self.state, credential, session),
-            other => {
-                // The spec's answer to an unknown tool is a JSON-RPC -32602.
-                tracing::warn!(tool = %other, agent = %credential.agent, "call to unknown tool");
-                return Err(ErrorData::invalid_params(format!("Unknown tool: {other}"), None));
-            }
-        };
-        Ok(result.into())
+        let caller = Caller { credential: credential.clone(), session_id: session.map(String::from) };
+        let arguments = request.arguments.map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null);
+        let result = gate::call(&self.state, &caller, &request.name, arguments, &context.ct).await;
+        if let Err(e) = &result {
+            tracing::warn!(tool = %request.name, agent = %caller.credential.agent, error = %e.message, "tools/call refused");
+        }
+        Ok(result?.into())
     }
 }

@@ -2,6 +2,7 @@
 //! router, behind Gatehouse's bearer authentication.
 
 pub mod auth;
+pub mod gate;
 pub mod handler;
 pub mod tools;
 
@@ -25,6 +26,8 @@ pub struct McpState {
     pub max_body_bytes: usize,
     /// Counters exported at `/metrics`.
     pub metrics: Arc<auth::AuthMetrics>,
+    /// Base URL for approval links.
+    pub base_url: String,
 }
 
 /// The `/mcp` routes: authentication in front of rmcp's service.

@@ -1,54 +1,238 @@
-//! Gatehouse's own tools (the built-in `gatehouse` toolset).
+//! Gatehouse's own tools (the built-in `gatehouse` toolset). Read-only ones
+//! are annotated `readOnlyHint`; the ones that change the gateway are
+//! `destructiveHint` and therefore gated by default.
 
 use std::sync::Arc;
 
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::credentials::Credential;
-use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
-use serde_json::json;
+use gatehouse_core::policy::{Action, Hints};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::McpState;
 
 /// `gatehouse_status`
 pub const STATUS: &str = "gatehouse_status";
+/// `gatehouse_policies_list`
+pub const POLICIES_LIST: &str = "gatehouse_policies_list";
+/// `gatehouse_audit_recent`
+pub const AUDIT_RECENT: &str = "gatehouse_audit_recent";
+/// `gatehouse_policy_set`
+pub const POLICY_SET: &str = "gatehouse_policy_set";
+/// `gatehouse_policy_remove`
+pub const POLICY_REMOVE: &str = "gatehouse_policy_remove";
+/// `resume`: waits for a paused call's decision and returns its result.
+pub const RESUME: &str = "resume";
 
-fn object_schema(value: serde_json::Value) -> Arc<JsonObject> {
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The authenticated credential.
+    pub credential: Credential,
+    /// The MCP session, if the protocol has one.
+    pub session_id: Option<String>,
+}
+
+/// Arguments of `gatehouse_policy_set`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicySetArgs {
+    /// `*`, an exact tool name, or `prefix*`.
+    pub pattern: String,
+    /// What a matching call does.
+    pub action: RuleAction,
+    /// Never accept a decision from the model itself.
+    #[serde(default)]
+    pub human_only: bool,
+}
+
+/// `allow | require_approval | block`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleAction {
+    /// Run at once.
+    Allow,
+    /// Wait for a person.
+    RequireApproval,
+    /// Hide and refuse.
+    Block,
+}
+
+impl From<RuleAction> for Action {
+    fn from(a: RuleAction) -> Self {
+        match a {
+            RuleAction::Allow => Action::Allow,
+            RuleAction::RequireApproval => Action::RequireApproval,
+            RuleAction::Block => Action::Block,
+        }
+    }
+}
+
+/// Arguments of `gatehouse_policy_remove`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRemoveArgs {
+    /// The rule's pattern.
+    pub pattern: String,
+}
+
+/// Arguments of `gatehouse_audit_recent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRecentArgs {
+    /// How many entries (1–200, default 20).
+    pub limit: Option<u32>,
+}
+
+/// Arguments of `resume`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResumeArgs {
+    /// The `executionId` from the paused call's result.
+    pub execution_id: String,
+}
+
+fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({"type": "object"}));
     Arc::new(value.as_object().cloned().unwrap_or_default())
 }
 
-/// The built-in tools as listed to clients.
-pub fn list() -> Vec<Tool> {
+fn empty_schema() -> Arc<JsonObject> {
+    Arc::new(json!({ "type": "object", "properties": {}, "additionalProperties": false }).as_object().cloned().unwrap_or_default())
+}
+
+fn read_only() -> ToolAnnotations {
+    ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false)
+}
+
+fn changing() -> ToolAnnotations {
+    ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(false)
+}
+
+/// Every built-in tool, as listed to clients.
+pub fn all() -> Vec<Tool> {
     vec![
         Tool::new(
             STATUS,
             "Report Gatehouse's version, which agent and thread this credential belongs to, \
              its last sign of life and when it lapses without another.",
-            object_schema(json!({ "type": "object", "properties": {}, "additionalProperties": false })),
+            empty_schema(),
         )
         .with_title("Gatehouse status")
-        .with_raw_output_schema(object_schema(json!({
-            "type": "object",
-            "properties": {
-                "version": { "type": "string" },
-                "agent": { "type": "string" },
-                "thread": { "type": ["string", "null"] },
-                "owner": { "type": ["string", "null"] },
-                "credentialId": { "type": "string" },
-                "sessionId": { "type": ["string", "null"] },
-                "lastSignOfLife": { "type": "string", "format": "date-time" },
-                "lapsesAt": { "type": "string", "format": "date-time" },
-                "livenessWindowSeconds": { "type": "integer" }
-            },
-            "required": ["version", "agent", "credentialId", "lastSignOfLife", "lapsesAt", "livenessWindowSeconds"]
-        })))
-        .annotate(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false)),
+        .annotate(read_only()),
+        Tool::new(POLICIES_LIST, "List the policy rules that decide whether a tool call runs, waits for a person, or is blocked.", empty_schema())
+            .with_title("List policy rules")
+            .annotate(read_only()),
+        Tool::new(AUDIT_RECENT, "Read the most recent audit entries: paused calls, decisions (who and when) and outcomes.", schema::<AuditRecentArgs>())
+            .with_title("Recent audit entries")
+            .annotate(read_only()),
+        Tool::new(POLICY_SET, "Add or replace the policy rule for a tool-name pattern (`*`, exact, or `prefix*`).", schema::<PolicySetArgs>())
+            .with_title("Set a policy rule")
+            .annotate(changing()),
+        Tool::new(POLICY_REMOVE, "Remove the policy rule for a pattern.", schema::<PolicyRemoveArgs>())
+            .with_title("Remove a policy rule")
+            .annotate(changing()),
+        Tool::new(
+            RESUME,
+            "Wait for a person's decision on a paused call (by its executionId) and return the call's result \
+             once approved. Returns the same pending status if no decision arrives within about 45 seconds: call it again.",
+            schema::<ResumeArgs>(),
+        )
+        .with_title("Resume a paused call")
+        .annotate(read_only()),
     ]
 }
 
-/// Runs `gatehouse_status` for the calling credential.
+/// One built-in tool by name.
+pub fn find(name: &str) -> Option<Tool> {
+    all().into_iter().find(|t| t.name == name)
+}
+
+/// The annotation hints policy reads.
+pub fn hints(tool: &Tool) -> Hints {
+    let a = tool.annotations.as_ref();
+    Hints { read_only: a.and_then(|a| a.read_only_hint), destructive: a.and_then(|a| a.destructive_hint) }
+}
+
+/// An `isError` result with a message and a machine-readable body.
+pub fn error_result(message: impl Into<String>, body: Value) -> CallToolResult {
+    let mut result = CallToolResult::structured_error(body);
+    result.content = vec![ContentBlock::text(message.into())];
+    result
+}
+
+fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToolResult> {
+    let value = if arguments.is_null() { json!({}) } else { arguments.clone() };
+    serde_json::from_value(value).map_err(|e| {
+        error_result(format!("invalid arguments: {e}"), json!({"error": "invalid_arguments", "message": e.to_string()}))
+    })
+}
+
+/// Runs a built-in tool (not `resume`) for `caller`.
+pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
+    let result = match name {
+        STATUS => Ok(status(state, &caller.credential, caller.session_id.as_deref())),
+        POLICIES_LIST => state
+            .core
+            .policy
+            .rules()
+            .map(|rules| CallToolResult::structured(json!({ "rules": rules })))
+            .map_err(|e| e.to_string()),
+        AUDIT_RECENT => match parse::<AuditRecentArgs>(arguments) {
+            Err(r) => return r,
+            Ok(args) => {
+                let limit = args.limit.unwrap_or(20).clamp(1, 200) as usize;
+                // An agent reads its own owner's entries; ownerless agents only their own.
+                let owner = caller.credential.owner.as_deref();
+                state
+                    .core
+                    .approvals
+                    .audit()
+                    .recent(limit * 4, owner)
+                    .map(|entries| {
+                        let mine: Vec<_> = entries
+                            .into_iter()
+                            .filter(|e| owner.is_some() || e.agent == caller.credential.agent)
+                            .take(limit)
+                            .collect();
+                        CallToolResult::structured(json!({ "entries": mine }))
+                    })
+                    .map_err(|e| e.to_string())
+            }
+        },
+        POLICY_SET => match parse::<PolicySetArgs>(arguments) {
+            Err(r) => return r,
+            Ok(args) => state
+                .core
+                .policy
+                .set(&args.pattern, args.action.into(), args.human_only)
+                .map(|_| CallToolResult::structured(json!({ "pattern": args.pattern, "action": Action::from(args.action).as_str(), "humanOnly": args.human_only })))
+                .map_err(|e| e.to_string()),
+        },
+        POLICY_REMOVE => match parse::<PolicyRemoveArgs>(arguments) {
+            Err(r) => return r,
+            Ok(args) => state
+                .core
+                .policy
+                .remove(&args.pattern)
+                .map(|removed| CallToolResult::structured(json!({ "pattern": args.pattern, "removed": removed })))
+                .map_err(|e| e.to_string()),
+        },
+        other => Err(format!("{other} is not a built-in tool")),
+    };
+    result.unwrap_or_else(|e| {
+        tracing::error!(tool = name, error = %e, "built-in tool failed");
+        error_result(format!("{name} failed: {e}"), json!({"error": "tool_failed", "message": e}))
+    })
+}
+
+/// `gatehouse_status` for the calling credential.
 pub fn status(state: &McpState, credential: &Credential, session_id: Option<&str>) -> CallToolResult {
     let window = state.core.credentials.liveness_window();
-    let value = json!({
+    CallToolResult::structured(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "agent": credential.agent,
         "thread": credential.thread,
@@ -58,6 +242,5 @@ pub fn status(state: &McpState, credential: &Credential, session_id: Option<&str
         "lastSignOfLife": rfc3339(credential.last_seen_ms),
         "lapsesAt": rfc3339(credential.last_seen_ms + window.as_millis() as i64),
         "livenessWindowSeconds": window.as_secs(),
-    });
-    CallToolResult::structured(value)
+    }))
 }

@@ -1,6 +1,7 @@
 //! Integration tests: the real server on port 0 with a fresh database.
 
 mod admin_api;
+mod approvals;
 mod browser;
 mod cli;
 mod helpers;

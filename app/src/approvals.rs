@@ -1,0 +1,209 @@
+//! The resume page (one paused call: what, who, arguments, countdown,
+//! Approve/Decline, live state) and the approvals inbox.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::api::{DecideExecution, ExecutionData, Lookup, get_execution, list_pending};
+use crate::live::{LiveState, use_live_events};
+use crate::pages::Header;
+use crate::reveal::{Piece, code_point, reveal};
+use crate::time_fmt::{exact, iso};
+
+/// "4:59" / "1:02:03" / "expired".
+fn countdown(remaining_ms: i64) -> String {
+    if remaining_ms <= 0 {
+        return "expired".into();
+    }
+    let s = remaining_ms / 1000;
+    if s >= 3600 { format!("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60) } else { format!("{}:{:02}", s / 60, s % 60) }
+}
+
+/// A clock that ticks every second once hydrated (the server renders `start`).
+fn use_now(start: i64) -> ReadSignal<i64> {
+    let (now, set_now) = signal(start);
+    #[cfg(feature = "hydrate")]
+    {
+        let offset = start - js_sys_now();
+        set_now.set(js_sys_now() + offset);
+        let handle = set_interval_with_handle(move || set_now.set(js_sys_now() + offset), std::time::Duration::from_secs(1));
+        if let Ok(handle) = handle {
+            on_cleanup(move || handle.clear());
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = set_now;
+    now
+}
+
+#[cfg(feature = "hydrate")]
+fn js_sys_now() -> i64 {
+    web_sys::window().and_then(|w| w.performance()).map(|p| (p.time_origin() + p.now()) as i64).unwrap_or(0)
+}
+
+/// Arguments shown in full, hidden characters made visible.
+#[component]
+fn Arguments(text: String) -> impl IntoView {
+    let pieces = reveal(&text);
+    let hidden = pieces.iter().filter(|p| matches!(p, Piece::Hidden(_))).count();
+    view! {
+        {(hidden > 0).then(|| view! {
+            <p class="warning" role="note">
+                {format!("These arguments contain {hidden} invisible or direction-changing character{}; each is shown as its code point.", if hidden == 1 { "" } else { "s" })}
+            </p>
+        })}
+        <pre class="arguments" tabindex="0" aria-label="Arguments" dir="ltr">
+            {pieces.into_iter().map(|p| match p {
+                Piece::Text(t) => view! { <span>{t}</span> }.into_any(),
+                Piece::Hidden(c) => view! {
+                    <mark class="hidden-char" title=format!("hidden character {}", code_point(c))>{format!("⟨{}⟩", code_point(c))}</mark>
+                }.into_any(),
+            }).collect_view()}
+        </pre>
+    }
+}
+
+fn state_label(state: &str) -> &'static str {
+    match state {
+        "pending" => "Waiting for your decision",
+        "approved" => "Approved — waiting for the agent to run it",
+        "running" => "Running",
+        "completed" => "Completed",
+        "failed" => "Failed",
+        "declined" => "Declined",
+        "expired" => "Expired",
+        _ => "Cancelled",
+    }
+}
+
+/// `/resume/{eid}`
+#[component]
+pub fn ResumePage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.read().get("eid").unwrap_or_default();
+    let execution = Resource::new(id, get_execution);
+    let decide = ServerAction::<DecideExecution>::new();
+    // Refetch when the stream says the state moved, and after our own decision.
+    let live = use_live_events(format!("/api/executions/{}/events", id()), move |_| execution.refetch());
+    Effect::new(move |_| {
+        if decide.version().get() > 0 {
+            execution.refetch();
+        }
+    });
+    view! {
+        <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
+            {move || execution.get().map(|result| match result {
+                Ok(Lookup::Found(data)) => view! { <Resume data decide live/> }.into_any(),
+                Ok(Lookup::Forbidden) => view! {
+                    <Title text="Not yours — Gatehouse"/>
+                    <main class="narrow"><h1>"403 — not yours to decide"</h1>
+                    <p>"This call was made by an agent that belongs to another user."</p>
+                    <p><a href="/approvals">"Your approvals"</a></p></main>
+                }.into_any(),
+                Ok(Lookup::NotFound) => view! {
+                    <Title text="Not found — Gatehouse"/>
+                    <main class="narrow"><h1>"404 — no such call"</h1>
+                    <p>"There is no paused call with this id. It may be from before a restart."</p>
+                    <p><a href="/approvals">"Your approvals"</a></p></main>
+                }.into_any(),
+                Err(e) => view! { <main class="narrow"><p role="alert">"Could not load: " {e.to_string()}</p></main> }.into_any(),
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: ReadSignal<LiveState>) -> impl IntoView {
+    let ExecutionData { execution_id, state, tool, upstream, arguments, arguments_digest, agent, owner, expires_at_ms, decided_by, now_ms } = data;
+    let now = use_now(now_ms);
+    let pending = state == "pending";
+    let title = if pending { format!("Approve {tool}? — Gatehouse") } else { format!("{tool}: {state} — Gatehouse") };
+    let remaining = move || expires_at_ms.map(|e| countdown(e - now.get()));
+    let error = move || decide.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let id_a = execution_id.clone();
+    let id_d = execution_id.clone();
+    view! {
+        <Title text=title/>
+        <Header/>
+        <main class="page resume">
+            <p class="eyebrow">"Agent " <strong class="agent">{agent.clone()}</strong> " wants to run"</p>
+            <h1 class="tool-name">{tool.clone()}</h1>
+            <dl class="facts">
+                <div><dt>"Agent"</dt><dd>{agent}</dd></div>
+                <div><dt>"Upstream"</dt><dd>{upstream.unwrap_or_else(|| "gatehouse (built-in)".into())}</dd></div>
+                <div><dt>"Owner"</dt><dd>{owner.unwrap_or_else(|| "— (admins decide)".into())}</dd></div>
+                {expires_at_ms.map(|e| view! {
+                    <div><dt>"Time left"</dt><dd><time class="countdown" datetime=iso(e) title=exact(e)>{remaining}</time></dd></div>
+                })}
+            </dl>
+            <p class="state" role="status" aria-live="polite" data-state=state.clone()>
+                <span class=format!("badge {state}")>{state_label(&state)}</span>
+                {decided_by.map(|by| view! { <span class="by">" by " {by.trim_start_matches("user:").to_string()}</span> })}
+            </p>
+            <h2>"Arguments"</h2>
+            {match arguments {
+                Some(text) => view! { <Arguments text/> }.into_any(),
+                None => view! { <p class="hint">"The arguments are no longer kept once a call has settled; the digest below identifies them."</p> }.into_any(),
+            }}
+            <p class="digest">"SHA-256 " <code>{arguments_digest}</code></p>
+            <Show when=move || error().is_some()>
+                <p role="alert" class="error">{error}</p>
+            </Show>
+            {pending.then(|| view! {
+                <div class="decide">
+                    <ActionForm action=decide attr:class="decide-form">
+                        <input type="hidden" name="id" value=id_d.clone()/>
+                        <input type="hidden" name="action" value="decline"/>
+                        <button type="submit" class="decline">"Decline"</button>
+                    </ActionForm>
+                    <ActionForm action=decide attr:class="decide-form">
+                        <input type="hidden" name="id" value=id_a.clone()/>
+                        <input type="hidden" name="action" value="accept"/>
+                        <button type="submit" class="approve">"Approve"</button>
+                    </ActionForm>
+                </div>
+            })}
+            <p class="live-status" data-state=move || format!("{:?}", live.get()).to_lowercase()>
+                {move || match live.get() { LiveState::Live => "Live", LiveState::Connecting => "Connecting…", LiveState::Reconnecting => "Reconnecting…" }}
+            </p>
+        </main>
+    }
+}
+
+/// `/approvals`: pending calls, arriving and leaving live.
+#[component]
+pub fn InboxPage() -> impl IntoView {
+    let pending = Resource::new(|| (), |_| list_pending());
+    let live = use_live_events("/api/approvals/events".to_string(), move |_| pending.refetch());
+    view! {
+        <Title text="Approvals — Gatehouse"/>
+        <Header/>
+        <main class="page">
+            <h1>"Waiting for approval"</h1>
+            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+                {move || pending.get().map(|result| match result {
+                    Ok(list) if list.is_empty() => view! { <p class="empty">"No call is waiting for a decision."</p> }.into_any(),
+                    Ok(list) => view! {
+                        <ul class="cards" aria-label="Pending approvals">
+                            {list.into_iter().map(|e| view! {
+                                <li class="card" data-execution-id=e.execution_id.clone()>
+                                    <a class="tool-link" href=format!("/resume/{}", e.execution_id)>
+                                        <strong>{e.tool.clone()}</strong>
+                                    </a>
+                                    <div class="meta">"from " {e.agent.clone()}
+                                        {e.expires_at_ms.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{crate::time_fmt::relative(x, e.now_ms)}</time> })}
+                                    </div>
+                                </li>
+                            }).collect_view()}
+                        </ul>
+                    }.into_any(),
+                    Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
+                })}
+            </Suspense>
+            <p class="live-status" role="status" data-state=move || format!("{:?}", live.get()).to_lowercase()>
+                {move || match live.get() { LiveState::Live => "Live", LiveState::Connecting => "Connecting…", LiveState::Reconnecting => "Reconnecting…" }}
+            </p>
+        </main>
+    }
+}

@@ -1,0 +1,808 @@
+//! Executions and the approval store: the bridge between a paused tool call
+//! and the person who decides it.
+//!
+//! - `open` records a pending execution (and arms its expiry);
+//! - `decide` records the first decision and wakes every waiter; a repeat of
+//!   the same decision is idempotent, a conflicting one is refused;
+//! - `wait` suspends until the state moves or a time slice ends;
+//! - `start_run`/`finish` carry an approved call through running to its end;
+//! - `forget`/`forget_session` cancel what a client or session abandoned.
+//!
+//! An entry leaves memory when it settles (completed, failed, declined,
+//! expired, cancelled); from then on the audit log answers for it. Every
+//! transition happens under one lock, so a decision racing a teardown either
+//! lands first or finds the entry gone — it is never kept afterwards.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::audit::{self, AuditEvent, AuditLog};
+use crate::clock::{Clock, rfc3339};
+use crate::users::User;
+use crate::error::Result;
+use crate::live::{LiveEvent, LiveHub};
+use crate::secret;
+
+/// Where an execution is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Waiting for a person.
+    Pending,
+    /// Approved, about to run.
+    Approved,
+    /// The tool is running.
+    Running,
+    /// Ran and succeeded.
+    Completed,
+    /// Ran and failed.
+    Failed,
+    /// A person declined it.
+    Declined,
+    /// Nobody decided within the TTL.
+    Expired,
+    /// The client, its session or a person cancelled it.
+    Cancelled,
+}
+
+impl State {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Approved => "approved",
+            State::Running => "running",
+            State::Completed => "completed",
+            State::Failed => "failed",
+            State::Declined => "declined",
+            State::Expired => "expired",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a wire name (also `abandoned`, which reads as cancelled).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => State::Pending,
+            "approved" => State::Approved,
+            "running" => State::Running,
+            "completed" => State::Completed,
+            "failed" => State::Failed,
+            "declined" => State::Declined,
+            "expired" => State::Expired,
+            "cancelled" | "abandoned" => State::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Whether nothing more will happen.
+    pub fn is_settled(self) -> bool {
+        matches!(self, State::Completed | State::Failed | State::Declined | State::Expired | State::Cancelled)
+    }
+}
+
+/// A person's (or client's) answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Run it.
+    Accept,
+    /// Do not run it.
+    Decline,
+    /// Drop it.
+    Cancel,
+}
+
+impl Decision {
+    /// The state a decision leads to.
+    pub fn state(self) -> State {
+        match self {
+            Decision::Accept => State::Approved,
+            Decision::Decline => State::Declined,
+            Decision::Cancel => State::Cancelled,
+        }
+    }
+
+    /// Whether `state` is where this decision leads (so repeating it is a no-op).
+    fn agrees_with(self, state: State) -> bool {
+        match self {
+            Decision::Accept => matches!(state, State::Approved | State::Running | State::Completed | State::Failed),
+            Decision::Decline => state == State::Declined,
+            Decision::Cancel => state == State::Cancelled,
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Accept => "accept",
+            Decision::Decline => "decline",
+            Decision::Cancel => "cancel",
+        }
+    }
+}
+
+/// A gated call.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Execution {
+    /// `exec_<uuid>`.
+    pub id: String,
+    /// Exposed tool name.
+    pub tool: String,
+    /// The upstream server, for upstream tools.
+    pub upstream: Option<String>,
+    /// The call's arguments, exactly as sent.
+    pub arguments: Value,
+    /// SHA-256 (hex) of the canonical arguments.
+    pub arguments_digest: String,
+    /// Agent name of the calling credential.
+    pub agent: String,
+    /// The calling credential.
+    pub credential_id: String,
+    /// The agent's owner (decides, with admins).
+    pub owner: Option<String>,
+    /// The MCP session it was made in, if any.
+    pub session_id: Option<String>,
+    /// Whether only a person may decide it.
+    pub human_only: bool,
+    /// Creation time (Unix ms).
+    pub created_at_ms: i64,
+    /// Expiry time (Unix ms).
+    pub expires_at_ms: i64,
+}
+
+/// What the caller supplies to open an execution.
+#[derive(Debug, Clone)]
+pub struct NewExecution {
+    /// Exposed tool name.
+    pub tool: String,
+    /// Upstream, if any.
+    pub upstream: Option<String>,
+    /// Arguments.
+    pub arguments: Value,
+    /// Agent.
+    pub agent: String,
+    /// Credential.
+    pub credential_id: String,
+    /// Owner.
+    pub owner: Option<String>,
+    /// MCP session.
+    pub session_id: Option<String>,
+    /// Only a person may decide.
+    pub human_only: bool,
+}
+
+/// The state of an execution at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// State.
+    pub state: State,
+    /// Who moved it there (`user:ada`, `agent`, `system`).
+    pub actor: Option<String>,
+    /// Extra words (error text).
+    pub detail: Option<String>,
+    /// Who took it out of pending (kept through running and completion).
+    pub decided_by: Option<String>,
+}
+
+/// Why a decision was not recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    /// No such execution, live or in the audit log.
+    #[error("execution not found")]
+    NotFound,
+    /// Another decision (or expiry) came first.
+    #[error("execution is already {0}")]
+    Conflict(&'static str),
+    /// Storage failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// Why an approved call could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// Not approved (pending or settled).
+    #[error("execution is {0}, not approved")]
+    NotApproved(&'static str),
+    /// No live execution.
+    #[error("execution not found")]
+    NotFound,
+}
+
+/// Counters and a histogram for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ApprovalMetrics {
+    /// Decisions by kind: accept, decline, cancel, expire.
+    pub decisions: [AtomicU64; 4],
+    /// Histogram of seconds from pause to decision: bucket counts for
+    /// [`WAIT_BUCKETS`], then +Inf; plus the sum in milliseconds.
+    pub wait_buckets: [AtomicU64; 9],
+    /// Sum of waits (ms).
+    pub wait_sum_ms: AtomicU64,
+}
+
+/// Upper bounds (seconds) of the wait histogram's buckets.
+pub const WAIT_BUCKETS: [f64; 8] = [1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+
+impl ApprovalMetrics {
+    fn observe_wait(&self, ms: i64) {
+        let secs = ms.max(0) as f64 / 1000.0;
+        let i = WAIT_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(WAIT_BUCKETS.len());
+        self.wait_buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.wait_sum_ms.fetch_add(ms.max(0) as u64, Ordering::Relaxed);
+    }
+}
+
+/// An execution as a person sees it (the API's JSON and the page's data).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionView {
+    /// `exec_…`
+    pub execution_id: String,
+    /// Current state (`abandoned` reads as cancelled).
+    pub state: State,
+    /// Exposed tool name.
+    pub tool: String,
+    /// Upstream server, if any.
+    pub upstream: Option<String>,
+    /// Arguments (`None` once settled: only the digest is kept).
+    pub arguments: Option<Value>,
+    /// SHA-256 of the canonical arguments.
+    pub arguments_digest: String,
+    /// Agent name.
+    pub agent: String,
+    /// Owning user.
+    pub owner: Option<String>,
+    /// MCP session it was made in.
+    pub session_id: Option<String>,
+    /// RFC 3339 creation time (live executions).
+    pub created_at: Option<String>,
+    /// RFC 3339 expiry (live executions).
+    pub expires_at: Option<String>,
+    /// Expiry in Unix ms (for countdowns).
+    pub expires_at_ms: Option<i64>,
+    /// Who moved it out of pending, if anyone did.
+    pub decision: Option<DecisionView>,
+}
+
+/// Who decided and what.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionView {
+    /// The state it led to.
+    pub state: State,
+    /// `user:ada`, `system`, …
+    pub by: String,
+}
+
+/// Why a person may not see or decide an execution.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// No such execution.
+    #[error("execution not found")]
+    NotFound,
+    /// It belongs to another user's agent.
+    #[error("this execution belongs to another user's agent")]
+    Forbidden,
+    /// Another decision came first.
+    #[error("execution is already {0}")]
+    Conflict(&'static str),
+    /// Storage failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// Whether `user` may see and decide executions of `owner`'s agents.
+pub fn may_decide(user: &User, owner: Option<&str>) -> bool {
+    user.is_admin || owner == Some(user.username.as_str())
+}
+
+fn live_view(execution: &Execution, snapshot: &Snapshot) -> ExecutionView {
+    ExecutionView {
+        execution_id: execution.id.clone(),
+        state: snapshot.state,
+        tool: execution.tool.clone(),
+        upstream: execution.upstream.clone(),
+        arguments: Some(execution.arguments.clone()),
+        arguments_digest: execution.arguments_digest.clone(),
+        agent: execution.agent.clone(),
+        owner: execution.owner.clone(),
+        session_id: execution.session_id.clone(),
+        created_at: Some(rfc3339(execution.created_at_ms)),
+        expires_at: Some(rfc3339(execution.expires_at_ms)),
+        expires_at_ms: Some(execution.expires_at_ms),
+        decision: snapshot.decided_by.clone().map(|by| DecisionView { state: snapshot.state, by }),
+    }
+}
+
+struct Entry {
+    execution: Arc<Execution>,
+    tx: watch::Sender<Snapshot>,
+}
+
+struct Inner {
+    entries: Mutex<HashMap<String, Entry>>,
+    audit: AuditLog,
+    clock: Arc<dyn Clock>,
+    ttl: Duration,
+    live: LiveHub,
+    metrics: ApprovalMetrics,
+}
+
+/// The shared in-process approval store.
+#[derive(Clone)]
+pub struct ApprovalStore {
+    inner: Arc<Inner>,
+}
+
+/// SHA-256 (hex) of the canonical JSON of `arguments` (object keys sorted).
+pub fn digest(arguments: &Value) -> String {
+    fn canonical(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => {
+                let sorted: std::collections::BTreeMap<_, _> = map.iter().map(|(k, v)| (k.clone(), canonical(v))).collect();
+                Value::Object(sorted.into_iter().collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    hex::encode(Sha256::digest(canonical(arguments).to_string().as_bytes()))
+}
+
+impl ApprovalStore {
+    /// A store whose pending executions expire after `ttl`. Marks executions a
+    /// previous run left unsettled as `abandoned`.
+    pub fn new(audit: AuditLog, clock: Arc<dyn Clock>, ttl: Duration, live: LiveHub) -> Result<Self> {
+        let abandoned = audit.abandon_unsettled()?;
+        if abandoned > 0 {
+            tracing::warn!(abandoned, "executions left unsettled by a previous run are now abandoned");
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                entries: Mutex::default(),
+                audit,
+                clock,
+                ttl,
+                live,
+                metrics: ApprovalMetrics::default(),
+            }),
+        })
+    }
+
+    /// The approval TTL.
+    pub fn ttl(&self) -> Duration {
+        self.inner.ttl
+    }
+
+    /// Counters for `/metrics`.
+    pub fn metrics(&self) -> &ApprovalMetrics {
+        &self.inner.metrics
+    }
+
+    /// The audit log behind the store.
+    pub fn audit(&self) -> &AuditLog {
+        &self.inner.audit
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.inner.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Live entries (the gauge that must return to zero).
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// Whether no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Pending executions (for the inbox), oldest first.
+    pub fn pending(&self) -> Vec<Arc<Execution>> {
+        let mut all: Vec<_> = self
+            .entries()
+            .values()
+            .filter(|e| e.tx.borrow().state == State::Pending)
+            .map(|e| e.execution.clone())
+            .collect();
+        all.sort_by_key(|e| (e.created_at_ms, e.id.clone()));
+        all
+    }
+
+    fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
+        let result = self.inner.audit.record(audit::Entry {
+            execution_id: &execution.id,
+            state: state.as_str(),
+            tool: &execution.tool,
+            arguments_digest: &execution.arguments_digest,
+            agent: &execution.agent,
+            owner: execution.owner.as_deref(),
+            actor,
+            detail,
+        });
+        if let Err(e) = result {
+            tracing::error!(execution = %execution.id, error = %e, "audit write failed");
+        }
+    }
+
+    /// Moves a live entry to `state` (caller holds the lock); removes it when settled.
+    fn transition(
+        &self,
+        entries: &mut HashMap<String, Entry>,
+        id: &str,
+        state: State,
+        actor: Option<&str>,
+        detail: Option<&str>,
+    ) -> Option<Snapshot> {
+        let entry = entries.get(id)?;
+        self.record(&entry.execution, state, actor, detail);
+        let previous = entry.tx.borrow().clone();
+        let decided_by = if previous.state == State::Pending { actor.map(Into::into) } else { previous.decided_by };
+        let snapshot = Snapshot { state, actor: actor.map(Into::into), detail: detail.map(Into::into), decided_by };
+        entry.tx.send_replace(snapshot.clone());
+        if state.is_settled() {
+            entries.remove(id);
+        }
+        self.inner.live.publish(LiveEvent::ApprovalsChanged);
+        Some(snapshot)
+    }
+
+    /// Records a new pending execution and arms its expiry.
+    pub fn open(&self, new: NewExecution) -> Arc<Execution> {
+        let now = self.inner.clock.now_ms();
+        let execution = Arc::new(Execution {
+            id: secret::new_id("exec"),
+            arguments_digest: digest(&new.arguments),
+            tool: new.tool,
+            upstream: new.upstream,
+            arguments: new.arguments,
+            agent: new.agent,
+            credential_id: new.credential_id,
+            owner: new.owner,
+            session_id: new.session_id,
+            human_only: new.human_only,
+            created_at_ms: now,
+            expires_at_ms: now + self.inner.ttl.as_millis() as i64,
+        });
+        let snapshot = Snapshot { state: State::Pending, actor: Some("agent".into()), detail: None, decided_by: None };
+        {
+            let mut entries = self.entries();
+            self.record(&execution, State::Pending, Some("agent"), None);
+            entries.insert(execution.id.clone(), Entry { execution: execution.clone(), tx: watch::channel(snapshot).0 });
+        }
+        self.inner.live.publish(LiveEvent::ApprovalsChanged);
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let id = execution.id.clone();
+        let ttl = self.inner.ttl;
+        tokio::spawn(async move {
+            tokio::time::sleep(ttl).await;
+            if let Some(inner) = weak.upgrade() {
+                ApprovalStore { inner }.expire(&id);
+            }
+        });
+        execution
+    }
+
+    /// Expires a still-pending execution (the TTL passed).
+    pub fn expire(&self, id: &str) -> bool {
+        let mut entries = self.entries();
+        if entries.get(id).is_some_and(|e| e.tx.borrow().state == State::Pending) {
+            self.transition(&mut entries, id, State::Expired, Some("system"), Some("no decision within the approval TTL"));
+            self.inner.metrics.decisions[3].fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// The live execution and its state.
+    pub fn get(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
+        self.entries().get(id).map(|e| (e.execution.clone(), e.tx.borrow().clone()))
+    }
+
+    /// Watches a live execution's state.
+    pub fn subscribe(&self, id: &str) -> Option<(Arc<Execution>, watch::Receiver<Snapshot>)> {
+        self.entries().get(id).map(|e| (e.execution.clone(), e.tx.subscribe()))
+    }
+
+    /// An execution as `user` may see it: live first, then the audit log.
+    pub fn view_for(&self, user: &User, id: &str) -> std::result::Result<ExecutionView, AccessError> {
+        if let Some((execution, snapshot)) = self.get(id) {
+            if !may_decide(user, execution.owner.as_deref()) {
+                return Err(AccessError::Forbidden);
+            }
+            return Ok(live_view(&execution, &snapshot));
+        }
+        let last = self.inner.audit.latest(id).map_err(|e| AccessError::Storage(e.to_string()))?.ok_or(AccessError::NotFound)?;
+        if !may_decide(user, last.owner.as_deref()) {
+            return Err(AccessError::Forbidden);
+        }
+        let state = State::parse(&last.state).unwrap_or(State::Cancelled);
+        Ok(ExecutionView {
+            execution_id: last.execution_id,
+            state,
+            tool: last.tool,
+            upstream: None,
+            arguments: None,
+            arguments_digest: last.arguments_digest,
+            agent: last.agent,
+            owner: last.owner,
+            session_id: None,
+            created_at: None,
+            expires_at: None,
+            expires_at_ms: None,
+            decision: self.inner.audit.decided_by(id).ok().flatten().map(|by| DecisionView { state, by }),
+        })
+    }
+
+    /// Records `user`'s decision, after checking they may make it.
+    pub fn decide_for(&self, user: &User, id: &str, decision: Decision) -> std::result::Result<Snapshot, AccessError> {
+        self.view_for(user, id)?;
+        let actor = format!("user:{}", user.username);
+        let snapshot = self.decide(id, decision, &actor).map_err(|e| match e {
+            DecideError::NotFound => AccessError::NotFound,
+            DecideError::Conflict(s) => AccessError::Conflict(s),
+            DecideError::Storage(s) => AccessError::Storage(s),
+        })?;
+        tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
+        Ok(snapshot)
+    }
+
+    /// Pending executions `user` may decide, oldest first.
+    pub fn pending_for(&self, user: &User) -> Vec<ExecutionView> {
+        let entries = self.entries();
+        let mut all: Vec<ExecutionView> = entries
+            .values()
+            .filter(|e| may_decide(user, e.execution.owner.as_deref()))
+            .map(|e| live_view(&e.execution, &e.tx.borrow()))
+            .filter(|v| v.state == State::Pending)
+            .collect();
+        all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
+        all
+    }
+
+    /// The audit log's last word on an execution that is no longer live.
+    pub fn settled(&self, id: &str) -> Option<AuditEvent> {
+        self.inner.audit.latest(id).ok().flatten()
+    }
+
+    /// Records a decision. First decision wins; repeating it is a no-op.
+    pub fn decide(&self, id: &str, decision: Decision, actor: &str) -> std::result::Result<Snapshot, DecideError> {
+        let mut entries = self.entries();
+        let Some(entry) = entries.get(id) else {
+            drop(entries);
+            return match self.inner.audit.latest(id).map_err(|e| DecideError::Storage(e.to_string()))? {
+                None => Err(DecideError::NotFound),
+                Some(last) => {
+                    let state = State::parse(&last.state).unwrap_or(State::Cancelled);
+                    if decision.agrees_with(state) {
+                        let decided_by = self.inner.audit.decided_by(id).ok().flatten();
+                        Ok(Snapshot { state, actor: last.actor, detail: last.detail, decided_by })
+                    } else {
+                        Err(DecideError::Conflict(state.as_str()))
+                    }
+                }
+            };
+        };
+        let current = entry.tx.borrow().clone();
+        if current.state != State::Pending {
+            return if decision.agrees_with(current.state) { Ok(current) } else { Err(DecideError::Conflict(current.state.as_str())) };
+        }
+        let waited = self.inner.clock.now_ms() - entry.execution.created_at_ms;
+        let snapshot = self
+            .transition(&mut entries, id, decision.state(), Some(actor), None)
+            .expect("entry is present under the lock");
+        let m = &self.inner.metrics;
+        m.decisions[decision as usize].fetch_add(1, Ordering::Relaxed);
+        m.observe_wait(waited);
+        Ok(snapshot)
+    }
+
+    /// Waits up to `limit` for the execution to leave `pending`; returns the
+    /// state then (still `pending` when the slice ended), or `None` if it is
+    /// not live.
+    pub async fn wait(&self, id: &str, limit: Duration) -> Option<Snapshot> {
+        let (_, mut rx) = self.subscribe(id)?;
+        let _ = tokio::time::timeout(limit, rx.wait_for(|s| s.state != State::Pending)).await;
+        // A closed channel still holds the last state it was sent.
+        let last = rx.borrow().clone();
+        Some(last)
+    }
+
+    /// Moves an approved execution to running; the caller then runs the tool
+    /// and calls [`ApprovalStore::finish`].
+    pub fn start_run(&self, id: &str) -> std::result::Result<Arc<Execution>, RunError> {
+        let mut entries = self.entries();
+        let entry = entries.get(id).ok_or(RunError::NotFound)?;
+        let state = entry.tx.borrow().state;
+        if state != State::Approved {
+            return Err(RunError::NotApproved(state.as_str()));
+        }
+        let execution = entry.execution.clone();
+        self.transition(&mut entries, id, State::Running, Some("agent"), None);
+        Ok(execution)
+    }
+
+    /// Settles a running execution.
+    pub fn finish(&self, id: &str, succeeded: bool, detail: Option<&str>) {
+        let mut entries = self.entries();
+        if entries.get(id).is_some_and(|e| e.tx.borrow().state == State::Running) {
+            let state = if succeeded { State::Completed } else { State::Failed };
+            self.transition(&mut entries, id, state, Some("agent"), detail);
+        }
+    }
+
+    /// Drops an execution its client abandoned (cancelled request). A running
+    /// call is left to finish and settle itself.
+    pub fn forget(&self, id: &str, reason: &str) -> bool {
+        let mut entries = self.entries();
+        let live = entries
+            .get(id)
+            .is_some_and(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved));
+        if live {
+            self.transition(&mut entries, id, State::Cancelled, Some("system"), Some(reason));
+        }
+        live
+    }
+
+    /// Drops every not-yet-running execution of an ended MCP session.
+    pub fn forget_session(&self, session_id: &str) -> usize {
+        let mut entries = self.entries();
+        let ids: Vec<String> = entries
+            .values()
+            .filter(|e| e.execution.session_id.as_deref() == Some(session_id))
+            .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
+            .map(|e| e.execution.id.clone())
+            .collect();
+        for id in &ids {
+            self.transition(&mut entries, id, State::Cancelled, Some("system"), Some("the MCP session ended"));
+        }
+        ids.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::db::Db;
+
+    fn store(ttl: Duration) -> ApprovalStore {
+        let db = Db::open_in_memory().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, ttl, LiveHub::new()).unwrap()
+    }
+
+    fn new_execution(session: &str) -> NewExecution {
+        NewExecution {
+            tool: "gatehouse_policy_set".into(),
+            upstream: None,
+            arguments: serde_json::json!({"pattern": "x", "action": "allow"}),
+            agent: "agent".into(),
+            credential_id: "cred_1".into(),
+            owner: Some("ada".into()),
+            session_id: Some(session.into()),
+            human_only: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn first_decision_wins_and_repeats_are_idempotent() {
+        let store = store(Duration::from_secs(60));
+        let e = store.open(new_execution("s"));
+        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Approved);
+        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Approved);
+        assert_eq!(store.decide(&e.id, Decision::Decline, "user:bob"), Err(DecideError::Conflict("approved")));
+        store.start_run(&e.id).unwrap();
+        store.finish(&e.id, true, None);
+        assert!(store.is_empty());
+        // Settled: the audit log answers.
+        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Completed);
+        assert_eq!(store.decide(&e.id, Decision::Decline, "user:ada"), Err(DecideError::Conflict("completed")));
+        assert_eq!(store.decide("exec_nope", Decision::Accept, "user:ada"), Err(DecideError::NotFound));
+    }
+
+    #[tokio::test]
+    async fn pending_executions_expire() {
+        let store = store(Duration::from_millis(50));
+        let e = store.open(new_execution("s"));
+        let seen = store.wait(&e.id, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(seen.state, State::Expired);
+        assert!(store.is_empty());
+        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada"), Err(DecideError::Conflict("expired")));
+    }
+
+    #[tokio::test]
+    async fn a_wait_slice_ends_pending() {
+        let store = store(Duration::from_secs(60));
+        let e = store.open(new_execution("s"));
+        assert_eq!(store.wait(&e.id, Duration::from_millis(20)).await.unwrap().state, State::Pending);
+        assert_eq!(store.forget_session("s"), 1);
+        assert!(store.is_empty());
+        assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, "cancelled");
+    }
+
+    #[tokio::test]
+    async fn restart_marks_unsettled_executions_abandoned() {
+        let db = Db::open_in_memory().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let first = ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock.clone(), Duration::from_secs(60), LiveHub::new()).unwrap();
+        let e = first.open(new_execution("s"));
+        let second = ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, Duration::from_secs(60), LiveHub::new()).unwrap();
+        assert_eq!(second.audit().latest(&e.id).unwrap().unwrap().state, "abandoned");
+    }
+
+    /// 10,000 rounds of a decision racing teardown, expiry or cancellation:
+    /// every waiter gets exactly one outcome, every execution settles exactly
+    /// once, and no entry is left behind.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn decisions_racing_teardown_expiry_and_cancellation_leave_nothing_behind() {
+        let store = store(Duration::from_secs(3600));
+        let mut rounds = Vec::new();
+        for round in 0..10_000u32 {
+            let store = store.clone();
+            rounds.push(tokio::spawn(async move {
+                let session = format!("s{round}");
+                let e = store.open(new_execution(&session));
+                let waiter = {
+                    let (store, id) = (store.clone(), e.id.clone());
+                    tokio::spawn(async move {
+                        let seen = store.wait(&id, Duration::from_secs(30)).await;
+                        // An approved call is run by its waiter, as resume does.
+                        if let Some(Snapshot { state: State::Approved, .. }) = seen {
+                            if store.start_run(&id).is_ok() {
+                                store.finish(&id, true, None);
+                            }
+                        }
+                        seen
+                    })
+                };
+                let decider = {
+                    let (store, id) = (store.clone(), e.id.clone());
+                    let decision = if round % 2 == 0 { Decision::Accept } else { Decision::Decline };
+                    tokio::spawn(async move { store.decide(&id, decision, "user:ada") })
+                };
+                let racer = {
+                    let (store, id) = (store.clone(), e.id.clone());
+                    tokio::spawn(async move {
+                        match round % 3 {
+                            0 => store.forget_session(&session) > 0,
+                            1 => store.expire(&id),
+                            _ => store.forget(&id, "client cancelled"),
+                        }
+                    })
+                };
+                let seen = waiter.await.unwrap();
+                let decided = decider.await.unwrap();
+                let _ = racer.await.unwrap();
+                (e.id.clone(), seen, decided)
+            }));
+        }
+        for round in rounds {
+            let (id, seen, decided) = round.await.unwrap();
+            let last = store.audit().latest(&id).unwrap().unwrap();
+            // A waiter that arrived after the execution settled reads the audit log, as resume does.
+            let seen = seen.map(|s| s.state).unwrap_or_else(|| State::parse(&last.state).unwrap());
+            assert_ne!(seen, State::Pending, "the waiter got an outcome");
+            let final_state = State::parse(&last.state).unwrap();
+            assert!(final_state.is_settled(), "{id} ended {final_state:?}");
+            match decided {
+                Ok(s) => assert!(matches!(s.state, State::Approved | State::Declined | State::Running | State::Completed)),
+                Err(DecideError::Conflict(_)) => {}
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        }
+        assert_eq!(store.len(), 0, "no entry leaked");
+    }
+}

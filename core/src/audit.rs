@@ -1,0 +1,137 @@
+//! The audit log: every execution state change, who caused it and when, with
+//! the argument digest (never the arguments themselves).
+
+use std::sync::Arc;
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use crate::clock::{Clock, rfc3339};
+use crate::db::Db;
+use crate::error::Result;
+
+/// One audit entry.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    /// The execution.
+    pub execution_id: String,
+    /// RFC 3339 time.
+    pub at: String,
+    /// The state entered (`pending`, `approved`, …, `abandoned`).
+    pub state: String,
+    /// Exposed tool name.
+    pub tool: String,
+    /// SHA-256 of the canonical arguments.
+    pub arguments_digest: String,
+    /// Agent name.
+    pub agent: String,
+    /// Owning user.
+    pub owner: Option<String>,
+    /// Who caused it (`user:ada`, `agent`, `system`).
+    pub actor: Option<String>,
+    /// Extra words (error text, reason).
+    pub detail: Option<String>,
+}
+
+/// What is written for one transition.
+pub struct Entry<'a> {
+    /// The execution.
+    pub execution_id: &'a str,
+    /// New state.
+    pub state: &'a str,
+    /// Tool name.
+    pub tool: &'a str,
+    /// Argument digest.
+    pub arguments_digest: &'a str,
+    /// Agent.
+    pub agent: &'a str,
+    /// Owner.
+    pub owner: Option<&'a str>,
+    /// Actor.
+    pub actor: Option<&'a str>,
+    /// Detail.
+    pub detail: Option<&'a str>,
+}
+
+/// Append-only log in SQLite.
+#[derive(Clone)]
+pub struct AuditLog {
+    db: Db,
+    clock: Arc<dyn Clock>,
+}
+
+impl AuditLog {
+    /// A log over `db`.
+    pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
+        Self { db, clock }
+    }
+
+    /// Appends one entry.
+    pub fn record(&self, e: Entry<'_>) -> Result<()> {
+        self.db.conn().prepare_cached(
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?.execute(params![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail])?;
+        Ok(())
+    }
+
+    /// The latest entry of an execution.
+    pub fn latest(&self, execution_id: &str) -> Result<Option<AuditEvent>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail
+             FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1",
+        )?;
+        Ok(stmt.query_row([execution_id], row).optional()?)
+    }
+
+    /// Who took an execution out of pending (the approve, decline, expiry or
+    /// cancellation entry's actor).
+    pub fn decided_by(&self, execution_id: &str) -> Result<Option<String>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT actor FROM audit_events WHERE execution_id = ?1
+             AND state IN ('approved', 'declined', 'expired', 'cancelled', 'abandoned') ORDER BY id LIMIT 1",
+        )?;
+        Ok(stmt.query_row([execution_id], |r| r.get(0)).optional()?.flatten())
+    }
+
+    /// The newest `limit` entries, newest first, optionally for one owner.
+    pub fn recent(&self, limit: usize, owner: Option<&str>) -> Result<Vec<AuditEvent>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail
+             FROM audit_events WHERE (?1 IS NULL OR owner = ?1) ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![owner, limit as i64], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    /// After a restart, executions that were still live are `abandoned`.
+    pub fn abandon_unsettled(&self) -> Result<usize> {
+        let now = self.clock.now_ms();
+        Ok(self.db.conn().execute(
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail)
+             SELECT a.execution_id, ?1, 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted'
+             FROM audit_events a
+             WHERE a.id = (SELECT MAX(id) FROM audit_events b WHERE b.execution_id = a.execution_id)
+               AND a.state IN ('pending', 'approved', 'running')",
+            [now],
+        )?)
+    }
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEvent> {
+    Ok(AuditEvent {
+        execution_id: r.get(0)?,
+        at: rfc3339(r.get(1)?),
+        state: r.get(2)?,
+        tool: r.get(3)?,
+        arguments_digest: r.get(4)?,
+        agent: r.get(5)?,
+        owner: r.get(6)?,
+        actor: r.get(7)?,
+        detail: r.get(8)?,
+    })
+}

@@ -1,0 +1,216 @@
+//! Policy: for each tool call, `allow`, `require_approval` or `block`.
+//!
+//! Defaults come from the tool's annotations (`readOnlyHint: true` → allow;
+//! `destructiveHint` true or absent → require approval, the spec's default).
+//! Rules `{pattern, action}` from the config file and from SQLite override the
+//! default; among matching rules the most restrictive wins.
+
+use std::sync::Arc;
+
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Clock;
+use crate::db::Db;
+use crate::error::{CoreError, Result};
+
+/// What happens to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Runs at once.
+    Allow,
+    /// Waits for a person.
+    RequireApproval,
+    /// Hidden from `tools/list` and refused.
+    Block,
+}
+
+impl Action {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::RequireApproval => "require_approval",
+            Action::Block => "block",
+        }
+    }
+
+    /// Parses `allow | require_approval | block`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "allow" => Ok(Action::Allow),
+            "require_approval" => Ok(Action::RequireApproval),
+            "block" => Ok(Action::Block),
+            other => Err(CoreError::Invalid {
+                field: "action",
+                reason: format!("{other:?} is not one of allow, require_approval, block"),
+            }),
+        }
+    }
+}
+
+/// One rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    /// `*`, an exact tool name, or `prefix*`.
+    pub pattern: String,
+    /// What a match does.
+    pub action: Action,
+    /// Never accept a decision from the model itself for calls it matches.
+    #[serde(default)]
+    pub human_only: bool,
+    /// `config` or `database`.
+    #[serde(default = "database")]
+    pub source: String,
+}
+
+fn database() -> String {
+    "database".into()
+}
+
+/// Whether `pattern` matches the exposed tool name.
+pub fn matches(pattern: &str, tool: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => pattern == tool,
+    }
+}
+
+/// Checks a pattern's shape: `*`, exact, or `prefix*` (one trailing star).
+pub fn validate_pattern(pattern: &str) -> Result<()> {
+    let body = pattern.strip_suffix('*').unwrap_or(pattern);
+    if pattern.is_empty() || pattern.len() > 200 || body.contains('*') || pattern.chars().any(char::is_control) {
+        return Err(CoreError::Invalid {
+            field: "pattern",
+            reason: "use `*`, an exact tool name, or `prefix*`".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The annotation hints that feed the default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hints {
+    /// `readOnlyHint`
+    pub read_only: Option<bool>,
+    /// `destructiveHint`
+    pub destructive: Option<bool>,
+}
+
+/// The verdict for one tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// What happens.
+    pub action: Action,
+    /// Whether a matching rule insists on a human decision.
+    pub human_only: bool,
+    /// Which rule decided (`None`: the annotation default).
+    pub rule: Option<String>,
+}
+
+/// Rules from the config file (fixed) and SQLite (changeable).
+#[derive(Clone)]
+pub struct PolicyStore {
+    db: Db,
+    clock: Arc<dyn Clock>,
+    config_rules: Arc<Vec<Rule>>,
+}
+
+impl PolicyStore {
+    /// A store with the config file's rules.
+    pub fn new(db: Db, clock: Arc<dyn Clock>, config_rules: Vec<Rule>) -> Self {
+        let config_rules = config_rules.into_iter().map(|r| Rule { source: "config".into(), ..r }).collect();
+        Self { db, clock, config_rules: Arc::new(config_rules) }
+    }
+
+    /// Every rule: config first, then the database's.
+    pub fn rules(&self) -> Result<Vec<Rule>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached("SELECT pattern, action, human_only FROM policy_rules ORDER BY pattern")?;
+        let db_rules = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut all: Vec<Rule> = self.config_rules.as_ref().clone();
+        for (pattern, action, human_only) in db_rules {
+            all.push(Rule { pattern, action: Action::parse(&action)?, human_only, source: "database".into() });
+        }
+        Ok(all)
+    }
+
+    /// Adds or replaces the database rule for `pattern`.
+    pub fn set(&self, pattern: &str, action: Action, human_only: bool) -> Result<()> {
+        validate_pattern(pattern)?;
+        self.db.conn().execute(
+            "INSERT INTO policy_rules (pattern, action, human_only, updated_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(pattern) DO UPDATE SET action = excluded.action, human_only = excluded.human_only, updated_at = excluded.updated_at",
+            params![pattern, action.as_str(), human_only, self.clock.now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Removes the database rule for `pattern`; `false` if there was none.
+    pub fn remove(&self, pattern: &str) -> Result<bool> {
+        Ok(self.db.conn().execute("DELETE FROM policy_rules WHERE pattern = ?1", [pattern])? > 0)
+    }
+
+    /// Decides for one exposed tool name.
+    pub fn decide(&self, tool: &str, hints: Hints) -> Result<Verdict> {
+        Ok(decide_with(&self.rules()?, tool, hints))
+    }
+}
+
+/// The decision procedure over a rule list (pure; unit-tested).
+pub fn decide_with(rules: &[Rule], tool: &str, hints: Hints) -> Verdict {
+    let matching: Vec<&Rule> = rules.iter().filter(|r| matches(&r.pattern, tool)).collect();
+    let human_only = matching.iter().any(|r| r.human_only);
+    if let Some(strictest) = matching.iter().max_by_key(|r| r.action) {
+        return Verdict { action: strictest.action, human_only, rule: Some(strictest.pattern.clone()) };
+    }
+    let action = if hints.read_only == Some(true) {
+        Action::Allow
+    } else if hints.destructive.unwrap_or(true) {
+        Action::RequireApproval
+    } else {
+        Action::Allow
+    };
+    Verdict { action, human_only, rule: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(pattern: &str, action: Action) -> Rule {
+        Rule { pattern: pattern.into(), action, human_only: false, source: "test".into() }
+    }
+
+    #[test]
+    fn annotations_give_the_default() {
+        let ro = Hints { read_only: Some(true), destructive: None };
+        assert_eq!(decide_with(&[], "t", ro).action, Action::Allow);
+        assert_eq!(decide_with(&[], "t", Hints::default()).action, Action::RequireApproval, "destructive by default");
+        let safe = Hints { read_only: Some(false), destructive: Some(false) };
+        assert_eq!(decide_with(&[], "t", safe).action, Action::Allow);
+    }
+
+    #[test]
+    fn most_restrictive_matching_rule_wins_and_allow_overrides_defaults() {
+        let rules = [rule("files__*", Action::Allow), rule("files__write_*", Action::Block), rule("*", Action::Allow)];
+        assert_eq!(decide_with(&rules, "files__write_file", Hints::default()).action, Action::Block);
+        assert_eq!(decide_with(&rules, "files__read_file", Hints::default()).action, Action::Allow);
+        assert_eq!(decide_with(&rules[2..], "anything", Hints::default()).action, Action::Allow);
+    }
+
+    #[test]
+    fn patterns() {
+        assert!(matches("*", "x"));
+        assert!(matches("a__*", "a__b"));
+        assert!(!matches("a__*", "b__a"));
+        assert!(matches("exact", "exact"));
+        assert!(!matches("exact", "exactly"));
+        assert!(validate_pattern("a*b*").is_err());
+        assert!(validate_pattern("").is_err());
+        assert!(validate_pattern("files__*").is_ok());
+    }
+}

@@ -1,0 +1,115 @@
+//! The browser's view of paused executions: detail, decisions, and SSE
+//! streams of one execution's state and of the signed-in user's inbox.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
+use futures::{Stream, StreamExt};
+use gatehouse_core::approvals::{AccessError, Decision};
+use gatehouse_core::live::LiveEvent;
+use serde::Deserialize;
+use serde_json::json;
+use tokio_stream::wrappers::{BroadcastStream, WatchStream};
+
+use crate::auth::SignedIn;
+use crate::error::{ApiError, ApiJson};
+use crate::startup::AppState;
+
+impl From<AccessError> for ApiError {
+    fn from(e: AccessError) -> Self {
+        match e {
+            AccessError::NotFound => ApiError::NotFound("no such execution".into()),
+            AccessError::Forbidden => ApiError::Forbidden(e.to_string()),
+            AccessError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            AccessError::Storage(detail) => ApiError::Internal(detail),
+        }
+    }
+}
+
+/// `GET /api/executions/{eid}`
+pub async fn get(State(state): State<AppState>, SignedIn(user): SignedIn, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
+    Ok(ApiJson(state.core.approvals.view_for(&user, &id)?))
+}
+
+/// `GET /api/mcp-sessions/{sid}/executions/{eid}`: the session only locates
+/// the execution; the directory resolves it from any of the agent's sessions.
+pub async fn get_in_session(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    Path((_sid, id)): Path<(String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(ApiJson(state.core.approvals.view_for(&user, &id)?))
+}
+
+/// Body of a decision.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {
+    /// `accept | decline | cancel`
+    pub action: Decision,
+}
+
+/// `POST /api/executions/{eid}/resume {action}`
+pub async fn resume(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ResumeBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    let snapshot = state.core.approvals.decide_for(&user, &id, body.action)?;
+    Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })))
+}
+
+/// `POST /api/mcp-sessions/{sid}/executions/{eid}/resume {action}`
+pub async fn resume_in_session(
+    state: State<AppState>,
+    user: SignedIn,
+    Path((_sid, id)): Path<(String, String)>,
+    body: ApiJson<ResumeBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    resume(state, user, Path(id), body).await
+}
+
+type BoxedEvents = Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
+type EventStream = Sse<KeepAliveStream<BoxedEvents>>;
+
+fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static, state: &AppState) -> EventStream {
+    let shutdown = state.shutdown.clone();
+    let stream = stream.take_until(async move { shutdown.cancelled_owned().await });
+    Sse::new(Box::pin(stream) as BoxedEvents).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// `GET /api/executions/{eid}/events`: the state now, then every change;
+/// the stream ends once the execution settles.
+pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, Path(id): Path<String>) -> Result<EventStream, ApiError> {
+    let view = state.core.approvals.view_for(&user, &id)?;
+    // After the last state the stream stays open (keep-alives only), so
+    // browsers do not reconnect over and over to a settled execution.
+    let Some((_, rx)) = state.core.approvals.subscribe(&id) else {
+        let event = Event::default().data(json!({"state": view.state, "decision": view.decision}).to_string());
+        return Ok(sse(futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending()), &state));
+    };
+    let stream = WatchStream::new(rx).map(|s| {
+        let decision = s.decided_by.map(|by| json!({"state": s.state, "by": by}));
+        Ok(Event::default().data(json!({"state": s.state, "decision": decision}).to_string()))
+    });
+    Ok(sse(stream.chain(futures::stream::pending()), &state))
+}
+
+/// `GET /api/approvals/events`: "the inbox changed" whenever an execution is
+/// paused, decided or settled; the page re-reads its list.
+pub async fn inbox_events(State(state): State<AppState>, SignedIn(_user): SignedIn) -> EventStream {
+    let hello = futures::stream::once(async { Ok(Event::default().data("hello")) });
+    let changes = BroadcastStream::new(state.core.live.subscribe()).filter_map(|item| async move {
+        match item {
+            Ok(LiveEvent::ApprovalsChanged) => Some(Ok(Event::default().data("approvals_changed"))),
+            Ok(_) => None,
+            Err(_lagged) => Some(Ok(Event::default().data("resync"))),
+        }
+    });
+    sse(hello.chain(changes), &state)
+}
