@@ -17,6 +17,7 @@ struct Empty {}
 
 #[derive(Clone)]
 struct Reference {
+    #[allow(dead_code)] // read by the #[tool_handler] expansion
     tool_router: ToolRouter<Self>,
 }
 

@@ -115,17 +115,33 @@ pub struct PolicyStore {
     db: Db,
     clock: Arc<dyn Clock>,
     config_rules: Arc<Vec<Rule>>,
+    // Every call consults the rules; they change only through this store, so
+    // a copy is kept and dropped on each change.
+    cache: Arc<std::sync::RwLock<Option<Arc<Vec<Rule>>>>>,
 }
 
 impl PolicyStore {
     /// A store with the config file's rules.
     pub fn new(db: Db, clock: Arc<dyn Clock>, config_rules: Vec<Rule>) -> Self {
         let config_rules = config_rules.into_iter().map(|r| Rule { source: "config".into(), ..r }).collect();
-        Self { db, clock, config_rules: Arc::new(config_rules) }
+        Self { db, clock, config_rules: Arc::new(config_rules), cache: Arc::default() }
     }
 
     /// Every rule: config first, then the database's.
-    pub fn rules(&self) -> Result<Vec<Rule>> {
+    pub fn rules(&self) -> Result<Arc<Vec<Rule>>> {
+        if let Some(rules) = self.cache.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Ok(rules.clone());
+        }
+        let rules = Arc::new(self.load()?);
+        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = Some(rules.clone());
+        Ok(rules)
+    }
+
+    fn invalidate(&self) {
+        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn load(&self) -> Result<Vec<Rule>> {
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached("SELECT pattern, action, human_only FROM policy_rules ORDER BY pattern")?;
         let db_rules = stmt
@@ -146,12 +162,15 @@ impl PolicyStore {
              ON CONFLICT(pattern) DO UPDATE SET action = excluded.action, human_only = excluded.human_only, updated_at = excluded.updated_at",
             params![pattern, action.as_str(), human_only, self.clock.now_ms()],
         )?;
+        self.invalidate();
         Ok(())
     }
 
     /// Removes the database rule for `pattern`; `false` if there was none.
     pub fn remove(&self, pattern: &str) -> Result<bool> {
-        Ok(self.db.conn().execute("DELETE FROM policy_rules WHERE pattern = ?1", [pattern])? > 0)
+        let removed = self.db.conn().execute("DELETE FROM policy_rules WHERE pattern = ?1", [pattern])? > 0;
+        self.invalidate();
+        Ok(removed)
     }
 
     /// Decides for one exposed tool name.

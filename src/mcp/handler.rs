@@ -127,12 +127,12 @@ impl ServerHandler for GatehouseMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let visible = tools::all().into_iter().filter(|t| gate::visible(&self.state, &t.name)).collect();
+        let visible = tools::all().iter().filter(|t| gate::visible(&self.state, &t.name)).cloned().collect();
         Ok(ListToolsResult::with_all_items(visible))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        tools::find(name)
+        tools::find(name).cloned()
     }
 
     async fn call_tool(

@@ -112,8 +112,13 @@ fn changing() -> ToolAnnotations {
     ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(false)
 }
 
-/// Every built-in tool, as listed to clients.
-pub fn all() -> Vec<Tool> {
+/// Every built-in tool, as listed to clients (built once: schema generation is not free).
+pub fn all() -> &'static [Tool] {
+    static TOOLS: std::sync::LazyLock<Vec<Tool>> = std::sync::LazyLock::new(build);
+    &TOOLS
+}
+
+fn build() -> Vec<Tool> {
     vec![
         Tool::new(
             STATUS,
@@ -147,8 +152,8 @@ pub fn all() -> Vec<Tool> {
 }
 
 /// One built-in tool by name.
-pub fn find(name: &str) -> Option<Tool> {
-    all().into_iter().find(|t| t.name == name)
+pub fn find(name: &str) -> Option<&'static Tool> {
+    all().iter().find(|t| t.name == name)
 }
 
 /// The annotation hints policy reads.
@@ -179,7 +184,7 @@ pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> 
             .core
             .policy
             .rules()
-            .map(|rules| CallToolResult::structured(json!({ "rules": rules })))
+            .map(|rules| CallToolResult::structured(json!({ "rules": *rules })))
             .map_err(|e| e.to_string()),
         AUDIT_RECENT => match parse::<AuditRecentArgs>(arguments) {
             Err(r) => return r,

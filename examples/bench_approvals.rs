@@ -1,0 +1,222 @@
+//! Approval benchmarks against the real binary:
+//! 1. wake latency: decision POST → the waiting `resume` call returns, over N approvals;
+//! 2. resident memory with M pending executions, each watched by one SSE stream.
+//!
+//! `cargo run --release --example bench_approvals -- target/release/gatehouse 1000 10000`
+//! (raise `ulimit -n` first: the watchers need M sockets on each side).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn messages(response: reqwest::Response) -> Vec<Value> {
+    let text = response.text().await.unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| d.starts_with('{'))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+struct Mcp {
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    sid: String,
+}
+
+impl Mcp {
+    async fn rpc(&self, id: u64, method: &str, params: Value) -> Value {
+        let r = self
+            .client
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("accept", ACCEPT)
+            .header("mcp-session-id", &self.sid)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap();
+        messages(r).await.into_iter().find(|m| m["id"] == id).unwrap_or(Value::Null)
+    }
+
+    async fn pause(&self, id: u64) -> String {
+        let reply = self
+            .rpc(id, "tools/call", json!({"name": "gatehouse_policy_set", "arguments": {"pattern": format!("bench_{id}"), "action": "allow"}}))
+            .await;
+        reply["result"]["structuredContent"]["executionId"].as_str().expect("paused").to_string()
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let bin = args.next().unwrap_or_else(|| "target/release/gatehouse".into());
+    let approvals: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let watchers: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_string();
+
+    let mut add = Command::new(&bin).args(["--data-dir", &data, "user", "add", "ada", "--admin", "--password-stdin"]).stdin(Stdio::piped()).spawn().unwrap();
+    add.stdin.take().unwrap().write_all(b"bench password").unwrap();
+    assert!(add.wait().unwrap().success());
+    let issued = Command::new(&bin).args(["--data-dir", &data, "token", "issue", "--agent", "bench", "--owner", "ada", "--json"]).output().unwrap();
+    let token = serde_json::from_slice::<Value>(&issued.stdout).unwrap()["token"].as_str().unwrap().to_string();
+
+    let mut server = Command::new(&bin)
+        .args(["--listen", "127.0.0.1:0", "--data-dir", &data])
+        .env("GATEHOUSE_APPROVAL_TTL", "1h")
+        .env("GATEHOUSE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = server.id();
+    let mut banner = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        banner.read_line(&mut line).unwrap();
+    }
+    let base = line.split("listening on ").nth(1).unwrap().trim().to_string();
+
+    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    let cookie = client
+        .post(format!("{base}/api/auth/sign-in"))
+        .header("origin", &base)
+        .json(&json!({"username": "ada", "password": "bench password"}))
+        .send()
+        .await
+        .unwrap()
+        .headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let init = client
+        .post(format!("{base}/mcp"))
+        .bearer_auth(&token)
+        .header("accept", ACCEPT)
+        .json(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}))
+        .send()
+        .await
+        .unwrap();
+    let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let mcp = std::sync::Arc::new(Mcp { client: client.clone(), url: format!("{base}/mcp"), token, sid });
+    mcp.client
+        .post(&mcp.url)
+        .bearer_auth(&mcp.token)
+        .header("accept", ACCEPT)
+        .header("mcp-session-id", &mcp.sid)
+        .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+
+    // 1. Wake latency.
+    let mut wake = Vec::new();
+    for i in 0..approvals {
+        let eid = mcp.pause(1_000_000 + i * 2).await;
+        let waiter = {
+            let (mcp, eid) = (mcp.clone(), eid.clone());
+            tokio::spawn(async move {
+                let reply = mcp.rpc(1_000_001 + i * 2, "tools/call", json!({"name": "resume", "arguments": {"executionId": eid}})).await;
+                (Instant::now(), reply)
+            })
+        };
+        // Let the resume call reach its wait before deciding.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let start = Instant::now();
+        let r = client
+            .post(format!("{base}/api/executions/{eid}/resume"))
+            .header("origin", &base)
+            .header("cookie", &cookie)
+            .json(&json!({"action": "accept"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let (done, reply) = waiter.await.unwrap();
+        assert_eq!(reply["result"]["isError"], false, "{reply}");
+        wake.push(done.duration_since(start).as_secs_f64() * 1000.0);
+    }
+    wake.sort_by(f64::total_cmp);
+    println!(
+        "wake latency over {approvals} approvals: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        percentile(&wake, 0.5),
+        percentile(&wake, 0.99),
+        wake.last().unwrap()
+    );
+
+    // 2. Memory with many pending executions, each watched by one SSE stream.
+    let idle = rss_mib(pid);
+    let mut ids = Vec::with_capacity(watchers as usize);
+    let mut batch = Vec::new();
+    for i in 0..watchers {
+        let mcp = mcp.clone();
+        batch.push(tokio::spawn(async move { mcp.pause(10_000_000 + i).await }));
+        if batch.len() == 64 {
+            for t in batch.drain(..) {
+                ids.push(t.await.unwrap());
+            }
+        }
+    }
+    for t in batch.drain(..) {
+        ids.push(t.await.unwrap());
+    }
+    let pending_only = rss_mib(pid);
+    let mut streams = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(256) {
+        let opened: Vec<_> = chunk
+            .iter()
+            .map(|eid| {
+                // One connection per stream, as one browser tab per approval would.
+                let c = reqwest::Client::builder().build().unwrap();
+                let url = format!("{base}/api/executions/{eid}/events");
+                let cookie = cookie.clone();
+                tokio::spawn(async move {
+                    let mut r = c.get(url).header("cookie", cookie).send().await.unwrap();
+                    assert_eq!(r.status(), 200);
+                    let first = r.chunk().await.unwrap().unwrap();
+                    assert!(String::from_utf8_lossy(&first).contains("pending"));
+                    (c, r)
+                })
+            })
+            .collect();
+        for t in opened {
+            streams.push(t.await.unwrap());
+        }
+    }
+    let metrics = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    let pending_gauge = metrics.lines().find(|l| l.starts_with("gatehouse_approvals_pending ")).unwrap_or("").to_string();
+    println!(
+        "resident memory: {idle:.1} MiB idle, {pending_only:.1} MiB with {watchers} pending, {:.1} MiB with {} SSE watchers ({pending_gauge})",
+        rss_mib(pid),
+        streams.len()
+    );
+    drop(streams);
+    let _ = server.kill();
+}
