@@ -269,3 +269,35 @@ async fn execution_events_stream_the_state_live() {
     }
     assert!(seen.contains("\"declined\"") && seen.contains("user:ada"), "{seen}");
 }
+
+#[tokio::test]
+async fn a_client_cancelling_its_resume_cancels_the_execution() {
+    let app = spawn_app().await;
+    users(&app).await;
+    let token = owned_token(&app, "claude");
+    let sid = app.open_session(&token).await;
+    let paused = tool_call(&app, &token, &sid, SET_RULE, json!({"pattern": "c", "action": "allow"})).await;
+    let eid = paused["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let waiting = {
+        let req = app
+            .mcp(&token)
+            .header("mcp-session-id", &sid)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"resume","arguments":{"executionId": eid}}}));
+        tokio::spawn(async move { req.send().await })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (status, _, _) = app
+        .call(&token, &sid, json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId": 41, "reason": "user pressed stop"}}))
+        .await;
+    assert_eq!(status, 202);
+    for _ in 0..100 {
+        if app.core.approvals.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(app.core.approvals.len(), 0, "the cancelled execution left the store");
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "cancelled");
+    waiting.abort();
+}
