@@ -66,6 +66,8 @@ pub struct FileConfig {
     pub allowed_origins: Option<Vec<String>>,
     /// `[[policy]] pattern = "files__read_*"  action = "allow"`
     pub policy: Option<Vec<PolicyRule>>,
+    /// `allow_model_decisions = true` lets `elicitation_mode=model` sessions decide their own calls.
+    pub allow_model_decisions: Option<bool>,
 }
 
 /// One `[[policy]]` table.
@@ -134,6 +136,8 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// Policy rules from the file.
     pub policy: Vec<gatehouse_core::policy::Rule>,
+    /// Whether model-mode sessions may decide their own calls (opt-in).
+    pub allow_model_decisions: bool,
 }
 
 impl Default for Config {
@@ -149,6 +153,7 @@ impl Default for Config {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             policy: Vec::new(),
+            allow_model_decisions: false,
         }
     }
 }
@@ -206,6 +211,13 @@ impl FileConfig {
         })? {
             self.log_format = Some(v);
         }
+        if let Some(v) = env_value("GATEHOUSE_ALLOW_MODEL_DECISIONS", |v| match v {
+            "true" | "1" => Ok(true),
+            "false" | "0" => Ok(false),
+            other => Err(format!("{other:?} is not true or false")),
+        })? {
+            self.allow_model_decisions = Some(v);
+        }
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_HOSTS", list)? {
             self.allowed_hosts = Some(v);
         }
@@ -240,6 +252,7 @@ impl Config {
             allowed_hosts: file.allowed_hosts.unwrap_or_default(),
             allowed_origins: file.allowed_origins.unwrap_or_default(),
             policy: Vec::new(),
+            allow_model_decisions: file.allow_model_decisions.unwrap_or(false),
         };
         let mut config = config;
         for (i, rule) in file.policy.unwrap_or_default().into_iter().enumerate() {

@@ -43,6 +43,10 @@ pub struct AppState {
     pub auth_metrics: Arc<AuthMetrics>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Seals 2026-07-28 `requestState` values.
+    pub codec: Arc<rmcp::model::RequestStateCodec>,
+    /// Whether model-mode sessions may decide their own calls.
+    pub allow_model_decisions: bool,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -64,6 +68,8 @@ pub fn app(state: AppState) -> Router {
             max_body_bytes: state.max_body_bytes,
             metrics: state.auth_metrics.clone(),
             base_url: state.base_url.clone(),
+            codec: state.codec.clone(),
+            allow_model_decisions: state.allow_model_decisions,
         },
         &state.allow,
         state.shutdown.clone(),
@@ -178,6 +184,8 @@ impl Application {
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
             auth_metrics: Arc::default(),
             max_body_bytes: config.max_body_bytes,
+            codec: Arc::new(crate::mcp::native::load_codec(&config.data_dir)?),
+            allow_model_decisions: config.allow_model_decisions,
         };
         Ok(Self { router: app(state.clone()), listener, address, state })
     }

@@ -1,18 +1,20 @@
 //! The gate: policy decides each call; a gated call becomes a paused
-//! execution, answered in browser mode with the approval URL; `resume` waits
-//! for the decision and returns the real result.
+//! execution, announced the session's way (browser, native or model mode);
+//! `resume` waits for the decision and returns the real result.
 
 use std::time::Duration;
 
-use gatehouse_core::approvals::{Execution, NewExecution, RunError, State};
+use gatehouse_core::approvals::{Decision, Execution, NewExecution, RunError, State};
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::policy::Action;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData};
+use rmcp::service::RequestContext;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::McpState;
-use super::tools::{self, Caller, ResumeArgs, error_result};
+use super::native::{self, Mode};
+use super::tools::{self, Caller, ResumeAction, ResumeArgs, error_result};
 
 /// How long one `resume` call waits before answering "still pending"; under
 /// the TypeScript SDK's 60 s default request timeout.
@@ -52,49 +54,74 @@ pub fn visible(state: &McpState, name: &str) -> bool {
         return true;
     }
     let Some(tool) = tools::find(name) else { return false };
-    state.core.policy.decide(name, tools::hints(&tool)).map(|v| v.action != Action::Block).unwrap_or(false)
+    state.core.policy.decide(name, tools::hints(tool)).map(|v| v.action != Action::Block).unwrap_or(false)
+}
+
+/// One `tools/call`, as the handler received it.
+pub struct Call<'a> {
+    /// Exposed tool name.
+    pub name: &'a str,
+    /// Arguments (`Null` when none were sent).
+    pub arguments: Value,
+    /// The `requestState` echoed by a 2026-07-28 retry.
+    pub request_state: Option<&'a str>,
+    /// The session's announcement mode.
+    pub mode: Mode,
 }
 
 /// Handles one `tools/call`.
-pub async fn call(
-    state: &McpState,
-    caller: &Caller,
-    name: &str,
-    arguments: Value,
-    cancel: &CancellationToken,
-) -> Result<CallToolResult, ErrorData> {
-    if name == tools::RESUME {
-        return Ok(resume(state, caller, &arguments, cancel).await);
+pub async fn call(state: &McpState, caller: &Caller, call: Call<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    if call.name == tools::RESUME {
+        return Ok(resume(state, caller, &call.arguments, call.mode, ctx).await.into());
     }
-    let tool = tools::find(name).ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {name}"), None))?;
-    let verdict = state.core.policy.decide(name, tools::hints(&tool)).map_err(|e| {
+    let tool = tools::find(call.name).ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
+    if let Some(request_state) = call.request_state {
+        return Ok(native::retry(state, caller, request_state, &call.arguments, ctx).await);
+    }
+    let verdict = state.core.policy.decide(call.name, tools::hints(tool)).map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     match verdict.action {
-        Action::Allow => Ok(tools::run(state, caller, name, &arguments)),
+        Action::Allow => Ok(tools::run(state, caller, call.name, &call.arguments).into()),
         Action::Block => {
-            tracing::warn!(tool = name, agent = %caller.credential.agent, "call blocked by policy");
+            tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
             Ok(error_result(
-                format!("{name} is blocked by policy rule {:?}", verdict.rule.unwrap_or_default()),
-                json!({"error": "blocked_by_policy", "tool": name}),
-            ))
+                format!("{} is blocked by policy rule {:?}", call.name, verdict.rule.unwrap_or_default()),
+                json!({"error": "blocked_by_policy", "tool": call.name}),
+            )
+            .into())
         }
         Action::RequireApproval => {
             let execution = state.core.approvals.open(NewExecution {
-                tool: name.to_string(),
+                tool: call.name.to_string(),
                 upstream: None,
-                arguments,
+                arguments: call.arguments,
                 agent: caller.credential.agent.clone(),
                 credential_id: caller.credential.id.clone(),
                 owner: caller.credential.owner.clone(),
                 session_id: caller.session_id.clone(),
                 human_only: verdict.human_only,
             });
-            tracing::info!(execution = %execution.id, tool = name, agent = %execution.agent, "call paused for approval");
-            Ok(pending_result(state, &execution))
+            tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
+            Ok(match call.mode {
+                Mode::Native => native::hold(state, caller, &execution, ctx).await,
+                Mode::Model if state.allow_model_decisions && !execution.human_only => model_pending_result(state, &execution).into(),
+                _ => pending_result(state, &execution).into(),
+            })
         }
     }
+}
+
+/// Model mode: the browser answer, plus how the agent may decide itself.
+fn model_pending_result(state: &McpState, execution: &Execution) -> CallToolResult {
+    let mut result = pending_result(state, execution);
+    result.content.push(ContentBlock::text(format!(
+        "This session may decide itself: after confirming with the user, call `resume` with \
+         {{\"executionId\": \"{}\", \"action\": \"accept\"}} (or \"decline\").",
+        execution.id
+    )));
+    result
 }
 
 fn gone(execution_id: &str, error: &str, message: String) -> CallToolResult {
@@ -107,9 +134,9 @@ fn same_agent(caller: &Caller, execution: &Execution) -> bool {
         || (caller.credential.agent == execution.agent && caller.credential.owner == execution.owner)
 }
 
-/// `resume {executionId}`: waits one slice for the decision, then runs the
-/// approved call and returns its result, or says why it will not run.
-async fn resume(state: &McpState, caller: &Caller, arguments: &Value, cancel: &CancellationToken) -> CallToolResult {
+/// `resume {executionId, action?}`: waits one slice for the decision, then
+/// runs the approved call and returns its result, or says why it will not run.
+async fn resume(state: &McpState, caller: &Caller, arguments: &Value, mode: Mode, ctx: &RequestContext<RoleServer>) -> CallToolResult {
     let args: ResumeArgs = match serde_json::from_value(arguments.clone()) {
         Ok(a) => a,
         Err(e) => return error_result(format!("invalid arguments: {e}"), json!({"error": "invalid_arguments"})),
@@ -121,36 +148,56 @@ async fn resume(state: &McpState, caller: &Caller, arguments: &Value, cancel: &C
     };
     if !same_agent(caller, &execution) {
         tracing::warn!(execution = %id, agent = %caller.credential.agent, "resume refused: another agent's execution");
-        return error_result(
-            "this execution belongs to another agent",
-            json!({"error": "execution_forbidden", "executionId": id}),
-        );
+        return error_result("this execution belongs to another agent", json!({"error": "execution_forbidden", "executionId": id}));
+    }
+    if let Some(action) = args.action {
+        if mode != Mode::Model || !state.allow_model_decisions {
+            return error_result(
+                "this session may not decide calls itself; a person decides on the approval page",
+                json!({"error": "model_decision_not_allowed", "executionId": id}),
+            );
+        }
+        if execution.human_only {
+            return error_result(
+                "a policy rule requires a person to decide this call",
+                json!({"error": "human_only", "executionId": id, "approvalUrl": approval_url(state, &execution)}),
+            );
+        }
+        let decision = match action {
+            ResumeAction::Accept => Decision::Accept,
+            ResumeAction::Decline => Decision::Decline,
+        };
+        let _ = store.decide(&id, decision, &format!("agent:{}", caller.credential.agent));
     }
     let snapshot = tokio::select! {
         s = store.wait(&id, RESUME_SLICE) => s,
-        _ = cancel.cancelled() => {
+        _ = ctx.ct.cancelled() => {
             store.forget(&id, "the client cancelled its resume request");
             return gone(&id, "execution_cancelled", "cancelled by the client".into());
         }
     };
-    let Some(snapshot) = snapshot else { return settled_result(state, caller, &id) };
-    match snapshot.state {
-        State::Pending => pending_result(state, &execution),
-        State::Approved => match store.start_run(&id) {
-            Ok(execution) => {
-                let result = tools::run(state, caller, &execution.tool, &execution.arguments);
-                let failed = result.is_error == Some(true);
-                store.finish(&id, !failed, None);
-                tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");
-                result
-            }
-            Err(RunError::NotApproved(s)) if s == "running" => error_result(
-                "this call is already running in another resume",
-                json!({"error": "execution_running", "executionId": id}),
-            ),
-            Err(_) => settled_result(state, caller, &id),
-        },
-        _ => settled_result(state, caller, &id),
+    match snapshot {
+        Some(s) if s.state == State::Pending => pending_result(state, &execution),
+        _ => finish_decided(state, caller, &id),
+    }
+}
+
+/// After the decision: runs an approved call and returns its result, or
+/// answers for a declined, expired or cancelled one.
+pub fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+    let store = &state.core.approvals;
+    match store.start_run(id) {
+        Ok(execution) => {
+            let result = tools::run(state, caller, &execution.tool, &execution.arguments);
+            let failed = result.is_error == Some(true);
+            store.finish(id, !failed, None);
+            tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");
+            result
+        }
+        Err(RunError::NotApproved(s)) if s == "running" => {
+            error_result("this call is already running in another request", json!({"error": "execution_running", "executionId": id}))
+        }
+        Err(_) => settled_result(state, caller, id),
     }
 }
 
@@ -162,7 +209,7 @@ fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolResult
     if last.agent != caller.credential.agent || last.owner != caller.credential.owner {
         return gone(id, "execution_not_found", format!("no execution {id}; make the call again"));
     }
-    let by = last.actor.clone().unwrap_or_default();
+    let by = state.core.approvals.audit().decided_by(id).ok().flatten().unwrap_or_default();
     match last.state.as_str() {
         "declined" => error_result(
             format!("The call to {} was declined ({by}). Do not retry it unless the user asks.", last.tool),
@@ -170,9 +217,9 @@ fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolResult
         ),
         "expired" => gone(id, "execution_expired", format!("nobody decided on {} in time; make the call again", last.tool)),
         "completed" | "failed" => error_result(
-            format!("the call to {} already ran; its result went to the resume that ran it", last.tool),
+            format!("the call to {} already ran; its result went to the request that ran it", last.tool),
             json!({"error": "execution_settled", "executionId": id, "state": last.state}),
         ),
-        _ => gone(id, "execution_cancelled", format!("the call to {} was cancelled", last.tool)),
+        _ => gone(id, "execution_cancelled", format!("the call to {} was cancelled ({by})", last.tool)),
     }
 }

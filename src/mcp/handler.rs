@@ -18,6 +18,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::tools::{self, Caller};
+use super::native::Mode;
 use super::{McpState, gate};
 
 /// Removes a session from the live registry when its handler goes away
@@ -142,11 +143,16 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let (credential, session) = caller(&context.extensions)?;
         let caller = Caller { credential: credential.clone(), session_id: session.map(String::from) };
-        let arguments = request.arguments.map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null);
-        let result = gate::call(&self.state, &caller, &request.name, arguments, &context.ct).await;
+        let call = gate::Call {
+            name: &request.name,
+            arguments: request.arguments.clone().map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null),
+            request_state: request.request_state.as_deref(),
+            mode: Mode::of(request_parts(&context.extensions)),
+        };
+        let result = gate::call(&self.state, &caller, call, &context).await;
         if let Err(e) = &result {
             tracing::warn!(tool = %request.name, agent = %caller.credential.agent, error = %e.message, "tools/call refused");
         }
-        Ok(result?.into())
+        result
     }
 }

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod gate;
 pub mod handler;
+pub mod native;
 pub mod tools;
 
 use std::sync::Arc;
@@ -28,6 +29,10 @@ pub struct McpState {
     pub metrics: Arc<auth::AuthMetrics>,
     /// Base URL for approval links.
     pub base_url: String,
+    /// Seals and opens 2026-07-28 `requestState` values (key in the data dir).
+    pub codec: Arc<rmcp::model::RequestStateCodec>,
+    /// Whether `elicitation_mode=model` sessions may decide their own calls.
+    pub allow_model_decisions: bool,
 }
 
 /// The `/mcp` routes: authentication in front of rmcp's service.

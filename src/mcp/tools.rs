@@ -93,6 +93,18 @@ pub struct AuditRecentArgs {
 pub struct ResumeArgs {
     /// The `executionId` from the paused call's result.
     pub execution_id: String,
+    /// Model mode only (when the session and the config allow it): decide the call yourself.
+    pub action: Option<ResumeAction>,
+}
+
+/// A model-mode decision.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeAction {
+    /// Run it.
+    Accept,
+    /// Do not run it.
+    Decline,
 }
 
 fn schema<T: JsonSchema>() -> Arc<JsonObject> {

@@ -7,3 +7,4 @@ mod cli;
 mod helpers;
 mod mcp_auth;
 mod mcp_transport;
+mod native;

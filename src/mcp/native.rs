@@ -1,0 +1,256 @@
+//! How a client hears about a pause, chosen per session with
+//! `/mcp?elicitation_mode=browser|native|model` (default `browser`).
+//!
+//! `native` uses what the client declared: on 2026-07-28 an input-required
+//! result with a URL input request and an integrity-protected `requestState`;
+//! on earlier versions URL-mode elicitation while the call is held (with
+//! progress notifications), or a form elicitation where only form is declared;
+//! the browser answer where nothing is declared.
+
+use std::time::Duration;
+
+use gatehouse_core::approvals::{Decision, Execution, State};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, CustomNotification, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequests, InputRequiredResult, ProgressNotificationParam, ProtocolVersion, RequestStateCodec,
+    SealOptions, ServerNotification,
+};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use serde_json::json;
+
+use super::McpState;
+use super::gate::{self, approval_url};
+use super::tools::{Caller, error_result};
+
+/// How paused calls are announced to a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Return the approval URL; the agent calls `resume` (works everywhere).
+    Browser,
+    /// Use the client's elicitation support.
+    Native,
+    /// The agent itself may decide through `resume {executionId, action}`.
+    Model,
+}
+
+impl Mode {
+    /// The mode named in the request URL's query (`elicitation_mode=`).
+    pub fn of(parts: Option<&http::request::Parts>) -> Mode {
+        let query = parts.and_then(|p| p.uri.query()).unwrap_or("");
+        let value = url::form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == "elicitation_mode")
+            .map(|(_, v)| v.into_owned());
+        match value.as_deref() {
+            Some("native") => Mode::Native,
+            Some("model") => Mode::Model,
+            _ => Mode::Browser,
+        }
+    }
+}
+
+/// How long one retried 2026-07-28 call is held before answering "still
+/// pending" (the Python SDK retries an input-required answer a bounded number
+/// of times, so each round should last).
+pub const RETRY_HOLD: Duration = Duration::from_secs(50);
+/// Progress notifications while a 2025-11-25 call is held, so clients that
+/// reset their timeout on progress keep waiting.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(15);
+
+/// Loads the data dir's request-state key, creating it on first start.
+pub fn load_codec(data_dir: &std::path::Path) -> anyhow::Result<RequestStateCodec> {
+    let path = data_dir.join("request-state.key");
+    let key = match std::fs::read(&path) {
+        Ok(key) if key.len() >= 32 => key,
+        _ => {
+            let key = gatehouse_core::secret::random_bytes(32);
+            write_private(&path, &key)?;
+            key
+        }
+    };
+    RequestStateCodec::try_new(key).map_err(|e| anyhow::anyhow!("request-state key: {e}"))
+}
+
+fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(data)
+}
+
+/// What the request state is bound to besides its payload: the credential and
+/// the exact arguments.
+fn binding(credential_id: &str, digest: &str) -> Vec<u8> {
+    format!("{credential_id}|{digest}").into_bytes()
+}
+
+fn url_request(state: &McpState, execution: &Execution) -> InputRequests {
+    let request: InputRequest = serde_json::from_value(json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "url",
+            "message": format!("Approve {} for agent {} in Gatehouse", execution.tool, execution.agent),
+            "url": approval_url(state, execution),
+            "elicitationId": execution.id,
+        }
+    }))
+    .expect("a URL elicitation request is a valid input request");
+    InputRequests::from([("approval".to_string(), request)])
+}
+
+/// Announces a paused call natively; falls back to the browser answer where
+/// the client declared no elicitation.
+pub async fn hold(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
+    let modern = ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    if modern {
+        let ttl = Duration::from_millis((execution.expires_at_ms - state.core.clock.now_ms()).max(1_000) as u64);
+        let sealed = state.codec.seal_with(
+            execution.id.as_bytes(),
+            &SealOptions::new().associated_data(&binding(&caller.credential.id, &execution.arguments_digest)).ttl(ttl),
+        );
+        return CallToolResponse::InputRequired(InputRequiredResult::new(Some(url_request(state, execution)), Some(sealed)));
+    }
+    let elicitation = ctx.client_capabilities().and_then(|c| c.elicitation);
+    match elicitation {
+        Some(e) if e.url.is_some() => CallToolResponse::Complete(hold_with_url(state, caller, execution, ctx).await),
+        Some(_) => CallToolResponse::Complete(ask_with_form(state, caller, execution, ctx).await),
+        None => CallToolResponse::Complete(gate::pending_result(state, execution)),
+    }
+}
+
+/// 2025-11-25 with URL elicitation: show the approval URL in the client, hold
+/// the call (with progress) until the decision, then finish it.
+async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    let store = &state.core.approvals;
+    let id = execution.id.clone();
+    let url = match url::Url::parse(&approval_url(state, execution)) {
+        Ok(u) => u,
+        Err(_) => return gate::pending_result(state, execution),
+    };
+    let peer = ctx.peer.clone();
+    let message = format!("Agent {} wants to run {}. Open the link to approve or decline.", execution.agent, execution.tool);
+    let ttl = store.ttl();
+    let (elicit_id, elicit_url) = (id.clone(), url.clone());
+    let mut elicit = tokio::spawn(async move { peer.elicit_url_with_timeout(message, elicit_url, elicit_id, Some(ttl)).await });
+    let progress_token = ctx.meta.get_progress_token();
+    let mut elicit_done = false;
+    let mut ticks = 0u32;
+    let outcome = loop {
+        tokio::select! {
+            snapshot = store.wait(&id, PROGRESS_EVERY) => match snapshot {
+                Some(s) if s.state == State::Pending => {
+                    ticks += 1;
+                    if let Some(token) = progress_token.clone() {
+                        let progress = ProgressNotificationParam::new(token, ticks as f64)
+                            .with_message("waiting for a person's approval");
+                        let _ = ctx.peer.notify_progress(progress).await;
+                    }
+                }
+                _ => break (),
+            },
+            answer = &mut elicit, if !elicit_done => {
+                elicit_done = true;
+                // The user refused to open the page: nobody will decide in the browser.
+                if !matches!(answer, Ok(Ok(ElicitationAction::Accept))) {
+                    let _ = store.decide(&id, Decision::Cancel, &format!("user:{} via client", caller.credential.owner.as_deref().unwrap_or("unknown")));
+                }
+            },
+            _ = ctx.ct.cancelled() => {
+                store.forget(&id, "the client cancelled the call");
+                elicit.abort();
+                return error_result("cancelled by the client", json!({"error": "execution_cancelled", "executionId": id}));
+            }
+        }
+    };
+    let _ = outcome;
+    elicit.abort();
+    let complete = ServerNotification::CustomNotification(CustomNotification::new(
+        "notifications/elicitation/complete",
+        Some(json!({ "elicitationId": id })),
+    ));
+    let _ = ctx.peer.send_notification(complete).await;
+    gate::finish_decided(state, caller, &id)
+}
+
+/// A client that declares only form elicitation: ask in the client itself.
+async fn ask_with_form(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    let store = &state.core.approvals;
+    let arguments = serde_json::to_string_pretty(&execution.arguments).unwrap_or_default();
+    let message = format!(
+        "Agent {} wants to run {} with these arguments:\n{arguments}\n\nApprove this call?",
+        execution.agent, execution.tool
+    );
+    let schema = ElicitationSchema::from_json_schema(
+        json!({
+            "type": "object",
+            "properties": { "approve": { "type": "boolean", "title": format!("Run {}", execution.tool), "default": false } },
+            "required": ["approve"]
+        })
+        .as_object()
+        .cloned()
+        .unwrap_or_default(),
+    )
+    .expect("a boolean form schema is valid");
+    let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
+    let owner = caller.credential.owner.as_deref().unwrap_or("unknown");
+    let actor = format!("user:{owner} via client");
+    let answer = tokio::select! {
+        a = ctx.peer.create_elicitation_with_timeout(params, Some(store.ttl())) => a,
+        _ = ctx.ct.cancelled() => {
+            store.forget(&execution.id, "the client cancelled the call");
+            return error_result("cancelled by the client", json!({"error": "execution_cancelled", "executionId": execution.id}));
+        }
+    };
+    let decision = match answer {
+        Ok(r) if r.action == ElicitationAction::Accept && r.content.as_ref().and_then(|c| c.get("approve")).and_then(|v| v.as_bool()) == Some(true) => Decision::Accept,
+        Ok(r) if r.action == ElicitationAction::Cancel => Decision::Cancel,
+        Ok(_) => Decision::Decline,
+        Err(e) => {
+            tracing::warn!(execution = %execution.id, error = %e, "form elicitation failed; leaving the call to the browser");
+            return gate::pending_result(state, execution);
+        }
+    };
+    // A browser decision may have come first; then that one stands.
+    let _ = store.decide(&execution.id, decision, &actor);
+    gate::finish_decided(state, caller, &execution.id)
+}
+
+/// A 2026-07-28 retry carrying the `requestState` of an earlier answer: verify
+/// it, hold the call up to [`RETRY_HOLD`], then run it or answer again.
+pub async fn retry(state: &McpState, caller: &Caller, request_state: &str, arguments: &serde_json::Value, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
+    let digest = gatehouse_core::approvals::digest(arguments);
+    let opened = state.codec.open_with(request_state, &binding(&caller.credential.id, &digest));
+    let id = match opened.map(|bytes| String::from_utf8(bytes).unwrap_or_default()) {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::warn!(agent = %caller.credential.agent, error = %e, "refused a requestState");
+            return CallToolResponse::Complete(error_result(
+                format!("the requestState was refused ({e}); make the call again without it"),
+                json!({"error": "invalid_request_state", "recovery": "re_execute"}),
+            ));
+        }
+    };
+    let store = &state.core.approvals;
+    if store.get(&id).is_none() {
+        // Replayed after the call settled (or from before a restart).
+        return CallToolResponse::Complete(error_result(
+            "this requestState belongs to a call that is no longer pending; make the call again",
+            json!({"error": "execution_settled", "executionId": id, "recovery": "re_execute"}),
+        ));
+    }
+    let snapshot = tokio::select! {
+        s = store.wait(&id, RETRY_HOLD) => s,
+        _ = ctx.ct.cancelled() => {
+            store.forget(&id, "the client cancelled the call");
+            return CallToolResponse::Complete(error_result("cancelled by the client", json!({"error": "execution_cancelled", "executionId": id})));
+        }
+    };
+    match snapshot {
+        Some(s) if s.state == State::Pending => {
+            CallToolResponse::InputRequired(InputRequiredResult::from_request_state(request_state.to_string()))
+        }
+        _ => CallToolResponse::Complete(gate::finish_decided(state, caller, &id)),
+    }
+}

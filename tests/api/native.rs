@@ -1,0 +1,199 @@
+//! Native mode on 2026-07-28: an input-required result with a URL input
+//! request and a sealed `requestState`; the retried call runs once approved.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+fn owned(app: &TestApp, agent: &str) -> String {
+    app.core
+        .credentials
+        .issue(gatehouse_core::credentials::IssueRequest { agent: agent.into(), owner: Some("ada".into()), ..Default::default() })
+        .unwrap()
+        .token
+}
+
+/// A stateless 2026-07-28 `tools/call` in native mode.
+async fn modern_call(app: &TestApp, token: &str, args: Value, request_state: Option<&str>) -> Value {
+    let mut params = json!({
+        "name": "gatehouse_policy_set",
+        "arguments": args,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}},
+            "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}
+        }
+    });
+    if let Some(state) = request_state {
+        params["requestState"] = json!(state);
+    }
+    let response = app
+        .client
+        .post(format!("{}/mcp?elicitation_mode=native", app.address))
+        .bearer_auth(token)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "gatehouse_policy_set")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
+}
+
+async fn setup() -> (TestApp, String) {
+    let app = spawn_app().await;
+    let users = app.core.users.clone();
+    tokio::task::spawn_blocking(move || users.add("ada", "correct horse battery", true).unwrap()).await.unwrap();
+    let token = owned(&app, "py-agent");
+    (app, token)
+}
+
+#[tokio::test]
+async fn input_required_then_the_retry_runs_once_approved() {
+    let (app, token) = setup().await;
+    let args = json!({"pattern": "modern_*", "action": "allow"});
+    let first = modern_call(&app, &token, args.clone(), None).await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let request = &first["inputRequests"]["approval"];
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["mode"], "url");
+    let url = request["params"]["url"].as_str().unwrap();
+    assert!(url.starts_with(&format!("{}/resume/exec_", app.address)), "{url}");
+    let state = first["requestState"].as_str().unwrap().to_string();
+    let eid = url.split("/resume/").nth(1).unwrap().split('?').next().unwrap().to_string();
+
+    // The retry is held until the decision arrives.
+    let decider = {
+        let approvals = app.core.approvals.clone();
+        let eid = eid.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            approvals.decide(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada").unwrap();
+        })
+    };
+    let done = modern_call(&app, &token, args.clone(), Some(&state)).await;
+    decider.await.unwrap();
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(done["structuredContent"]["pattern"], "modern_*");
+
+    // Replayed after it settled: refused.
+    let replay = modern_call(&app, &token, args, Some(&state)).await;
+    assert_eq!(replay["structuredContent"]["error"], "execution_settled", "{replay}");
+}
+
+#[tokio::test]
+async fn tampered_other_credential_and_changed_arguments_are_refused() {
+    let (app, token) = setup().await;
+    let args = json!({"pattern": "t", "action": "allow"});
+    let first = modern_call(&app, &token, args.clone(), None).await;
+    let state = first["requestState"].as_str().unwrap().to_string();
+
+    let mut tampered = state.clone().into_bytes();
+    let last = tampered.len() - 2;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let r = modern_call(&app, &token, args.clone(), Some(std::str::from_utf8(&tampered).unwrap())).await;
+    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "{r}");
+
+    let other = owned(&app, "py-agent");
+    let r = modern_call(&app, &other, args.clone(), Some(&state)).await;
+    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "another credential: {r}");
+
+    let r = modern_call(&app, &token, json!({"pattern": "changed", "action": "allow"}), Some(&state)).await;
+    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "other arguments: {r}");
+    assert!(app.core.policy.rules().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_expired_request_state_is_refused() {
+    let app = spawn_app_with(|c| c.approval_ttl = Duration::from_millis(1500)).await;
+    let users = app.core.users.clone();
+    tokio::task::spawn_blocking(move || users.add("ada", "correct horse battery", true).unwrap()).await.unwrap();
+    let token = owned(&app, "py-agent");
+    let args = json!({"pattern": "late", "action": "allow"});
+    let first = modern_call(&app, &token, args.clone(), None).await;
+    let state = first["requestState"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    let r = modern_call(&app, &token, args, Some(&state)).await;
+    assert_eq!(r["isError"], true, "{r}");
+    let error = r["structuredContent"]["error"].as_str().unwrap();
+    assert!(error == "invalid_request_state" || error == "execution_settled", "{r}");
+}
+
+#[tokio::test]
+async fn model_mode_needs_the_config_switch_and_respects_human_only() {
+    let app = spawn_app_with(|c| c.allow_model_decisions = true).await;
+    let users = app.core.users.clone();
+    tokio::task::spawn_blocking(move || users.add("ada", "correct horse battery", true).unwrap()).await.unwrap();
+    let token = owned(&app, "self-decider");
+    let call = |args: Value, id: u64| {
+        app.client
+            .post(format!("{}/mcp?elicitation_mode=model", app.address))
+            .bearer_auth(&token)
+            .header("accept", ACCEPT_BOTH)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", args["name"].as_str().unwrap().to_string())
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": args["name"], "arguments": args["arguments"],
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+            }}))
+            .send()
+    };
+    let paused = jsonrpc_messages(call(json!({"name": "gatehouse_policy_set", "arguments": {"pattern": "m", "action": "allow"}}), 1).await.unwrap()).await;
+    let eid = paused[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let done = jsonrpc_messages(call(json!({"name": "resume", "arguments": {"executionId": eid, "action": "accept"}}), 2).await.unwrap()).await;
+    assert_eq!(done[0]["result"]["structuredContent"]["pattern"], "m", "{done:?}");
+    assert_eq!(app.core.approvals.audit().decided_by(&eid).unwrap().as_deref(), Some("agent:self-decider"));
+
+    // A human_only rule refuses the model's decision.
+    app.core.policy.set("gatehouse_policy_remove", gatehouse_core::policy::Action::RequireApproval, true).unwrap();
+    let paused = jsonrpc_messages(call(json!({"name": "gatehouse_policy_remove", "arguments": {"pattern": "m"}}), 3).await.unwrap()).await;
+    let eid = paused[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let refused = jsonrpc_messages(call(json!({"name": "resume", "arguments": {"executionId": eid, "action": "accept"}}), 4).await.unwrap()).await;
+    assert_eq!(refused[0]["result"]["structuredContent"]["error"], "human_only", "{refused:?}");
+    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+}
+
+#[tokio::test]
+async fn model_decisions_are_refused_unless_configured() {
+    let (app, token) = setup().await;
+    let r = app
+        .client
+        .post(format!("{}/mcp?elicitation_mode=model", app.address))
+        .bearer_auth(&token)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "gatehouse_policy_set")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "gatehouse_policy_set", "arguments": {"pattern": "x", "action": "allow"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+        }}))
+        .send()
+        .await
+        .unwrap();
+    let paused = jsonrpc_messages(r).await;
+    let eid = paused[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let r = app
+        .client
+        .post(format!("{}/mcp?elicitation_mode=model", app.address))
+        .bearer_auth(&token)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "resume")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "resume", "arguments": {"executionId": eid, "action": "accept"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+        }}))
+        .send()
+        .await
+        .unwrap();
+    let refused = jsonrpc_messages(r).await;
+    assert_eq!(refused[0]["result"]["structuredContent"]["error"], "model_decision_not_allowed", "{refused:?}");
+}
