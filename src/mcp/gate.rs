@@ -202,7 +202,7 @@ pub fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> CallToolRe
 }
 
 /// The answer for an execution that is no longer live, from the audit log.
-fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
     let Some(last) = state.core.approvals.settled(id) else {
         return gone(id, "execution_not_found", format!("no execution {id}; make the call again"));
     };

@@ -234,11 +234,9 @@ pub async fn retry(state: &McpState, caller: &Caller, request_state: &str, argum
     };
     let store = &state.core.approvals;
     if store.get(&id).is_none() {
-        // Replayed after the call settled (or from before a restart).
-        return CallToolResponse::Complete(error_result(
-            "this requestState belongs to a call that is no longer pending; make the call again",
-            json!({"error": "execution_settled", "executionId": id, "recovery": "re_execute"}),
-        ));
+        // Decided before this retry arrived (declined, expired, cancelled), or
+        // replayed after it ran: the audit log answers; nothing runs again.
+        return CallToolResponse::Complete(gate::settled_result(state, caller, &id));
     }
     let snapshot = tokio::select! {
         s = store.wait(&id, RETRY_HOLD) => s,

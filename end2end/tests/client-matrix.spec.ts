@@ -1,0 +1,138 @@
+// Every client gets the approval its way (`/mcp?elicitation_mode=native`):
+// the TypeScript SDK declaring form+url, form only, or nothing, and the Python
+// SDK on 2026-07-28. Each completes approve and decline end to end.
+import { test, expect } from "@playwright/test";
+import { execFileSync } from "node:child_process";
+import { resolve } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { spawnGatehouse, type Gatehouse } from "./gatehouse";
+
+const PW = "a long enough password";
+let gh: Gatehouse;
+let ada: string;
+
+test.describe.configure({ mode: "serial" });
+test.beforeAll(async () => {
+  gh = await spawnGatehouse();
+  gh.addUser("ada", PW, true);
+  ada = await gh.signIn("ada", PW);
+});
+test.afterAll(() => gh.stop());
+
+async function decide(eid: string, action: string) {
+  const r = await fetch(`${gh.url}/api/executions/${eid}/resume`, {
+    method: "POST",
+    headers: { "content-type": "application/json", origin: gh.url, cookie: ada },
+    body: JSON.stringify({ action }),
+  });
+  expect(r.status).toBe(200);
+}
+
+type Elicitation = { form?: object; url?: object };
+
+/** A TypeScript SDK client in native mode declaring `elicitation`. */
+async function nativeClient(agent: string, elicitation: Elicitation | undefined) {
+  const issued = gh.issueToken(agent, ["--owner", "ada"]);
+  const client = new Client(
+    { name: `ts-${agent}`, version: "1.0.0" },
+    { capabilities: elicitation ? { elicitation } : {} },
+  );
+  const notifications: string[] = [];
+  client.fallbackNotificationHandler = async (n) => {
+    notifications.push(n.method);
+  };
+  const transport = new StreamableHTTPClientTransport(new URL(`${gh.url}/mcp?elicitation_mode=native`), {
+    requestInit: { headers: { Authorization: `Bearer ${issued.token}` } },
+  });
+  await client.connect(transport);
+  return { client, notifications };
+}
+
+const setRule = (pattern: string) => ({ name: "gatehouse_policy_set", arguments: { pattern, action: "allow" } });
+
+test.describe("TypeScript SDK declaring form and url: URL elicitation, the call is held", () => {
+  for (const action of ["accept", "decline"] as const) {
+    test(action, async () => {
+      const { client, notifications } = await nativeClient(`url-${action}`, { form: {}, url: {} });
+      const urls: string[] = [];
+      client.setRequestHandler(ElicitRequestSchema, async (request) => {
+        expect(request.params.mode).toBe("url");
+        const url = (request.params as { url: string }).url;
+        urls.push(url);
+        // The user opens the link and decides in the browser.
+        const eid = url.match(/\/resume\/(exec_[0-9a-f]+)/)![1];
+        setTimeout(() => decide(eid, action), 100);
+        return { action: "accept" };
+      });
+      const result = await client.callTool(setRule(`url_${action}`), undefined, { timeout: 30_000 });
+      expect(urls).toHaveLength(1);
+      expect(urls[0]).toContain(`${gh.url}/resume/exec_`);
+      expect(notifications).toContain("notifications/elicitation/complete");
+      if (action === "accept") {
+        expect(result.isError).toBe(false);
+        expect((result.structuredContent as any).pattern).toBe("url_accept");
+      } else {
+        expect(result.isError).toBe(true);
+        expect((result.structuredContent as any).error).toBe("execution_declined");
+      }
+      await client.close();
+    });
+  }
+});
+
+test.describe("TypeScript SDK declaring form only: approve or decline in the client", () => {
+  for (const approve of [true, false]) {
+    test(approve ? "approve" : "decline", async () => {
+      const { client } = await nativeClient(`form-${approve}`, { form: {} });
+      const messages: string[] = [];
+      client.setRequestHandler(ElicitRequestSchema, async (request) => {
+        expect(request.params.mode ?? "form").toBe("form");
+        messages.push(request.params.message);
+        return approve ? { action: "accept", content: { approve: true } } : { action: "decline" };
+      });
+      const result = await client.callTool(setRule(`form_${approve}`));
+      expect(messages[0]).toContain("gatehouse_policy_set");
+      expect(messages[0]).toContain(`form_${approve}`);
+      if (approve) {
+        expect(result.isError).toBe(false);
+        expect((result.structuredContent as any).pattern).toBe("form_true");
+      } else {
+        expect(result.isError).toBe(true);
+        expect((result.structuredContent as any).error).toBe("execution_declined");
+      }
+      // The audit log names the owner, deciding through the client.
+      const audit = await client.callTool({ name: "gatehouse_audit_recent", arguments: { limit: 10 } });
+      const entries = (audit.structuredContent as any).entries as Array<{ state: string; actor: string }>;
+      const decision = entries.find((e) => e.state === (approve ? "approved" : "declined"));
+      expect(decision?.actor).toBe("user:ada via client");
+      await client.close();
+    });
+  }
+});
+
+test.describe("TypeScript SDK declaring no elicitation: the browser answer", () => {
+  for (const action of ["accept", "decline"] as const) {
+    test(action, async () => {
+      const { client } = await nativeClient(`none-${action}`, undefined);
+      const paused = await client.callTool(setRule(`none_${action}`));
+      const s = paused.structuredContent as any;
+      expect(s.status).toBe("user_approval_required");
+      await decide(s.executionId, action);
+      const result = await client.callTool({ name: "resume", arguments: { executionId: s.executionId } });
+      expect(result.isError).toBe(action === "decline");
+      await client.close();
+    });
+  }
+});
+
+test("Python SDK on 2026-07-28: input-required with a URL request, the retry runs once approved", async () => {
+  const issued = gh.issueToken("py-native", ["--owner", "ada"]);
+  const python = resolve(import.meta.dirname, "..", "..", "tools", ".venv", "bin", "python");
+  const out = execFileSync(python, [resolve(import.meta.dirname, "..", "clients", "python_native.py"), gh.url, issued.token, ada], {
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  expect(out).toContain("approve and decline ok");
+});
