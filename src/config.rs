@@ -68,6 +68,19 @@ pub struct FileConfig {
     pub policy: Option<Vec<PolicyRule>>,
     /// `allow_model_decisions = true` lets `elicitation_mode=model` sessions decide their own calls.
     pub allow_model_decisions: Option<bool>,
+    /// `native_url = "elicit" | "error"`: how native mode asks URL-capable 2025-11-25 clients.
+    pub native_url: Option<NativeUrl>,
+}
+
+/// How native mode asks a 2025-11-25 client that declares URL elicitation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NativeUrl {
+    /// `elicitation/create {mode: "url"}` while the call is held.
+    #[default]
+    Elicit,
+    /// The `-32042` URL-elicitation-required error; the client's retry continues the same execution.
+    Error,
 }
 
 /// One `[[policy]]` table.
@@ -138,6 +151,8 @@ pub struct Config {
     pub policy: Vec<gatehouse_core::policy::Rule>,
     /// Whether model-mode sessions may decide their own calls (opt-in).
     pub allow_model_decisions: bool,
+    /// How native mode asks URL-capable 2025-11-25 clients.
+    pub native_url: NativeUrl,
 }
 
 impl Default for Config {
@@ -154,6 +169,7 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             policy: Vec::new(),
             allow_model_decisions: false,
+            native_url: NativeUrl::Elicit,
         }
     }
 }
@@ -218,6 +234,13 @@ impl FileConfig {
         })? {
             self.allow_model_decisions = Some(v);
         }
+        if let Some(v) = env_value("GATEHOUSE_NATIVE_URL", |v| match v {
+            "elicit" => Ok(NativeUrl::Elicit),
+            "error" => Ok(NativeUrl::Error),
+            other => Err(format!("{other:?} is not elicit or error")),
+        })? {
+            self.native_url = Some(v);
+        }
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_HOSTS", list)? {
             self.allowed_hosts = Some(v);
         }
@@ -253,6 +276,7 @@ impl Config {
             allowed_origins: file.allowed_origins.unwrap_or_default(),
             policy: Vec::new(),
             allow_model_decisions: file.allow_model_decisions.unwrap_or(false),
+            native_url: file.native_url.unwrap_or_default(),
         };
         let mut config = config;
         for (i, rule) in file.policy.unwrap_or_default().into_iter().enumerate() {

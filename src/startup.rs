@@ -47,6 +47,8 @@ pub struct AppState {
     pub codec: Arc<rmcp::model::RequestStateCodec>,
     /// Whether model-mode sessions may decide their own calls.
     pub allow_model_decisions: bool,
+    /// How native mode asks URL-capable 2025-11-25 clients.
+    pub native_url: crate::config::NativeUrl,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -70,6 +72,7 @@ pub fn app(state: AppState) -> Router {
             base_url: state.base_url.clone(),
             codec: state.codec.clone(),
             allow_model_decisions: state.allow_model_decisions,
+            native_url: state.native_url,
         },
         &state.allow,
         state.shutdown.clone(),
@@ -186,6 +189,7 @@ impl Application {
             max_body_bytes: config.max_body_bytes,
             codec: Arc::new(crate::mcp::native::load_codec(&config.data_dir)?),
             allow_model_decisions: config.allow_model_decisions,
+            native_url: config.native_url,
         };
         Ok(Self { router: app(state.clone()), listener, address, state })
     }

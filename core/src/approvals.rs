@@ -506,6 +506,16 @@ impl ApprovalStore {
         false
     }
 
+    /// The live execution a retried call continues: same credential, tool and arguments.
+    pub fn find_live(&self, credential_id: &str, tool: &str, arguments_digest: &str) -> Option<Arc<Execution>> {
+        self.entries()
+            .values()
+            .map(|e| &e.execution)
+            .filter(|e| e.credential_id == credential_id && e.tool == tool && e.arguments_digest == arguments_digest)
+            .min_by_key(|e| e.created_at_ms)
+            .cloned()
+    }
+
     /// The live execution and its state.
     pub fn get(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
         self.entries().get(id).map(|e| (e.execution.clone(), e.tx.borrow().clone()))

@@ -2,11 +2,15 @@
 // the TypeScript SDK declaring form+url, form only, or nothing, and the Python
 // SDK on 2026-07-28. Each completes approve and decline end to end.
 import { test, expect } from "@playwright/test";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ElicitRequestSchema,
+  ElicitationCompleteNotificationSchema,
+  UrlElicitationRequiredError,
+} from "@modelcontextprotocol/sdk/types.js";
 import { spawnGatehouse, type Gatehouse } from "./gatehouse";
 
 const PW = "a long enough password";
@@ -135,4 +139,80 @@ test("Python SDK on 2026-07-28: input-required with a URL request, the retry run
     timeout: 120_000,
   });
   expect(out).toContain("approve and decline ok");
+});
+
+test.describe("inspector CLI (declares no elicitation): the browser answer, then resume", () => {
+  const inspector = resolve(import.meta.dirname, "..", "node_modules", ".bin", "mcp-inspector");
+  // The CLI prints the result as JSON (and exits non-zero for an `isError` result).
+  const cli = (token: string, tool: string, args: string[]) => {
+    const run = spawnSync(
+      inspector,
+      ["--cli", `${gh.url}/mcp?elicitation_mode=native`, "--transport", "http", "--method", "tools/call",
+        "--tool-name", tool, ...args.flatMap((a) => ["--tool-arg", a]), "--header", `Authorization: Bearer ${token}`],
+      { encoding: "utf8", timeout: 60_000 },
+    );
+    return JSON.parse(run.stdout.slice(run.stdout.indexOf("{")));
+  };
+  for (const action of ["accept", "decline"] as const) {
+    test(action, async () => {
+      const issued = gh.issueToken(`inspector-${action}`, ["--owner", "ada"]);
+      const paused = cli(issued.token, "gatehouse_policy_set", [`pattern=insp_${action}`, "action=allow"]);
+      expect(paused.structuredContent.status).toBe("user_approval_required");
+      await decide(paused.structuredContent.executionId, action);
+      // A new invocation is a new session of the same agent: resume works from it.
+      const result = cli(issued.token, "resume", [`executionId=${paused.structuredContent.executionId}`]);
+      if (action === "accept") {
+        expect(result.isError).toBe(false);
+        expect(result.structuredContent.pattern).toBe("insp_accept");
+      } else {
+        expect(result.isError).toBe(true);
+        expect(result.structuredContent.error).toBe("execution_declined");
+      }
+    });
+  }
+});
+
+test.describe("native_url = \"error\": the -32042 URL-elicitation-required error, the retry continues", () => {
+  let errGh: Gatehouse;
+  let cookie: string;
+  test.beforeAll(async () => {
+    errGh = await spawnGatehouse({ GATEHOUSE_NATIVE_URL: "error" });
+    errGh.addUser("ada", PW, true);
+    cookie = await errGh.signIn("ada", PW);
+  });
+  test.afterAll(() => errGh.stop());
+
+  test("approve, notified, retry runs the same execution", async () => {
+    const issued = errGh.issueToken("err-agent", ["--owner", "ada"]);
+    const client = new Client({ name: "ts-err", version: "1.0.0" }, { capabilities: { elicitation: { form: {}, url: {} } } });
+    const completed: unknown[] = [];
+    client.setNotificationHandler(ElicitationCompleteNotificationSchema, async (n) => {
+      completed.push(n.params.elicitationId);
+    });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${errGh.url}/mcp?elicitation_mode=native`), {
+        requestInit: { headers: { Authorization: `Bearer ${issued.token}` } },
+      }),
+    );
+    const request = { name: "gatehouse_policy_set", arguments: { pattern: "err_*", action: "allow" } };
+    const first = await client.callTool(request).catch((e) => e);
+    expect(first).toBeInstanceOf(UrlElicitationRequiredError);
+    const [elicitation] = (first as UrlElicitationRequiredError).elicitations;
+    expect(elicitation.url).toContain(`${errGh.url}/resume/${elicitation.elicitationId}`);
+    // Retrying before anyone decided asks again, for the same execution.
+    const again = await client.callTool(request).catch((e) => e);
+    expect((again as UrlElicitationRequiredError).elicitations[0].elicitationId).toBe(elicitation.elicitationId);
+
+    const r = await fetch(`${errGh.url}/api/executions/${elicitation.elicitationId}/resume`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: errGh.url, cookie },
+      body: JSON.stringify({ action: "accept" }),
+    });
+    expect(r.status).toBe(200);
+    await expect.poll(() => completed).toContain(elicitation.elicitationId);
+    const result = await client.callTool(request);
+    expect(result.isError).toBe(false);
+    expect((result.structuredContent as any).pattern).toBe("err_*");
+    await client.close();
+  });
 });

@@ -78,6 +78,12 @@ pub async fn call(state: &McpState, caller: &Caller, call: Call<'_>, ctx: &Reque
     if let Some(request_state) = call.request_state {
         return Ok(native::retry(state, caller, request_state, &call.arguments, ctx).await);
     }
+    if call.mode == Mode::Native && native::uses_url_error(state, ctx) {
+        let digest = gatehouse_core::approvals::digest(&call.arguments);
+        if let Some(execution) = state.core.approvals.find_live(&caller.credential.id, call.name, &digest) {
+            return native::continue_after_url_error(state, caller, &execution);
+        }
+    }
     let verdict = state.core.policy.decide(call.name, tools::hints(tool)).map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
@@ -105,7 +111,7 @@ pub async fn call(state: &McpState, caller: &Caller, call: Call<'_>, ctx: &Reque
             });
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
             Ok(match call.mode {
-                Mode::Native => native::hold(state, caller, &execution, ctx).await,
+                Mode::Native => return native::hold(state, caller, &execution, ctx).await,
                 Mode::Model if state.allow_model_decisions && !execution.human_only => model_pending_result(state, &execution).into(),
                 _ => pending_result(state, &execution).into(),
             })

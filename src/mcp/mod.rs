@@ -33,6 +33,8 @@ pub struct McpState {
     pub codec: Arc<rmcp::model::RequestStateCodec>,
     /// Whether `elicitation_mode=model` sessions may decide their own calls.
     pub allow_model_decisions: bool,
+    /// How native mode asks URL-capable 2025-11-25 clients.
+    pub native_url: crate::config::NativeUrl,
 }
 
 /// The `/mcp` routes: authentication in front of rmcp's service.
@@ -43,9 +45,15 @@ pub fn router(state: McpState, allow: &AllowList, shutdown: CancellationToken) -
         .with_max_request_body_bytes(state.max_body_bytes)
         .with_cancellation_token(shutdown);
     let factory_state = state.clone();
+    // An idle session is closed (and its pending calls cancelled) only after a
+    // pending call could have expired anyway: clients that open one session
+    // per command (the inspector CLI) resume from a new session meanwhile.
+    let mut sessions = LocalSessionManager::default();
+    let idle = sessions.session_config.keep_alive.unwrap_or_default();
+    sessions.session_config.keep_alive = Some(idle.max(state.core.approvals.ttl() + std::time::Duration::from_secs(60)));
     let service = StreamableHttpService::new(
         move || Ok(handler::GatehouseMcp::new(factory_state.clone())),
-        LocalSessionManager::default().into(),
+        sessions.into(),
         config,
     );
     Router::new()

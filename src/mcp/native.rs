@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use gatehouse_core::approvals::{Decision, Execution, State};
 use rmcp::model::{
-    CallToolResponse, CallToolResult, CustomNotification, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    CallToolResponse, CallToolResult, CustomNotification, ElicitRequestParams, ErrorCode, ErrorData, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequests, InputRequiredResult, ProgressNotificationParam, ProtocolVersion, RequestStateCodec,
     SealOptions, ServerNotification,
 };
@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::McpState;
 use super::gate::{self, approval_url};
+use crate::config::NativeUrl;
 use super::tools::{Caller, error_result};
 
 /// How paused calls are announced to a session.
@@ -100,9 +101,66 @@ fn url_request(state: &McpState, execution: &Execution) -> InputRequests {
     InputRequests::from([("approval".to_string(), request)])
 }
 
+/// Whether this (2025-era) client declared URL elicitation.
+fn declares_url(ctx: &RequestContext<RoleServer>) -> bool {
+    let modern = ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    !modern && ctx.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.url.is_some())
+}
+
+/// Whether a call from this client is answered with the `-32042` error.
+pub fn uses_url_error(state: &McpState, ctx: &RequestContext<RoleServer>) -> bool {
+    state.native_url == NativeUrl::Error && declares_url(ctx)
+}
+
+/// `-32042` URL elicitation required, pointing at the approval page.
+pub fn url_required_error(state: &McpState, execution: &Execution) -> ErrorData {
+    ErrorData::new(
+        ErrorCode(-32042),
+        format!("{} needs a person's approval: open the URL, then retry the call", execution.tool),
+        Some(json!({ "elicitations": [{
+            "mode": "url",
+            "elicitationId": execution.id,
+            "url": approval_url(state, execution),
+            "message": format!("Approve {} for agent {} in Gatehouse", execution.tool, execution.agent),
+        }]})),
+    )
+}
+
+/// The retry of a call answered with `-32042`: run it once decided, or ask again.
+pub fn continue_after_url_error(state: &McpState, caller: &Caller, execution: &Execution) -> Result<CallToolResponse, ErrorData> {
+    match state.core.approvals.get(&execution.id) {
+        Some((_, s)) if s.state == State::Pending => Err(url_required_error(state, execution)),
+        _ => Ok(CallToolResponse::Complete(gate::finish_decided(state, caller, &execution.id))),
+    }
+}
+
+/// Tells the client (on its session stream) when the person has decided, so it retries.
+fn notify_when_decided(state: &McpState, execution: &Execution, ctx: &RequestContext<RoleServer>) {
+    let (store, peer, id) = (state.core.approvals.clone(), ctx.peer.clone(), execution.id.clone());
+    let ttl = store.ttl();
+    tokio::spawn(async move {
+        let decided = store.wait(&id, ttl + Duration::from_secs(1)).await;
+        if decided.is_some_and(|s| s.state != State::Pending) {
+            let complete = ServerNotification::CustomNotification(CustomNotification::new(
+                "notifications/elicitation/complete",
+                Some(json!({ "elicitationId": id })),
+            ));
+            let _ = peer.send_notification(complete).await;
+        }
+    });
+}
+
 /// Announces a paused call natively; falls back to the browser answer where
 /// the client declared no elicitation.
-pub async fn hold(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
+pub async fn hold(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    if uses_url_error(state, ctx) {
+        notify_when_decided(state, execution, ctx);
+        return Err(url_required_error(state, execution));
+    }
+    Ok(hold_declared(state, caller, execution, ctx).await)
+}
+
+async fn hold_declared(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
     let modern = ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
     if modern {
         let ttl = Duration::from_millis((execution.expires_at_ms - state.core.clock.now_ms()).max(1_000) as u64);
