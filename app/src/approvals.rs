@@ -6,7 +6,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use crate::api::{DecideExecution, ExecutionData, Lookup, get_execution, list_pending};
-use crate::live::{LiveState, use_live_events};
+use crate::live::{LiveState, LiveStatus, use_live_events};
 use crate::pages::Header;
 use crate::reveal::{Piece, code_point, reveal};
 use crate::time_fmt::{exact, iso};
@@ -164,9 +164,7 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
                     </ActionForm>
                 </div>
             })}
-            <p class="live-status" data-state=move || format!("{:?}", live.get()).to_lowercase()>
-                {move || match live.get() { LiveState::Live => "Live", LiveState::Connecting => "Connecting…", LiveState::Reconnecting => "Reconnecting…" }}
-            </p>
+            <LiveStatus state=live/>
         </main>
     }
 }
@@ -201,9 +199,7 @@ pub fn InboxPage() -> impl IntoView {
                     Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
                 })}
             </Suspense>
-            <p class="live-status" role="status" data-state=move || format!("{:?}", live.get()).to_lowercase()>
-                {move || match live.get() { LiveState::Live => "Live", LiveState::Connecting => "Connecting…", LiveState::Reconnecting => "Reconnecting…" }}
-            </p>
+            <LiveStatus state=live/>
         </main>
     }
 }

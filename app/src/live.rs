@@ -52,3 +52,17 @@ pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> Read
     }
     state
 }
+
+/// The "Live" / "Connecting…" line under a live page.
+#[component]
+pub fn LiveStatus(state: ReadSignal<LiveState>) -> impl IntoView {
+    view! {
+        <p class="live-status" data-state=move || format!("{:?}", state.get()).to_lowercase()>
+            {move || match state.get() {
+                LiveState::Connecting => "Connecting to live updates…",
+                LiveState::Live => "Live",
+                LiveState::Reconnecting => "Reconnecting…",
+            }}
+        </p>
+    }
+}

@@ -6,7 +6,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::{Overview, get_overview};
-use crate::live::{LiveState, use_live_events};
+use crate::live::{LiveStatus, use_live_events};
 use crate::time_fmt::{exact, iso, relative};
 
 /// A time shown relative to `now_ms`, exact on hover.
@@ -37,11 +37,6 @@ pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView
 pub fn HomePage() -> impl IntoView {
     let overview = Resource::new(|| (), |_| get_overview());
     let live = use_live_events("/api/live/events".to_string(), move |_| overview.refetch());
-    let live_text = move || match live.get() {
-        LiveState::Connecting => "Connecting to live updates…",
-        LiveState::Live => "Live",
-        LiveState::Reconnecting => "Reconnecting…",
-    };
     view! {
         <Title text="Gatehouse"/>
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
@@ -55,9 +50,7 @@ pub fn HomePage() -> impl IntoView {
                 }.into_any(),
             })}
         </Suspense>
-        <p class="live-status" role="status" data-state=move || format!("{:?}", live.get()).to_lowercase()>
-            {live_text}
-        </p>
+        <LiveStatus state=live/>
     }
 }
 

@@ -60,7 +60,7 @@ test("the home page hydrates and shows a new MCP session without reload", async 
   await signIn(page);
   // Hydrated and subscribed: the live status line only says "Live" once the
   // wasm has taken over and the SSE stream is open.
-  await expect(page.getByRole("status")).toHaveText("Live");
+  await expect(page.locator(".live-status")).toHaveText("Live");
   await expect(page.getByText("No MCP session is connected.")).toBeVisible();
   await page.evaluate(() => ((window as any).__noReload = true));
 

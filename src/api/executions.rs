@@ -1,20 +1,17 @@
 //! The browser's view of paused executions: detail, decisions, and SSE
 //! streams of one execution's state and of the signed-in user's inbox.
 
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::time::Duration;
-
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
-use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
-use futures::{Stream, StreamExt};
+use axum::response::sse::Event;
+use futures::StreamExt;
 use gatehouse_core::approvals::{AccessError, Decision};
 use gatehouse_core::live::LiveEvent;
 use serde::Deserialize;
 use serde_json::json;
-use tokio_stream::wrappers::{BroadcastStream, WatchStream};
+use tokio_stream::wrappers::WatchStream;
 
+use super::live::{EventStream, hub_events, sse};
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
 use crate::startup::AppState;
@@ -74,15 +71,6 @@ pub async fn resume_in_session(
     resume(state, user, Path(id), body).await
 }
 
-type BoxedEvents = Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
-type EventStream = Sse<KeepAliveStream<BoxedEvents>>;
-
-fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static, state: &AppState) -> EventStream {
-    let shutdown = state.shutdown.clone();
-    let stream = stream.take_until(async move { shutdown.cancelled_owned().await });
-    Sse::new(Box::pin(stream) as BoxedEvents).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-}
-
 /// `GET /api/executions/{eid}/events`: the state now, then every change;
 /// the stream ends once the execution settles.
 pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, Path(id): Path<String>) -> Result<EventStream, ApiError> {
@@ -103,13 +91,5 @@ pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, Pat
 /// `GET /api/approvals/events`: "the inbox changed" whenever an execution is
 /// paused, decided or settled; the page re-reads its list.
 pub async fn inbox_events(State(state): State<AppState>, SignedIn(_user): SignedIn) -> EventStream {
-    let hello = futures::stream::once(async { Ok(Event::default().data("hello")) });
-    let changes = BroadcastStream::new(state.core.live.subscribe()).filter_map(|item| async move {
-        match item {
-            Ok(LiveEvent::ApprovalsChanged) => Some(Ok(Event::default().data("approvals_changed"))),
-            Ok(_) => None,
-            Err(_lagged) => Some(Ok(Event::default().data("resync"))),
-        }
-    });
-    sse(hello.chain(changes), &state)
+    hub_events(&state, |e| e == LiveEvent::ApprovalsChanged)
 }

@@ -8,13 +8,8 @@ use crate::helpers::*;
 
 /// An admin "ada" (who owns the agent) and a plain user "bob"; their cookies.
 async fn users(app: &TestApp) -> (String, String) {
-    let users = app.core.users.clone();
-    tokio::task::spawn_blocking(move || {
-        users.add("ada", "correct horse battery", true).unwrap();
-        users.add("bob", "correct horse battery", false).unwrap();
-    })
-    .await
-    .unwrap();
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
     let mut cookies = Vec::new();
     for name in ["ada", "bob"] {
         let r = app
@@ -31,11 +26,7 @@ async fn users(app: &TestApp) -> (String, String) {
 }
 
 fn owned_token(app: &TestApp, agent: &str) -> String {
-    app.core
-        .credentials
-        .issue(gatehouse_core::credentials::IssueRequest { agent: agent.into(), owner: Some("ada".into()), ..Default::default() })
-        .unwrap()
-        .token
+    app.issue_owned(agent, "ada")
 }
 
 async fn tool_call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {

@@ -4,12 +4,6 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-async fn add_user(app: &TestApp, name: &str, admin: bool) {
-    let users = app.core.users.clone();
-    let name = name.to_string();
-    tokio::task::spawn_blocking(move || users.add(&name, "correct horse battery", admin).unwrap()).await.unwrap();
-}
-
 #[tokio::test]
 async fn pages_redirect_to_sign_in_and_carry_framing_guards() {
     let app = spawn_app().await;
@@ -28,7 +22,7 @@ async fn pages_redirect_to_sign_in_and_carry_framing_guards() {
 #[tokio::test]
 async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
     let app = spawn_app().await;
-    add_user(&app, "ada", true).await;
+    app.add_user("ada", true).await;
     let url = format!("{}/api/auth/sign-in", app.address);
     let origin = app.address.clone();
     let bad = app.client.post(&url).header("origin", &origin).json(&json!({"username":"ada","password":"nope nope"})).send().await.unwrap();
@@ -54,7 +48,7 @@ async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
 #[tokio::test]
 async fn form_sign_in_redirects_to_next_and_refuses_open_redirects() {
     let app = spawn_app().await;
-    add_user(&app, "ada", false).await;
+    app.add_user("ada", false).await;
     let url = format!("{}/api/auth/sign-in", app.address);
     let r = app.client.post(&url).header("origin", &app.address)
         .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "/?x=1")]).send().await.unwrap();
@@ -72,7 +66,7 @@ async fn form_sign_in_redirects_to_next_and_refuses_open_redirects() {
 #[tokio::test]
 async fn state_changing_requests_from_another_origin_are_refused() {
     let app = spawn_app().await;
-    add_user(&app, "ada", true).await;
+    app.add_user("ada", true).await;
     let url = format!("{}/api/auth/sign-in", app.address);
     let body = json!({"username":"ada","password":"correct horse battery"});
     let r = app.client.post(&url).header("origin", "https://evil.example").json(&body).send().await.unwrap();
@@ -104,7 +98,7 @@ async fn setup_link_creates_the_admin_once() {
 #[tokio::test]
 async fn https_public_url_uses_host_prefixed_secure_cookies() {
     let app = spawn_app_with(|c| c.public_url = Some("https://gate.example.com".parse().unwrap())).await;
-    add_user(&app, "ada", true).await;
+    app.add_user("ada", true).await;
     let r = app.client.post(format!("{}/api/auth/sign-in", app.address))
         .header("origin", "https://gate.example.com")
         .json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
@@ -118,7 +112,7 @@ async fn live_events_need_a_session_and_stream_changes() {
     let app = spawn_app().await;
     let r = app.client.get(format!("{}/api/live/events", app.address)).send().await.unwrap();
     assert_eq!(r.status(), 401);
-    add_user(&app, "ada", true).await;
+    app.add_user("ada", true).await;
     let r = app.client.post(format!("{}/api/auth/sign-in", app.address)).header("origin", &app.address)
         .json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
     let session = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();

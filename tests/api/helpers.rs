@@ -60,6 +60,22 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
 }
 
 impl TestApp {
+    /// Adds a user whose password is `correct horse battery`.
+    pub async fn add_user(&self, name: &str, admin: bool) {
+        let users = self.core.users.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || users.add(&name, "correct horse battery", admin).unwrap()).await.unwrap();
+    }
+
+    /// A token for `agent` owned by `owner`.
+    pub fn issue_owned(&self, agent: &str, owner: &str) -> String {
+        self.core
+            .credentials
+            .issue(IssueRequest { agent: agent.into(), owner: Some(owner.into()), ..Default::default() })
+            .unwrap()
+            .token
+    }
+
     pub fn issue(&self, agent: &str, thread: Option<&str>) -> String {
         self.core
             .credentials

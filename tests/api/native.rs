@@ -8,11 +8,7 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 
 fn owned(app: &TestApp, agent: &str) -> String {
-    app.core
-        .credentials
-        .issue(gatehouse_core::credentials::IssueRequest { agent: agent.into(), owner: Some("ada".into()), ..Default::default() })
-        .unwrap()
-        .token
+    app.issue_owned(agent, "ada")
 }
 
 /// A stateless 2026-07-28 `tools/call` in native mode.
@@ -47,8 +43,7 @@ async fn modern_call(app: &TestApp, token: &str, args: Value, request_state: Opt
 
 async fn setup() -> (TestApp, String) {
     let app = spawn_app().await;
-    let users = app.core.users.clone();
-    tokio::task::spawn_blocking(move || users.add("ada", "correct horse battery", true).unwrap()).await.unwrap();
+    app.add_user("ada", true).await;
     let token = owned(&app, "py-agent");
     (app, token)
 }
@@ -111,8 +106,7 @@ async fn tampered_other_credential_and_changed_arguments_are_refused() {
 #[tokio::test]
 async fn an_expired_request_state_is_refused() {
     let app = spawn_app_with(|c| c.approval_ttl = Duration::from_millis(1500)).await;
-    let users = app.core.users.clone();
-    tokio::task::spawn_blocking(move || users.add("ada", "correct horse battery", true).unwrap()).await.unwrap();
+    app.add_user("ada", true).await;
     let token = owned(&app, "py-agent");
     let args = json!({"pattern": "late", "action": "allow"});
     let first = modern_call(&app, &token, args.clone(), None).await;
@@ -127,8 +121,7 @@ async fn an_expired_request_state_is_refused() {
 #[tokio::test]
 async fn model_mode_needs_the_config_switch_and_respects_human_only() {
     let app = spawn_app_with(|c| c.allow_model_decisions = true).await;
-    let users = app.core.users.clone();
-    tokio::task::spawn_blocking(move || users.add("ada", "correct horse battery", true).unwrap()).await.unwrap();
+    app.add_user("ada", true).await;
     let token = owned(&app, "self-decider");
     let call = |args: Value, id: u64| {
         app.client
