@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use axum::Router;
 use axum::extract::FromRef;
 use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use gatehouse_app::{App, shell};
@@ -89,9 +90,27 @@ pub fn app(state: AppState) -> Router {
             },
         )
         .layer(from_fn(auth::require_user_for_pages));
+    // Unknown paths: a JSON 404 under /api, the site's own 404 page elsewhere.
+    let not_found_page = {
+        let core = state.core.clone();
+        let options = state.leptos_options.clone();
+        leptos_axum::render_app_to_stream_with_context(move || provide_context(core.clone()), move || shell(options.clone()))
+    };
+    let fallback = move |request: axum::extract::Request| {
+        let not_found_page = not_found_page.clone();
+        async move {
+            if request.uri().path().starts_with("/api/") {
+                let message = format!("no route for {} {}", request.method(), request.uri().path());
+                crate::error::ApiError::NotFound(message).into_response()
+            } else {
+                not_found_page(request).await.into_response()
+            }
+        }
+    };
     let site = Router::new()
         .merge(api::router())
         .merge(pages)
+        .fallback(fallback)
         .route("/pkg/{*path}", get(site::pkg))
         .route("/favicon.ico", get(site::favicon))
         .route("/healthz", get(|| async { "ok" }))

@@ -128,3 +128,14 @@ async fn live_events_need_a_session_and_stream_changes() {
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
 }
+
+#[tokio::test]
+async fn unknown_paths_get_a_json_404_under_api_and_a_page_elsewhere() {
+    let app = spawn_app().await;
+    let r = app.client.get(format!("{}/api/nope", app.address)).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");
+    let r = app.client.get(format!("{}/no-such-page", app.address)).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.text().await.unwrap().contains("Not found"));
+}
