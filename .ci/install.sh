@@ -28,7 +28,10 @@ fi
 log "node packages (tools: node 22, binaryen, conformance; end2end: Playwright, MCP TS SDK)"
 for dir in "$root/tools" "$root/end2end"; do
   if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-    (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+    # `npm install` follows the lock file like `npm ci`, but tolerates an
+    # optional dependency the registry lacks (vite's, pulled in by the
+    # inspector), which makes `npm ci` refuse the whole lock.
+    (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund)
   fi
 done
 
