@@ -11,10 +11,10 @@ fn owned(app: &TestApp, agent: &str) -> String {
     app.issue_owned(agent, "ada")
 }
 
-/// A stateless 2026-07-28 `tools/call` in native mode.
-async fn modern_call(app: &TestApp, token: &str, args: Value, request_state: Option<&str>) -> Value {
+/// A stateless 2026-07-28 `tools/call` in `mode`; returns its result.
+async fn modern(app: &TestApp, token: &str, mode: &str, name: &str, args: Value, request_state: Option<&str>) -> Value {
     let mut params = json!({
-        "name": "gatehouse_policy_set",
+        "name": name,
         "arguments": args,
         "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -27,18 +27,23 @@ async fn modern_call(app: &TestApp, token: &str, args: Value, request_state: Opt
     }
     let response = app
         .client
-        .post(format!("{}/mcp?elicitation_mode=native", app.address))
+        .post(format!("{}/mcp?elicitation_mode={mode}", app.address))
         .bearer_auth(token)
         .header("accept", ACCEPT_BOTH)
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
-        .header("mcp-name", "gatehouse_policy_set")
+        .header("mcp-name", name)
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
     jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
+}
+
+/// `gatehouse_policy_set` in native mode.
+async fn modern_call(app: &TestApp, token: &str, args: Value, request_state: Option<&str>) -> Value {
+    modern(app, token, "native", "gatehouse_policy_set", args, request_state).await
 }
 
 async fn setup() -> (TestApp, String) {
@@ -123,70 +128,26 @@ async fn model_mode_needs_the_config_switch_and_respects_human_only() {
     let app = spawn_app_with(|c| c.allow_model_decisions = true).await;
     app.add_user("ada", true).await;
     let token = owned(&app, "self-decider");
-    let call = |args: Value, id: u64| {
-        app.client
-            .post(format!("{}/mcp?elicitation_mode=model", app.address))
-            .bearer_auth(&token)
-            .header("accept", ACCEPT_BOTH)
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", args["name"].as_str().unwrap().to_string())
-            .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-                "name": args["name"], "arguments": args["arguments"],
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-            }}))
-            .send()
-    };
-    let paused = jsonrpc_messages(call(json!({"name": "gatehouse_policy_set", "arguments": {"pattern": "m", "action": "allow"}}), 1).await.unwrap()).await;
-    let eid = paused[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
-    let done = jsonrpc_messages(call(json!({"name": "resume", "arguments": {"executionId": eid, "action": "accept"}}), 2).await.unwrap()).await;
-    assert_eq!(done[0]["result"]["structuredContent"]["pattern"], "m", "{done:?}");
+    let paused = modern(&app, &token, "model", "gatehouse_policy_set", json!({"pattern": "m", "action": "allow"}), None).await;
+    let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let done = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
+    assert_eq!(done["structuredContent"]["pattern"], "m", "{done}");
     assert_eq!(app.core.approvals.audit().decided_by(&eid).unwrap().as_deref(), Some("agent:self-decider"));
 
     // A human_only rule refuses the model's decision.
     app.core.policy.set("gatehouse_policy_remove", gatehouse_core::policy::Action::RequireApproval, true).unwrap();
-    let paused = jsonrpc_messages(call(json!({"name": "gatehouse_policy_remove", "arguments": {"pattern": "m"}}), 3).await.unwrap()).await;
-    let eid = paused[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
-    let refused = jsonrpc_messages(call(json!({"name": "resume", "arguments": {"executionId": eid, "action": "accept"}}), 4).await.unwrap()).await;
-    assert_eq!(refused[0]["result"]["structuredContent"]["error"], "human_only", "{refused:?}");
+    let paused = modern(&app, &token, "model", "gatehouse_policy_remove", json!({"pattern": "m"}), None).await;
+    let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let refused = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
+    assert_eq!(refused["structuredContent"]["error"], "human_only", "{refused}");
     assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
 }
 
 #[tokio::test]
 async fn model_decisions_are_refused_unless_configured() {
     let (app, token) = setup().await;
-    let r = app
-        .client
-        .post(format!("{}/mcp?elicitation_mode=model", app.address))
-        .bearer_auth(&token)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "gatehouse_policy_set")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "gatehouse_policy_set", "arguments": {"pattern": "x", "action": "allow"},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-        }}))
-        .send()
-        .await
-        .unwrap();
-    let paused = jsonrpc_messages(r).await;
-    let eid = paused[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
-    let r = app
-        .client
-        .post(format!("{}/mcp?elicitation_mode=model", app.address))
-        .bearer_auth(&token)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "resume")
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "resume", "arguments": {"executionId": eid, "action": "accept"},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-        }}))
-        .send()
-        .await
-        .unwrap();
-    let refused = jsonrpc_messages(r).await;
-    assert_eq!(refused[0]["result"]["structuredContent"]["error"], "model_decision_not_allowed", "{refused:?}");
+    let paused = modern(&app, &token, "model", "gatehouse_policy_set", json!({"pattern": "x", "action": "allow"}), None).await;
+    let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let refused = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
+    assert_eq!(refused["structuredContent"]["error"], "model_decision_not_allowed", "{refused}");
 }
