@@ -195,7 +195,7 @@ async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution,
     let progress_token = ctx.meta.get_progress_token();
     let mut elicit_done = false;
     let mut ticks = 0u32;
-    let outcome = loop {
+    loop {
         tokio::select! {
             snapshot = store.wait(&id, PROGRESS_EVERY) => match snapshot {
                 Some(s) if s.state == State::Pending => {
@@ -206,7 +206,7 @@ async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution,
                         let _ = ctx.peer.notify_progress(progress).await;
                     }
                 }
-                _ => break (),
+                _ => break,
             },
             answer = &mut elicit, if !elicit_done => {
                 elicit_done = true;
@@ -221,8 +221,7 @@ async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution,
                 return error_result("cancelled by the client", json!({"error": "execution_cancelled", "executionId": id}));
             }
         }
-    };
-    let _ = outcome;
+    }
     elicit.abort();
     let complete = ServerNotification::CustomNotification(CustomNotification::new(
         "notifications/elicitation/complete",
