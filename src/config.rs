@@ -70,6 +70,48 @@ pub struct FileConfig {
     pub allow_model_decisions: Option<bool>,
     /// `native_url = "elicit" | "error"`: how native mode asks URL-capable 2025-11-25 clients.
     pub native_url: Option<NativeUrl>,
+    /// `[[upstream]]` MCP servers to front.
+    pub upstream: Option<Vec<UpstreamConfig>>,
+}
+
+/// One `[[upstream]]` table: a stdio child process (`command`) or a
+/// Streamable HTTP server (`url`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Unique name; the default tool prefix is `<name>__`.
+    pub name: String,
+    /// Program to run (stdio).
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment variables for it.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<PathBuf>,
+    /// Streamable HTTP endpoint (instead of `command`).
+    pub url: Option<Url>,
+    /// Extra HTTP headers sent to it (never the client's token).
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Prefix of its exposed tool names (default `<name>__`; may be `""`).
+    pub prefix: Option<String>,
+    /// Set `false` to keep it configured but not started.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl UpstreamConfig {
+    /// The prefix its tools are exposed under.
+    pub fn prefix(&self) -> String {
+        self.prefix.clone().unwrap_or_else(|| format!("{}__", self.name))
+    }
 }
 
 /// How native mode asks a 2025-11-25 client that declares URL elicitation.
@@ -153,6 +195,8 @@ pub struct Config {
     pub allow_model_decisions: bool,
     /// How native mode asks URL-capable 2025-11-25 clients.
     pub native_url: NativeUrl,
+    /// Upstream MCP servers.
+    pub upstreams: Vec<UpstreamConfig>,
 }
 
 impl Default for Config {
@@ -170,6 +214,7 @@ impl Default for Config {
             policy: Vec::new(),
             allow_model_decisions: false,
             native_url: NativeUrl::Elicit,
+            upstreams: Vec::new(),
         }
     }
 }
@@ -277,7 +322,22 @@ impl Config {
             policy: Vec::new(),
             allow_model_decisions: file.allow_model_decisions.unwrap_or(false),
             native_url: file.native_url.unwrap_or_default(),
+            upstreams: file.upstream.clone().unwrap_or_default(),
         };
+        let mut names = std::collections::HashSet::new();
+        for (i, u) in config.upstreams.iter().enumerate() {
+            let key = format!("upstream[{i}]");
+            let bad = |message: &str| ConfigError::Value { key: key.clone(), message: message.into() };
+            if u.name.is_empty() || !u.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(bad("name must be letters, digits, '-' or '_'"));
+            }
+            if !names.insert(u.name.clone()) {
+                return Err(bad("name is used twice"));
+            }
+            if u.command.is_some() == u.url.is_some() {
+                return Err(bad("set exactly one of command (stdio) or url (Streamable HTTP)"));
+            }
+        }
         let mut config = config;
         for (i, rule) in file.policy.unwrap_or_default().into_iter().enumerate() {
             let key = format!("policy[{i}]");

@@ -13,3 +13,4 @@ pub mod shutdown;
 pub mod site;
 pub mod startup;
 pub mod telemetry;
+pub mod upstream;

@@ -50,6 +50,8 @@ pub struct AppState {
     pub allow_model_decisions: bool,
     /// How native mode asks URL-capable 2025-11-25 clients.
     pub native_url: crate::config::NativeUrl,
+    /// Upstream MCP servers (supervised).
+    pub upstreams: crate::upstream::Upstreams,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -74,6 +76,7 @@ pub fn app(state: AppState) -> Router {
             codec: state.codec.clone(),
             allow_model_decisions: state.allow_model_decisions,
             native_url: state.native_url,
+            upstreams: state.upstreams.clone(),
         },
         &state.allow,
         state.shutdown.clone(),
@@ -169,6 +172,19 @@ async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) ->
     let _ = writeln!(out, "gatehouse_approval_wait_seconds_bucket{{le=\"+Inf\"}} {cumulative}");
     let _ = writeln!(out, "gatehouse_approval_wait_seconds_sum {}", m.wait_sum_ms.load(Ordering::Relaxed) as f64 / 1000.0);
     let _ = writeln!(out, "gatehouse_approval_wait_seconds_count {cumulative}");
+    out.push_str("# HELP gatehouse_upstream_up Whether an upstream MCP server is connected (1) or not (0).\n# TYPE gatehouse_upstream_up gauge\n");
+    let upstreams = state.upstreams.status();
+    for u in &upstreams {
+        let _ = writeln!(out, "gatehouse_upstream_up{{upstream=\"{}\",health=\"{}\"}} {}", u.name, u.health.as_str(), u8::from(u.health == crate::upstream::Health::Up));
+    }
+    out.push_str("# HELP gatehouse_upstream_tools Tools an upstream exposes.\n# TYPE gatehouse_upstream_tools gauge\n");
+    for u in &upstreams {
+        let _ = writeln!(out, "gatehouse_upstream_tools{{upstream=\"{}\"}} {}", u.name, u.tools);
+    }
+    out.push_str("# HELP gatehouse_upstream_restarts_total Times an upstream was (re)started after ending.\n# TYPE gatehouse_upstream_restarts_total counter\n");
+    for u in &upstreams {
+        let _ = writeln!(out, "gatehouse_upstream_restarts_total{{upstream=\"{}\"}} {}", u.name, u.restarts);
+    }
     out
 }
 
@@ -202,13 +218,14 @@ impl Application {
             base_url: config.base_url(address),
             https: config.https(),
             leptos_options: leptos_options(),
-            shutdown,
+            shutdown: shutdown.clone(),
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
             auth_metrics: Arc::default(),
             max_body_bytes: config.max_body_bytes,
             codec: Arc::new(crate::mcp::native::load_codec(&config.data_dir)?),
             allow_model_decisions: config.allow_model_decisions,
             native_url: config.native_url,
+            upstreams: crate::upstream::Upstreams::start(&config.upstreams, shutdown.clone()),
         };
         Ok(Self { router: app(state.clone()), listener, address, state })
     }

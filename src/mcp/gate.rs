@@ -8,13 +8,14 @@ use gatehouse_core::approvals::{Decision, Execution, NewExecution, RunError, Sta
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::policy::Action;
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData, Tool};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use super::McpState;
 use super::native::{self, Mode};
 use super::tools::{self, Caller, ResumeAction, ResumeArgs, error_result};
+use crate::upstream::UpstreamTool;
 
 /// How long one `resume` call waits before answering "still pending"; under
 /// the TypeScript SDK's 60 s default request timeout.
@@ -48,13 +49,58 @@ pub fn pending_result(state: &McpState, execution: &Execution) -> CallToolResult
     result
 }
 
+/// Where an exposed tool runs.
+enum Target {
+    /// Gatehouse's own tool.
+    Builtin(&'static Tool),
+    /// An upstream server's tool.
+    Upstream(UpstreamTool),
+}
+
+impl Target {
+    fn find(state: &McpState, name: &str) -> Option<Self> {
+        tools::find(name).map(Target::Builtin).or_else(|| state.upstreams.find(name).map(Target::Upstream))
+    }
+
+    fn tool(&self) -> &Tool {
+        match self {
+            Target::Builtin(t) => t,
+            Target::Upstream(u) => &u.tool,
+        }
+    }
+
+    fn upstream(&self) -> Option<String> {
+        match self {
+            Target::Builtin(_) => None,
+            Target::Upstream(u) => Some(u.upstream.clone()),
+        }
+    }
+}
+
+/// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
+pub fn list(state: &McpState) -> Vec<Tool> {
+    let upstream = state.upstreams.tools().into_iter().map(|u| u.tool);
+    tools::all().iter().cloned().chain(upstream).filter(|t| visible(state, t)).collect()
+}
+
 /// Whether a tool is visible in `tools/list` (blocked ones are hidden).
-pub fn visible(state: &McpState, name: &str) -> bool {
-    if name == tools::RESUME {
+fn visible(state: &McpState, tool: &Tool) -> bool {
+    if tool.name == tools::RESUME {
         return true;
     }
-    let Some(tool) = tools::find(name) else { return false };
-    state.core.policy.decide(name, tools::hints(tool)).map(|v| v.action != Action::Block).unwrap_or(false)
+    state.core.policy.decide(&tool.name, tools::hints(tool)).map(|v| v.action != Action::Block).unwrap_or(false)
+}
+
+/// Runs an exposed tool now (policy already passed, or the call was approved).
+pub async fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
+    match Target::find(state, name) {
+        Some(Target::Builtin(_)) => tools::run(state, caller, name, arguments),
+        Some(Target::Upstream(tool)) => state.upstreams.call(&tool, arguments).await,
+        None => error_result(
+            format!("{name} is no longer available (its upstream may be down)"),
+            json!({"error": "tool_unavailable", "tool": name}),
+        ),
+    }
 }
 
 /// One `tools/call`, as the handler received it.
@@ -74,22 +120,22 @@ pub async fn call(state: &McpState, caller: &Caller, call: Call<'_>, ctx: &Reque
     if call.name == tools::RESUME {
         return Ok(resume(state, caller, &call.arguments, call.mode, ctx).await.into());
     }
-    let tool = tools::find(call.name).ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
+    let target = Target::find(state, call.name).ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
     if let Some(request_state) = call.request_state {
         return Ok(native::retry(state, caller, request_state, &call.arguments, ctx).await);
     }
     if call.mode == Mode::Native && native::uses_url_error(state, ctx) {
         let digest = gatehouse_core::approvals::digest(&call.arguments);
         if let Some(execution) = state.core.approvals.find_live(&caller.credential.id, call.name, &digest) {
-            return native::continue_after_url_error(state, caller, &execution);
+            return native::continue_after_url_error(state, caller, &execution).await;
         }
     }
-    let verdict = state.core.policy.decide(call.name, tools::hints(tool)).map_err(|e| {
+    let verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     match verdict.action {
-        Action::Allow => Ok(tools::run(state, caller, call.name, &call.arguments).into()),
+        Action::Allow => Ok(run(state, caller, call.name, &call.arguments).await.into()),
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
             Ok(error_result(
@@ -101,7 +147,7 @@ pub async fn call(state: &McpState, caller: &Caller, call: Call<'_>, ctx: &Reque
         Action::RequireApproval => {
             let execution = state.core.approvals.open(NewExecution {
                 tool: call.name.to_string(),
-                upstream: None,
+                upstream: target.upstream(),
                 arguments: call.arguments,
                 agent: caller.credential.agent.clone(),
                 credential_id: caller.credential.id.clone(),
@@ -184,17 +230,17 @@ async fn resume(state: &McpState, caller: &Caller, arguments: &Value, mode: Mode
     };
     match snapshot {
         Some(s) if s.state == State::Pending => pending_result(state, &execution),
-        _ => finish_decided(state, caller, &id),
+        _ => finish_decided(state, caller, &id).await,
     }
 }
 
 /// After the decision: runs an approved call and returns its result, or
 /// answers for a declined, expired or cancelled one.
-pub fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
     let store = &state.core.approvals;
     match store.start_run(id) {
         Ok(execution) => {
-            let result = tools::run(state, caller, &execution.tool, &execution.arguments);
+            let result = run(state, caller, &execution.tool, &execution.arguments).await;
             let failed = result.is_error == Some(true);
             store.finish(id, !failed, None);
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");

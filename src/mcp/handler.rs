@@ -128,12 +128,11 @@ impl ServerHandler for GatehouseMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let visible = tools::all().iter().filter(|t| gate::visible(&self.state, &t.name)).cloned().collect();
-        Ok(ListToolsResult::with_all_items(visible))
+        Ok(ListToolsResult::with_all_items(gate::list(&self.state)))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        tools::find(name).cloned()
+        tools::find(name).cloned().or_else(|| self.state.upstreams.find(name).map(|u| u.tool))
     }
 
     async fn call_tool(

@@ -35,6 +35,8 @@ pub struct McpState {
     pub allow_model_decisions: bool,
     /// How native mode asks URL-capable 2025-11-25 clients.
     pub native_url: crate::config::NativeUrl,
+    /// Upstream MCP servers.
+    pub upstreams: crate::upstream::Upstreams,
 }
 
 /// The `/mcp` routes: authentication in front of rmcp's service.

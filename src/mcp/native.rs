@@ -127,10 +127,10 @@ pub fn url_required_error(state: &McpState, execution: &Execution) -> ErrorData 
 }
 
 /// The retry of a call answered with `-32042`: run it once decided, or ask again.
-pub fn continue_after_url_error(state: &McpState, caller: &Caller, execution: &Execution) -> Result<CallToolResponse, ErrorData> {
+pub async fn continue_after_url_error(state: &McpState, caller: &Caller, execution: &Execution) -> Result<CallToolResponse, ErrorData> {
     match state.core.approvals.get(&execution.id) {
         Some((_, s)) if s.state == State::Pending => Err(url_required_error(state, execution)),
-        _ => Ok(CallToolResponse::Complete(gate::finish_decided(state, caller, &execution.id))),
+        _ => Ok(CallToolResponse::Complete(gate::finish_decided(state, caller, &execution.id).await)),
     }
 }
 
@@ -228,7 +228,7 @@ async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution,
         Some(json!({ "elicitationId": id })),
     ));
     let _ = ctx.peer.send_notification(complete).await;
-    gate::finish_decided(state, caller, &id)
+    gate::finish_decided(state, caller, &id).await
 }
 
 /// A client that declares only form elicitation: ask in the client itself.
@@ -271,7 +271,7 @@ async fn ask_with_form(state: &McpState, caller: &Caller, execution: &Execution,
     };
     // A browser decision may have come first; then that one stands.
     let _ = store.decide(&execution.id, decision, &actor);
-    gate::finish_decided(state, caller, &execution.id)
+    gate::finish_decided(state, caller, &execution.id).await
 }
 
 /// A 2026-07-28 retry carrying the `requestState` of an earlier answer: verify
@@ -306,6 +306,6 @@ pub async fn retry(state: &McpState, caller: &Caller, request_state: &str, argum
         Some(s) if s.state == State::Pending => {
             CallToolResponse::InputRequired(InputRequiredResult::from_request_state(request_state.to_string()))
         }
-        _ => CallToolResponse::Complete(gate::finish_decided(state, caller, &id)),
+        _ => CallToolResponse::Complete(gate::finish_decided(state, caller, &id).await),
     }
 }

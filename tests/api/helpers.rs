@@ -19,6 +19,7 @@ pub struct TestApp {
     pub core: Core,
     pub clock: Arc<ManualClock>,
     pub client: reqwest::Client,
+    pub upstreams: gatehouse::upstream::Upstreams,
     pub dir: tempfile::TempDir,
     shutdown: CancellationToken,
 }
@@ -47,6 +48,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let core = Core::new(Db::open(dir.path()).unwrap(), clock.clone(), config.settings()).unwrap();
     let shutdown = CancellationToken::new();
     let app = Application::build_with_core(&config, core.clone(), shutdown.clone()).await.unwrap();
+    let upstreams = app.state().upstreams.clone();
     let host = app.address().to_string();
     tokio::spawn(app.run());
     TestApp {
@@ -54,6 +56,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
         core,
         clock,
         client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+        upstreams,
         dir,
         shutdown,
     }

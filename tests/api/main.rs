@@ -8,3 +8,4 @@ mod helpers;
 mod mcp_auth;
 mod mcp_transport;
 mod native;
+mod upstreams;
