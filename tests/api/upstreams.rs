@@ -132,3 +132,59 @@ async fn a_killed_upstream_comes_back_and_the_next_call_works() {
 fn app_status(app: &TestApp) -> gatehouse::upstream::Status {
     app.upstreams.status().into_iter().find(|s| s.name == "files").unwrap()
 }
+
+#[tokio::test]
+async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let slow = UpstreamConfig {
+        name: "slow".into(),
+        command: Some(root.join("tools/.venv/bin/python").display().to_string()),
+        args: vec![root.join("end2end/fixtures/slow_server.py").display().to_string()],
+        env: Default::default(),
+        cwd: None,
+        url: None,
+        headers: Default::default(),
+        prefix: None,
+        enabled: true,
+    };
+    let app = spawn_app_with(move |c| {
+        c.upstreams = vec![slow];
+        c.policy = vec![gatehouse_core::policy::Rule {
+            pattern: "slow__*".into(),
+            action: gatehouse_core::policy::Action::Allow,
+            human_only: false,
+            source: "config".into(),
+        }];
+    })
+    .await;
+    let token = app.issue("agent", None);
+    let sid = app.open_session(&token).await;
+    wait_for_tool(&app, &token, &sid, "slow__sleep").await;
+    let pid = app.upstreams.status()[0].pid.expect("running");
+
+    let in_flight = {
+        let req = app
+            .mcp(&token)
+            .header("mcp-session-id", &sid)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"slow__sleep","arguments":{"seconds": 30}}}));
+        tokio::spawn(async move { jsonrpc_messages(req.send().await.unwrap()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
+    let messages = tokio::time::timeout(Duration::from_secs(10), in_flight).await.expect("the call ended").unwrap();
+    let result = &messages.iter().find(|m| m["id"] == 31).expect("a reply")["result"];
+    assert_eq!(result["isError"], true, "{messages:?}");
+    assert_eq!(result["structuredContent"]["error"], "upstream_failed");
+
+    for _ in 0..200 {
+        let s = &app.upstreams.status()[0];
+        if s.health == gatehouse::upstream::Health::Up && s.pid != Some(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let next = call(&app, &token, &sid, "slow__sleep", json!({"seconds": 0.05})).await;
+    assert_ne!(next["isError"], true, "{next}");
+    assert!(next.to_string().contains("slept"), "{next}");
+}
