@@ -1,5 +1,5 @@
 -- wrk script: tools/call of gatehouse_status over one established session.
--- Env: TOKEN (optional), SID (Mcp-Session-Id). Each wrk thread numbers its
+-- Env: TOKEN (optional), SID (Mcp-Session-Id), TOOL (default gatehouse_status). Each wrk thread numbers its
 -- JSON-RPC ids from its own base, so ids stay unique within the session.
 local threads = 0
 function setup(thread)
@@ -9,6 +9,8 @@ end
 
 function init(args)
   counter = tonumber(base) or 0
+  tool = os.getenv("TOOL")
+  if not tool or tool == "" then tool = "gatehouse_status" end
   wrk.method = "POST"
   wrk.headers["Content-Type"] = "application/json"
   wrk.headers["Accept"] = "application/json, text/event-stream"
@@ -22,7 +24,7 @@ end
 function request()
   counter = counter + 1
   local body = '{"jsonrpc":"2.0","id":' .. counter ..
-    ',"method":"tools/call","params":{"name":"gatehouse_status","arguments":{}}}'
+    ',"method":"tools/call","params":{"name":"' .. tool .. '","arguments":{}}}'
   return wrk.format(nil, nil, nil, body)
 end
 
