@@ -278,6 +278,9 @@ async fn connect(config: &UpstreamConfig) -> anyhow::Result<(RunningService<Role
     }
     let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
         .custom_headers(headers)
+        // Every downstream session shares this client: rmcp's default of 16
+        // requests in flight would queue the rest.
+        .max_concurrent_requests(256)
         .reinit_on_expired_session(true);
     Ok((().serve(StreamableHttpClientTransport::from_config(transport_config)).await?, None))
 }
