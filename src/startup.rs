@@ -213,6 +213,7 @@ impl Application {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let address = listener.local_addr()?;
+        let upstreams = crate::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
         let state = AppState {
             core,
             base_url: config.base_url(address),
@@ -225,7 +226,7 @@ impl Application {
             codec: Arc::new(crate::mcp::native::load_codec(&config.data_dir)?),
             allow_model_decisions: config.allow_model_decisions,
             native_url: config.native_url,
-            upstreams: crate::upstream::Upstreams::start(&config.upstreams, shutdown.clone()),
+            upstreams,
         };
         Ok(Self { router: app(state.clone()), listener, address, state })
     }

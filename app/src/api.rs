@@ -233,3 +233,39 @@ pub async fn list_pending() -> Result<Vec<ExecutionData>, ServerFnError> {
     let now = core.clock.now_ms();
     Ok(core.approvals.pending_for(&user).into_iter().map(|v| server::data(v, now)).collect())
 }
+
+/// An upstream server's health, as the upstreams page shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamRow {
+    /// Configured name.
+    pub name: String,
+    /// `up`, `down` or `disabled`.
+    pub health: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// Tools it exposes now.
+    pub tools: usize,
+    /// Restarts since the server started.
+    pub restarts: u64,
+    /// The last error, if any.
+    pub last_error: Option<String>,
+}
+
+/// Every configured upstream and its health (any signed-in user).
+#[server(prefix = "/api/fn", endpoint = "upstreams")]
+pub async fn list_upstreams() -> Result<Vec<UpstreamRow>, ServerFnError> {
+    let (_user, core) = server::context()?;
+    Ok(core
+        .live
+        .upstreams()
+        .into_iter()
+        .map(|u| UpstreamRow {
+            name: u.name,
+            health: u.health,
+            transport: u.transport,
+            tools: u.tools,
+            restarts: u.restarts,
+            last_error: u.last_error,
+        })
+        .collect())
+}

@@ -51,6 +51,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("sign-in") view=pages::SignInPage/>
                 <Route path=StaticSegment("setup") view=pages::SetupPage/>
                 <Route path=StaticSegment("approvals") view=approvals::InboxPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("upstreams") view=pages::UpstreamsPage ssr=SsrMode::Async/>
                 <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=approvals::ResumePage ssr=SsrMode::Async/>
             </Routes>
         </Router>

@@ -23,6 +23,7 @@ pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView
             <nav aria-label="Main">
                 <a class="brand" href="/">"Gatehouse"</a>
                 <a href="/approvals">"Approvals"</a>
+                <a href="/upstreams">"Upstreams"</a>
             </nav>
             <form method="post" action="/api/auth/sign-out" class="sign-out">
                 {username.map(|u| view! { <span class="who">{u}</span> })}
@@ -182,5 +183,52 @@ pub fn NotFound() -> impl IntoView {
     view! {
         <Title text="Not found — Gatehouse"/>
         <main class="narrow"><h1>"Not found"</h1><p><a href="/">"Home"</a></p></main>
+    }
+}
+
+/// `/upstreams`: the fronted MCP servers and their health, live.
+#[component]
+pub fn UpstreamsPage() -> impl IntoView {
+    let upstreams = Resource::new(|| (), |_| crate::api::list_upstreams());
+    let live = use_live_events("/api/live/events".to_string(), move |_| upstreams.refetch());
+    view! {
+        <Title text="Upstreams — Gatehouse"/>
+        <Header/>
+        <main class="page">
+            <h1>"Upstream MCP servers"</h1>
+            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+                {move || upstreams.get().map(|result| match result {
+                    Ok(list) if list.is_empty() => view! {
+                        <p class="empty">"No upstream is configured. Add " <code>"[[upstream]]"</code> " tables to gatehouse.toml."</p>
+                    }.into_any(),
+                    Ok(list) => view! {
+                        <div class="table-wrap">
+                        <table aria-label="Upstreams">
+                            <thead><tr>
+                                <th scope="col">"Name"</th><th scope="col">"Transport"</th><th scope="col">"Health"</th>
+                                <th scope="col">"Tools"</th><th scope="col">"Restarts"</th><th scope="col">"Last error"</th>
+                            </tr></thead>
+                            <tbody>
+                            {list.into_iter().map(|u| {
+                                let (row_name, class) = (u.name.clone(), if u.health == "up" { "status active" } else { "status revoked" });
+                                view! {
+                                <tr data-upstream=row_name>
+                                    <td>{u.name}</td>
+                                    <td>{u.transport}</td>
+                                    <td><span class=class>{u.health}</span></td>
+                                    <td>{u.tools}</td>
+                                    <td>{u.restarts}</td>
+                                    <td class="error-cell">{u.last_error.unwrap_or_default()}</td>
+                                </tr>
+                            }}).collect_view()}
+                            </tbody>
+                        </table>
+                        </div>
+                    }.into_any(),
+                    Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
+                })}
+            </Suspense>
+            <LiveStatus state=live/>
+        </main>
     }
 }

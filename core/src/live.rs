@@ -17,6 +17,8 @@ pub enum LiveEvent {
     CredentialsChanged,
     /// An execution was paused, decided or settled.
     ApprovalsChanged,
+    /// An upstream server came up, went down or restarted.
+    UpstreamsChanged,
 }
 
 impl LiveEvent {
@@ -26,6 +28,7 @@ impl LiveEvent {
             LiveEvent::SessionsChanged => "sessions_changed",
             LiveEvent::CredentialsChanged => "credentials_changed",
             LiveEvent::ApprovalsChanged => "approvals_changed",
+            LiveEvent::UpstreamsChanged => "upstreams_changed",
         }
     }
 }
@@ -53,11 +56,29 @@ pub struct McpSessionInfo {
     pub opened_at_ms: i64,
 }
 
+/// An upstream MCP server's health, as pages show it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UpstreamInfo {
+    /// Configured name.
+    pub name: String,
+    /// `up`, `down` or `disabled`.
+    pub health: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// Tools it exposes now.
+    pub tools: usize,
+    /// Restarts since the server started.
+    pub restarts: u64,
+    /// The last error, if any.
+    pub last_error: Option<String>,
+}
+
 /// Shared live state; cheap to clone.
 #[derive(Clone)]
 pub struct LiveHub {
     events: broadcast::Sender<LiveEvent>,
     sessions: Arc<RwLock<HashMap<String, McpSessionInfo>>>,
+    upstreams: Arc<RwLock<Vec<UpstreamInfo>>>,
 }
 
 impl Default for LiveHub {
@@ -71,7 +92,7 @@ impl LiveHub {
     pub fn new() -> Self {
         // Subscribers only need "something changed"; a lagging one re-reads everything.
         let (events, _) = broadcast::channel(256);
-        Self { events, sessions: Arc::default() }
+        Self { events, sessions: Arc::default(), upstreams: Arc::default() }
     }
 
     /// Tells every subscriber.
@@ -105,6 +126,17 @@ impl LiveHub {
             .unwrap_or_else(|p| p.into_inner())
             .get(session_id)
             .map(|s| s.credential_id.clone())
+    }
+
+    /// Replaces the upstream health snapshot and tells subscribers.
+    pub fn set_upstreams(&self, upstreams: Vec<UpstreamInfo>) {
+        *self.upstreams.write().unwrap_or_else(|p| p.into_inner()) = upstreams;
+        self.publish(LiveEvent::UpstreamsChanged);
+    }
+
+    /// The latest upstream health snapshot, by name.
+    pub fn upstreams(&self) -> Vec<UpstreamInfo> {
+        self.upstreams.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Every connected session, oldest first.

@@ -1,13 +1,13 @@
 // Starts the real gatehouse binary on a free port with a fresh data dir
 // (the end-to-end twin of the Rust tests' spawn_app).
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const root = resolve(import.meta.dirname, "..", "..");
+export const root = resolve(import.meta.dirname, "..", "..");
 export const BIN =
   process.env.GATEHOUSE_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(root, "target"), "release", "gatehouse");
 
@@ -22,9 +22,14 @@ export interface Gatehouse {
   stop(): void;
 }
 
-export async function spawnGatehouse(env: Record<string, string> = {}): Promise<Gatehouse> {
+export async function spawnGatehouse(env: Record<string, string> = {}, config?: string): Promise<Gatehouse> {
   const dataDir = mkdtempSync(join(tmpdir(), "gatehouse-e2e-"));
-  const proc: ChildProcess = spawn(BIN, ["--listen", "127.0.0.1:0", "--data-dir", dataDir], {
+  const configArgs: string[] = [];
+  if (config !== undefined) {
+    writeFileSync(join(dataDir, "gatehouse.toml"), config);
+    configArgs.push("--config", join(dataDir, "gatehouse.toml"));
+  }
+  const proc: ChildProcess = spawn(BIN, ["--listen", "127.0.0.1:0", "--data-dir", dataDir, ...configArgs], {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, ...env },
   });

@@ -18,6 +18,8 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
+use gatehouse_core::live::{LiveHub, UpstreamInfo};
+
 use crate::config::UpstreamConfig;
 
 /// Health of one upstream.
@@ -85,14 +87,16 @@ pub struct Status {
 pub struct Upstreams {
     slots: Arc<RwLock<HashMap<String, Slot>>>,
     calls_failed: Arc<AtomicU64>,
+    live: Option<LiveHub>,
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 impl Upstreams {
     /// Starts a supervisor per enabled upstream; they stop at `shutdown`.
-    pub fn start(configs: &[UpstreamConfig], shutdown: CancellationToken) -> Self {
-        let upstreams = Upstreams::default();
+    /// Health changes are published to `live` for the upstreams page.
+    pub fn start(configs: &[UpstreamConfig], live: LiveHub, shutdown: CancellationToken) -> Self {
+        let upstreams = Upstreams { live: Some(live), ..Upstreams::default() };
         for config in configs {
             let health = if config.enabled { Health::Down } else { Health::Disabled };
             upstreams.slots.write().unwrap_or_else(|p| p.into_inner()).insert(
@@ -103,6 +107,7 @@ impl Upstreams {
                 tokio::spawn(upstreams.clone().supervise(config.clone(), shutdown.clone()));
             }
         }
+        upstreams.publish();
         upstreams
     }
 
@@ -110,6 +115,26 @@ impl Upstreams {
         if let Some(slot) = self.slots.write().unwrap_or_else(|p| p.into_inner()).get_mut(name) {
             f(slot);
         }
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let Some(live) = &self.live else { return };
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<UpstreamInfo> = slots
+            .iter()
+            .map(|(name, s)| UpstreamInfo {
+                name: name.clone(),
+                health: s.health.as_str().to_string(),
+                transport: if s.config.command.is_some() { "stdio" } else { "http" }.to_string(),
+                tools: s.tools.len(),
+                restarts: s.restarts,
+                last_error: s.last_error.clone(),
+            })
+            .collect();
+        drop(slots);
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        live.set_upstreams(all);
     }
 
     /// Keeps one upstream connected: connect, list tools, wait for it to end,
