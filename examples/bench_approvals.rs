@@ -78,10 +78,17 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap().to_string();
 
-    let mut add = Command::new(&bin).args(["--data-dir", &data, "user", "add", "ada", "--admin", "--password-stdin"]).stdin(Stdio::piped()).spawn().unwrap();
+    let mut add = Command::new(&bin)
+        .args(["--data-dir", &data, "user", "add", "ada", "--admin", "--password-stdin"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
     add.stdin.take().unwrap().write_all(b"bench password").unwrap();
     assert!(add.wait().unwrap().success());
-    let issued = Command::new(&bin).args(["--data-dir", &data, "token", "issue", "--agent", "bench", "--owner", "ada", "--json"]).output().unwrap();
+    let issued = Command::new(&bin)
+        .args(["--data-dir", &data, "token", "issue", "--agent", "bench", "--owner", "ada", "--json"])
+        .output()
+        .unwrap();
     let token = serde_json::from_slice::<Value>(&issued.stdout).unwrap()["token"].as_str().unwrap().to_string();
 
     let mut server = Command::new(&bin)
@@ -143,7 +150,9 @@ async fn main() {
         let waiter = {
             let (mcp, eid) = (mcp.clone(), eid.clone());
             tokio::spawn(async move {
-                let reply = mcp.rpc(1_000_001 + i * 2, "tools/call", json!({"name": "resume", "arguments": {"executionId": eid}})).await;
+                let reply = mcp
+                    .rpc(1_000_001 + i * 2, "tools/call", json!({"name": "resume", "arguments": {"executionId": eid}}))
+                    .await;
                 (Instant::now(), reply)
             })
         };
@@ -211,7 +220,8 @@ async fn main() {
         }
     }
     let metrics = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    let pending_gauge = metrics.lines().find(|l| l.starts_with("gatehouse_approvals_pending ")).unwrap_or("").to_string();
+    let pending_gauge =
+        metrics.lines().find(|l| l.starts_with("gatehouse_approvals_pending ")).unwrap_or("").to_string();
     println!(
         "resident memory: {idle:.1} MiB idle, {pending_only:.1} MiB with {watchers} pending, {:.1} MiB with {} SSE watchers ({pending_gauge})",
         rss_mib(pid),
@@ -219,4 +229,5 @@ async fn main() {
     );
     drop(streams);
     let _ = server.kill();
+    let _ = server.wait();
 }

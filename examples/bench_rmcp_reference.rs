@@ -52,6 +52,12 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
     let router = axum::Router::new().nest_service("/mcp", service);
-    axum::serve(listener.tap_io(|t| { let _ = t.set_nodelay(true); }), router).await?;
+    axum::serve(
+        listener.tap_io(|t| {
+            let _ = t.set_nodelay(true);
+        }),
+        router,
+    )
+    .await?;
     Ok(())
 }

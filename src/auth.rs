@@ -1,11 +1,11 @@
 //! Browser sign-in (cookie sessions), first-run setup, and who may use the
 //! admin API (an admin's browser session or an admin API token).
 
+use axum::Json;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Json;
 use bytes::Bytes;
 use gatehouse_core::users::User;
 use serde::Deserialize;
@@ -92,7 +92,12 @@ struct SignIn {
 
 /// `POST /api/auth/sign-in {username, password}`: sets the session cookie.
 /// Form posts are redirected (to `next`, or back with an error).
-pub async fn sign_in(State(state): State<AppState>, cookies: Cookies, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn sign_in(
+    State(state): State<AppState>,
+    cookies: Cookies,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let form = is_form(&headers);
     let SignIn { username, password, next } = parse_body(&headers, &body)?;
     let users = state.core.users.clone();
@@ -103,7 +108,11 @@ pub async fn sign_in(State(state): State<AppState>, cookies: Cookies, headers: H
         return Ok(if form {
             Redirect::to(&format!("/sign-in?error=1&next={}", enc(&safe_next(next.as_deref())))).into_response()
         } else {
-            (StatusCode::UNAUTHORIZED, Json(json!({"error": "invalid_credentials", "message": "that name and password did not match"}))).into_response()
+            (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({"error": "invalid_credentials", "message": "that name and password did not match"})),
+            )
+                .into_response()
         });
     };
     let token = state.core.users.create_session(&user)?;
@@ -117,7 +126,11 @@ pub async fn sign_in(State(state): State<AppState>, cookies: Cookies, headers: H
 }
 
 /// `POST /api/auth/sign-out`: ends the session.
-pub async fn sign_out(State(state): State<AppState>, cookies: Cookies, headers: HeaderMap) -> Result<Response, ApiError> {
+pub async fn sign_out(
+    State(state): State<AppState>,
+    cookies: Cookies,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     if let Some(cookie) = cookies.get(cookie_name(state.https)) {
         state.core.users.end_session(cookie.value())?;
     }
@@ -138,7 +151,12 @@ struct Setup {
 
 /// `POST /api/auth/setup {token, username, password}`: the one-time link
 /// creates the first admin and signs them in.
-pub async fn setup(State(state): State<AppState>, cookies: Cookies, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn setup(
+    State(state): State<AppState>,
+    cookies: Cookies,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let form = is_form(&headers);
     let Setup { token, username, password } = parse_body(&headers, &body)?;
     let users = state.core.users.clone();

@@ -163,7 +163,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 fn open_core(config: &Config) -> anyhow::Result<Core> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-    let db = Db::open(&config.data_dir).with_context(|| format!("cannot open the database in {}", config.data_dir.display()))?;
+    let db = Db::open(&config.data_dir)
+        .with_context(|| format!("cannot open the database in {}", config.data_dir.display()))?;
     Ok(Core::new(db, Arc::new(SystemClock), config.settings())?)
 }
 
@@ -208,8 +209,12 @@ pub fn client_configs(endpoint: &str, authorization: &str) -> String {
         "Claude Code (.mcp.json, or: claude mcp add --transport http gatehouse {endpoint} --header \"Authorization: {authorization}\"):\n{}\n\n\
          Cursor (~/.cursor/mcp.json):\n{}\n\n\
          Codex (~/.codex/config.toml; export GATEHOUSE_TOKEN={token}):\n[mcp_servers.gatehouse]\nurl = \"{endpoint}\"\nbearer_token_env_var = \"GATEHOUSE_TOKEN\"\n",
-        json(serde_json::json!({"mcpServers": {"gatehouse": {"type": "http", "url": endpoint, "headers": {"Authorization": authorization}}}})),
-        json(serde_json::json!({"mcpServers": {"gatehouse": {"url": endpoint, "headers": {"Authorization": authorization}}}})),
+        json(
+            serde_json::json!({"mcpServers": {"gatehouse": {"type": "http", "url": endpoint, "headers": {"Authorization": authorization}}}})
+        ),
+        json(
+            serde_json::json!({"mcpServers": {"gatehouse": {"url": endpoint, "headers": {"Authorization": authorization}}}})
+        ),
     )
 }
 
@@ -238,7 +243,7 @@ fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
             } else if all.is_empty() {
                 println!("No credentials.");
             } else {
-                println!("{:<38} {:<16} {:<16} {:<8} {}", "ID", "AGENT", "THREAD", "STATUS", "LAST SIGN OF LIFE");
+                println!("{:<38} {:<16} {:<16} {:<8} LAST SIGN OF LIFE", "ID", "AGENT", "THREAD", "STATUS");
                 for c in all {
                     println!(
                         "{:<38} {:<16} {:<16} {:<8} {}",

@@ -221,9 +221,9 @@ impl Default for Config {
 
 fn env_value<T>(key: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<Option<T>, ConfigError> {
     match std::env::var(key) {
-        Ok(v) if !v.is_empty() => parse(&v)
-            .map(Some)
-            .map_err(|message| ConfigError::Value { key: key.into(), message }),
+        Ok(v) if !v.is_empty() => {
+            parse(&v).map(Some).map_err(|message| ConfigError::Value { key: key.into(), message })
+        }
         _ => Ok(None),
     }
 }
@@ -235,7 +235,8 @@ fn list(v: &str) -> Result<Vec<String>, String> {
 impl FileConfig {
     /// Parses a config file's text.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::File { path: path.into(), message: e.to_string().trim_end().to_string() })
+        toml::from_str(text)
+            .map_err(|e| ConfigError::File { path: path.into(), message: e.to_string().trim_end().to_string() })
     }
 
     /// Reads and parses a config file.
@@ -247,7 +248,9 @@ impl FileConfig {
     /// Lays `GATEHOUSE_*` variables over the file's values.
     pub fn apply_env(mut self) -> Result<Self, ConfigError> {
         let e = |s: String| s;
-        if let Some(v) = env_value("GATEHOUSE_LISTEN", |v| v.parse().map_err(|x: std::net::AddrParseError| e(x.to_string())))? {
+        if let Some(v) =
+            env_value("GATEHOUSE_LISTEN", |v| v.parse().map_err(|x: std::net::AddrParseError| e(x.to_string())))?
+        {
             self.listen = Some(v);
         }
         if let Some(v) = env_value("GATEHOUSE_DATA_DIR", |v| Ok(PathBuf::from(v)))? {
@@ -262,7 +265,9 @@ impl FileConfig {
         if let Some(v) = env_value("GATEHOUSE_APPROVAL_TTL", parse_duration)? {
             self.approval_ttl = Some(v);
         }
-        if let Some(v) = env_value("GATEHOUSE_MAX_BODY_BYTES", |v| v.parse().map_err(|x: std::num::ParseIntError| x.to_string()))? {
+        if let Some(v) =
+            env_value("GATEHOUSE_MAX_BODY_BYTES", |v| v.parse().map_err(|x: std::num::ParseIntError| x.to_string()))?
+        {
             self.max_body_bytes = Some(v);
         }
         if let Some(v) = env_value("GATEHOUSE_LOG_FORMAT", |v| match v {
@@ -352,10 +357,13 @@ impl Config {
                 source: "config".into(),
             });
         }
-        if let Some(url) = &config.public_url {
-            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-                return Err(ConfigError::Value { key: "public_url".into(), message: "must be an http(s) URL with a host".into() });
-            }
+        if let Some(url) = &config.public_url
+            && (!matches!(url.scheme(), "http" | "https") || url.host_str().is_none())
+        {
+            return Err(ConfigError::Value {
+                key: "public_url".into(),
+                message: "must be an http(s) URL with a host".into(),
+            });
         }
         if config.max_body_bytes < 1024 {
             return Err(ConfigError::Value { key: "max_body_bytes".into(), message: "must be at least 1024".into() });
@@ -392,7 +400,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_values_name_the_key_and_line() {
-        let err = FileConfig::parse(Path::new("g.toml"), "listen = \"127.0.0.1:9\"\nlisten_port = 3\n").unwrap_err().to_string();
+        let err = FileConfig::parse(Path::new("g.toml"), "listen = \"127.0.0.1:9\"\nlisten_port = 3\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 2") && err.contains("listen_port"), "{err}");
         let err = FileConfig::parse(Path::new("g.toml"), "\napproval_ttl = \"soon\"\n").unwrap_err().to_string();
         assert!(err.contains("line 2") && err.contains("approval_ttl"), "{err}");
@@ -400,7 +410,8 @@ mod tests {
 
     #[test]
     fn flags_win_over_file_values_and_defaults_fill_the_rest() {
-        let file = FileConfig::parse(Path::new("g.toml"), "listen = \"127.0.0.1:9000\"\nliveness_window = \"2h\"\n").unwrap();
+        let file =
+            FileConfig::parse(Path::new("g.toml"), "listen = \"127.0.0.1:9000\"\nliveness_window = \"2h\"\n").unwrap();
         let overrides = Overrides { listen: Some("127.0.0.1:0".parse().unwrap()), ..Default::default() };
         let config = Config::resolve(file, &overrides).unwrap();
         assert_eq!(config.listen.port(), 0);
@@ -410,7 +421,8 @@ mod tests {
 
     #[test]
     fn policy_rules_are_checked() {
-        let file = FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"files__*\"\naction = \"allow\"\n").unwrap();
+        let file =
+            FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"files__*\"\naction = \"allow\"\n").unwrap();
         assert_eq!(Config::resolve(file, &Overrides::default()).unwrap().policy.len(), 1);
         let file = FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"x\"\naction = \"maybe\"\n").unwrap();
         assert!(Config::resolve(file, &Overrides::default()).unwrap_err().to_string().contains("policy[0].action"));

@@ -87,8 +87,5 @@ impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, CoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(ApiError::from)
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?.map_err(ApiError::from)
 }

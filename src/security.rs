@@ -38,10 +38,8 @@ impl AllowList {
         }
         hosts.extend(extra_hosts.iter().map(|h| h.to_ascii_lowercase()));
         let public_origin = public_url.map(|u| u.origin().ascii_serialization());
-        let mut mcp_origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut mcp_origins: Vec<String> =
+            ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"].iter().map(|s| s.to_string()).collect();
         mcp_origins.extend(public_origin.clone());
         mcp_origins.extend(extra_origins.iter().cloned());
         Self { hosts, mcp_origins, public_origin }
@@ -90,7 +88,7 @@ fn refuse(status: StatusCode, error: &str, message: String) -> Response {
     (status, axum::Json(json!({ "error": error, "message": message }))).into_response()
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -117,7 +115,8 @@ pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Requ
         // authority: a bearer header cannot be attached cross-site without CORS.
         let bearer = headers.contains_key(header::AUTHORIZATION);
         let cookie = headers.contains_key(header::COOKIE);
-        let same_site_fetch = header_str(headers, header::HeaderName::from_static("sec-fetch-site")) == Some("same-origin");
+        let same_site_fetch =
+            header_str(headers, header::HeaderName::from_static("sec-fetch-site")) == Some("same-origin");
         let ok = match origin {
             Some(o) => allow.same_origin(o, host),
             None => bearer || !cookie || same_site_fetch,
@@ -138,7 +137,10 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("frame-ancestors 'none'; base-uri 'self'; form-action 'self'"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'none'; base-uri 'self'; form-action 'self'"),
+    );
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     response

@@ -11,12 +11,19 @@ struct Assets;
 
 fn serve(path: &str) -> Response {
     let Some(file) = Assets::get(path) else {
-        return (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"error": "not_found", "message": format!("no asset {path}")}))).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"error": "not_found", "message": format!("no asset {path}")})),
+        )
+            .into_response();
     };
     let mime = mime_guess::from_path(path).first_or_octet_stream();
     let mut response = file.data.into_owned().into_response();
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(mime.as_ref()).unwrap_or(HeaderValue::from_static("application/octet-stream")));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(mime.as_ref()).unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
     // Names are not content-hashed, so let browsers revalidate.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", hex_sha(&file.metadata.sha256_hash()))) {

@@ -83,21 +83,19 @@ pub fn app(state: AppState) -> Router {
     );
     let core = state.core.clone();
     let pages = Router::<AppState>::new()
-        .leptos_routes_with_context(
-            &state,
-            generate_route_list(App),
-            move || provide_context(core.clone()),
-            {
-                let options = state.leptos_options.clone();
-                move || shell(options.clone())
-            },
-        )
+        .leptos_routes_with_context(&state, generate_route_list(App), move || provide_context(core.clone()), {
+            let options = state.leptos_options.clone();
+            move || shell(options.clone())
+        })
         .layer(from_fn(auth::require_user_for_pages));
     // Unknown paths: a JSON 404 under /api, the site's own 404 page elsewhere.
     let not_found_page = {
         let core = state.core.clone();
         let options = state.leptos_options.clone();
-        leptos_axum::render_app_to_stream_with_context(move || provide_context(core.clone()), move || shell(options.clone()))
+        leptos_axum::render_app_to_stream_with_context(
+            move || provide_context(core.clone()),
+            move || shell(options.clone()),
+        )
     };
     let fallback = move |request: axum::extract::Request| {
         let not_found_page = not_found_page.clone();
@@ -160,7 +158,11 @@ async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) ->
         approvals.len(),
     );
     for (i, name) in ["accept", "decline", "cancel", "expire"].iter().enumerate() {
-        let _ = writeln!(out, "gatehouse_approval_decisions_total{{decision=\"{name}\"}} {}", m.decisions[i].load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "gatehouse_approval_decisions_total{{decision=\"{name}\"}} {}",
+            m.decisions[i].load(Ordering::Relaxed)
+        );
     }
     out.push_str("# HELP gatehouse_approval_wait_seconds Time from pause to decision.\n# TYPE gatehouse_approval_wait_seconds histogram\n");
     let mut cumulative = 0;
@@ -170,12 +172,19 @@ async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) ->
     }
     cumulative += m.wait_buckets[gatehouse_core::approvals::WAIT_BUCKETS.len()].load(Ordering::Relaxed);
     let _ = writeln!(out, "gatehouse_approval_wait_seconds_bucket{{le=\"+Inf\"}} {cumulative}");
-    let _ = writeln!(out, "gatehouse_approval_wait_seconds_sum {}", m.wait_sum_ms.load(Ordering::Relaxed) as f64 / 1000.0);
+    let _ =
+        writeln!(out, "gatehouse_approval_wait_seconds_sum {}", m.wait_sum_ms.load(Ordering::Relaxed) as f64 / 1000.0);
     let _ = writeln!(out, "gatehouse_approval_wait_seconds_count {cumulative}");
     out.push_str("# HELP gatehouse_upstream_up Whether an upstream MCP server is connected (1) or not (0).\n# TYPE gatehouse_upstream_up gauge\n");
     let upstreams = state.upstreams.status();
     for u in &upstreams {
-        let _ = writeln!(out, "gatehouse_upstream_up{{upstream=\"{}\",health=\"{}\"}} {}", u.name, u.health.as_str(), u8::from(u.health == crate::upstream::Health::Up));
+        let _ = writeln!(
+            out,
+            "gatehouse_upstream_up{{upstream=\"{}\",health=\"{}\"}} {}",
+            u.name,
+            u.health.as_str(),
+            u8::from(u.health == crate::upstream::Health::Up)
+        );
     }
     out.push_str("# HELP gatehouse_upstream_tools Tools an upstream exposes.\n# TYPE gatehouse_upstream_tools gauge\n");
     for u in &upstreams {
@@ -244,7 +253,9 @@ impl Application {
     /// Serves until the shutdown token is cancelled, then drains.
     pub async fn run(self) -> anyhow::Result<()> {
         if !site::has_front_end() {
-            tracing::warn!("this binary was built without the front end; pages will not hydrate (run scripts/build.sh)");
+            tracing::warn!(
+                "this binary was built without the front end; pages will not hydrate (run scripts/build.sh)"
+            );
         }
         tracing::info!(address = %self.address, "listening");
         let shutdown = self.state.shutdown.clone();

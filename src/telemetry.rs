@@ -18,9 +18,11 @@ pub enum LogFormat {
 
 /// Installs the global subscriber (once; later calls are ignored).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_env("GATEHOUSE_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn,leptos=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
+    let filter =
+        EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn,leptos=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Human => builder.try_init(),

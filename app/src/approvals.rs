@@ -17,7 +17,11 @@ fn countdown(remaining_ms: i64) -> String {
         return "expired".into();
     }
     let s = remaining_ms / 1000;
-    if s >= 3600 { format!("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60) } else { format!("{}:{:02}", s / 60, s % 60) }
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
 }
 
 /// A clock that ticks every second once hydrated (the server renders `start`).
@@ -27,7 +31,8 @@ fn use_now(start: i64) -> ReadSignal<i64> {
     {
         let offset = start - js_sys_now();
         set_now.set(js_sys_now() + offset);
-        let handle = set_interval_with_handle(move || set_now.set(js_sys_now() + offset), std::time::Duration::from_secs(1));
+        let handle =
+            set_interval_with_handle(move || set_now.set(js_sys_now() + offset), std::time::Duration::from_secs(1));
         if let Ok(handle) = handle {
             on_cleanup(move || handle.clear());
         }
@@ -115,10 +120,23 @@ pub fn ResumePage() -> impl IntoView {
 
 #[component]
 fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: ReadSignal<LiveState>) -> impl IntoView {
-    let ExecutionData { execution_id, state, tool, upstream, arguments, arguments_digest, agent, owner, expires_at_ms, decided_by, now_ms } = data;
+    let ExecutionData {
+        execution_id,
+        state,
+        tool,
+        upstream,
+        arguments,
+        arguments_digest,
+        agent,
+        owner,
+        expires_at_ms,
+        decided_by,
+        now_ms,
+    } = data;
     let now = use_now(now_ms);
     let pending = state == "pending";
-    let title = if pending { format!("Approve {tool}? — Gatehouse") } else { format!("{tool}: {state} — Gatehouse") };
+    let title =
+        if pending { format!("Approve {tool}? — Gatehouse") } else { format!("{tool}: {state} — Gatehouse") };
     let remaining = move || expires_at_ms.map(|e| countdown(e - now.get()));
     let error = move || decide.value().get().and_then(|r| r.err()).map(|e| e.to_string());
     let id_a = execution_id.clone();

@@ -128,7 +128,9 @@ fn Home(overview: Overview) -> impl IntoView {
 #[component]
 pub fn SignInPage() -> impl IntoView {
     let query = use_query_map();
-    let next = move || query.read().get("next").filter(|n| n.starts_with('/') && !n.starts_with("//")).unwrap_or_else(|| "/".into());
+    let next = move || {
+        query.read().get("next").filter(|n| n.starts_with('/') && !n.starts_with("//")).unwrap_or_else(|| "/".into())
+    };
     let failed = move || query.read().get("error").is_some();
     view! {
         <Title text="Sign in — Gatehouse"/>

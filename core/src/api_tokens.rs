@@ -80,7 +80,8 @@ impl ApiTokenStore {
     /// All tokens, newest first.
     pub fn list(&self) -> Result<Vec<ApiToken>> {
         let conn = self.db.conn();
-        let mut stmt = conn.prepare("SELECT id, name, created_at, revoked_at IS NOT NULL FROM api_tokens ORDER BY created_at DESC")?;
+        let mut stmt = conn
+            .prepare("SELECT id, name, created_at, revoked_at IS NOT NULL FROM api_tokens ORDER BY created_at DESC")?;
         let rows = stmt
             .query_map([], |r| {
                 Ok(ApiToken { id: r.get(0)?, name: r.get(1)?, created_at: rfc3339(r.get(2)?), revoked: r.get(3)? })

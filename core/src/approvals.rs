@@ -25,10 +25,10 @@ use tokio::sync::watch;
 
 use crate::audit::{self, AuditEvent, AuditLog};
 use crate::clock::{Clock, rfc3339};
-use crate::users::User;
 use crate::error::Result;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
+use crate::users::User;
 
 /// Where an execution is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -350,7 +350,8 @@ pub fn digest(arguments: &Value) -> String {
     fn canonical(v: &Value) -> Value {
         match v {
             Value::Object(map) => {
-                let sorted: std::collections::BTreeMap<_, _> = map.iter().map(|(k, v)| (k.clone(), canonical(v))).collect();
+                let sorted: std::collections::BTreeMap<_, _> =
+                    map.iter().map(|(k, v)| (k.clone(), canonical(v))).collect();
                 Value::Object(sorted.into_iter().collect())
             }
             Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
@@ -480,7 +481,8 @@ impl ApprovalStore {
         {
             let mut entries = self.entries();
             self.record(&execution, State::Pending, Some("agent"), None);
-            entries.insert(execution.id.clone(), Entry { execution: execution.clone(), tx: watch::channel(snapshot).0 });
+            entries
+                .insert(execution.id.clone(), Entry { execution: execution.clone(), tx: watch::channel(snapshot).0 });
         }
         self.inner.live.publish(LiveEvent::ApprovalsChanged);
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
@@ -499,7 +501,13 @@ impl ApprovalStore {
     pub fn expire(&self, id: &str) -> bool {
         let mut entries = self.entries();
         if entries.get(id).is_some_and(|e| e.tx.borrow().state == State::Pending) {
-            self.transition(&mut entries, id, State::Expired, Some("system"), Some("no decision within the approval TTL"));
+            self.transition(
+                &mut entries,
+                id,
+                State::Expired,
+                Some("system"),
+                Some("no decision within the approval TTL"),
+            );
             self.inner.metrics.decisions[3].fetch_add(1, Ordering::Relaxed);
             return true;
         }
@@ -534,7 +542,12 @@ impl ApprovalStore {
             }
             return Ok(live_view(&execution, &snapshot));
         }
-        let last = self.inner.audit.latest(id).map_err(|e| AccessError::Storage(e.to_string()))?.ok_or(AccessError::NotFound)?;
+        let last = self
+            .inner
+            .audit
+            .latest(id)
+            .map_err(|e| AccessError::Storage(e.to_string()))?
+            .ok_or(AccessError::NotFound)?;
         if !may_decide(user, last.owner.as_deref()) {
             return Err(AccessError::Forbidden);
         }
@@ -607,7 +620,11 @@ impl ApprovalStore {
         };
         let current = entry.tx.borrow().clone();
         if current.state != State::Pending {
-            return if decision.agrees_with(current.state) { Ok(current) } else { Err(DecideError::Conflict(current.state.as_str())) };
+            return if decision.agrees_with(current.state) {
+                Ok(current)
+            } else {
+                Err(DecideError::Conflict(current.state.as_str()))
+            };
         }
         let waited = self.inner.clock.now_ms() - entry.execution.created_at_ms;
         let snapshot = self
@@ -657,9 +674,7 @@ impl ApprovalStore {
     /// call is left to finish and settle itself.
     pub fn forget(&self, id: &str, reason: &str) -> bool {
         let mut entries = self.entries();
-        let live = entries
-            .get(id)
-            .is_some_and(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved));
+        let live = entries.get(id).is_some_and(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved));
         if live {
             self.transition(&mut entries, id, State::Cancelled, Some("system"), Some(reason));
         }
@@ -747,9 +762,17 @@ mod tests {
     async fn restart_marks_unsettled_executions_abandoned() {
         let db = Db::open_in_memory().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let first = ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock.clone(), Duration::from_secs(60), LiveHub::new()).unwrap();
+        let first = ApprovalStore::new(
+            AuditLog::new(db.clone(), clock.clone()),
+            clock.clone(),
+            Duration::from_secs(60),
+            LiveHub::new(),
+        )
+        .unwrap();
         let e = first.open(new_execution("s"));
-        let second = ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, Duration::from_secs(60), LiveHub::new()).unwrap();
+        let second =
+            ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, Duration::from_secs(60), LiveHub::new())
+                .unwrap();
         assert_eq!(second.audit().latest(&e.id).unwrap().unwrap().state, "abandoned");
     }
 
@@ -770,10 +793,10 @@ mod tests {
                     tokio::spawn(async move {
                         let seen = store.wait(&id, Duration::from_secs(30)).await;
                         // An approved call is run by its waiter, as resume does.
-                        if let Some(Snapshot { state: State::Approved, .. }) = seen {
-                            if store.start_run(&id).is_ok() {
-                                store.finish(&id, true, None);
-                            }
+                        if let Some(Snapshot { state: State::Approved, .. }) = seen
+                            && store.start_run(&id).is_ok()
+                        {
+                            store.finish(&id, true, None);
                         }
                         seen
                     })
@@ -808,7 +831,9 @@ mod tests {
             let final_state = State::parse(&last.state).unwrap();
             assert!(final_state.is_settled(), "{id} ended {final_state:?}");
             match decided {
-                Ok(s) => assert!(matches!(s.state, State::Approved | State::Declined | State::Running | State::Completed)),
+                Ok(s) => {
+                    assert!(matches!(s.state, State::Approved | State::Declined | State::Running | State::Completed))
+                }
                 Err(DecideError::Conflict(_)) => {}
                 Err(e) => panic!("unexpected {e:?}"),
             }

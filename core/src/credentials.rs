@@ -110,7 +110,8 @@ pub struct CredentialStore {
     live: LiveHub,
 }
 
-const COLUMNS: &str = "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, revoked_reason";
+const COLUMNS: &str =
+    "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, revoked_reason";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Credential> {
     Ok(Credential {
@@ -157,11 +158,9 @@ impl CredentialStore {
     /// Issues a credential. Issuing for a thread revokes that thread's earlier ones.
     pub fn issue(&self, request: IssueRequest) -> Result<Issued> {
         non_empty("agent", &request.agent)?;
-        for (field, value) in [
-            ("thread", &request.thread),
-            ("provider_session", &request.provider_session),
-            ("owner", &request.owner),
-        ] {
+        for (field, value) in
+            [("thread", &request.thread), ("provider_session", &request.provider_session), ("owner", &request.owner)]
+        {
             if let Some(value) = value {
                 non_empty(field, value)?;
             }
@@ -172,11 +171,8 @@ impl CredentialStore {
         let mut conn = self.db.conn();
         let tx = conn.transaction()?;
         if let Some(owner) = &request.owner {
-            let exists: bool = tx.query_row(
-                "SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)",
-                [owner],
-                |r| r.get(0),
-            )?;
+            let exists: bool =
+                tx.query_row("SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)", [owner], |r| r.get(0))?;
             if !exists {
                 return Err(CoreError::Invalid { field: "owner", reason: format!("no user named {owner:?}") });
             }
@@ -190,7 +186,15 @@ impl CredentialStore {
         tx.execute(
             "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-            params![id, secret::hash(&token), request.agent, request.thread, request.provider_session, request.owner, now],
+            params![
+                id,
+                secret::hash(&token),
+                request.agent,
+                request.thread,
+                request.provider_session,
+                request.owner,
+                now
+            ],
         )?;
         tx.commit()?;
         drop(conn);
@@ -286,7 +290,8 @@ impl CredentialStore {
     /// Every credential, newest first, with its liveness worked out.
     pub fn list(&self) -> Result<Vec<CredentialView>> {
         let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials ORDER BY created_at DESC, id"))?;
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials ORDER BY created_at DESC, id"))?;
         let rows = stmt.query_map([], from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows.into_iter().map(|c| self.view(c)).collect())
     }

@@ -58,7 +58,11 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { liveness_window: Duration::from_secs(24 * 3600), approval_ttl: Duration::from_secs(600), policy_rules: Vec::new() }
+        Self {
+            liveness_window: Duration::from_secs(24 * 3600),
+            approval_ttl: Duration::from_secs(600),
+            policy_rules: Vec::new(),
+        }
     }
 }
 

@@ -121,11 +121,7 @@ impl LiveHub {
 
     /// The credential a session belongs to, if the session is known.
     pub fn session_credential(&self, session_id: &str) -> Option<String> {
-        self.sessions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session_id)
-            .map(|s| s.credential_id.clone())
+        self.sessions.read().unwrap_or_else(|p| p.into_inner()).get(session_id).map(|s| s.credential_id.clone())
     }
 
     /// Replaces the upstream health snapshot and tells subscribers.

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +41,10 @@ fn validate_username(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(CoreError::Invalid { field: "username", reason: "use 1 to 64 letters, digits, '-', '_', '.' or '@'".into() })
+        Err(CoreError::Invalid {
+            field: "username",
+            reason: "use 1 to 64 letters, digits, '-', '_', '.' or '@'".into(),
+        })
     }
 }
 
@@ -104,11 +107,9 @@ impl UserStore {
         let row: Option<(i64, String, bool)> = self
             .db
             .conn()
-            .query_row(
-                "SELECT id, password_hash, is_admin FROM users WHERE username = ?1",
-                [username],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
+            .query_row("SELECT id, password_hash, is_admin FROM users WHERE username = ?1", [username], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
             .optional()?;
         let stored = row.as_ref().map(|(_, h, _)| h.as_str()).unwrap_or_else(|| dummy_hash());
         let parsed = PasswordHash::new(stored).map_err(|e| CoreError::Password(e.to_string()))?;
@@ -229,7 +230,8 @@ mod tests {
         let ada = users.add("ada", "correct horse", true).unwrap();
         let cookie = users.create_session(&ada).unwrap();
         assert_eq!(users.session_user(&cookie).unwrap(), Some(ada));
-        let stored: String = users.db.conn().query_row("SELECT token_hash FROM browser_sessions", [], |r| r.get(0)).unwrap();
+        let stored: String =
+            users.db.conn().query_row("SELECT token_hash FROM browser_sessions", [], |r| r.get(0)).unwrap();
         assert_eq!(stored, secret::hash(&cookie));
         clock.advance(SESSION_LIFETIME);
         assert_eq!(users.session_user(&cookie).unwrap(), None);

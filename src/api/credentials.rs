@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use gatehouse_core::credentials::{Issued, IssueRequest};
+use gatehouse_core::credentials::{IssueRequest, Issued};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -61,7 +61,11 @@ impl IssuedCredential {
 }
 
 /// `POST /api/credentials`
-pub async fn issue(State(state): State<AppState>, admin: Admin, ApiJson(body): ApiJson<IssueBody>) -> Result<impl IntoResponse, ApiError> {
+pub async fn issue(
+    State(state): State<AppState>,
+    admin: Admin,
+    ApiJson(body): ApiJson<IssueBody>,
+) -> Result<impl IntoResponse, ApiError> {
     let owner = body.owner.or(match &admin {
         Admin::User(u) => Some(u.username.clone()),
         Admin::ApiToken(_) => None,
@@ -82,7 +86,11 @@ pub async fn list(State(state): State<AppState>, _admin: Admin) -> Result<impl I
 }
 
 /// `POST /api/threads/{thread}/touch`: a sign of life for the thread's credentials.
-pub async fn touch_thread(State(state): State<AppState>, _admin: Admin, Path(thread): Path<String>) -> Result<impl IntoResponse, ApiError> {
+pub async fn touch_thread(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(thread): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
     match state.core.credentials.touch_thread(&thread)? {
         0 => Err(ApiError::NotFound(format!("no live credential for thread {thread:?}"))),
         n => Ok(ApiJson(json!({ "thread": thread, "touched": n }))),
@@ -90,7 +98,11 @@ pub async fn touch_thread(State(state): State<AppState>, _admin: Admin, Path(thr
 }
 
 /// `DELETE /api/credentials/{id}`
-pub async fn revoke(State(state): State<AppState>, admin: Admin, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
+pub async fn revoke(
+    State(state): State<AppState>,
+    admin: Admin,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
     if !state.core.credentials.revoke(&id)? {
         return Err(ApiError::NotFound(format!("no live credential {id:?}")));
     }
@@ -99,14 +111,22 @@ pub async fn revoke(State(state): State<AppState>, admin: Admin, Path(id): Path<
 }
 
 /// `DELETE /api/threads/{thread}/credentials`
-pub async fn revoke_thread(State(state): State<AppState>, admin: Admin, Path(thread): Path<String>) -> Result<impl IntoResponse, ApiError> {
+pub async fn revoke_thread(
+    State(state): State<AppState>,
+    admin: Admin,
+    Path(thread): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
     let n = state.core.credentials.revoke_thread(&thread)?;
     tracing::info!(%thread, revoked = n, by = %admin.actor(), "thread credentials revoked");
     Ok(ApiJson(json!({ "thread": thread, "revoked": n })))
 }
 
 /// `DELETE /api/provider-sessions/{session}/credentials`
-pub async fn revoke_provider_session(State(state): State<AppState>, admin: Admin, Path(session): Path<String>) -> Result<impl IntoResponse, ApiError> {
+pub async fn revoke_provider_session(
+    State(state): State<AppState>,
+    admin: Admin,
+    Path(session): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
     let n = state.core.credentials.revoke_provider_session(&session)?;
     tracing::info!(provider_session = %session, revoked = n, by = %admin.actor(), "provider session credentials revoked");
     Ok(ApiJson(json!({ "providerSession": session, "revoked": n })))

@@ -28,7 +28,11 @@ impl From<AccessError> for ApiError {
 }
 
 /// `GET /api/executions/{eid}`
-pub async fn get(State(state): State<AppState>, SignedIn(user): SignedIn, Path(id): Path<String>) -> Result<impl IntoResponse, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
     Ok(ApiJson(state.core.approvals.view_for(&user, &id)?))
 }
 
@@ -73,7 +77,11 @@ pub async fn resume_in_session(
 
 /// `GET /api/executions/{eid}/events`: the state now, then every change;
 /// the stream ends once the execution settles.
-pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, Path(id): Path<String>) -> Result<EventStream, ApiError> {
+pub async fn events(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    Path(id): Path<String>,
+) -> Result<EventStream, ApiError> {
     let view = state.core.approvals.view_for(&user, &id)?;
     // After the last state the stream stays open (keep-alives only), so
     // browsers do not reconnect over and over to a settled execution.

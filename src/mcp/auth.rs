@@ -31,7 +31,9 @@ fn unauthorized(state: &McpState, rejection: Rejection) -> Response {
     // Never log the token: only why it was refused.
     tracing::warn!(reason = rejection.reason(), "rejected MCP credential");
     let message = match rejection {
-        Rejection::MissingBearerToken => "send Authorization: Bearer <token>; mint one with `gatehouse token issue --agent NAME`",
+        Rejection::MissingBearerToken => {
+            "send Authorization: Bearer <token>; mint one with `gatehouse token issue --agent NAME`"
+        }
         Rejection::UnknownOrExpiredToken => "the bearer token is unknown, revoked or expired; ask for a new one",
     };
     let challenge = match rejection {
@@ -51,7 +53,8 @@ fn unauthorized(state: &McpState, rejection: Rejection) -> Response {
 
 fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
     tracing::warn!(status = status.as_u16(), code, %message, "bad MCP request");
-    (status, axum::Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": code, "message": message } }))).into_response()
+    (status, axum::Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": code, "message": message } })))
+        .into_response()
 }
 
 fn bearer(request: &Request) -> Option<&str> {
@@ -119,7 +122,9 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
     if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
         return match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
             Err(e) => jsonrpc_error(StatusCode::BAD_REQUEST, -32700, format!("Parse error: {e}")),
-            Ok(_) => jsonrpc_error(StatusCode::BAD_REQUEST, -32600, "Invalid Request: not a JSON-RPC 2.0 message".into()),
+            Ok(_) => {
+                jsonrpc_error(StatusCode::BAD_REQUEST, -32600, "Invalid Request: not a JSON-RPC 2.0 message".into())
+            }
         };
     }
     response

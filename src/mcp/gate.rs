@@ -116,11 +116,17 @@ pub struct Call<'a> {
 }
 
 /// Handles one `tools/call`.
-pub async fn call(state: &McpState, caller: &Caller, call: Call<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+pub async fn call(
+    state: &McpState,
+    caller: &Caller,
+    call: Call<'_>,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
     if call.name == tools::RESUME {
         return Ok(resume(state, caller, &call.arguments, call.mode, ctx).await.into());
     }
-    let target = Target::find(state, call.name).ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
+    let target = Target::find(state, call.name)
+        .ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
     if let Some(request_state) = call.request_state {
         return Ok(native::retry(state, caller, request_state, &call.arguments, ctx).await);
     }
@@ -158,7 +164,9 @@ pub async fn call(state: &McpState, caller: &Caller, call: Call<'_>, ctx: &Reque
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
             Ok(match call.mode {
                 Mode::Native => return native::hold(state, caller, &execution, ctx).await,
-                Mode::Model if state.allow_model_decisions && !execution.human_only => model_pending_result(state, &execution).into(),
+                Mode::Model if state.allow_model_decisions && !execution.human_only => {
+                    model_pending_result(state, &execution).into()
+                }
                 _ => pending_result(state, &execution).into(),
             })
         }
@@ -188,7 +196,13 @@ fn same_agent(caller: &Caller, execution: &Execution) -> bool {
 
 /// `resume {executionId, action?}`: waits one slice for the decision, then
 /// runs the approved call and returns its result, or says why it will not run.
-async fn resume(state: &McpState, caller: &Caller, arguments: &Value, mode: Mode, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+async fn resume(
+    state: &McpState,
+    caller: &Caller,
+    arguments: &Value,
+    mode: Mode,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
     let args: ResumeArgs = match serde_json::from_value(arguments.clone()) {
         Ok(a) => a,
         Err(e) => return error_result(format!("invalid arguments: {e}"), json!({"error": "invalid_arguments"})),
@@ -200,7 +214,10 @@ async fn resume(state: &McpState, caller: &Caller, arguments: &Value, mode: Mode
     };
     if !same_agent(caller, &execution) {
         tracing::warn!(execution = %id, agent = %caller.credential.agent, "resume refused: another agent's execution");
-        return error_result("this execution belongs to another agent", json!({"error": "execution_forbidden", "executionId": id}));
+        return error_result(
+            "this execution belongs to another agent",
+            json!({"error": "execution_forbidden", "executionId": id}),
+        );
     }
     if let Some(action) = args.action {
         if mode != Mode::Model || !state.allow_model_decisions {
@@ -246,9 +263,10 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> Call
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");
             result
         }
-        Err(RunError::NotApproved(s)) if s == "running" => {
-            error_result("this call is already running in another request", json!({"error": "execution_running", "executionId": id}))
-        }
+        Err(RunError::NotApproved("running")) => error_result(
+            "this call is already running in another request",
+            json!({"error": "execution_running", "executionId": id}),
+        ),
         Err(_) => settled_result(state, caller, id),
     }
 }
@@ -267,7 +285,9 @@ pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolRe
             format!("The call to {} was declined ({by}). Do not retry it unless the user asks.", last.tool),
             json!({"error": "execution_declined", "executionId": id, "decidedBy": by}),
         ),
-        "expired" => gone(id, "execution_expired", format!("nobody decided on {} in time; make the call again", last.tool)),
+        "expired" => {
+            gone(id, "execution_expired", format!("nobody decided on {} in time; make the call again", last.tool))
+        }
         "completed" | "failed" => error_result(
             format!("the call to {} already ran; its result went to the request that ran it", last.tool),
             json!({"error": "execution_settled", "executionId": id, "state": last.state}),

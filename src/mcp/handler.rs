@@ -11,14 +11,14 @@ use gatehouse_core::approvals::ApprovalStore;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::live::{LiveHub, McpSessionInfo};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, Implementation,
-    ListToolsResult, LoggingLevel, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
-use super::tools::{self, Caller};
 use super::native::Mode;
+use super::tools::{self, Caller};
 use super::{McpState, gate};
 
 /// Removes a session from the live registry when its handler goes away
@@ -47,7 +47,7 @@ pub struct GatehouseMcp {
     log_level: Arc<Mutex<LoggingLevel>>,
 }
 
-fn request_parts<'a>(extensions: &'a rmcp::model::Extensions) -> Option<&'a http::request::Parts> {
+fn request_parts(extensions: &rmcp::model::Extensions) -> Option<&http::request::Parts> {
     extensions.get::<http::request::Parts>()
 }
 
@@ -89,18 +89,15 @@ impl ServerHandler for GatehouseMcp {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let Some(parts) = request_parts(&context.extensions) else { return };
-        let (Some(credential), Some(sid)) = (
-            parts.extensions.get::<Credential>(),
-            parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()),
-        ) else {
+        let (Some(credential), Some(sid)) =
+            (parts.extensions.get::<Credential>(), parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()))
+        else {
             return;
         };
         let (client_name, client_version, protocol_version) = match context.peer.peer_info() {
-            Some(info) => (
-                info.client_info.name.clone(),
-                info.client_info.version.clone(),
-                info.protocol_version.to_string(),
-            ),
+            Some(info) => {
+                (info.client_info.name.clone(), info.client_info.version.clone(), info.protocol_version.to_string())
+            }
             None => (String::new(), String::new(), String::new()),
         };
         *self.guard.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_string());
@@ -118,7 +115,11 @@ impl ServerHandler for GatehouseMcp {
         });
     }
 
-    async fn set_level(&self, request: SetLevelRequestParams, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) = request.level;
         Ok(())
     }

@@ -52,13 +52,12 @@ pub fn router(state: McpState, allow: &AllowList, shutdown: CancellationToken) -
     // per command (the inspector CLI) resume from a new session meanwhile.
     let mut sessions = LocalSessionManager::default();
     let idle = sessions.session_config.keep_alive.unwrap_or_default();
-    sessions.session_config.keep_alive = Some(idle.max(state.core.approvals.ttl() + std::time::Duration::from_secs(60)));
+    sessions.session_config.keep_alive =
+        Some(idle.max(state.core.approvals.ttl() + std::time::Duration::from_secs(60)));
     let service = StreamableHttpService::new(
         move || Ok(handler::GatehouseMcp::new(factory_state.clone())),
         sessions.into(),
         config,
     );
-    Router::new()
-        .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(state, auth::authenticate))
+    Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(state, auth::authenticate))
 }

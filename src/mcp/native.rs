@@ -10,19 +10,19 @@
 use std::time::Duration;
 
 use gatehouse_core::approvals::{Decision, Execution, State};
+use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, CustomNotification, ElicitRequestParams, ErrorCode, ErrorData, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputRequiredResult, ProgressNotificationParam, ProtocolVersion, RequestStateCodec,
-    SealOptions, ServerNotification,
+    CallToolResponse, CallToolResult, CustomNotification, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    ErrorCode, ErrorData, InputRequest, InputRequests, InputRequiredResult, ProgressNotificationParam, ProtocolVersion,
+    RequestStateCodec, SealOptions, ServerNotification,
 };
 use rmcp::service::RequestContext;
-use rmcp::RoleServer;
 use serde_json::json;
 
 use super::McpState;
 use super::gate::{self, approval_url};
-use crate::config::NativeUrl;
 use super::tools::{Caller, error_result};
+use crate::config::NativeUrl;
 
 /// How paused calls are announced to a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +127,11 @@ pub fn url_required_error(state: &McpState, execution: &Execution) -> ErrorData 
 }
 
 /// The retry of a call answered with `-32042`: run it once decided, or ask again.
-pub async fn continue_after_url_error(state: &McpState, caller: &Caller, execution: &Execution) -> Result<CallToolResponse, ErrorData> {
+pub async fn continue_after_url_error(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+) -> Result<CallToolResponse, ErrorData> {
     match state.core.approvals.get(&execution.id) {
         Some((_, s)) if s.state == State::Pending => Err(url_required_error(state, execution)),
         _ => Ok(CallToolResponse::Complete(gate::finish_decided(state, caller, &execution.id).await)),
@@ -152,7 +156,12 @@ fn notify_when_decided(state: &McpState, execution: &Execution, ctx: &RequestCon
 
 /// Announces a paused call natively; falls back to the browser answer where
 /// the client declared no elicitation.
-pub async fn hold(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+pub async fn hold(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
     if uses_url_error(state, ctx) {
         notify_when_decided(state, execution, ctx);
         return Err(url_required_error(state, execution));
@@ -160,7 +169,12 @@ pub async fn hold(state: &McpState, caller: &Caller, execution: &Execution, ctx:
     Ok(hold_declared(state, caller, execution, ctx).await)
 }
 
-async fn hold_declared(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
+async fn hold_declared(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResponse {
     let modern = ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
     if modern {
         let ttl = Duration::from_millis((execution.expires_at_ms - state.core.clock.now_ms()).max(1_000) as u64);
@@ -168,7 +182,10 @@ async fn hold_declared(state: &McpState, caller: &Caller, execution: &Execution,
             execution.id.as_bytes(),
             &SealOptions::new().associated_data(&binding(&caller.credential.id, &execution.arguments_digest)).ttl(ttl),
         );
-        return CallToolResponse::InputRequired(InputRequiredResult::new(Some(url_request(state, execution)), Some(sealed)));
+        return CallToolResponse::InputRequired(InputRequiredResult::new(
+            Some(url_request(state, execution)),
+            Some(sealed),
+        ));
     }
     let elicitation = ctx.client_capabilities().and_then(|c| c.elicitation);
     match elicitation {
@@ -180,7 +197,12 @@ async fn hold_declared(state: &McpState, caller: &Caller, execution: &Execution,
 
 /// 2025-11-25 with URL elicitation: show the approval URL in the client, hold
 /// the call (with progress) until the decision, then finish it.
-async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+async fn hold_with_url(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
     let store = &state.core.approvals;
     let id = execution.id.clone();
     let url = match url::Url::parse(&approval_url(state, execution)) {
@@ -188,10 +210,12 @@ async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution,
         Err(_) => return gate::pending_result(state, execution),
     };
     let peer = ctx.peer.clone();
-    let message = format!("Agent {} wants to run {}. Open the link to approve or decline.", execution.agent, execution.tool);
+    let message =
+        format!("Agent {} wants to run {}. Open the link to approve or decline.", execution.agent, execution.tool);
     let ttl = store.ttl();
     let (elicit_id, elicit_url) = (id.clone(), url.clone());
-    let mut elicit = tokio::spawn(async move { peer.elicit_url_with_timeout(message, elicit_url, elicit_id, Some(ttl)).await });
+    let mut elicit =
+        tokio::spawn(async move { peer.elicit_url_with_timeout(message, elicit_url, elicit_id, Some(ttl)).await });
     let progress_token = ctx.meta.get_progress_token();
     let mut elicit_done = false;
     let mut ticks = 0u32;
@@ -232,7 +256,12 @@ async fn hold_with_url(state: &McpState, caller: &Caller, execution: &Execution,
 }
 
 /// A client that declares only form elicitation: ask in the client itself.
-async fn ask_with_form(state: &McpState, caller: &Caller, execution: &Execution, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+async fn ask_with_form(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
     let store = &state.core.approvals;
     let arguments = serde_json::to_string_pretty(&execution.arguments).unwrap_or_default();
     let message = format!(
@@ -261,7 +290,12 @@ async fn ask_with_form(state: &McpState, caller: &Caller, execution: &Execution,
         }
     };
     let decision = match answer {
-        Ok(r) if r.action == ElicitationAction::Accept && r.content.as_ref().and_then(|c| c.get("approve")).and_then(|v| v.as_bool()) == Some(true) => Decision::Accept,
+        Ok(r)
+            if r.action == ElicitationAction::Accept
+                && r.content.as_ref().and_then(|c| c.get("approve")).and_then(|v| v.as_bool()) == Some(true) =>
+        {
+            Decision::Accept
+        }
         Ok(r) if r.action == ElicitationAction::Cancel => Decision::Cancel,
         Ok(_) => Decision::Decline,
         Err(e) => {
@@ -276,7 +310,13 @@ async fn ask_with_form(state: &McpState, caller: &Caller, execution: &Execution,
 
 /// A 2026-07-28 retry carrying the `requestState` of an earlier answer: verify
 /// it, hold the call up to [`RETRY_HOLD`], then run it or answer again.
-pub async fn retry(state: &McpState, caller: &Caller, request_state: &str, arguments: &serde_json::Value, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
+pub async fn retry(
+    state: &McpState,
+    caller: &Caller,
+    request_state: &str,
+    arguments: &serde_json::Value,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResponse {
     let digest = gatehouse_core::approvals::digest(arguments);
     let opened = state.codec.open_with(request_state, &binding(&caller.credential.id, &digest));
     let id = match opened.map(|bytes| String::from_utf8(bytes).unwrap_or_default()) {

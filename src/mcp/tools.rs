@@ -113,7 +113,12 @@ fn schema<T: JsonSchema>() -> Arc<JsonObject> {
 }
 
 fn empty_schema() -> Arc<JsonObject> {
-    Arc::new(json!({ "type": "object", "properties": {}, "additionalProperties": false }).as_object().cloned().unwrap_or_default())
+    Arc::new(
+        json!({ "type": "object", "properties": {}, "additionalProperties": false })
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    )
 }
 
 fn read_only() -> ToolAnnotations {

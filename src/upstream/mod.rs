@@ -101,7 +101,15 @@ impl Upstreams {
             let health = if config.enabled { Health::Down } else { Health::Disabled };
             upstreams.slots.write().unwrap_or_else(|p| p.into_inner()).insert(
                 config.name.clone(),
-                Slot { config: config.clone(), health, last_error: None, tools: Vec::new(), peer: None, restarts: 0, pid: None },
+                Slot {
+                    config: config.clone(),
+                    health,
+                    last_error: None,
+                    tools: Vec::new(),
+                    peer: None,
+                    restarts: 0,
+                    pid: None,
+                },
             );
             if config.enabled {
                 tokio::spawn(upstreams.clone().supervise(config.clone(), shutdown.clone()));
@@ -229,7 +237,8 @@ impl Upstreams {
     /// Calls `tool` at its upstream. A call in flight when the upstream dies
     /// gets an error result.
     pub async fn call(&self, tool: &UpstreamTool, arguments: &serde_json::Value) -> CallToolResult {
-        let peer = self.slots.read().unwrap_or_else(|p| p.into_inner()).get(&tool.upstream).and_then(|s| s.peer.clone());
+        let peer =
+            self.slots.read().unwrap_or_else(|p| p.into_inner()).get(&tool.upstream).and_then(|s| s.peer.clone());
         let failed = |message: String| {
             self.calls_failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %tool.upstream, tool = %tool.name, %message, "upstream call failed");

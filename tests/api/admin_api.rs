@@ -56,7 +56,14 @@ async fn orchestrator_lifecycle_issue_touch_revoke() {
     assert_eq!(app.mcp(second_token).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 401);
 
     // Revoke by id; a second revoke is a 404 with a JSON body.
-    let third: Value = api(reqwest::Method::POST, "/api/credentials").json(&json!({"agent": "x"})).send().await.unwrap().json().await.unwrap();
+    let third: Value = api(reqwest::Method::POST, "/api/credentials")
+        .json(&json!({"agent": "x"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let id = third["id"].as_str().unwrap();
     assert_eq!(api(reqwest::Method::DELETE, &format!("/api/credentials/{id}")).send().await.unwrap().status(), 200);
     let again = api(reqwest::Method::DELETE, &format!("/api/credentials/{id}")).send().await.unwrap();
@@ -102,7 +109,15 @@ async fn bad_bodies_get_json_errors() {
     let admin = api_token(&app);
     let url = format!("{}/api/credentials", app.address);
     for body in [r#"{"agent": 5}"#, "not json", r#"{"agent":"a","surprise":1}"#, r#"{"agent":"  "}"#] {
-        let r = app.client.post(&url).bearer_auth(&admin).header("content-type", "application/json").body(body).send().await.unwrap();
+        let r = app
+            .client
+            .post(&url)
+            .bearer_auth(&admin)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 400, "{body}");
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["error"], "bad_request");

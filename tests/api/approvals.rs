@@ -31,10 +31,18 @@ fn owned_token(app: &TestApp, agent: &str) -> String {
 
 async fn tool_call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
     let (status, _, messages) = app
-        .call(token, sid, json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": name, "arguments": args}}))
+        .call(
+            token,
+            sid,
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": name, "arguments": args}}),
+        )
         .await;
     assert_eq!(status, 200);
-    messages.iter().find(|m| m.get("id").is_some()).cloned().unwrap_or_else(|| panic!("no reply to {name}: {messages:?}"))
+    messages
+        .iter()
+        .find(|m| m.get("id").is_some())
+        .cloned()
+        .unwrap_or_else(|| panic!("no reply to {name}: {messages:?}"))
 }
 
 async fn decide(app: &TestApp, cookie: &str, eid: &str, action: &str) -> reqwest::Response {
@@ -68,12 +76,24 @@ async fn a_gated_call_pauses_and_runs_once_approved() {
     assert!(result["content"][0]["text"].as_str().unwrap().contains(&eid));
     assert!(app.core.policy.rules().unwrap().is_empty(), "nothing ran yet");
 
-    let detail: Value = app.client.get(format!("{}/api/mcp-sessions/{sid}/executions/{eid}", app.address)).header("cookie", &ada).send().await.unwrap().json().await.unwrap();
+    let detail: Value = app
+        .client
+        .get(format!("{}/api/mcp-sessions/{sid}/executions/{eid}", app.address))
+        .header("cookie", &ada)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(detail["state"], "pending");
     assert_eq!(detail["tool"], SET_RULE);
     assert_eq!(detail["agent"], "claude");
     assert_eq!(detail["arguments"]["pattern"], "files__*");
-    assert_eq!(detail["argumentsDigest"], gatehouse_core::approvals::digest(&json!({"action": "allow", "pattern": "files__*"})));
+    assert_eq!(
+        detail["argumentsDigest"],
+        gatehouse_core::approvals::digest(&json!({"action": "allow", "pattern": "files__*"}))
+    );
 
     // resume waits; the decision arrives while it waits.
     let resume = {
@@ -111,7 +131,8 @@ async fn a_gated_call_pauses_and_runs_once_approved() {
     assert_eq!(conflict.json::<Value>().await.unwrap()["error"], "conflict");
     assert_eq!(app.core.approvals.len(), 0, "settled entries leave the store");
 
-    let audit: Vec<String> = app.core.approvals.audit().recent(10, None).unwrap().into_iter().rev().map(|e| e.state).collect();
+    let audit: Vec<String> =
+        app.core.approvals.audit().recent(10, None).unwrap().into_iter().rev().map(|e| e.state).collect();
     assert_eq!(audit, ["pending", "approved", "running", "completed"]);
 }
 
@@ -148,9 +169,26 @@ async fn the_api_answers_401_403_404_and_400() {
     assert_eq!(forbidden.status(), 403);
     assert_eq!(forbidden.json::<Value>().await.unwrap()["error"], "forbidden");
     assert_eq!(decide(&app, &bob, &eid, "accept").await.status(), 403);
-    assert_eq!(app.client.get(format!("{}/api/executions/exec_nope", app.address)).header("cookie", &ada).send().await.unwrap().status(), 404);
+    assert_eq!(
+        app.client
+            .get(format!("{}/api/executions/exec_nope", app.address))
+            .header("cookie", &ada)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
     assert_eq!(decide(&app, &ada, "exec_nope", "accept").await.status(), 404);
-    let bad = app.client.post(format!("{url}/resume")).header("origin", &app.address).header("cookie", &ada).json(&json!({"action": "maybe"})).send().await.unwrap();
+    let bad = app
+        .client
+        .post(format!("{url}/resume"))
+        .header("origin", &app.address)
+        .header("cookie", &ada)
+        .json(&json!({"action": "maybe"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
     assert_eq!(bad.json::<Value>().await.unwrap()["error"], "bad_request");
     assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending", "bob's attempt changed nothing");
@@ -203,7 +241,13 @@ async fn ending_the_session_cancels_its_pending_calls_and_nothing_leaks() {
     let paused = tool_call(&app, &token, &sid, SET_RULE, json!({"pattern": "q", "action": "allow"})).await;
     let eid = paused["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
     assert_eq!(app.core.approvals.len(), 1);
-    app.client.delete(format!("{}/mcp", app.address)).bearer_auth(&token).header("mcp-session-id", &sid).send().await.unwrap();
+    app.client
+        .delete(format!("{}/mcp", app.address))
+        .bearer_auth(&token)
+        .header("mcp-session-id", &sid)
+        .send()
+        .await
+        .unwrap();
     app.wait_for_sessions(|n| n == 0).await;
     assert_eq!(app.core.approvals.len(), 0);
     assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "cancelled");
@@ -223,7 +267,8 @@ async fn read_only_tools_run_at_once_and_block_rules_hide_tools() {
 
     app.core.policy.set("gatehouse_audit_*", gatehouse_core::policy::Action::Block, false).unwrap();
     let (_, _, messages) = app.call(&token, &sid, json!({"jsonrpc":"2.0","id":3,"method":"tools/list"})).await;
-    let names: Vec<&str> = messages[0]["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        messages[0]["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(!names.contains(&"gatehouse_audit_recent"), "{names:?}");
     assert!(names.contains(&"gatehouse_policy_set") && names.contains(&"resume"));
     let blocked = tool_call(&app, &token, &sid, "gatehouse_audit_recent", json!({})).await;
@@ -244,7 +289,13 @@ async fn execution_events_stream_the_state_live() {
     let sid = app.open_session(&token).await;
     let paused = tool_call(&app, &token, &sid, SET_RULE, json!({"pattern": "e", "action": "allow"})).await;
     let eid = paused["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
-    let mut stream = app.client.get(format!("{}/api/executions/{eid}/events", app.address)).header("cookie", &ada).send().await.unwrap();
+    let mut stream = app
+        .client
+        .get(format!("{}/api/executions/{eid}/events", app.address))
+        .header("cookie", &ada)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(stream.status(), 200);
     let mut seen = String::new();
     while !seen.contains("pending") {

@@ -25,9 +25,23 @@ async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
     app.add_user("ada", true).await;
     let url = format!("{}/api/auth/sign-in", app.address);
     let origin = app.address.clone();
-    let bad = app.client.post(&url).header("origin", &origin).json(&json!({"username":"ada","password":"nope nope"})).send().await.unwrap();
+    let bad = app
+        .client
+        .post(&url)
+        .header("origin", &origin)
+        .json(&json!({"username":"ada","password":"nope nope"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 401);
-    let r = app.client.post(&url).header("origin", &origin).json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
+    let r = app
+        .client
+        .post(&url)
+        .header("origin", &origin)
+        .json(&json!({"username":"ada","password":"correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(cookie.starts_with("gatehouse_session="), "{cookie}");
@@ -39,7 +53,14 @@ async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
     let html = home.text().await.unwrap();
     assert!(html.contains("Connected MCP sessions"), "home renders on the server");
 
-    let out = app.client.post(format!("{}/api/auth/sign-out", app.address)).header("origin", &origin).header("cookie", &session).send().await.unwrap();
+    let out = app
+        .client
+        .post(format!("{}/api/auth/sign-out", app.address))
+        .header("origin", &origin)
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(out.status(), 200);
     let home = app.client.get(format!("{}/", app.address)).header("cookie", &session).send().await.unwrap();
     assert_eq!(home.status(), 303, "the ended session no longer signs in");
@@ -50,15 +71,33 @@ async fn form_sign_in_redirects_to_next_and_refuses_open_redirects() {
     let app = spawn_app().await;
     app.add_user("ada", false).await;
     let url = format!("{}/api/auth/sign-in", app.address);
-    let r = app.client.post(&url).header("origin", &app.address)
-        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "/?x=1")]).send().await.unwrap();
+    let r = app
+        .client
+        .post(&url)
+        .header("origin", &app.address)
+        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "/?x=1")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/?x=1");
-    let r = app.client.post(&url).header("origin", &app.address)
-        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "//evil.example/")]).send().await.unwrap();
+    let r = app
+        .client
+        .post(&url)
+        .header("origin", &app.address)
+        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "//evil.example/")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["location"], "/");
-    let r = app.client.post(&url).header("origin", &app.address)
-        .form(&[("username", "ada"), ("password", "wrong password"), ("next", "/")]).send().await.unwrap();
+    let r = app
+        .client
+        .post(&url)
+        .header("origin", &app.address)
+        .form(&[("username", "ada"), ("password", "wrong password"), ("next", "/")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 303);
     assert!(r.headers()["location"].to_str().unwrap().starts_with("/sign-in?error=1"));
 }
@@ -76,7 +115,13 @@ async fn state_changing_requests_from_another_origin_are_refused() {
     let r = app.client.post(&url).header("origin", "http://127.0.0.1:1").json(&body).send().await.unwrap();
     assert_eq!(r.status(), 403);
     // A cookie-borne POST without any Origin is refused too.
-    let r = app.client.post(format!("{}/api/auth/sign-out", app.address)).header("cookie", "gatehouse_session=x").send().await.unwrap();
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-out", app.address))
+        .header("cookie", "gatehouse_session=x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
 }
 
@@ -85,12 +130,24 @@ async fn setup_link_creates_the_admin_once() {
     let app = spawn_app().await;
     let token = app.core.users.new_setup_token().unwrap().unwrap();
     let url = format!("{}/api/auth/setup", app.address);
-    let r = app.client.post(&url).header("origin", &app.address)
-        .json(&json!({"token": token, "username": "root", "password": "long enough pw"})).send().await.unwrap();
+    let r = app
+        .client
+        .post(&url)
+        .header("origin", &app.address)
+        .json(&json!({"token": token, "username": "root", "password": "long enough pw"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
     assert!(r.headers()["set-cookie"].to_str().unwrap().contains("HttpOnly"));
-    let r = app.client.post(&url).header("origin", &app.address)
-        .json(&json!({"token": token, "username": "root2", "password": "long enough pw"})).send().await.unwrap();
+    let r = app
+        .client
+        .post(&url)
+        .header("origin", &app.address)
+        .json(&json!({"token": token, "username": "root2", "password": "long enough pw"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert_eq!(app.core.users.count().unwrap(), 1);
 }
@@ -99,9 +156,14 @@ async fn setup_link_creates_the_admin_once() {
 async fn https_public_url_uses_host_prefixed_secure_cookies() {
     let app = spawn_app_with(|c| c.public_url = Some("https://gate.example.com".parse().unwrap())).await;
     app.add_user("ada", true).await;
-    let r = app.client.post(format!("{}/api/auth/sign-in", app.address))
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
         .header("origin", "https://gate.example.com")
-        .json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
+        .json(&json!({"username":"ada","password":"correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let cookie = r.headers()["set-cookie"].to_str().unwrap();
     assert!(cookie.starts_with("__Host-gatehouse_session=") && cookie.contains("Secure"), "{cookie}");
@@ -113,10 +175,17 @@ async fn live_events_need_a_session_and_stream_changes() {
     let r = app.client.get(format!("{}/api/live/events", app.address)).send().await.unwrap();
     assert_eq!(r.status(), 401);
     app.add_user("ada", true).await;
-    let r = app.client.post(format!("{}/api/auth/sign-in", app.address)).header("origin", &app.address)
-        .json(&json!({"username":"ada","password":"correct horse battery"})).send().await.unwrap();
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username":"ada","password":"correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
     let session = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-    let mut stream = app.client.get(format!("{}/api/live/events", app.address)).header("cookie", session).send().await.unwrap();
+    let mut stream =
+        app.client.get(format!("{}/api/live/events", app.address)).header("cookie", session).send().await.unwrap();
     assert_eq!(stream.status(), 200);
     let first = stream.chunk().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("hello"));
@@ -124,7 +193,8 @@ async fn live_events_need_a_session_and_stream_changes() {
     let _sid = app.open_session(&token).await;
     let mut seen = String::new();
     while !seen.contains("sessions_changed") {
-        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), stream.chunk()).await.unwrap().unwrap().unwrap();
+        let chunk =
+            tokio::time::timeout(std::time::Duration::from_secs(5), stream.chunk()).await.unwrap().unwrap().unwrap();
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
 }

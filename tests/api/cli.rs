@@ -9,12 +9,7 @@ use serde_json::Value;
 use crate::helpers::*;
 
 fn gatehouse(app: &TestApp, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .arg("--data-dir")
-        .arg(app.dir.path())
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_gatehouse")).arg("--data-dir").arg(app.dir.path()).args(args).output().unwrap()
 }
 
 #[tokio::test]
@@ -32,7 +27,10 @@ async fn token_issue_list_revoke_work_while_the_server_runs() {
     let list: Vec<Value> = serde_json::from_slice(&gatehouse(&app, &["token", "list", "--json"]).stdout).unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["status"], "active");
-    assert!(!String::from_utf8_lossy(&gatehouse(&app, &["token", "list", "--json"]).stdout).contains(&token), "tokens are never listed");
+    assert!(
+        !String::from_utf8_lossy(&gatehouse(&app, &["token", "list", "--json"]).stdout).contains(&token),
+        "tokens are never listed"
+    );
 
     let out = gatehouse(&app, &["token", "revoke", "--thread", "T"]);
     assert!(out.status.success());
@@ -105,7 +103,13 @@ fn the_binary_prints_a_setup_link_and_logs_rejections_without_tokens() {
     let client = reqwest::blocking::Client::new();
     let url = format!("http://{address}/mcp");
     client.post(&url).header("accept", ACCEPT_BOTH).json(&initialize_request("2025-11-25")).send().unwrap();
-    client.post(&url).bearer_auth(secret).header("accept", ACCEPT_BOTH).json(&initialize_request("2025-11-25")).send().unwrap();
+    client
+        .post(&url)
+        .bearer_auth(secret)
+        .header("accept", ACCEPT_BOTH)
+        .json(&initialize_request("2025-11-25"))
+        .send()
+        .unwrap();
 
     child.kill().unwrap();
     let output = child.wait_with_output().unwrap();

@@ -150,10 +150,8 @@ pub fn initialize_request(version: &str) -> Value {
 
 /// JSON-RPC messages of a response, whether JSON or SSE.
 pub async fn jsonrpc_messages(response: reqwest::Response) -> Vec<Value> {
-    let sse = response
-        .headers()
-        .get("content-type")
-        .is_some_and(|v| v.to_str().unwrap().starts_with("text/event-stream"));
+    let sse =
+        response.headers().get("content-type").is_some_and(|v| v.to_str().unwrap().starts_with("text/event-stream"));
     let text = response.text().await.unwrap();
     if sse {
         text.lines()

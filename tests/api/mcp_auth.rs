@@ -52,7 +52,13 @@ async fn revoked_credentials_stop_working_mid_session() {
     let token = app.issue("a", Some("t"));
     let sid = app.open_session(&token).await;
     app.core.credentials.revoke_thread("t").unwrap();
-    let response = app.mcp(&token).header("mcp-session-id", &sid).json(&json!({"jsonrpc":"2.0","id":2,"method":"ping"})).send().await.unwrap();
+    let response = app
+        .mcp(&token)
+        .header("mcp-session-id", &sid)
+        .json(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
+        .send()
+        .await
+        .unwrap();
     assert_rejected(response, "unknown_or_expired_token").await;
 }
 
@@ -67,7 +73,13 @@ async fn credentials_lapse_without_signs_of_life_and_traffic_keeps_them_alive() 
         assert_eq!(status, 200, "traffic within the window keeps it alive");
     }
     app.clock.advance(Duration::from_secs(3600));
-    let response = app.mcp(&token).header("mcp-session-id", &sid).json(&json!({"jsonrpc":"2.0","id":3,"method":"ping"})).send().await.unwrap();
+    let response = app
+        .mcp(&token)
+        .header("mcp-session-id", &sid)
+        .json(&json!({"jsonrpc":"2.0","id":3,"method":"ping"}))
+        .send()
+        .await
+        .unwrap();
     assert_rejected(response, "unknown_or_expired_token").await;
 }
 

@@ -19,7 +19,11 @@ async fn initialize_issues_a_session_and_tools_are_listed_and_called() {
     assert!(status_tool["description"].as_str().unwrap().len() > 20);
 
     let (_, _, messages) = app
-        .call(&token, &sid, json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"gatehouse_status","arguments":{}}}))
+        .call(
+            &token,
+            &sid,
+            json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"gatehouse_status","arguments":{}}}),
+        )
         .await;
     let result = &messages[0]["result"];
     assert_eq!(result["isError"], false);
@@ -59,7 +63,8 @@ async fn missing_session_id_is_400_and_unknown_is_404() {
         .await
         .unwrap();
     assert_eq!(response.status(), 400);
-    let (status, _, _) = app.call(&token, "no-such-session", json!({"jsonrpc":"2.0","id":2,"method":"tools/list"})).await;
+    let (status, _, _) =
+        app.call(&token, "no-such-session", json!({"jsonrpc":"2.0","id":2,"method":"tools/list"})).await;
     assert_eq!(status, 404);
 }
 
@@ -103,12 +108,25 @@ async fn unsupported_protocol_version_header_is_400() {
 async fn foreign_origin_and_host_are_403() {
     let app = spawn_app().await;
     let token = app.issue("a", None);
-    let response = app.mcp(&token).header("origin", "https://evil.example").json(&initialize_request("2025-11-25")).send().await.unwrap();
+    let response = app
+        .mcp(&token)
+        .header("origin", "https://evil.example")
+        .json(&initialize_request("2025-11-25"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 403);
-    let response = app.mcp(&token).header("host", "evil.example").json(&initialize_request("2025-11-25")).send().await.unwrap();
+    let response =
+        app.mcp(&token).header("host", "evil.example").json(&initialize_request("2025-11-25")).send().await.unwrap();
     assert_eq!(response.status(), 403);
     // A loopback origin (a local inspector) is fine.
-    let response = app.mcp(&token).header("origin", "http://localhost:6274").json(&initialize_request("2025-11-25")).send().await.unwrap();
+    let response = app
+        .mcp(&token)
+        .header("origin", "http://localhost:6274")
+        .json(&initialize_request("2025-11-25"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
 }
 
@@ -168,7 +186,11 @@ async fn unknown_tools_get_a_jsonrpc_error() {
     let token = app.issue("a", None);
     let sid = app.open_session(&token).await;
     let (_, _, messages) = app
-        .call(&token, &sid, json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope","arguments":{}}}))
+        .call(
+            &token,
+            &sid,
+            json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope","arguments":{}}}),
+        )
         .await;
     assert_eq!(messages[0]["error"]["code"], -32602);
 }

@@ -128,7 +128,8 @@ async fn model_mode_needs_the_config_switch_and_respects_human_only() {
     let app = spawn_app_with(|c| c.allow_model_decisions = true).await;
     app.add_user("ada", true).await;
     let token = owned(&app, "self-decider");
-    let paused = modern(&app, &token, "model", "gatehouse_policy_set", json!({"pattern": "m", "action": "allow"}), None).await;
+    let paused =
+        modern(&app, &token, "model", "gatehouse_policy_set", json!({"pattern": "m", "action": "allow"}), None).await;
     let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
     let done = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
     assert_eq!(done["structuredContent"]["pattern"], "m", "{done}");
@@ -146,7 +147,8 @@ async fn model_mode_needs_the_config_switch_and_respects_human_only() {
 #[tokio::test]
 async fn model_decisions_are_refused_unless_configured() {
     let (app, token) = setup().await;
-    let paused = modern(&app, &token, "model", "gatehouse_policy_set", json!({"pattern": "x", "action": "allow"}), None).await;
+    let paused =
+        modern(&app, &token, "model", "gatehouse_policy_set", json!({"pattern": "x", "action": "allow"}), None).await;
     let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
     let refused = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
     assert_eq!(refused["structuredContent"]["error"], "model_decision_not_allowed", "{refused}");

@@ -59,7 +59,11 @@ async fn wait_for_tool(app: &TestApp, token: &str, sid: &str, name: &str) {
 
 async fn call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
     let (_, _, messages) = app
-        .call(token, sid, json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name": name, "arguments": args}}))
+        .call(
+            token,
+            sid,
+            json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name": name, "arguments": args}}),
+        )
         .await;
     messages.into_iter().find(|m| m["id"] == 9).expect("a reply")["result"].clone()
 }
@@ -72,7 +76,9 @@ async fn upstream_tools_are_listed_under_their_prefix_and_read_tools_run_at_once
     assert!(names.contains(&"files__read_text_file") || names.contains(&"files__read_file"), "{names:?}");
     assert!(names.contains(&"gatehouse_status"));
     std::fs::write(root.path().join("hello.txt"), "hi there").unwrap();
-    let read = call(&app, &token, &sid, "files__list_directory", json!({"path": std::fs::canonicalize(root.path()).unwrap()})).await;
+    let read =
+        call(&app, &token, &sid, "files__list_directory", json!({"path": std::fs::canonicalize(root.path()).unwrap()}))
+            .await;
     assert_ne!(read["isError"], true, "{read}");
     assert!(read.to_string().contains("hello.txt"), "{read}");
 }
@@ -83,14 +89,19 @@ async fn a_gated_write_writes_once_approved_and_not_when_declined() {
     let dir = std::fs::canonicalize(root.path()).unwrap();
     for (decision, file) in [("accept", "approved.txt"), ("decline", "declined.txt")] {
         let path = dir.join(file);
-        let paused = call(&app, &token, &sid, "files__write_file", json!({"path": path, "content": "from the agent"})).await;
+        let paused =
+            call(&app, &token, &sid, "files__write_file", json!({"path": path, "content": "from the agent"})).await;
         let s = &paused["structuredContent"];
         assert_eq!(s["status"], "user_approval_required", "{paused}");
         let eid = s["executionId"].as_str().unwrap().to_string();
         let view = app.core.approvals.get(&eid).unwrap().0;
         assert_eq!(view.upstream.as_deref(), Some("files"));
         let actor = "user:ada";
-        let d = if decision == "accept" { gatehouse_core::approvals::Decision::Accept } else { gatehouse_core::approvals::Decision::Decline };
+        let d = if decision == "accept" {
+            gatehouse_core::approvals::Decision::Accept
+        } else {
+            gatehouse_core::approvals::Decision::Decline
+        };
         app.core.approvals.decide(&eid, d, actor).unwrap();
         let resumed = call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
         if decision == "accept" {
