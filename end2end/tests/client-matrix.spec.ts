@@ -73,7 +73,9 @@ test.describe("TypeScript SDK declaring form and url: URL elicitation, the call 
       const result = await client.callTool(setRule(`url_${action}`), undefined, { timeout: 30_000 });
       expect(urls).toHaveLength(1);
       expect(urls[0]).toContain(`${gh.url}/resume/exec_`);
-      expect(notifications).toContain("notifications/elicitation/complete");
+      // The completion notification may travel on the session's standalone
+      // stream, so it can land just after the call's own response.
+      await expect.poll(() => notifications).toContain("notifications/elicitation/complete");
       if (action === "accept") {
         expect(result.isError).toBe(false);
         expect((result.structuredContent as any).pattern).toBe("url_accept");
