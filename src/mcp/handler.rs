@@ -11,8 +11,10 @@ use gatehouse_core::approvals::ApprovalStore;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::live::{LiveHub, McpSessionInfo};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -75,7 +77,13 @@ impl GatehouseMcp {
 
 impl ServerHandler for GatehouseMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
+        let mut capabilities = ServerCapabilities::builder().enable_tools().enable_logging().build();
+        if self.state.upstreams.any() {
+            // Prompts and resources come only from upstreams.
+            capabilities.prompts = Some(Default::default());
+            capabilities.resources = Some(Default::default());
+        }
+        ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("gatehouse", env!("CARGO_PKG_VERSION"))
                     .with_title("Gatehouse")
@@ -122,6 +130,46 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<(), ErrorData> {
         *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) = request.level;
         Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(self.state.upstreams.prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Ok(self.state.upstreams.get_prompt(&request.name, request.arguments).await?.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(self.state.upstreams.resources()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(self.state.upstreams.resource_templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(self.state.upstreams.read_resource(&request.uri).await?.into())
     }
 
     async fn list_tools(

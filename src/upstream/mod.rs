@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ErrorData, GetPromptRequestParams, GetPromptResult, Prompt,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, Tool,
+};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -49,6 +52,9 @@ struct Slot {
     health: Health,
     last_error: Option<String>,
     tools: Vec<Tool>,
+    prompts: Vec<Prompt>,
+    resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
     peer: Option<Peer<RoleClient>>,
     restarts: u64,
     pid: Option<u32>,
@@ -106,6 +112,9 @@ impl Upstreams {
                     health,
                     last_error: None,
                     tools: Vec::new(),
+                    prompts: Vec::new(),
+                    resources: Vec::new(),
+                    templates: Vec::new(),
                     peer: None,
                     restarts: 0,
                     pid: None,
@@ -165,10 +174,14 @@ impl Upstreams {
                                     t
                                 })
                                 .collect();
-                            tracing::info!(upstream = %config.name, tools = exposed.len(), "upstream up");
+                            let (prompts, resources, templates) = list_extras(&peer, &prefix).await;
+                            tracing::info!(upstream = %config.name, tools = exposed.len(), prompts = prompts.len(), resources = resources.len(), "upstream up");
                             self.update(&config.name, |s| {
                                 s.health = Health::Up;
                                 s.tools = exposed;
+                                s.prompts = prompts;
+                                s.resources = resources;
+                                s.templates = templates;
                                 s.peer = Some(peer);
                                 s.last_error = None;
                             });
@@ -196,6 +209,9 @@ impl Upstreams {
             self.update(&config.name, |s| {
                 s.health = Health::Down;
                 s.tools.clear();
+                s.prompts.clear();
+                s.resources.clear();
+                s.templates.clear();
                 s.peer = None;
                 s.pid = None;
                 s.restarts += 1;
@@ -258,6 +274,75 @@ impl Upstreams {
         }
     }
 
+    /// Whether any upstream is configured (then prompts and resources are offered).
+    pub fn any(&self) -> bool {
+        !self.slots.read().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
+    /// Every upstream prompt, under its upstream's prefix.
+    pub fn prompts(&self) -> Vec<Prompt> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<Prompt> = slots.values().flat_map(|s| s.prompts.iter().cloned()).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Every upstream resource (URIs as the upstream gives them).
+    pub fn resources(&self) -> Vec<Resource> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        slots.values().flat_map(|s| s.resources.iter().cloned()).collect()
+    }
+
+    /// Every upstream resource template.
+    pub fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        slots.values().flat_map(|s| s.templates.iter().cloned()).collect()
+    }
+
+    /// `prompts/get` for an exposed prompt name.
+    pub async fn get_prompt(
+        &self,
+        exposed: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let target = {
+            let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+            slots.values().find_map(|s| {
+                let prefix = s.config.prefix();
+                s.prompts
+                    .iter()
+                    .any(|p| p.name == exposed)
+                    .then(|| (s.peer.clone(), exposed.strip_prefix(prefix.as_str()).unwrap_or(exposed).to_string()))
+            })
+        };
+        let Some((Some(peer), name)) = target else {
+            return Err(ErrorData::invalid_params(format!("Unknown prompt: {exposed}"), None));
+        };
+        let mut params = GetPromptRequestParams::new(name);
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        peer.get_prompt(params)
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("upstream prompt failed: {e}"), None))
+    }
+
+    /// `resources/read`: the upstream that listed `uri`, else the first that can read it.
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+        let peers: Vec<Peer<RoleClient>> = {
+            let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+            let mut ordered: Vec<&Slot> = slots.values().filter(|s| s.peer.is_some()).collect();
+            ordered.sort_by_key(|s| !s.resources.iter().any(|r| r.uri == uri));
+            ordered.into_iter().filter_map(|s| s.peer.clone()).collect()
+        };
+        for peer in peers {
+            if let Ok(result) = peer.read_resource(ReadResourceRequestParams::new(uri)).await {
+                return Ok(result);
+            }
+        }
+        Err(ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))
+    }
+
     /// Health of every upstream, by name.
     pub fn status(&self) -> Vec<Status> {
         let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
@@ -280,6 +365,34 @@ impl Upstreams {
     pub fn calls_failed(&self) -> u64 {
         self.calls_failed.load(Ordering::Relaxed)
     }
+}
+
+/// The upstream's prompts (renamed under `prefix`), resources and templates,
+/// for whichever of them it declares.
+async fn list_extras(peer: &Peer<RoleClient>, prefix: &str) -> (Vec<Prompt>, Vec<Resource>, Vec<ResourceTemplate>) {
+    let caps = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
+    let prompts = if caps.prompts.is_some() {
+        peer.list_all_prompts()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut p| {
+                p.name = format!("{prefix}{}", p.name);
+                p
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (resources, templates) = if caps.resources.is_some() {
+        (
+            peer.list_all_resources().await.unwrap_or_default(),
+            peer.list_all_resource_templates().await.unwrap_or_default(),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    (prompts, resources, templates)
 }
 
 /// Starts the client for one upstream.

@@ -199,3 +199,41 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
     assert_ne!(next["isError"], true, "{next}");
     assert!(next.to_string().contains("slept"), "{next}");
 }
+
+#[tokio::test]
+async fn upstream_prompts_and_resources_are_listed_and_served() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let slow = UpstreamConfig {
+        name: "slow".into(),
+        command: Some(root.join("tools/.venv/bin/python").display().to_string()),
+        args: vec![root.join("end2end/fixtures/slow_server.py").display().to_string()],
+        env: Default::default(),
+        cwd: None,
+        url: None,
+        headers: Default::default(),
+        prefix: None,
+        enabled: true,
+    };
+    let app = spawn_app_with(move |c| c.upstreams = vec![slow]).await;
+    let token = app.issue("agent", None);
+    let sid = app.open_session(&token).await;
+    wait_for_tool(&app, &token, &sid, "slow__sleep").await;
+
+    let rpc = |id: u64, method: &str, params: Value| json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+    let (_, _, m) = app.call(&token, &sid, rpc(3, "prompts/list", json!({}))).await;
+    let prompts = m[0]["result"]["prompts"].as_array().unwrap().clone();
+    assert!(prompts.iter().any(|p| p["name"] == "slow__greet"), "{m:?}");
+    let (_, _, m) = app
+        .call(&token, &sid, rpc(4, "prompts/get", json!({"name": "slow__greet", "arguments": {"name": "Ada"}})))
+        .await;
+    assert!(m[0]["result"].to_string().contains("Please greet Ada warmly."), "{m:?}");
+    let (_, _, m) = app.call(&token, &sid, rpc(5, "prompts/get", json!({"name": "slow__nope"}))).await;
+    assert_eq!(m[0]["error"]["code"], -32602, "{m:?}");
+
+    let (_, _, m) = app.call(&token, &sid, rpc(6, "resources/list", json!({}))).await;
+    assert!(m[0]["result"]["resources"].as_array().unwrap().iter().any(|r| r["uri"] == "slow://motto"), "{m:?}");
+    let (_, _, m) = app.call(&token, &sid, rpc(7, "resources/read", json!({"uri": "slow://motto"}))).await;
+    assert_eq!(m[0]["result"]["contents"][0]["text"], "slow and steady", "{m:?}");
+    let (_, _, m) = app.call(&token, &sid, rpc(8, "resources/read", json!({"uri": "slow://missing"}))).await;
+    assert!(m[0]["error"].is_object(), "{m:?}");
+}
