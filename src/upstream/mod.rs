@@ -247,7 +247,17 @@ impl Upstreams {
 
     /// The upstream tool exposed as `exposed`, if any.
     pub fn find(&self, exposed: &str) -> Option<UpstreamTool> {
-        self.tools().into_iter().find(|t| t.tool.name == exposed)
+        // On every call: look the one tool up instead of copying and sorting them all.
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        slots.iter().find_map(|(name, slot)| {
+            let tool = slot.tools.iter().find(|t| t.name == exposed)?;
+            let prefix = slot.config.prefix();
+            Some(UpstreamTool {
+                upstream: name.clone(),
+                name: exposed.strip_prefix(prefix.as_str()).unwrap_or(exposed).to_string(),
+                tool: tool.clone(),
+            })
+        })
     }
 
     /// Calls `tool` at its upstream. A call in flight when the upstream dies

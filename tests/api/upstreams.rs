@@ -140,14 +140,10 @@ async fn a_killed_upstream_comes_back_and_the_next_call_works() {
     assert!(after.to_string().contains("still-here.txt"), "{after}");
 }
 
-fn app_status(app: &TestApp) -> gatehouse::upstream::Status {
-    app.upstreams.status().into_iter().find(|s| s.name == "files").unwrap()
-}
-
-#[tokio::test]
-async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
+/// The Python-SDK fixture (`end2end/fixtures/slow_server.py`) as a stdio upstream.
+fn slow_upstream() -> UpstreamConfig {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let slow = UpstreamConfig {
+    UpstreamConfig {
         name: "slow".into(),
         command: Some(root.join("tools/.venv/bin/python").display().to_string()),
         args: vec![root.join("end2end/fixtures/slow_server.py").display().to_string()],
@@ -157,7 +153,16 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
         headers: Default::default(),
         prefix: None,
         enabled: true,
-    };
+    }
+}
+
+fn app_status(app: &TestApp) -> gatehouse::upstream::Status {
+    app.upstreams.status().into_iter().find(|s| s.name == "files").unwrap()
+}
+
+#[tokio::test]
+async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
+    let slow = slow_upstream();
     let app = spawn_app_with(move |c| {
         c.upstreams = vec![slow];
         c.policy = vec![gatehouse_core::policy::Rule {
@@ -202,18 +207,7 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
 
 #[tokio::test]
 async fn upstream_prompts_and_resources_are_listed_and_served() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let slow = UpstreamConfig {
-        name: "slow".into(),
-        command: Some(root.join("tools/.venv/bin/python").display().to_string()),
-        args: vec![root.join("end2end/fixtures/slow_server.py").display().to_string()],
-        env: Default::default(),
-        cwd: None,
-        url: None,
-        headers: Default::default(),
-        prefix: None,
-        enabled: true,
-    };
+    let slow = slow_upstream();
     let app = spawn_app_with(move |c| c.upstreams = vec![slow]).await;
     let token = app.issue("agent", None);
     let sid = app.open_session(&token).await;
