@@ -72,6 +72,8 @@ pub struct FileConfig {
     pub native_url: Option<NativeUrl>,
     /// `[[upstream]]` MCP servers to front.
     pub upstream: Option<Vec<UpstreamConfig>>,
+    /// `list_page_size = 100`: items per page of tools/prompts/resources lists.
+    pub list_page_size: Option<usize>,
 }
 
 /// One `[[upstream]]` table: a stdio child process (`command`) or a
@@ -197,6 +199,8 @@ pub struct Config {
     pub native_url: NativeUrl,
     /// Upstream MCP servers.
     pub upstreams: Vec<UpstreamConfig>,
+    /// Items per page of the merged MCP lists.
+    pub list_page_size: usize,
 }
 
 impl Default for Config {
@@ -215,6 +219,7 @@ impl Default for Config {
             allow_model_decisions: false,
             native_url: NativeUrl::Elicit,
             upstreams: Vec::new(),
+            list_page_size: 100,
         }
     }
 }
@@ -328,7 +333,11 @@ impl Config {
             allow_model_decisions: file.allow_model_decisions.unwrap_or(false),
             native_url: file.native_url.unwrap_or_default(),
             upstreams: file.upstream.clone().unwrap_or_default(),
+            list_page_size: file.list_page_size.unwrap_or(d.list_page_size),
         };
+        if config.list_page_size == 0 {
+            return Err(ConfigError::Value { key: "list_page_size".into(), message: "must be at least 1".into() });
+        }
         let mut names = std::collections::HashSet::new();
         for (i, u) in config.upstreams.iter().enumerate() {
             let key = format!("upstream[{i}]");

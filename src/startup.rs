@@ -52,6 +52,8 @@ pub struct AppState {
     pub native_url: crate::config::NativeUrl,
     /// Upstream MCP servers (supervised).
     pub upstreams: crate::upstream::Upstreams,
+    /// Items per page of the merged MCP lists.
+    pub list_page_size: usize,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -77,6 +79,7 @@ pub fn app(state: AppState) -> Router {
             allow_model_decisions: state.allow_model_decisions,
             native_url: state.native_url,
             upstreams: state.upstreams.clone(),
+            list_page_size: state.list_page_size,
         },
         &state.allow,
         state.shutdown.clone(),
@@ -236,6 +239,7 @@ impl Application {
             allow_model_decisions: config.allow_model_decisions,
             native_url: config.native_url,
             upstreams,
+            list_page_size: config.list_page_size,
         };
         Ok(Self { router: app(state.clone()), listener, address, state })
     }

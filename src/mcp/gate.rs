@@ -95,7 +95,7 @@ fn visible(state: &McpState, tool: &Tool) -> bool {
 pub async fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
     match Target::find(state, name) {
         Some(Target::Builtin(_)) => tools::run(state, caller, name, arguments),
-        Some(Target::Upstream(tool)) => state.upstreams.call(&tool, arguments).await,
+        Some(Target::Upstream(tool)) => state.upstreams.call(&tool, arguments, &caller.origin).await,
         None => error_result(
             format!("{name} is no longer available (its upstream may be down)"),
             json!({"error": "tool_unavailable", "tool": name}),

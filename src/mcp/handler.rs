@@ -11,17 +11,18 @@ use gatehouse_core::approvals::ApprovalStore;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::live::{LiveHub, McpSessionInfo};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::native::Mode;
 use super::tools::{self, Caller};
-use super::{McpState, gate};
+use super::{McpState, gate, paging};
+use crate::upstream::session::{Downstream, Origin};
 
 /// Removes a session from the live registry when its handler goes away
 /// (DELETE, idle timeout, shutdown), whichever comes first.
@@ -46,7 +47,9 @@ impl Drop for SessionGuard {
 pub struct GatehouseMcp {
     state: McpState,
     guard: Arc<SessionGuard>,
-    log_level: Arc<Mutex<LoggingLevel>>,
+    /// This session as upstreams see it (its peer, log level, subscriptions,
+    /// its own upstream sessions).
+    downstream: Arc<Downstream>,
 }
 
 fn request_parts(extensions: &rmcp::model::Extensions) -> Option<&http::request::Parts> {
@@ -71,7 +74,18 @@ impl GatehouseMcp {
             approvals: state.core.approvals.clone(),
             session_id: Mutex::new(None),
         });
-        Self { state, guard, log_level: Arc::new(Mutex::new(LoggingLevel::Info)) }
+        let downstream = Downstream::new();
+        state.upstreams.register(&downstream);
+        Self { state, guard, downstream }
+    }
+
+    /// Binds this session's peer and id (known from its first request).
+    fn bind(&self, context: &RequestContext<RoleServer>) -> &Arc<Downstream> {
+        let session = request_parts(&context.extensions)
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok());
+        self.downstream.bind(&context.peer, session);
+        &self.downstream
     }
 }
 
@@ -79,9 +93,19 @@ impl ServerHandler for GatehouseMcp {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder().enable_tools().enable_logging().build();
         if self.state.upstreams.any() {
-            // Prompts and resources come only from upstreams.
-            capabilities.prompts = Some(Default::default());
-            capabilities.resources = Some(Default::default());
+            // Prompts, resources and completions come only from upstreams,
+            // whose lists change as they come and go.
+            capabilities = ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_logging()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
+                .enable_completions()
+                .build();
         }
         ServerConfig::new(capabilities)
             .with_server_info(
@@ -109,6 +133,7 @@ impl ServerHandler for GatehouseMcp {
             None => (String::new(), String::new(), String::new()),
         };
         *self.guard.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_string());
+        self.downstream.bind(&context.peer, Some(sid));
         tracing::info!(session = %sid, agent = %credential.agent, client = %client_name, %protocol_version, "MCP session opened");
         self.state.core.live.session_opened(McpSessionInfo {
             session_id: sid.to_string(),
@@ -126,58 +151,102 @@ impl ServerHandler for GatehouseMcp {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) = request.level;
+        let downstream = self.bind(&context);
+        self.state.upstreams.set_level(request.level, downstream).await;
         Ok(())
     }
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(self.state.upstreams.prompts()))
+        let (items, next) = paging::page(self.state.upstreams.prompts(), request.as_ref(), self.state.list_page_size)?;
+        let mut result = ListPromptsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        Ok(self.state.upstreams.get_prompt(&request.name, request.arguments).await?.into())
+        let downstream = self.bind(&context);
+        Ok(self.state.upstreams.get_prompt(&request.name, request.arguments, downstream).await?.into())
     }
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(self.state.upstreams.resources()))
+        let (items, next) =
+            paging::page(self.state.upstreams.resources(), request.as_ref(), self.state.list_page_size)?;
+        let mut result = ListResourcesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(self.state.upstreams.resource_templates()))
+        let (items, next) =
+            paging::page(self.state.upstreams.resource_templates(), request.as_ref(), self.state.list_page_size)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        Ok(self.state.upstreams.read_resource(&request.uri).await?.into())
+        let downstream = self.bind(&context);
+        Ok(self.state.upstreams.read_resource(&request.uri, downstream).await?.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let downstream = self.bind(&context);
+        self.state.upstreams.subscribe(&request.uri, downstream).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let downstream = self.bind(&context);
+        self.state.upstreams.unsubscribe(&request.uri, downstream).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let downstream = self.bind(&context);
+        self.state.upstreams.complete(request, downstream).await
     }
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(gate::list(&self.state)))
+        let (items, next) = paging::page(gate::list(&self.state), request.as_ref(), self.state.list_page_size)?;
+        let mut result = ListToolsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
@@ -190,7 +259,8 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (credential, session) = caller(&context.extensions)?;
-        let caller = Caller { credential: credential.clone(), session_id: session.map(String::from) };
+        let origin = Origin::of(self.bind(&context), &context);
+        let caller = Caller { credential: credential.clone(), session_id: session.map(String::from), origin };
         let call = gate::Call {
             name: &request.name,
             arguments: request.arguments.clone().map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null),

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod gate;
 pub mod handler;
 pub mod native;
+pub mod paging;
 pub mod tools;
 
 use std::sync::Arc;
@@ -37,6 +38,8 @@ pub struct McpState {
     pub native_url: crate::config::NativeUrl,
     /// Upstream MCP servers.
     pub upstreams: crate::upstream::Upstreams,
+    /// Items per page of the merged lists.
+    pub list_page_size: usize,
 }
 
 /// The `/mcp` routes: authentication in front of rmcp's service.

@@ -28,12 +28,14 @@ pub const POLICY_REMOVE: &str = "gatehouse_policy_remove";
 pub const RESUME: &str = "resume";
 
 /// Who is calling.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Caller {
     /// The authenticated credential.
     pub credential: Credential,
     /// The MCP session, if the protocol has one.
     pub session_id: Option<String>,
+    /// The agent request being served, for what an upstream sends back.
+    pub origin: crate::upstream::session::Origin,
 }
 
 /// Arguments of `gatehouse_policy_set`.

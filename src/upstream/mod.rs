@@ -1,29 +1,42 @@
-//! Upstream MCP servers behind the gate: one supervised rmcp client per
-//! `[[upstream]]` (a stdio child process or a Streamable HTTP server), its
-//! tools exposed under the upstream's prefix, restarted with backoff when it
-//! dies, its health visible in `/metrics`.
+//! Upstream MCP servers behind the gate, proxied transparently.
 //!
-//! Scope today: tools (listing, gated calls). Resources, prompts and the
-//! server→client requests (sampling, elicitation, roots) are not proxied yet.
+//! Each `[[upstream]]` has one supervised shared connection (a stdio child
+//! process, or a Streamable HTTP client) that lists its tools, prompts and
+//! resources under the upstream's prefix and is restarted with backoff when
+//! it dies. An agent's MCP session gets sessions of its own at HTTP upstreams
+//! ([`session::Downstream`]), so per-session state never crosses agents;
+//! stdio upstreams are one process shared by all. What an upstream sends to
+//! its client is relayed to the agent whose request caused it ([`relay`]).
+
+// Logging, subscriptions and server→client requests are deprecated by
+// SEP-2577 but are the 2025-11-25 protocol upstreams and agents speak.
+#![allow(deprecated)]
+
+pub mod link;
+pub mod relay;
+pub mod session;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
+use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ErrorData, GetPromptRequestParams, GetPromptResult, Prompt,
-    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientRequest, CompleteRequestParams,
+    CompleteResult, ElicitationCapability, ErrorData, GetPromptRequestParams, GetPromptResult, LoggingLevel, Prompt,
+    ReadResourceRequestParams, ReadResourceResult, Reference, Resource, ResourceTemplate, RootsCapabilities,
+    SamplingCapability, ServerResult, SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::{Peer, RunningService};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::service::{Peer, PeerRequestOptions};
 use tokio_util::sync::CancellationToken;
 
 use gatehouse_core::live::{LiveHub, UpstreamInfo};
 
 use crate::config::UpstreamConfig;
+use link::Link;
+use relay::{Relay, RelayState};
+use session::{Downstream, Origin};
 
 /// Health of one upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,15 +60,21 @@ impl Health {
     }
 }
 
-struct Slot {
-    config: UpstreamConfig,
-    health: Health,
-    last_error: Option<String>,
+/// What an upstream offers, as exposed (tool and prompt names prefixed).
+#[derive(Default, Clone)]
+struct Catalog {
     tools: Vec<Tool>,
     prompts: Vec<Prompt>,
     resources: Vec<Resource>,
     templates: Vec<ResourceTemplate>,
-    peer: Option<Peer<RoleClient>>,
+}
+
+struct Slot {
+    config: UpstreamConfig,
+    health: Health,
+    last_error: Option<String>,
+    catalog: Catalog,
+    link: Option<Link>,
     restarts: u64,
     pid: Option<u32>,
 }
@@ -88,34 +107,62 @@ pub struct Status {
     pub pid: Option<u32>,
 }
 
+#[derive(Default)]
+pub(crate) struct Inner {
+    slots: RwLock<HashMap<String, Slot>>,
+    calls_failed: AtomicU64,
+    live: Option<LiveHub>,
+    /// Every agent session, for list-change and resource-update notifications.
+    downstreams: Mutex<Vec<Weak<Downstream>>>,
+}
+
 /// All upstreams; cheap to clone.
 #[derive(Clone, Default)]
 pub struct Upstreams {
-    slots: Arc<RwLock<HashMap<String, Slot>>>,
-    calls_failed: Arc<AtomicU64>,
-    live: Option<LiveHub>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What a shared connection declares: everything an agent might answer;
+/// requests that find no capable agent get an error.
+fn shared_capabilities() -> ClientCapabilities {
+    let mut caps = ClientCapabilities::default();
+    caps.sampling = Some(SamplingCapability::default());
+    caps.elicitation = Some(ElicitationCapability::default());
+    caps.roots = Some(RootsCapabilities::default());
+    caps
+}
+
+/// What a per-session connection declares: what the agent's client declared.
+fn agent_capabilities(downstream: &Downstream) -> ClientCapabilities {
+    let declared = downstream.capabilities();
+    let mut caps = ClientCapabilities::default();
+    caps.sampling = declared.sampling;
+    caps.elicitation = declared.elicitation;
+    caps.roots = declared.roots;
+    caps
+}
+
+fn upstream_error(what: &str, e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(format!("upstream {what} failed: {e}"), None)
+}
 
 impl Upstreams {
     /// Starts a supervisor per enabled upstream; they stop at `shutdown`.
     /// Health changes are published to `live` for the upstreams page.
     pub fn start(configs: &[UpstreamConfig], live: LiveHub, shutdown: CancellationToken) -> Self {
-        let upstreams = Upstreams { live: Some(live), ..Upstreams::default() };
+        let upstreams = Upstreams { inner: Arc::new(Inner { live: Some(live), ..Inner::default() }) };
         for config in configs {
             let health = if config.enabled { Health::Down } else { Health::Disabled };
-            upstreams.slots.write().unwrap_or_else(|p| p.into_inner()).insert(
+            upstreams.slots_mut().insert(
                 config.name.clone(),
                 Slot {
                     config: config.clone(),
                     health,
                     last_error: None,
-                    tools: Vec::new(),
-                    prompts: Vec::new(),
-                    resources: Vec::new(),
-                    templates: Vec::new(),
-                    peer: None,
+                    catalog: Catalog::default(),
+                    link: None,
                     restarts: 0,
                     pid: None,
                 },
@@ -128,63 +175,90 @@ impl Upstreams {
         upstreams
     }
 
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Slot>> {
+        self.inner.slots.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn slots_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Slot>> {
+        self.inner.slots.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn update(&self, name: &str, f: impl FnOnce(&mut Slot)) {
-        if let Some(slot) = self.slots.write().unwrap_or_else(|p| p.into_inner()).get_mut(name) {
+        if let Some(slot) = self.slots_mut().get_mut(name) {
             f(slot);
         }
         self.publish();
     }
 
     fn publish(&self) {
-        let Some(live) = &self.live else { return };
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        let mut all: Vec<UpstreamInfo> = slots
+        let Some(live) = &self.inner.live else { return };
+        let mut all: Vec<UpstreamInfo> = self
+            .slots()
             .iter()
             .map(|(name, s)| UpstreamInfo {
                 name: name.clone(),
                 health: s.health.as_str().to_string(),
                 transport: if s.config.command.is_some() { "stdio" } else { "http" }.to_string(),
-                tools: s.tools.len(),
+                tools: s.catalog.tools.len(),
                 restarts: s.restarts,
                 last_error: s.last_error.clone(),
             })
             .collect();
-        drop(slots);
         all.sort_by(|a, b| a.name.cmp(&b.name));
         live.set_upstreams(all);
     }
 
-    /// Keeps one upstream connected: connect, list tools, wait for it to end,
-    /// back off (1 s doubling to 30 s, reset after a healthy minute), repeat.
+    /// Registers an agent session so it hears list changes and resource updates.
+    pub fn register(&self, downstream: &Arc<Downstream>) {
+        let mut all = self.inner.downstreams.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|d| d.strong_count() > 0);
+        all.push(Arc::downgrade(downstream));
+    }
+
+    /// Every agent session still open.
+    pub(crate) fn downstreams(&self) -> Vec<Arc<Downstream>> {
+        let mut all = self.inner.downstreams.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|d| d.strong_count() > 0);
+        all.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Tells every agent session that the tool, prompt and resource lists changed.
+    fn announce_lists_changed(&self) {
+        for downstream in self.downstreams() {
+            let Some(peer) = downstream.peer().cloned() else { continue };
+            if !downstream.stateful() {
+                continue;
+            }
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+                let _ = peer.notify_prompt_list_changed().await;
+                let _ = peer.notify_resource_list_changed().await;
+            });
+        }
+    }
+
+    /// Keeps one upstream connected: connect, list what it offers, wait for
+    /// it to end, back off (1 s doubling to 30 s, reset after a healthy
+    /// minute), repeat.
     async fn supervise(self, config: UpstreamConfig, shutdown: CancellationToken) {
         let mut backoff = Duration::from_secs(1);
         loop {
             let started = tokio::time::Instant::now();
-            match connect(&config).await {
+            let relay = RelayState::new(&config.name, None, &self);
+            match link::connect(&config, Relay::new(relay.clone(), shared_capabilities())).await {
                 Ok((service, pid)) => {
                     self.update(&config.name, |s| s.pid = pid);
                     let peer = service.peer().clone();
-                    match peer.list_all_tools().await {
-                        Ok(tools) => {
-                            let prefix = config.prefix();
-                            let exposed: Vec<Tool> = tools
-                                .into_iter()
-                                .map(|mut t| {
-                                    t.name = format!("{prefix}{}", t.name).into();
-                                    t
-                                })
-                                .collect();
-                            let (prompts, resources, templates) = list_extras(&peer, &prefix).await;
-                            tracing::info!(upstream = %config.name, tools = exposed.len(), prompts = prompts.len(), resources = resources.len(), "upstream up");
+                    match load_catalog(&peer, &config.prefix()).await {
+                        Ok(catalog) => {
+                            tracing::info!(upstream = %config.name, tools = catalog.tools.len(), prompts = catalog.prompts.len(), resources = catalog.resources.len(), "upstream up");
                             self.update(&config.name, |s| {
                                 s.health = Health::Up;
-                                s.tools = exposed;
-                                s.prompts = prompts;
-                                s.resources = resources;
-                                s.templates = templates;
-                                s.peer = Some(peer);
+                                s.catalog = catalog;
+                                s.link = Some(Link { peer, relay, _service: None });
                                 s.last_error = None;
                             });
+                            self.announce_lists_changed();
                             tokio::select! {
                                 quit = service.waiting() => {
                                     let reason = format!("{quit:?}");
@@ -208,14 +282,12 @@ impl Upstreams {
             }
             self.update(&config.name, |s| {
                 s.health = Health::Down;
-                s.tools.clear();
-                s.prompts.clear();
-                s.resources.clear();
-                s.templates.clear();
-                s.peer = None;
+                s.catalog = Catalog::default();
+                s.link = None;
                 s.pid = None;
                 s.restarts += 1;
             });
+            self.announce_lists_changed();
             if started.elapsed() > Duration::from_secs(60) {
                 backoff = Duration::from_secs(1);
             }
@@ -227,13 +299,63 @@ impl Upstreams {
         }
     }
 
+    /// Re-lists an upstream after it said its lists changed, and tells the agents.
+    pub(crate) async fn refresh(&self, name: &str) {
+        let Some((peer, prefix)) =
+            self.slots().get(name).and_then(|s| Some((s.link.as_ref()?.peer.clone(), s.config.prefix())))
+        else {
+            return;
+        };
+        match load_catalog(&peer, &prefix).await {
+            Ok(catalog) => {
+                tracing::info!(upstream = %name, tools = catalog.tools.len(), "upstream lists changed");
+                self.update(name, |s| s.catalog = catalog);
+                self.announce_lists_changed();
+            }
+            Err(e) => tracing::warn!(upstream = %name, error = %e, "upstream re-list failed"),
+        }
+    }
+
+    /// The connection `downstream` uses for upstream `name`: its own session
+    /// at an HTTP upstream (opened on first use), else the shared one.
+    async fn link(&self, name: &str, downstream: &Arc<Downstream>) -> Result<Link, String> {
+        let (config, shared) = {
+            let slots = self.slots();
+            let slot = slots.get(name).ok_or_else(|| format!("no upstream {name}"))?;
+            (slot.config.clone(), slot.link.clone())
+        };
+        let shared = shared.ok_or_else(|| "the upstream is down".to_string())?;
+        if config.url.is_none() || !downstream.stateful() {
+            return Ok(shared);
+        }
+        let mut links = downstream.links.lock().await;
+        if let Some(link) = links.get(name)
+            && !link.peer.is_transport_closed()
+        {
+            return Ok(link.clone());
+        }
+        let relay = RelayState::new(name, Some(downstream), self);
+        let (service, _) = link::connect(&config, Relay::new(relay.clone(), agent_capabilities(downstream)))
+            .await
+            .map_err(|e| format!("could not open a session: {e}"))?;
+        let link = Link { peer: service.peer().clone(), relay, _service: Some(Arc::new(service)) };
+        if let Some(level) = downstream.level()
+            && supports_logging(&link.peer)
+        {
+            let _ = link.peer.set_level(SetLevelRequestParams::new(level)).await;
+        }
+        tracing::debug!(upstream = %name, session = downstream.key, "upstream session opened for agent session");
+        links.insert(name.to_string(), link.clone());
+        Ok(link)
+    }
+
     /// Every exposed upstream tool.
     pub fn tools(&self) -> Vec<UpstreamTool> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let slots = self.slots();
         let mut all = Vec::new();
         for (name, slot) in slots.iter() {
             let prefix = slot.config.prefix();
-            for tool in &slot.tools {
+            for tool in &slot.catalog.tools {
                 all.push(UpstreamTool {
                     upstream: name.clone(),
                     name: tool.name.strip_prefix(prefix.as_str()).unwrap_or(&tool.name).to_string(),
@@ -248,9 +370,9 @@ impl Upstreams {
     /// The upstream tool exposed as `exposed`, if any.
     pub fn find(&self, exposed: &str) -> Option<UpstreamTool> {
         // On every call: look the one tool up instead of copying and sorting them all.
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let slots = self.slots();
         slots.iter().find_map(|(name, slot)| {
-            let tool = slot.tools.iter().find(|t| t.name == exposed)?;
+            let tool = slot.catalog.tools.iter().find(|t| t.name == exposed)?;
             let prefix = slot.config.prefix();
             Some(UpstreamTool {
                 upstream: name.clone(),
@@ -260,53 +382,101 @@ impl Upstreams {
         })
     }
 
-    /// Calls `tool` at its upstream. A call in flight when the upstream dies
-    /// gets an error result.
-    pub async fn call(&self, tool: &UpstreamTool, arguments: &serde_json::Value) -> CallToolResult {
-        let peer =
-            self.slots.read().unwrap_or_else(|p| p.into_inner()).get(&tool.upstream).and_then(|s| s.peer.clone());
+    /// Calls `tool` at its upstream for the agent request `origin`: progress
+    /// and server→client requests flow back to that request, its cancellation
+    /// flows on. A call in flight when the upstream dies gets an error result.
+    pub async fn call(&self, tool: &UpstreamTool, arguments: &serde_json::Value, origin: &Origin) -> CallToolResult {
         let failed = |message: String| {
-            self.calls_failed.fetch_add(1, Ordering::Relaxed);
+            self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %tool.upstream, tool = %tool.name, %message, "upstream call failed");
             crate::mcp::tools::error_result(
                 format!("upstream {} could not run {}: {message}", tool.upstream, tool.name),
                 serde_json::json!({"error": "upstream_failed", "upstream": tool.upstream, "message": message}),
             )
         };
-        let Some(peer) = peer else { return failed("the upstream is down".into()) };
+        let link = match self.link(&tool.upstream, &origin.downstream).await {
+            Ok(link) => link,
+            Err(e) => return failed(e),
+        };
         let mut params = CallToolRequestParams::new(tool.name.clone());
         if let Some(args) = arguments.as_object() {
             params = params.with_arguments(args.clone());
         }
-        match peer.call_tool(params).await {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = match link.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
+            Ok(handle) => handle,
+            Err(e) => return failed(e.to_string()),
+        };
+        let _in_flight = link.relay.track(handle.id.clone(), handle.progress_token.clone(), origin);
+        let answer = relay::await_or_cancel(handle, &origin.ct, |r| match r {
+            ServerResult::CallToolResult(result) => Some(result),
+            _ => None,
+        })
+        .await;
+        match answer {
             Ok(result) => result,
+            Err(rmcp::service::ServiceError::McpError(e)) => crate::mcp::tools::error_result(
+                format!("{} failed at upstream {}: {}", tool.name, tool.upstream, e.message),
+                serde_json::json!({"error": "upstream_error", "upstream": tool.upstream, "code": e.code.0, "message": e.message}),
+            ),
             Err(e) => failed(e.to_string()),
         }
     }
 
-    /// Whether any upstream is configured (then prompts and resources are offered).
+    /// Whether any upstream is configured (then prompts, resources and completions are offered).
     pub fn any(&self) -> bool {
-        !self.slots.read().unwrap_or_else(|p| p.into_inner()).is_empty()
+        !self.slots().is_empty()
     }
 
     /// Every upstream prompt, under its upstream's prefix.
     pub fn prompts(&self) -> Vec<Prompt> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        let mut all: Vec<Prompt> = slots.values().flat_map(|s| s.prompts.iter().cloned()).collect();
+        let mut all: Vec<Prompt> = self.slots().values().flat_map(|s| s.catalog.prompts.iter().cloned()).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
 
     /// Every upstream resource (URIs as the upstream gives them).
     pub fn resources(&self) -> Vec<Resource> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        slots.values().flat_map(|s| s.resources.iter().cloned()).collect()
+        let mut all: Vec<Resource> = self.slots().values().flat_map(|s| s.catalog.resources.iter().cloned()).collect();
+        all.sort_by(|a, b| a.uri.cmp(&b.uri));
+        all
     }
 
     /// Every upstream resource template.
     pub fn resource_templates(&self) -> Vec<ResourceTemplate> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        slots.values().flat_map(|s| s.templates.iter().cloned()).collect()
+        let mut all: Vec<ResourceTemplate> =
+            self.slots().values().flat_map(|s| s.catalog.templates.iter().cloned()).collect();
+        all.sort_by(|a, b| a.uri_template.cmp(&b.uri_template));
+        all
+    }
+
+    /// The upstream offering the prompt exposed as `exposed`, and its own name for it.
+    fn prompt_owner(&self, exposed: &str) -> Option<(String, String)> {
+        self.slots().iter().find_map(|(name, s)| {
+            let prefix = s.config.prefix();
+            s.catalog
+                .prompts
+                .iter()
+                .any(|p| p.name == exposed)
+                .then(|| (name.clone(), exposed.strip_prefix(prefix.as_str()).unwrap_or(exposed).to_string()))
+        })
+    }
+
+    /// The upstream that serves `uri`: the one that listed it, else one with a
+    /// template whose fixed part it starts with, else the first with resources.
+    fn resource_owner(&self, uri: &str) -> Option<String> {
+        let slots = self.slots();
+        let listed = slots.iter().find(|(_, s)| s.catalog.resources.iter().any(|r| r.uri == uri));
+        let templated = || {
+            slots.iter().find(|(_, s)| {
+                s.catalog.templates.iter().any(|t| {
+                    let fixed = t.uri_template.split('{').next().unwrap_or_default();
+                    t.uri_template == uri || (!fixed.is_empty() && uri.starts_with(fixed))
+                })
+            })
+        };
+        let any = || slots.iter().find(|(_, s)| s.link.is_some() && supports_resources(&s.link.as_ref().unwrap().peer));
+        listed.or_else(templated).or_else(any).map(|(name, _)| name.clone())
     }
 
     /// `prompts/get` for an exposed prompt name.
@@ -314,55 +484,112 @@ impl Upstreams {
         &self,
         exposed: &str,
         arguments: Option<rmcp::model::JsonObject>,
+        downstream: &Arc<Downstream>,
     ) -> Result<GetPromptResult, ErrorData> {
-        let target = {
-            let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-            slots.values().find_map(|s| {
-                let prefix = s.config.prefix();
-                s.prompts
-                    .iter()
-                    .any(|p| p.name == exposed)
-                    .then(|| (s.peer.clone(), exposed.strip_prefix(prefix.as_str()).unwrap_or(exposed).to_string()))
-            })
-        };
-        let Some((Some(peer), name)) = target else {
-            return Err(ErrorData::invalid_params(format!("Unknown prompt: {exposed}"), None));
-        };
+        let (upstream, name) = self
+            .prompt_owner(exposed)
+            .ok_or_else(|| ErrorData::invalid_params(format!("Unknown prompt: {exposed}"), None))?;
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("prompts/get", e))?;
         let mut params = GetPromptRequestParams::new(name);
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        peer.get_prompt(params)
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("upstream prompt failed: {e}"), None))
+        link.peer.get_prompt(params).await.map_err(|e| pass_error("prompts/get", e))
     }
 
-    /// `resources/read`: the upstream that listed `uri`, else the first that can read it.
-    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
-        let peers: Vec<Peer<RoleClient>> = {
-            let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-            let mut ordered: Vec<&Slot> = slots.values().filter(|s| s.peer.is_some()).collect();
-            ordered.sort_by_key(|s| !s.resources.iter().any(|r| r.uri == uri));
-            ordered.into_iter().filter_map(|s| s.peer.clone()).collect()
+    /// `resources/read`, at the upstream that serves `uri`.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        downstream: &Arc<Downstream>,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let upstream = self
+            .resource_owner(uri)
+            .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/read", e))?;
+        link.peer.read_resource(ReadResourceRequestParams::new(uri)).await.map_err(|e| pass_error("resources/read", e))
+    }
+
+    /// `completion/complete` for a prompt argument or a resource template.
+    pub async fn complete(
+        &self,
+        mut params: CompleteRequestParams,
+        downstream: &Arc<Downstream>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let upstream = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let (upstream, name) = self
+                    .prompt_owner(&prompt.name)
+                    .ok_or_else(|| ErrorData::invalid_params(format!("Unknown prompt: {}", prompt.name), None))?;
+                prompt.name = name;
+                upstream
+            }
+            Reference::Resource(resource) => self
+                .resource_owner(&resource.uri)
+                .ok_or_else(|| ErrorData::invalid_params(format!("Unknown resource: {}", resource.uri), None))?,
+            _ => return Err(ErrorData::invalid_params("unknown completion reference", None)),
         };
-        for peer in peers {
-            if let Ok(result) = peer.read_resource(ReadResourceRequestParams::new(uri)).await {
-                return Ok(result);
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("completion/complete", e))?;
+        if !link.peer.peer_info().is_some_and(|i| i.capabilities.completions.is_some()) {
+            // Nothing to suggest: an empty completion rather than an error.
+            return Ok(CompleteResult::default());
+        }
+        link.peer.complete(params).await.map_err(|e| pass_error("completion/complete", e))
+    }
+
+    /// `resources/subscribe`: remembered for the agent, passed to the upstream
+    /// that serves `uri` (on the agent's own session, or the shared one).
+    pub async fn subscribe(&self, uri: &str, downstream: &Arc<Downstream>) -> Result<(), ErrorData> {
+        let upstream = self
+            .resource_owner(uri)
+            .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/subscribe", e))?;
+        downstream.subscribe(uri);
+        if let Err(e) = link.peer.subscribe(SubscribeRequestParams::new(uri)).await {
+            downstream.unsubscribe(uri);
+            return Err(pass_error("resources/subscribe", e));
+        }
+        Ok(())
+    }
+
+    /// `resources/unsubscribe`; a shared connection stays subscribed while
+    /// another agent still is.
+    pub async fn unsubscribe(&self, uri: &str, downstream: &Arc<Downstream>) -> Result<(), ErrorData> {
+        downstream.unsubscribe(uri);
+        let Some(upstream) = self.resource_owner(uri) else { return Ok(()) };
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/unsubscribe", e))?;
+        let shared = link._service.is_none();
+        if shared && self.downstreams().iter().any(|d| d.subscribed(uri)) {
+            return Ok(());
+        }
+        link.peer
+            .unsubscribe(UnsubscribeRequestParams::new(uri))
+            .await
+            .map_err(|e| pass_error("resources/unsubscribe", e))
+    }
+
+    /// `logging/setLevel`: kept for the agent (messages from shared
+    /// connections are filtered by it) and passed to its own upstream sessions.
+    pub async fn set_level(&self, level: LoggingLevel, downstream: &Arc<Downstream>) {
+        downstream.set_level(level);
+        let links: Vec<Link> = downstream.links.lock().await.values().cloned().collect();
+        for link in links {
+            if supports_logging(&link.peer) {
+                let _ = link.peer.set_level(SetLevelRequestParams::new(level)).await;
             }
         }
-        Err(ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))
     }
 
     /// Health of every upstream, by name.
     pub fn status(&self) -> Vec<Status> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        let mut all: Vec<Status> = slots
+        let mut all: Vec<Status> = self
+            .slots()
             .iter()
             .map(|(name, s)| Status {
                 name: name.clone(),
                 health: s.health,
                 last_error: s.last_error.clone(),
-                tools: s.tools.len(),
+                tools: s.catalog.tools.len(),
                 restarts: s.restarts,
                 pid: s.pid,
             })
@@ -373,14 +600,38 @@ impl Upstreams {
 
     /// Upstream calls that ended in a transport error.
     pub fn calls_failed(&self) -> u64 {
-        self.calls_failed.load(Ordering::Relaxed)
+        self.inner.calls_failed.load(Ordering::Relaxed)
     }
 }
 
-/// The upstream's prompts (renamed under `prefix`), resources and templates,
-/// for whichever of them it declares.
-async fn list_extras(peer: &Peer<RoleClient>, prefix: &str) -> (Vec<Prompt>, Vec<Resource>, Vec<ResourceTemplate>) {
+/// An upstream's JSON-RPC error passes through as it is; anything else is ours.
+fn pass_error(what: &str, e: rmcp::service::ServiceError) -> ErrorData {
+    match e {
+        rmcp::service::ServiceError::McpError(e) => e,
+        e => upstream_error(what, e),
+    }
+}
+
+fn supports_logging(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info().is_some_and(|i| i.capabilities.logging.is_some())
+}
+
+fn supports_resources(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info().is_some_and(|i| i.capabilities.resources.is_some())
+}
+
+/// Everything an upstream offers, with tool and prompt names under `prefix`.
+async fn load_catalog(peer: &Peer<RoleClient>, prefix: &str) -> Result<Catalog, rmcp::service::ServiceError> {
     let caps = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
+    let tools = peer
+        .list_all_tools()
+        .await?
+        .into_iter()
+        .map(|mut t| {
+            t.name = format!("{prefix}{}", t.name).into();
+            t
+        })
+        .collect();
     let prompts = if caps.prompts.is_some() {
         peer.list_all_prompts()
             .await
@@ -402,42 +653,5 @@ async fn list_extras(peer: &Peer<RoleClient>, prefix: &str) -> (Vec<Prompt>, Vec
     } else {
         (Vec::new(), Vec::new())
     };
-    (prompts, resources, templates)
-}
-
-/// Starts the client for one upstream.
-async fn connect(config: &UpstreamConfig) -> anyhow::Result<(RunningService<RoleClient, ()>, Option<u32>)> {
-    if let Some(command) = &config.command {
-        let mut cmd = tokio::process::Command::new(command);
-        cmd.args(&config.args).envs(&config.env);
-        if let Some(cwd) = &config.cwd {
-            cmd.current_dir(cwd);
-        }
-        let (transport, stderr) = TokioChildProcess::builder(cmd).stderr(std::process::Stdio::piped()).spawn()?;
-        if let Some(stderr) = stderr {
-            let name = config.name.clone();
-            tokio::spawn(async move {
-                use tokio::io::AsyncBufReadExt;
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::debug!(upstream = %name, "{line}");
-                }
-            });
-        }
-        let pid = transport.id();
-        return Ok((().serve(transport).await?, pid));
-    }
-    let url = config.url.as_ref().ok_or_else(|| anyhow::anyhow!("no command or url"))?;
-    // Only the configured headers go upstream; a client's token never does.
-    let mut headers = HashMap::new();
-    for (name, value) in &config.headers {
-        headers.insert(http::HeaderName::try_from(name.as_str())?, http::HeaderValue::try_from(value.as_str())?);
-    }
-    let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-        .custom_headers(headers)
-        // Every downstream session shares this client: rmcp's default of 16
-        // requests in flight would queue the rest.
-        .max_concurrent_requests(256)
-        .reinit_on_expired_session(true);
-    Ok((().serve(StreamableHttpClientTransport::from_config(transport_config)).await?, None))
+    Ok(Catalog { tools, prompts, resources, templates })
 }

@@ -1,0 +1,65 @@
+//! One client connection to an upstream (rmcp's child-process or Streamable
+//! HTTP client) with its relay.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::RoleClient;
+use rmcp::service::{Peer, RunningService, ServiceExt};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+
+use super::relay::{Relay, RelayState};
+use crate::config::UpstreamConfig;
+
+/// A live connection: what sends to the upstream and what relays back.
+#[derive(Clone)]
+pub(crate) struct Link {
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) relay: Arc<RelayState>,
+    /// Held by per-session links so the connection closes with the session
+    /// (the shared link's service is owned by its supervisor instead).
+    pub(crate) _service: Option<Arc<RunningService<RoleClient, Relay>>>,
+}
+
+/// Starts a client for `config` with `relay` as its handler; also returns a
+/// stdio child's process id.
+pub(crate) async fn connect(
+    config: &UpstreamConfig,
+    relay: Relay,
+) -> anyhow::Result<(RunningService<RoleClient, Relay>, Option<u32>)> {
+    if let Some(command) = &config.command {
+        let mut cmd = tokio::process::Command::new(command);
+        cmd.args(&config.args).envs(&config.env);
+        if let Some(cwd) = &config.cwd {
+            cmd.current_dir(cwd);
+        }
+        let (transport, stderr) = TokioChildProcess::builder(cmd).stderr(std::process::Stdio::piped()).spawn()?;
+        if let Some(stderr) = stderr {
+            let name = config.name.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncBufReadExt;
+                let mut lines = tokio::io::BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::debug!(upstream = %name, "{line}");
+                }
+            });
+        }
+        let pid = transport.id();
+        return Ok((relay.serve(transport).await?, pid));
+    }
+    let url = config.url.as_ref().ok_or_else(|| anyhow::anyhow!("no command or url"))?;
+    // Only the configured headers go upstream; a client's token never does.
+    let mut headers = HashMap::new();
+    for (name, value) in &config.headers {
+        headers.insert(http::HeaderName::try_from(name.as_str())?, http::HeaderValue::try_from(value.as_str())?);
+    }
+    let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+        .custom_headers(headers)
+        // The shared connection carries every stateless agent's calls: rmcp's
+        // default of 16 requests in flight would queue the rest.
+        .max_concurrent_requests(256)
+        // An upstream that forgot the session (404) gets a new one.
+        .reinit_on_expired_session(true);
+    Ok((relay.serve(StreamableHttpClientTransport::from_config(transport_config)).await?, None))
+}

@@ -1,0 +1,330 @@
+//! The client side of one upstream connection: what the upstream sends to
+//! its "client" (progress, log messages, resource updates, list changes,
+//! sampling/elicitation/roots requests) is relayed to the agent whose request
+//! caused it, and the agent's answers go back.
+
+// Sampling, roots and logging are deprecated by SEP-2577 but are the
+// 2025-11-25 protocol that upstreams and agents speak.
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use rmcp::model::{
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData,
+    GetExtensions, Implementation, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ResourceUpdatedNotificationParam,
+    ServerRequest,
+};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError,
+};
+use rmcp::{ClientHandler, RoleClient};
+use tokio_util::sync::CancellationToken;
+
+use super::session::{Downstream, Origin};
+use super::{Inner, Upstreams};
+
+/// A call forwarded on this connection and still running.
+struct InFlight {
+    /// The request id on the upstream connection.
+    upstream_id: RequestId,
+    /// The progress token rmcp gave the upstream request.
+    upstream_progress: ProgressToken,
+    origin: Origin,
+}
+
+/// State shared between a connection's handler and the code that sends on it.
+pub(crate) struct RelayState {
+    upstream: String,
+    /// The agent session that owns this connection; `None` for an upstream's
+    /// shared connection (stdio, or HTTP for stateless agents and listings).
+    owner: Option<Weak<Downstream>>,
+    upstreams: Weak<Inner>,
+    calls: Mutex<Vec<InFlight>>,
+}
+
+/// Removes an in-flight entry when the forwarded call ends, however it ends.
+pub(crate) struct InFlightGuard {
+    relay: Arc<RelayState>,
+    upstream_id: RequestId,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).retain(|c| c.upstream_id != self.upstream_id);
+    }
+}
+
+impl RelayState {
+    pub(crate) fn new(upstream: &str, owner: Option<&Arc<Downstream>>, upstreams: &Upstreams) -> Arc<Self> {
+        Arc::new(RelayState {
+            upstream: upstream.to_string(),
+            owner: owner.map(Arc::downgrade),
+            upstreams: Arc::downgrade(&upstreams.inner),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Records a forwarded call so what the upstream sends about it finds its agent.
+    pub(crate) fn track(
+        self: &Arc<Self>,
+        upstream_id: RequestId,
+        upstream_progress: ProgressToken,
+        origin: &Origin,
+    ) -> InFlightGuard {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(InFlight {
+            upstream_id: upstream_id.clone(),
+            upstream_progress,
+            origin: origin.clone(),
+        });
+        InFlightGuard { relay: self.clone(), upstream_id }
+    }
+
+    fn owner(&self) -> Option<Arc<Downstream>> {
+        self.owner.as_ref().and_then(Weak::upgrade)
+    }
+
+    /// The agent request a server→client request belongs to: the call whose
+    /// response stream carried it (HTTP), else the latest call in flight, else
+    /// the owning session with no request.
+    fn route(&self, extensions: &rmcp::model::Extensions) -> Option<(Arc<Downstream>, Option<RequestId>)> {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let on_stream = match extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => calls.iter().find(|c| &c.upstream_id == id),
+            _ => None,
+        };
+        if let Some(call) = on_stream.or(calls.last()) {
+            return Some((call.origin.downstream.clone(), Some(call.origin.request_id.clone())));
+        }
+        drop(calls);
+        self.owner().map(|d| (d, None))
+    }
+
+    /// Agents that should hear a session-wide message (a log line): the
+    /// owner, or the agents with calls in flight on a shared connection.
+    fn audience(&self) -> Vec<Arc<Downstream>> {
+        if let Some(owner) = self.owner() {
+            return vec![owner];
+        }
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<Arc<Downstream>> = Vec::new();
+        for call in calls.iter() {
+            if !all.iter().any(|d| d.key == call.origin.downstream.key) {
+                all.push(call.origin.downstream.clone());
+            }
+        }
+        all
+    }
+}
+
+/// rmcp's client handler for one upstream connection.
+#[derive(Clone)]
+pub(crate) struct Relay {
+    pub(crate) state: Arc<RelayState>,
+    /// What this connection tells the upstream it can do: what the owning
+    /// agent's client can do, or everything for a shared connection (requests
+    /// that find no capable agent are answered with an error).
+    capabilities: ClientCapabilities,
+}
+
+impl Relay {
+    pub(crate) fn new(state: Arc<RelayState>, capabilities: ClientCapabilities) -> Self {
+        Relay { state, capabilities }
+    }
+
+    /// Sends `request` to the agent the upstream's request belongs to, on that
+    /// agent's request stream, and waits for the answer (or the upstream's
+    /// cancellation, which is passed on).
+    async fn ask(
+        &self,
+        mut request: ServerRequest,
+        ctx: &RequestContext<RoleClient>,
+        what: &str,
+    ) -> Result<ClientResult, ErrorData> {
+        let Some((downstream, request_id)) = self.state.route(&ctx.extensions) else {
+            tracing::warn!(upstream = %self.state.upstream, what, "upstream request with no agent to ask");
+            return Err(ErrorData::internal_error(format!("no agent connected to answer {what}"), None));
+        };
+        let Some(peer) = downstream.peer().cloned() else {
+            return Err(ErrorData::internal_error("the agent's session is not ready", None));
+        };
+        if let Some(id) = request_id {
+            request.extensions_mut().insert(OriginatingRequestId(id));
+        }
+        let ct = ctx.ct.clone();
+        // In a task of its own: rmcp would otherwise mark the request as coming
+        // from the *upstream's* request id, which the agent's session does not know.
+        let sent = tokio::spawn(async move {
+            let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
+            let (id, peer) = (handle.id.clone(), handle.peer.clone());
+            tokio::select! {
+                answer = handle.await_response() => answer,
+                _ = ct.cancelled() => {
+                    let cancel = CancelledNotificationParam::new(Some(id), Some("cancelled by the upstream".into()));
+                    let _ = peer.notify_cancelled(cancel).await;
+                    Err(ServiceError::Cancelled { reason: Some("cancelled by the upstream".into()) })
+                }
+            }
+        });
+        match sent.await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(ServiceError::McpError(e))) => Err(e),
+            Ok(Err(e)) => {
+                tracing::warn!(upstream = %self.state.upstream, what, error = %e, "agent did not answer");
+                Err(ErrorData::internal_error(format!("the agent did not answer {what}: {e}"), None))
+            }
+            Err(e) => Err(ErrorData::internal_error(format!("relay failed: {e}"), None)),
+        }
+    }
+
+    fn upstreams(&self) -> Option<Upstreams> {
+        self.state.upstreams.upgrade().map(|inner| Upstreams { inner })
+    }
+
+    /// A shared connection's list changed: refresh the catalogue and tell every agent.
+    fn refresh(&self) {
+        if self.state.owner.is_some() {
+            // The upstream's shared connection hears the same change.
+            return;
+        }
+        if let Some(upstreams) = self.upstreams() {
+            let name = self.state.upstream.clone();
+            tokio::spawn(async move { upstreams.refresh(&name).await });
+        }
+    }
+}
+
+fn unexpected(what: &str) -> ErrorData {
+    ErrorData::internal_error(format!("the agent answered {what} with an unexpected result"), None)
+}
+
+impl ClientHandler for Relay {
+    fn get_info(&self) -> ClientConfig {
+        // 2025-11-25: the newest protocol in which an upstream may still send
+        // requests to its client, which Gatehouse relays to agents.
+        ClientConfig::new(self.capabilities.clone(), Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match self.ask(request, &ctx, "sampling/createMessage").await? {
+            ClientResult::CreateMessageResult(r) => Ok(*r),
+            _ => Err(unexpected("sampling/createMessage")),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match self.ask(request, &ctx, "elicitation/create").await? {
+            ClientResult::ElicitResult(r) => Ok(r),
+            _ => Err(unexpected("elicitation/create")),
+        }
+    }
+
+    async fn list_roots(&self, ctx: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        match self.ask(request, &ctx, "roots/list").await? {
+            ClientResult::ListRootsResult(r) => Ok(r),
+            _ => Err(unexpected("roots/list")),
+        }
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        // The call is registered just after it is sent; a very fast first
+        // progress message may beat that, so look twice.
+        for attempt in 0..2 {
+            let found = {
+                let calls = self.state.calls.lock().unwrap_or_else(|p| p.into_inner());
+                calls
+                    .iter()
+                    .find(|c| c.upstream_progress == params.progress_token)
+                    .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
+            };
+            match found {
+                Some((downstream, Some(token))) => {
+                    if let Some(peer) = downstream.peer() {
+                        let mut forwarded = params.clone();
+                        forwarded.progress_token = token;
+                        let _ = peer.notify_progress(forwarded).await;
+                    }
+                    return;
+                }
+                // The agent did not ask for progress.
+                Some((_, None)) => return,
+                None if attempt == 0 => tokio::time::sleep(Duration::from_millis(20)).await,
+                None => {}
+            }
+        }
+        tracing::debug!(upstream = %self.state.upstream, "progress for no call in flight dropped");
+    }
+
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        for downstream in self.state.audience() {
+            if downstream.wants_log(params.level)
+                && let Some(peer) = downstream.peer()
+            {
+                let _ = peer.notify_logging_message(params.clone()).await;
+            }
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        let targets = match (self.state.owner(), self.upstreams()) {
+            (Some(owner), _) => vec![owner],
+            (None, Some(upstreams)) => upstreams.downstreams(),
+            (None, None) => Vec::new(),
+        };
+        for downstream in targets {
+            if downstream.subscribed(&params.uri)
+                && let Some(peer) = downstream.peer()
+            {
+                let _ = peer.notify_resource_updated(params.clone()).await;
+            }
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.refresh();
+    }
+
+    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.refresh();
+    }
+
+    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.refresh();
+    }
+}
+
+/// Waits for a forwarded request's answer; if the agent cancels first, tells
+/// the upstream so it can stop.
+pub(crate) async fn await_or_cancel<T>(
+    handle: rmcp::service::RequestHandle<RoleClient>,
+    ct: &CancellationToken,
+    map: impl FnOnce(rmcp::model::ServerResult) -> Option<T>,
+) -> Result<T, ServiceError> {
+    let (id, peer) = (handle.id.clone(), handle.peer.clone());
+    tokio::select! {
+        answer = handle.await_response() => answer.and_then(|r| map(r).ok_or(ServiceError::UnexpectedResponse)),
+        _ = ct.cancelled() => {
+            let cancel = CancelledNotificationParam::new(Some(id), Some("cancelled by the agent".into()));
+            let _ = peer.notify_cancelled(cancel).await;
+            Err(ServiceError::Cancelled { reason: Some("cancelled by the agent".into()) })
+        }
+    }
+}
