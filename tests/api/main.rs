@@ -8,4 +8,5 @@ mod helpers;
 mod mcp_auth;
 mod mcp_transport;
 mod native;
+mod proxy;
 mod upstreams;

@@ -1,0 +1,345 @@
+//! Transparent proxying, seen by a real MCP client (rmcp's) talking to
+//! Gatehouse fronting the "everything" fixture over Streamable HTTP: session
+//! isolation, roots, progress, logging, cancellation, resource updates,
+//! list changes, pagination, and a restarted upstream.
+
+#![allow(deprecated)] // roots, logging and subscriptions are 2025-11-25 features
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gatehouse::config::UpstreamConfig;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest, Implementation,
+    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ProtocolVersion, ResourceUpdatedNotificationParam, Root, RootsCapabilities, SetLevelRequestParams,
+    SubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use crate::helpers::*;
+
+/// The fixture as a child process on `port` (0: any).
+struct Fixture {
+    child: tokio::process::Child,
+    url: String,
+}
+
+impl Fixture {
+    async fn start(port: u16) -> Fixture {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut child = tokio::process::Command::new(root.join("tools/node_modules/.bin/node"))
+            .arg(root.join("end2end/fixtures/everything_server.mjs"))
+            .args(["--port", &port.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node from the tools folder");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("fixture starts")
+            .unwrap()
+            .expect("a listening line");
+        let url = line.rsplit(' ').next().unwrap().to_string();
+        Fixture { child, url }
+    }
+
+    fn port(&self) -> u16 {
+        self.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap()
+    }
+}
+
+fn everything(url: &str) -> UpstreamConfig {
+    UpstreamConfig {
+        name: "everything".into(),
+        command: None,
+        args: Vec::new(),
+        env: Default::default(),
+        cwd: None,
+        url: Some(url.parse().unwrap()),
+        headers: [("x-upstream-key".to_string(), "configured-secret".to_string())].into(),
+        prefix: Some("ev__".into()),
+        enabled: true,
+    }
+}
+
+/// What the agent's client heard, in order.
+#[derive(Clone, Default)]
+struct Agent {
+    /// Names the agent's root, `file:///agent/<name>`.
+    name: String,
+    heard: Arc<Mutex<Vec<String>>>,
+}
+
+impl Agent {
+    fn heard(&self) -> Vec<String> {
+        self.heard.lock().unwrap().clone()
+    }
+
+    fn push(&self, event: String) {
+        self.heard.lock().unwrap().push(event);
+    }
+
+    async fn wait_for(&self, what: &str, pred: impl Fn(&[String]) -> bool) {
+        for _ in 0..200 {
+            if pred(&self.heard()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("never heard {what}: {:?}", self.heard());
+    }
+}
+
+impl ClientHandler for Agent {
+    fn get_info(&self) -> ClientConfig {
+        let mut caps = ClientCapabilities::default();
+        caps.roots = Some(RootsCapabilities::default());
+        ClientConfig::new(caps, Implementation::new("proxy-test-agent", "1.0"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn list_roots(&self, _ctx: RequestContext<RoleClient>) -> Result<ListRootsResult, rmcp::ErrorData> {
+        self.push("roots asked".into());
+        Ok(ListRootsResult::new(vec![Root::new(format!("file:///agent/{}", self.name))]))
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        self.push(format!("progress {}", params.progress));
+    }
+
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        self.push(format!("log {}", params.data.as_str().unwrap_or_default()));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.push(format!("updated {}", params.uri));
+    }
+
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.push("tools changed".into());
+    }
+}
+
+async fn connect(app: &TestApp, token: &str) -> (Agent, RunningService<RoleClient, Agent>) {
+    let agent = Agent { name: "home".into(), ..Agent::default() };
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
+    let service = agent.clone().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connects");
+    (agent, service)
+}
+
+async fn call(service: &RunningService<RoleClient, Agent>, name: &str, args: Value) -> String {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    if let Some(args) = args.as_object() {
+        params = params.with_arguments(args.clone());
+    }
+    let result = service.call_tool(params).await.expect("the call answers");
+    assert_ne!(result.is_error, Some(true), "{name} failed: {result:?}");
+    assert!(result.structured_content.is_none(), "{name} did not run at once: {result:?}");
+    result.content[0].as_text().expect("text").text.clone()
+}
+
+async fn spawn_fronting(fixture: &Fixture, page_size: usize) -> TestApp {
+    fronting(everything(&fixture.url), page_size).await
+}
+
+async fn fronting(upstream: UpstreamConfig, page_size: usize) -> TestApp {
+    let app = spawn_app_with(move |c| {
+        c.upstreams = vec![upstream];
+        c.list_page_size = page_size;
+        // The conformance fixtures carry no annotations; let them run.
+        c.policy = vec![gatehouse_core::policy::Rule {
+            pattern: "ev__test_*".into(),
+            action: gatehouse_core::policy::Action::Allow,
+            human_only: false,
+            source: "config".into(),
+        }];
+    })
+    .await;
+    for _ in 0..300 {
+        if app.upstreams.find("ev__probe_whoami").is_some() {
+            return app;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the fixture's tools never appeared: {:?}", app.upstreams.status());
+}
+
+#[tokio::test]
+async fn each_agent_session_gets_its_own_upstream_session_and_no_agent_token_goes_upstream() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 100).await;
+    let (token_a, token_b) = (app.issue("alpha", None), app.issue("beta", None));
+    let (_, a) = connect(&app, &token_a).await;
+    let (_, b) = connect(&app, &token_b).await;
+
+    let seen = |s: String| serde_json::from_str::<Value>(&s).unwrap();
+    let a1 = seen(call(&a, "ev__probe_whoami", Value::Null).await);
+    let a2 = seen(call(&a, "ev__probe_whoami", Value::Null).await);
+    let b1 = seen(call(&b, "ev__probe_whoami", Value::Null).await);
+    assert!(a1["session"].is_string(), "{a1}");
+    assert_eq!(a1["session"], a2["session"], "one agent session keeps one upstream session");
+    assert_ne!(a1["session"], b1["session"], "two agents never share an upstream session");
+
+    for headers in [&a1["headers"], &b1["headers"]] {
+        assert_eq!(headers["x-upstream-key"], "configured-secret", "configured headers go upstream: {headers}");
+        assert!(headers.get("authorization").is_none(), "the agent's token must not go upstream: {headers}");
+        let all = headers.to_string();
+        assert!(!all.contains(&token_a) && !all.contains(&token_b), "{all}");
+    }
+}
+
+#[tokio::test]
+async fn roots_progress_logs_and_cancellation_travel_between_agent_and_upstream() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 100).await;
+    let token = app.issue("alpha", None);
+    let (agent, service) = connect(&app, &token).await;
+
+    // The upstream asks the agent's client for roots, mid-call.
+    let roots = call(&service, "ev__probe_roots", Value::Null).await;
+    assert!(roots.contains("file:///agent/home"), "{roots}");
+    assert!(agent.heard().contains(&"roots asked".to_string()));
+
+    // Progress comes back under the agent's own token (rmcp's client sends one).
+    let mut params = CallToolRequestParams::new("ev__test_tool_with_progress");
+    params = params.with_arguments(Default::default());
+    service.call_tool(params).await.unwrap();
+    agent.wait_for("three progress updates", |h| h.iter().filter(|e| e.starts_with("progress")).count() >= 3).await;
+
+    // Log messages at the level the agent asked for.
+    service.set_level(SetLevelRequestParams::new(LoggingLevel::Debug)).await.unwrap();
+    call(&service, "ev__test_tool_with_logging", Value::Null).await;
+    agent.wait_for("three log lines", |h| h.iter().filter(|e| e.starts_with("log Tool")).count() >= 3).await;
+
+    // The agent cancels a long call: the upstream hears it.
+    let before = call(&service, "ev__probe_cancellations", Value::Null).await;
+    let mut wait = CallToolRequestParams::new("ev__probe_wait");
+    wait = wait.with_arguments(serde_json::json!({"ms": 30000}).as_object().unwrap().clone());
+    let handle = service
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(wait)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    let expected = (before.parse::<u32>().unwrap() + 1).to_string();
+    for _ in 0..100 {
+        if call(&service, "ev__probe_cancellations", Value::Null).await == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the upstream never saw the cancellation");
+}
+
+#[tokio::test]
+async fn resource_updates_and_list_changes_reach_the_agent() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 100).await;
+    let token = app.issue("alpha", None);
+    let (agent, service) = connect(&app, &token).await;
+
+    let uri = "test://watched-resource";
+    service.subscribe(SubscribeRequestParams::new(uri)).await.unwrap();
+    assert_eq!(call(&service, "ev__probe_touch", serde_json::json!({"uri": uri})).await, "notified");
+    agent.wait_for("the resource update", |h| h.contains(&format!("updated {uri}"))).await;
+
+    call(&service, "ev__probe_add_tool", serde_json::json!({"name": "fresh_tool"})).await;
+    agent.wait_for("tools/list_changed", |h| h.contains(&"tools changed".to_string())).await;
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "ev__fresh_tool"), "the new tool is listed under the prefix");
+}
+
+#[tokio::test]
+async fn merged_lists_are_paginated_and_a_foreign_cursor_is_invalid_params() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 4).await;
+    let token = app.issue("alpha", None);
+    let (_, service) = connect(&app, &token).await;
+
+    let first = service.list_tools(None).await.unwrap();
+    assert_eq!(first.tools.len(), 4);
+    assert!(first.next_cursor.is_some());
+    let all = service.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = all.iter().map(|t| t.name.as_ref()).collect();
+    let count = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), count, "no tool twice across pages");
+    assert!(names.contains(&"gatehouse_status") && names.contains(&"ev__test_simple_text"), "{names:?}");
+    assert_eq!(count, app.upstreams.tools().len() + gatehouse::mcp::tools::all().len(), "every tool once");
+
+    let mut bad = PaginatedRequestParams::default();
+    bad.cursor = Some("not-a-cursor".into());
+    let err = service.list_tools(Some(bad)).await.unwrap_err();
+    assert!(matches!(&err, rmcp::service::ServiceError::McpError(e) if e.code.0 == -32602), "{err:?}");
+}
+
+#[tokio::test]
+async fn an_upstream_that_restarted_and_forgot_the_session_is_reinitialised() {
+    let fixture = Fixture::start(0).await;
+    let port = fixture.port();
+    let app = spawn_fronting(&fixture, 100).await;
+    let token = app.issue("alpha", None);
+    let (_, service) = connect(&app, &token).await;
+    let session = |s: String| serde_json::from_str::<Value>(&s).unwrap()["session"].clone();
+    let before = session(call(&service, "ev__probe_whoami", Value::Null).await);
+
+    let Fixture { mut child, .. } = fixture;
+    child.kill().await.unwrap();
+    let _again = Fixture::start(port).await;
+    // The restarted upstream answers 404 for the old session; the next calls
+    // get a new one (allowing the supervisor a moment to reconnect too).
+    for _ in 0..100 {
+        let mut params = CallToolRequestParams::new("ev__probe_whoami");
+        params = params.with_arguments(Default::default());
+        if let Ok(result) = service.call_tool(params).await
+            && result.is_error != Some(true)
+        {
+            let after = session(result.content[0].as_text().unwrap().text.clone());
+            assert_ne!(before, after, "a new upstream session");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("calls never worked again after the upstream restarted");
+}
+
+#[tokio::test]
+async fn a_shared_stdio_upstream_asks_the_agent_whose_call_caused_the_request() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut upstream = everything("http://unused.invalid/");
+    upstream.url = None;
+    upstream.headers = Default::default();
+    upstream.command = Some(root.join("tools/node_modules/.bin/node").display().to_string());
+    upstream.args = vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()];
+    let app = fronting(upstream, 100).await;
+    let mut agents = Vec::new();
+    for name in ["alpha", "beta"] {
+        let token = app.issue(name, None);
+        let agent = Agent { name: name.into(), ..Agent::default() };
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
+        let service = agent.clone().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+        agents.push((name, agent, service));
+    }
+    for (name, agent, service) in &agents {
+        let roots = call(service, "ev__probe_roots", Value::Null).await;
+        assert!(roots.contains(&format!("file:///agent/{name}")), "{name} got {roots}");
+        assert_eq!(agent.heard(), vec!["roots asked".to_string()], "only {name} was asked");
+    }
+}
