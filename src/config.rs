@@ -98,6 +98,9 @@ pub struct UpstreamConfig {
     /// Extra HTTP headers sent to it (never the client's token).
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
+    /// PEM file of certificates to trust for an `https` URL, besides the system's.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
     /// Prefix of its exposed tool names (default `<name>__`; may be `""`).
     pub prefix: Option<String>,
     /// Set `false` to keep it configured but not started.
@@ -350,6 +353,14 @@ impl Config {
             }
             if u.command.is_some() == u.url.is_some() {
                 return Err(bad("set exactly one of command (stdio) or url (Streamable HTTP)"));
+            }
+            if let Some(url) = &u.url
+                && !matches!(url.scheme(), "http" | "https")
+            {
+                return Err(bad("url must be http or https"));
+            }
+            if u.ca_file.is_some() && u.url.as_ref().is_none_or(|url| url.scheme() != "https") {
+                return Err(bad("ca_file needs an https url"));
             }
         }
         let mut config = config;

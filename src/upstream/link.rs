@@ -54,6 +54,7 @@ pub(crate) async fn connect(
     for (name, value) in &config.headers {
         headers.insert(http::HeaderName::try_from(name.as_str())?, http::HeaderValue::try_from(value.as_str())?);
     }
+    let client = http_client(config)?;
     let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
         .custom_headers(headers)
         // The shared connection carries every stateless agent's calls: rmcp's
@@ -61,5 +62,23 @@ pub(crate) async fn connect(
         .max_concurrent_requests(256)
         // An upstream that forgot the session (404) gets a new one.
         .reinit_on_expired_session(true);
-    Ok((relay.serve(StreamableHttpClientTransport::from_config(transport_config)).await?, None))
+    Ok((relay.serve(StreamableHttpClientTransport::with_client(client, transport_config)).await?, None))
+}
+
+/// The HTTP client for an upstream: rustls (ring), the system's roots plus
+/// the upstream's `ca_file`.
+fn http_client(config: &UpstreamConfig) -> anyhow::Result<upstream_http::Client> {
+    static PROVIDER: std::sync::Once = std::sync::Once::new();
+    PROVIDER.call_once(|| {
+        // Fails only if another provider was installed first, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    let mut builder = upstream_http::Client::builder();
+    if let Some(path) = &config.ca_file {
+        let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("ca_file {}: {e}", path.display()))?;
+        let certs = upstream_http::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| anyhow::anyhow!("ca_file {}: {e}", path.display()))?;
+        builder = builder.tls_certs_merge(certs);
+    }
+    Ok(builder.build()?)
 }

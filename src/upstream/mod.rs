@@ -276,8 +276,8 @@ impl Upstreams {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(upstream = %config.name, error = %e, "upstream failed to start");
-                    self.update(&config.name, |s| s.last_error = Some(e.to_string()));
+                    tracing::warn!(upstream = %config.name, error = format!("{e:#}"), "upstream failed to start");
+                    self.update(&config.name, |s| s.last_error = Some(format!("{e:#}")));
                 }
             }
             self.update(&config.name, |s| {

@@ -33,10 +33,15 @@ struct Fixture {
 
 impl Fixture {
     async fn start(port: u16) -> Fixture {
+        Self::start_with(port, &[]).await
+    }
+
+    async fn start_with(port: u16, extra: &[&str]) -> Fixture {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut child = tokio::process::Command::new(root.join("tools/node_modules/.bin/node"))
             .arg(root.join("end2end/fixtures/everything_server.mjs"))
             .args(["--port", &port.to_string()])
+            .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -66,6 +71,7 @@ fn everything(url: &str) -> UpstreamConfig {
         cwd: None,
         url: Some(url.parse().unwrap()),
         headers: [("x-upstream-key".to_string(), "configured-secret".to_string())].into(),
+        ca_file: None,
         prefix: Some("ev__".into()),
         enabled: true,
     }
@@ -342,4 +348,41 @@ async fn a_shared_stdio_upstream_asks_the_agent_whose_call_caused_the_request() 
         assert!(roots.contains(&format!("file:///agent/{name}")), "{name} got {roots}");
         assert_eq!(agent.heard(), vec!["roots asked".to_string()], "only {name} was asked");
     }
+}
+
+#[tokio::test]
+async fn an_https_upstream_is_reached_with_its_configured_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let (cert_pem, key_pem) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_pem, cert.cert.pem()).unwrap();
+    std::fs::write(&key_pem, cert.signing_key.serialize_pem()).unwrap();
+    let fixture =
+        Fixture::start_with(0, &["--tls-cert", cert_pem.to_str().unwrap(), "--tls-key", key_pem.to_str().unwrap()])
+            .await;
+    assert!(fixture.url.starts_with("https://"), "{}", fixture.url);
+
+    let mut upstream = everything(&fixture.url);
+    upstream.ca_file = Some(cert_pem.clone());
+    let app = fronting(upstream, 100).await;
+    let token = app.issue("alpha", None);
+    let (_, service) = connect(&app, &token).await;
+    let whoami = call(&service, "ev__probe_whoami", Value::Null).await;
+    assert!(whoami.contains("configured-secret"), "{whoami}");
+
+    // Without the CA the upstream's certificate is not trusted: it stays down.
+    let untrusted = spawn_app_with({
+        let upstream = everything(&fixture.url);
+        move |c| c.upstreams = vec![upstream]
+    })
+    .await;
+    for _ in 0..100 {
+        if let Some(error) = untrusted.upstreams.status()[0].last_error.clone() {
+            assert!(untrusted.upstreams.find("ev__probe_whoami").is_none());
+            assert!(!error.is_empty());
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("an untrusted certificate did not fail the connection");
 }

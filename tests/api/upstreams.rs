@@ -26,6 +26,7 @@ fn files_upstream(root: &Path) -> UpstreamConfig {
         cwd: None,
         url: None,
         headers: Default::default(),
+        ca_file: None,
         prefix: None,
         enabled: true,
     }
@@ -151,6 +152,7 @@ fn slow_upstream() -> UpstreamConfig {
         cwd: None,
         url: None,
         headers: Default::default(),
+        ca_file: None,
         prefix: None,
         enabled: true,
     }
