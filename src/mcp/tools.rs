@@ -247,6 +247,10 @@ pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> 
         },
         other => Err(format!("{other} is not a built-in tool")),
     };
+    if result.is_ok() && (name == POLICY_SET || name == POLICY_REMOVE) {
+        // A rule may hide (block) or show tools: agents re-list.
+        state.upstreams.announce_lists_changed();
+    }
     result.unwrap_or_else(|e| {
         tracing::error!(tool = name, error = %e, "built-in tool failed");
         error_result(format!("{name} failed: {e}"), json!({"error": "tool_failed", "message": e}))

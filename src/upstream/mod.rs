@@ -223,7 +223,7 @@ impl Upstreams {
     }
 
     /// Tells every agent session that the tool, prompt and resource lists changed.
-    fn announce_lists_changed(&self) {
+    pub fn announce_lists_changed(&self) {
         for downstream in self.downstreams() {
             let Some(peer) = downstream.peer().cloned() else { continue };
             if !downstream.stateful() {

@@ -208,6 +208,26 @@ async fn each_agent_session_gets_its_own_upstream_session_and_no_agent_token_goe
 }
 
 #[tokio::test]
+async fn an_agent_session_that_ends_closes_its_upstream_session() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 100).await;
+    let (_, watcher) = connect(&app, &app.issue("watcher", None)).await;
+    let open = || async { call(&watcher, "ev__probe_sessions", Value::Null).await.parse::<u32>().unwrap() };
+    let before = open().await;
+    let (_, agent) = connect(&app, &app.issue("alpha", None)).await;
+    call(&agent, "ev__probe_whoami", Value::Null).await;
+    assert_eq!(open().await, before + 1, "the agent got its own upstream session");
+    agent.cancel().await.unwrap();
+    for _ in 0..100 {
+        if open().await == before {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the upstream session outlived the agent's session");
+}
+
+#[tokio::test]
 async fn roots_progress_logs_and_cancellation_travel_between_agent_and_upstream() {
     let fixture = Fixture::start(0).await;
     let app = spawn_fronting(&fixture, 100).await;
@@ -264,6 +284,24 @@ async fn resource_updates_and_list_changes_reach_the_agent() {
     service.subscribe(SubscribeRequestParams::new(uri)).await.unwrap();
     assert_eq!(call(&service, "ev__probe_touch", serde_json::json!({"uri": uri})).await, "notified");
     agent.wait_for("the resource update", |h| h.contains(&format!("updated {uri}"))).await;
+
+    // A policy change (here: blocking a tool hides it) is announced too.
+    // (Policy changes need a person's approval: given here through the store.)
+    let mut set = CallToolRequestParams::new("gatehouse_policy_set");
+    set = set.with_arguments(
+        serde_json::json!({"pattern": "ev__test_audio_content", "action": "block"}).as_object().unwrap().clone(),
+    );
+    let pending = service.call_tool(set).await.unwrap();
+    let id = pending.structured_content.unwrap()["executionId"].as_str().unwrap().to_string();
+    app.core.approvals.decide(&id, gatehouse_core::approvals::Decision::Accept, "user:test").unwrap();
+    let mut resume = CallToolRequestParams::new("resume");
+    resume = resume.with_arguments(serde_json::json!({"executionId": id}).as_object().unwrap().clone());
+    let done = service.call_tool(resume).await.unwrap();
+    assert_eq!(done.structured_content.unwrap()["action"], "block");
+    agent.wait_for("tools/list_changed", |h| h.contains(&"tools changed".to_string())).await;
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(!tools.iter().any(|t| t.name == "ev__test_audio_content"), "a blocked tool is hidden");
+    agent.heard.lock().unwrap().clear();
 
     call(&service, "ev__probe_add_tool", serde_json::json!({"name": "fresh_tool"})).await;
     agent.wait_for("tools/list_changed", |h| h.contains(&"tools changed".to_string())).await;
