@@ -225,6 +225,7 @@ impl Application {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let address = listener.local_addr()?;
+        crate::upstream::link::install_crypto_provider();
         let upstreams = crate::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
         let state = AppState {
             core,

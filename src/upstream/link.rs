@@ -65,14 +65,20 @@ pub(crate) async fn connect(
     Ok((relay.serve(StreamableHttpClientTransport::with_client(client, transport_config)).await?, None))
 }
 
-/// The HTTP client for an upstream: rustls (ring), the system's roots plus
-/// the upstream's `ca_file`.
-fn http_client(config: &UpstreamConfig) -> anyhow::Result<upstream_http::Client> {
+/// Makes rustls' ring provider the process default: every reqwest client in
+/// the process (rmcp's too) is built without one and needs it. Idempotent.
+pub fn install_crypto_provider() {
     static PROVIDER: std::sync::Once = std::sync::Once::new();
     PROVIDER.call_once(|| {
         // Fails only if another provider was installed first, which is as good.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// The HTTP client for an upstream: rustls (ring), the system's roots plus
+/// the upstream's `ca_file`.
+fn http_client(config: &UpstreamConfig) -> anyhow::Result<upstream_http::Client> {
+    install_crypto_provider();
     let mut builder = upstream_http::Client::builder();
     if let Some(path) = &config.ca_file {
         let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("ca_file {}: {e}", path.display()))?;
