@@ -91,16 +91,22 @@ fn visible(state: &McpState, tool: &Tool) -> bool {
     state.core.policy.decide(&tool.name, tools::hints(tool)).map(|v| v.action != Action::Block).unwrap_or(false)
 }
 
-/// Runs an exposed tool now (policy already passed, or the call was approved).
-pub async fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
-    match Target::find(state, name) {
+/// Runs an exposed tool now (policy already passed, or the call was
+/// approved). `Err` is an upstream's own JSON-RPC error.
+pub async fn run(
+    state: &McpState,
+    caller: &Caller,
+    name: &str,
+    arguments: &Value,
+) -> Result<CallToolResult, ErrorData> {
+    Ok(match Target::find(state, name) {
         Some(Target::Builtin(_)) => tools::run(state, caller, name, arguments),
-        Some(Target::Upstream(tool)) => state.upstreams.call(&tool, arguments, &caller.origin).await,
+        Some(Target::Upstream(tool)) => return state.upstreams.call(&tool, arguments, &caller.origin).await,
         None => error_result(
             format!("{name} is no longer available (its upstream may be down)"),
             json!({"error": "tool_unavailable", "tool": name}),
         ),
-    }
+    })
 }
 
 /// One `tools/call`, as the handler received it.
@@ -141,7 +147,7 @@ pub async fn call(
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     match verdict.action {
-        Action::Allow => Ok(run(state, caller, call.name, &call.arguments).await.into()),
+        Action::Allow => Ok(run(state, caller, call.name, &call.arguments).await?.into()),
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
             Ok(error_result(
@@ -257,7 +263,14 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> Call
     let store = &state.core.approvals;
     match store.start_run(id) {
         Ok(execution) => {
-            let result = run(state, caller, &execution.tool, &execution.arguments).await;
+            // The answer goes to `resume` (or a held call), not to the original
+            // request: an upstream's JSON-RPC error becomes an error result.
+            let result = run(state, caller, &execution.tool, &execution.arguments).await.unwrap_or_else(|e| {
+                error_result(
+                    format!("{} failed at its upstream: {}", execution.tool, e.message),
+                    json!({"error": "upstream_error", "executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
+                )
+            });
             let failed = result.is_error == Some(true);
             store.finish(id, !failed, None);
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");

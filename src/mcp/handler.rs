@@ -66,6 +66,18 @@ fn caller(extensions: &rmcp::model::Extensions) -> Result<(&Credential, Option<&
     Ok((credential, session))
 }
 
+/// Runs an upstream request for the agent's request `context` until it ends
+/// or the agent cancels (dropping it tells rmcp's client to cancel upstream).
+async fn unless_cancelled<T>(
+    context: &RequestContext<RoleServer>,
+    work: impl Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    tokio::select! {
+        result = work => result,
+        _ = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the client", None)),
+    }
+}
+
 impl GatehouseMcp {
     /// A handler for a new session.
     pub fn new(state: McpState) -> Self {
@@ -175,7 +187,8 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let downstream = self.bind(&context);
-        Ok(self.state.upstreams.get_prompt(&request.name, request.arguments, downstream).await?.into())
+        let prompt = self.state.upstreams.get_prompt(&request.name, request.arguments, downstream);
+        Ok(unless_cancelled(&context, prompt).await?.into())
     }
 
     async fn list_resources(
@@ -208,7 +221,7 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let downstream = self.bind(&context);
-        Ok(self.state.upstreams.read_resource(&request.uri, downstream).await?.into())
+        Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&request.uri, downstream)).await?.into())
     }
 
     async fn subscribe(
@@ -217,7 +230,7 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let downstream = self.bind(&context);
-        self.state.upstreams.subscribe(&request.uri, downstream).await
+        unless_cancelled(&context, self.state.upstreams.subscribe(&request.uri, downstream)).await
     }
 
     async fn unsubscribe(
@@ -226,7 +239,7 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let downstream = self.bind(&context);
-        self.state.upstreams.unsubscribe(&request.uri, downstream).await
+        unless_cancelled(&context, self.state.upstreams.unsubscribe(&request.uri, downstream)).await
     }
 
     async fn complete(
@@ -235,7 +248,7 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let downstream = self.bind(&context);
-        self.state.upstreams.complete(request, downstream).await
+        unless_cancelled(&context, self.state.upstreams.complete(request, downstream)).await
     }
 
     async fn list_tools(

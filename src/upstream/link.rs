@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::RoleClient;
-use rmcp::service::{Peer, RunningService, ServiceExt};
+use rmcp::service::{ClientCacheConfig, Peer, RunningService, ServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
@@ -46,7 +46,9 @@ pub(crate) async fn connect(
             });
         }
         let pid = transport.id();
-        return Ok((relay.serve(transport).await?, pid));
+        let service = relay.serve(transport).await?;
+        without_cache(&service).await;
+        return Ok((service, pid));
     }
     let url = config.url.as_ref().ok_or_else(|| anyhow::anyhow!("no command or url"))?;
     // Only the configured headers go upstream; a client's token never does.
@@ -62,7 +64,16 @@ pub(crate) async fn connect(
         .max_concurrent_requests(256)
         // An upstream that forgot the session (404) gets a new one.
         .reinit_on_expired_session(true);
-    Ok((relay.serve(StreamableHttpClientTransport::with_client(client, transport_config)).await?, None))
+    let service = relay.serve(StreamableHttpClientTransport::with_client(client, transport_config)).await?;
+    without_cache(&service).await;
+    Ok((service, None))
+}
+
+/// rmcp's client caches list and read results (and serves stale ones on
+/// error); a gateway must not hand one agent's cached answer to another, nor
+/// keep an old one, so every connection asks the upstream each time.
+async fn without_cache(service: &RunningService<RoleClient, Relay>) {
+    service.peer().set_response_cache_config(ClientCacheConfig::disabled()).await;
 }
 
 /// Makes rustls' ring provider the process default: every reqwest client in

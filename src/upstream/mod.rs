@@ -123,6 +123,8 @@ pub struct Upstreams {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long opening an agent's session at an HTTP upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a shared connection declares: everything an agent might answer;
 /// requests that find no capable agent get an error.
@@ -142,6 +144,11 @@ fn agent_capabilities(downstream: &Downstream) -> ClientCapabilities {
     caps.elicitation = declared.elicitation;
     caps.roots = declared.roots;
     caps
+}
+
+/// The answer to a call its agent cancelled (which nobody reads).
+fn cancelled() -> CallToolResult {
+    crate::mcp::tools::error_result("cancelled by the agent", serde_json::json!({"error": "cancelled"}))
 }
 
 fn upstream_error(what: &str, e: impl std::fmt::Display) -> ErrorData {
@@ -255,10 +262,19 @@ impl Upstreams {
                             self.update(&config.name, |s| {
                                 s.health = Health::Up;
                                 s.catalog = catalog;
-                                s.link = Some(Link { peer, relay, _service: None });
+                                s.link = Some(Link { peer: peer.clone(), relay, _service: None });
                                 s.last_error = None;
                             });
                             self.announce_lists_changed();
+                            // After a restart: what agents had subscribed to on the
+                            // shared connection (their own HTTP sessions renew theirs).
+                            let shared_subscriptions: Vec<String> = self
+                                .downstreams()
+                                .iter()
+                                .filter(|d| config.url.is_none() || !d.stateful())
+                                .flat_map(|d| d.subscriptions())
+                                .collect();
+                            self.resubscribe(&config.name, &peer, shared_subscriptions).await;
                             tokio::select! {
                                 quit = service.waiting() => {
                                     let reason = format!("{quit:?}");
@@ -280,14 +296,18 @@ impl Upstreams {
                     self.update(&config.name, |s| s.last_error = Some(format!("{e:#}")));
                 }
             }
+            let mut was_up = false;
             self.update(&config.name, |s| {
+                was_up = s.health == Health::Up;
                 s.health = Health::Down;
                 s.catalog = Catalog::default();
                 s.link = None;
                 s.pid = None;
                 s.restarts += 1;
             });
-            self.announce_lists_changed();
+            if was_up {
+                self.announce_lists_changed();
+            }
             if started.elapsed() > Duration::from_secs(60) {
                 backoff = Duration::from_secs(1);
             }
@@ -301,15 +321,20 @@ impl Upstreams {
 
     /// Re-lists an upstream after it said its lists changed, and tells the agents.
     pub(crate) async fn refresh(&self, name: &str) {
-        let Some((peer, prefix)) =
-            self.slots().get(name).and_then(|s| Some((s.link.as_ref()?.peer.clone(), s.config.prefix())))
+        let Some((link, prefix)) = self.slots().get(name).and_then(|s| Some((s.link.clone()?, s.config.prefix())))
         else {
             return;
         };
-        match load_catalog(&peer, &prefix).await {
+        match load_catalog(&link.peer, &prefix).await {
             Ok(catalog) => {
                 tracing::info!(upstream = %name, tools = catalog.tools.len(), "upstream lists changed");
-                self.update(name, |s| s.catalog = catalog);
+                // Only if the connection listed is still the one in use (not
+                // replaced by a restart meanwhile).
+                self.update(name, |s| {
+                    if s.link.as_ref().is_some_and(|l| Arc::ptr_eq(&l.relay, &link.relay)) {
+                        s.catalog = catalog;
+                    }
+                });
                 self.announce_lists_changed();
             }
             Err(e) => tracing::warn!(upstream = %name, error = %e, "upstream re-list failed"),
@@ -328,25 +353,40 @@ impl Upstreams {
         if config.url.is_none() || !downstream.stateful() {
             return Ok(shared);
         }
-        let mut links = downstream.links.lock().await;
-        if let Some(link) = links.get(name)
+        let cell = downstream.link_cell(name);
+        let mut slot = cell.lock().await;
+        if let Some(link) = slot.as_ref()
             && !link.peer.is_transport_closed()
         {
             return Ok(link.clone());
         }
         let relay = RelayState::new(name, Some(downstream), self);
-        let (service, _) = link::connect(&config, Relay::new(relay.clone(), agent_capabilities(downstream)))
+        let connecting = link::connect(&config, Relay::new(relay.clone(), agent_capabilities(downstream)));
+        let (service, _) = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
             .await
+            .map_err(|_| format!("could not open a session in {} s", CONNECT_TIMEOUT.as_secs()))?
             .map_err(|e| format!("could not open a session: {e}"))?;
         let link = Link { peer: service.peer().clone(), relay, _service: Some(Arc::new(service)) };
+        // A replaced session starts as the agent left the old one.
         if let Some(level) = downstream.level()
             && supports_logging(&link.peer)
         {
             let _ = link.peer.set_level(SetLevelRequestParams::new(level)).await;
         }
+        self.resubscribe(name, &link.peer, downstream.subscriptions()).await;
         tracing::debug!(upstream = %name, session = downstream.key, "upstream session opened for agent session");
-        links.insert(name.to_string(), link.clone());
+        *slot = Some(link.clone());
         Ok(link)
+    }
+
+    /// Subscribes `peer` (a new connection to upstream `name`) to those of
+    /// `uris` that `name` serves.
+    async fn resubscribe(&self, name: &str, peer: &Peer<RoleClient>, uris: Vec<String>) {
+        for uri in uris {
+            if self.resource_owner(&uri).as_deref() == Some(name) {
+                let _ = peer.subscribe(SubscribeRequestParams::new(uri)).await;
+            }
+        }
     }
 
     /// Every exposed upstream tool.
@@ -384,8 +424,14 @@ impl Upstreams {
 
     /// Calls `tool` at its upstream for the agent request `origin`: progress
     /// and server→client requests flow back to that request, its cancellation
-    /// flows on. A call in flight when the upstream dies gets an error result.
-    pub async fn call(&self, tool: &UpstreamTool, arguments: &serde_json::Value, origin: &Origin) -> CallToolResult {
+    /// flows on. A call in flight when the upstream dies gets an error result;
+    /// the upstream's own JSON-RPC error is passed through as it is.
+    pub async fn call(
+        &self,
+        tool: &UpstreamTool,
+        arguments: &serde_json::Value,
+        origin: &Origin,
+    ) -> Result<CallToolResult, ErrorData> {
         let failed = |message: String| {
             self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %tool.upstream, tool = %tool.name, %message, "upstream call failed");
@@ -394,32 +440,34 @@ impl Upstreams {
                 serde_json::json!({"error": "upstream_failed", "upstream": tool.upstream, "message": message}),
             )
         };
-        let link = match self.link(&tool.upstream, &origin.downstream).await {
-            Ok(link) => link,
-            Err(e) => return failed(e),
+        let link = tokio::select! {
+            link = self.link(&tool.upstream, &origin.downstream) => match link {
+                Ok(link) => link,
+                Err(e) => return Ok(failed(e)),
+            },
+            _ = origin.ct.cancelled() => return Ok(cancelled()),
         };
         let mut params = CallToolRequestParams::new(tool.name.clone());
         if let Some(args) = arguments.as_object() {
             params = params.with_arguments(args.clone());
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let in_flight = link.relay.track(origin);
         let handle = match link.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
             Ok(handle) => handle,
-            Err(e) => return failed(e.to_string()),
+            Err(e) => return Ok(failed(e.to_string())),
         };
-        let _in_flight = link.relay.track(handle.id.clone(), handle.progress_token.clone(), origin);
+        in_flight.sent(handle.id.clone(), handle.progress_token.clone());
         let answer = relay::await_or_cancel(handle, &origin.ct, |r| match r {
             ServerResult::CallToolResult(result) => Some(result),
             _ => None,
         })
         .await;
         match answer {
-            Ok(result) => result,
-            Err(rmcp::service::ServiceError::McpError(e)) => crate::mcp::tools::error_result(
-                format!("{} failed at upstream {}: {}", tool.name, tool.upstream, e.message),
-                serde_json::json!({"error": "upstream_error", "upstream": tool.upstream, "code": e.code.0, "message": e.message}),
-            ),
-            Err(e) => failed(e.to_string()),
+            Ok(result) => Ok(result),
+            Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
+            Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled()),
+            Err(e) => Ok(failed(e.to_string())),
         }
     }
 
@@ -540,6 +588,10 @@ impl Upstreams {
     /// `resources/subscribe`: remembered for the agent, passed to the upstream
     /// that serves `uri` (on the agent's own session, or the shared one).
     pub async fn subscribe(&self, uri: &str, downstream: &Arc<Downstream>) -> Result<(), ErrorData> {
+        if !downstream.stateful() {
+            // Updates are sent to a session; a stateless request has none.
+            return Err(ErrorData::invalid_request("resources/subscribe needs an MCP session", None));
+        }
         let upstream = self
             .resource_owner(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
@@ -572,9 +624,11 @@ impl Upstreams {
     /// connections are filtered by it) and passed to its own upstream sessions.
     pub async fn set_level(&self, level: LoggingLevel, downstream: &Arc<Downstream>) {
         downstream.set_level(level);
-        let links: Vec<Link> = downstream.links.lock().await.values().cloned().collect();
-        for link in links {
-            if supports_logging(&link.peer) {
+        for cell in downstream.link_cells() {
+            let link = cell.lock().await.clone();
+            if let Some(link) = link
+                && supports_logging(&link.peer)
+            {
                 let _ = link.peer.set_level(SetLevelRequestParams::new(level)).await;
             }
         }

@@ -7,6 +7,7 @@
 // 2025-11-25 protocol that upstreams and agents speak.
 #![allow(deprecated)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -28,10 +29,11 @@ use super::{Inner, Upstreams};
 
 /// A call forwarded on this connection and still running.
 struct InFlight {
-    /// The request id on the upstream connection.
-    upstream_id: RequestId,
-    /// The progress token rmcp gave the upstream request.
-    upstream_progress: ProgressToken,
+    entry: u64,
+    /// The request id on the upstream connection (once sent).
+    upstream_id: Option<RequestId>,
+    /// The progress token rmcp gave the upstream request (once sent).
+    upstream_progress: Option<ProgressToken>,
     origin: Origin,
 }
 
@@ -43,18 +45,36 @@ pub(crate) struct RelayState {
     owner: Option<Weak<Downstream>>,
     upstreams: Weak<Inner>,
     calls: Mutex<Vec<InFlight>>,
+    next_entry: AtomicU64,
 }
 
 /// Removes an in-flight entry when the forwarded call ends, however it ends.
 pub(crate) struct InFlightGuard {
     relay: Arc<RelayState>,
-    upstream_id: RequestId,
+    entry: u64,
+}
+
+impl InFlightGuard {
+    /// Fills in what rmcp assigned when the request was sent.
+    pub(crate) fn sent(&self, upstream_id: RequestId, upstream_progress: ProgressToken) {
+        let mut calls = self.relay.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(call) = calls.iter_mut().find(|c| c.entry == self.entry) {
+            call.upstream_id = Some(upstream_id);
+            call.upstream_progress = Some(upstream_progress);
+        }
+    }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).retain(|c| c.upstream_id != self.upstream_id);
+        self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).retain(|c| c.entry != self.entry);
     }
+}
+
+/// The one agent all `calls` belong to, if they all belong to one.
+fn single_agent(calls: &[InFlight]) -> Option<&InFlight> {
+    let last = calls.last()?;
+    calls.iter().all(|c| c.origin.downstream.key == last.origin.downstream.key).then_some(last)
 }
 
 impl RelayState {
@@ -64,22 +84,21 @@ impl RelayState {
             owner: owner.map(Arc::downgrade),
             upstreams: Arc::downgrade(&upstreams.inner),
             calls: Mutex::new(Vec::new()),
+            next_entry: AtomicU64::new(0),
         })
     }
 
-    /// Records a forwarded call so what the upstream sends about it finds its agent.
-    pub(crate) fn track(
-        self: &Arc<Self>,
-        upstream_id: RequestId,
-        upstream_progress: ProgressToken,
-        origin: &Origin,
-    ) -> InFlightGuard {
+    /// Records a call about to be forwarded (before it is sent, so that
+    /// whatever the upstream sends about it finds its agent).
+    pub(crate) fn track(self: &Arc<Self>, origin: &Origin) -> InFlightGuard {
+        let entry = self.next_entry.fetch_add(1, Ordering::Relaxed);
         self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(InFlight {
-            upstream_id: upstream_id.clone(),
-            upstream_progress,
+            entry,
+            upstream_id: None,
+            upstream_progress: None,
             origin: origin.clone(),
         });
-        InFlightGuard { relay: self.clone(), upstream_id }
+        InFlightGuard { relay: self.clone(), entry }
     }
 
     fn owner(&self) -> Option<Arc<Downstream>> {
@@ -87,35 +106,35 @@ impl RelayState {
     }
 
     /// The agent request a server→client request belongs to: the call whose
-    /// response stream carried it (HTTP), else the latest call in flight, else
-    /// the owning session with no request.
+    /// response stream carried it (HTTP), else the latest call in flight when
+    /// every call in flight is the same agent's (a shared stdio upstream cannot
+    /// say which call a request is about, and it must never reach another
+    /// agent), else the owning session with no request.
     fn route(&self, extensions: &rmcp::model::Extensions) -> Option<(Arc<Downstream>, Option<RequestId>)> {
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         let on_stream = match extensions.get::<InboundStreamOrigin>() {
-            Some(InboundStreamOrigin::OutboundRequest(id)) => calls.iter().find(|c| &c.upstream_id == id),
+            Some(InboundStreamOrigin::OutboundRequest(id)) => calls.iter().find(|c| c.upstream_id.as_ref() == Some(id)),
             _ => None,
         };
-        if let Some(call) = on_stream.or(calls.last()) {
+        if let Some(call) = on_stream.or_else(|| single_agent(&calls)) {
             return Some((call.origin.downstream.clone(), Some(call.origin.request_id.clone())));
+        }
+        if !calls.is_empty() && self.owner.is_none() {
+            return None;
         }
         drop(calls);
         self.owner().map(|d| (d, None))
     }
 
-    /// Agents that should hear a session-wide message (a log line): the
-    /// owner, or the agents with calls in flight on a shared connection.
-    fn audience(&self) -> Vec<Arc<Downstream>> {
+    /// Who hears a session-wide message (a log line): the owning session, or
+    /// on a shared connection the one agent with calls in flight (nobody when
+    /// several agents have: it cannot be told whose it is).
+    fn audience(&self) -> Option<Arc<Downstream>> {
         if let Some(owner) = self.owner() {
-            return vec![owner];
+            return Some(owner);
         }
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        let mut all: Vec<Arc<Downstream>> = Vec::new();
-        for call in calls.iter() {
-            if !all.iter().any(|d| d.key == call.origin.downstream.key) {
-                all.push(call.origin.downstream.clone());
-            }
-        }
-        all
+        single_agent(&calls).map(|c| c.origin.downstream.clone())
     }
 }
 
@@ -142,11 +161,16 @@ impl Relay {
         mut request: ServerRequest,
         ctx: &RequestContext<RoleClient>,
         what: &str,
+        declared: fn(&ClientCapabilities) -> bool,
     ) -> Result<ClientResult, ErrorData> {
         let Some((downstream, request_id)) = self.state.route(&ctx.extensions) else {
-            tracing::warn!(upstream = %self.state.upstream, what, "upstream request with no agent to ask");
-            return Err(ErrorData::internal_error(format!("no agent connected to answer {what}"), None));
+            tracing::warn!(upstream = %self.state.upstream, what, "upstream request with no single agent to ask");
+            return Err(ErrorData::internal_error(format!("no single agent to answer {what}"), None));
         };
+        if !declared(&downstream.capabilities()) {
+            let message = format!("the agent's client does not support {what}");
+            return Err(ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, message, None));
+        }
         let Some(peer) = downstream.peer().cloned() else {
             return Err(ErrorData::internal_error("the agent's session is not ready", None));
         };
@@ -214,7 +238,7 @@ impl ClientHandler for Relay {
         ctx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-        match self.ask(request, &ctx, "sampling/createMessage").await? {
+        match self.ask(request, &ctx, "sampling/createMessage", |c| c.sampling.is_some()).await? {
             ClientResult::CreateMessageResult(r) => Ok(*r),
             _ => Err(unexpected("sampling/createMessage")),
         }
@@ -226,7 +250,7 @@ impl ClientHandler for Relay {
         ctx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-        match self.ask(request, &ctx, "elicitation/create").await? {
+        match self.ask(request, &ctx, "elicitation/create", |c| c.elicitation.is_some()).await? {
             ClientResult::ElicitResult(r) => Ok(r),
             _ => Err(unexpected("elicitation/create")),
         }
@@ -234,7 +258,7 @@ impl ClientHandler for Relay {
 
     async fn list_roots(&self, ctx: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-        match self.ask(request, &ctx, "roots/list").await? {
+        match self.ask(request, &ctx, "roots/list", |c| c.roots.is_some()).await? {
             ClientResult::ListRootsResult(r) => Ok(r),
             _ => Err(unexpected("roots/list")),
         }
@@ -248,7 +272,7 @@ impl ClientHandler for Relay {
                 let calls = self.state.calls.lock().unwrap_or_else(|p| p.into_inner());
                 calls
                     .iter()
-                    .find(|c| c.upstream_progress == params.progress_token)
+                    .find(|c| c.upstream_progress.as_ref() == Some(&params.progress_token))
                     .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
             };
             match found {
@@ -270,12 +294,15 @@ impl ClientHandler for Relay {
     }
 
     async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        for downstream in self.state.audience() {
-            if downstream.wants_log(params.level)
-                && let Some(peer) = downstream.peer()
-            {
-                let _ = peer.notify_logging_message(params.clone()).await;
+        match self.state.audience() {
+            Some(downstream) => {
+                if downstream.wants_log(params.level)
+                    && let Some(peer) = downstream.peer()
+                {
+                    let _ = peer.notify_logging_message(params).await;
+                }
             }
+            None => tracing::debug!(upstream = %self.state.upstream, "log message for no single agent dropped"),
         }
     }
 

@@ -28,9 +28,13 @@ pub struct Downstream {
     peer: OnceLock<Peer<RoleServer>>,
     level: Mutex<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
-    /// This session's own sessions at HTTP upstreams, by upstream name.
-    pub(crate) links: tokio::sync::Mutex<HashMap<String, Link>>,
+    /// This session's own sessions at HTTP upstreams, by upstream name; one
+    /// lock per upstream, so a slow one does not hold up the others.
+    links: Mutex<HashMap<String, LinkCell>>,
 }
+
+/// Where one upstream session of an agent session lives (empty until opened).
+pub(crate) type LinkCell = Arc<tokio::sync::Mutex<Option<Link>>>;
 
 impl Downstream {
     /// A downstream with nothing bound yet.
@@ -41,7 +45,7 @@ impl Downstream {
             peer: OnceLock::new(),
             level: Mutex::new(None),
             subscriptions: Mutex::new(HashSet::new()),
-            links: tokio::sync::Mutex::new(HashMap::new()),
+            links: Mutex::new(HashMap::new()),
         })
     }
 
@@ -96,6 +100,21 @@ impl Downstream {
     /// Drops a resource subscription; `false` if there was none.
     pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
         self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(uri)
+    }
+
+    /// The cell for this session's session at upstream `name`.
+    pub(crate) fn link_cell(&self, name: &str) -> LinkCell {
+        self.links.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().clone()
+    }
+
+    /// Every cell, for passing something to all of this session's upstream sessions.
+    pub(crate) fn link_cells(&self) -> Vec<LinkCell> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// Every URI the agent subscribed to.
+    pub(crate) fn subscriptions(&self) -> Vec<String> {
+        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
     }
 
     /// Whether the agent subscribed to `uri`.

@@ -208,6 +208,22 @@ async fn each_agent_session_gets_its_own_upstream_session_and_no_agent_token_goe
 }
 
 #[tokio::test]
+async fn an_upstream_jsonrpc_error_reaches_the_agent_as_that_error() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 100).await;
+    let (_, service) = connect(&app, &app.issue("alpha", None)).await;
+    let err = service.call_tool(CallToolRequestParams::new("ev__probe_invalid_params")).await.unwrap_err();
+    match err {
+        rmcp::service::ServiceError::McpError(e) => {
+            assert_eq!(e.code.0, -32602);
+            assert!(e.message.contains("wants different arguments"), "{}", e.message);
+            assert_eq!(e.data.unwrap()["hint"], "any");
+        }
+        other => panic!("expected the upstream's JSON-RPC error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn an_agent_session_that_ends_closes_its_upstream_session() {
     let fixture = Fixture::start(0).await;
     let app = spawn_fronting(&fixture, 100).await;
@@ -423,4 +439,46 @@ async fn an_https_upstream_is_reached_with_its_configured_ca() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("an untrusted certificate did not fail the connection");
+}
+
+#[tokio::test]
+async fn a_shared_stdio_upstream_never_asks_another_agent() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut upstream = everything("http://unused.invalid/");
+    upstream.url = None;
+    upstream.headers = Default::default();
+    upstream.command = Some(root.join("tools/node_modules/.bin/node").display().to_string());
+    upstream.args = vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()];
+    let app = fronting(upstream, 100).await;
+    let connect_as = |name: &'static str| {
+        let token = app.issue(name, None);
+        let agent = Agent { name: name.into(), ..Agent::default() };
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
+        async move { (agent.clone(), agent.serve(StreamableHttpClientTransport::from_config(config)).await.unwrap()) }
+    };
+    let (alpha, alpha_service) = connect_as("alpha").await;
+    let (beta, beta_service) = connect_as("beta").await;
+
+    // Alpha has a call in flight at the shared upstream while beta's call asks for roots:
+    // the upstream cannot say whose call it is about, so nobody is asked.
+    let mut wait = CallToolRequestParams::new("ev__probe_wait");
+    wait = wait.with_arguments(serde_json::json!({"ms": 30000}).as_object().unwrap().clone());
+    let alpha_wait = alpha_service
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(wait)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = beta_service.call_tool(CallToolRequestParams::new("ev__probe_roots")).await.unwrap_err();
+    assert!(refused.to_string().contains("no single agent"), "{refused}");
+    assert!(alpha.heard().is_empty() && beta.heard().is_empty(), "{:?} {:?}", alpha.heard(), beta.heard());
+
+    // Once only beta's call is in flight, beta is asked.
+    alpha_wait.cancel(None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let roots = call(&beta_service, "ev__probe_roots", Value::Null).await;
+    assert!(roots.contains("file:///agent/beta"), "{roots}");
+    assert!(alpha.heard().is_empty(), "alpha was never asked: {:?}", alpha.heard());
 }
