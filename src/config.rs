@@ -278,6 +278,11 @@ impl FileConfig {
         {
             self.max_body_bytes = Some(v);
         }
+        if let Some(v) =
+            env_value("GATEHOUSE_LIST_PAGE_SIZE", |v| v.parse().map_err(|x: std::num::ParseIntError| x.to_string()))?
+        {
+            self.list_page_size = Some(v);
+        }
         if let Some(v) = env_value("GATEHOUSE_LOG_FORMAT", |v| match v {
             "human" => Ok(LogFormat::Human),
             "json" => Ok(LogFormat::Json),
@@ -446,6 +451,22 @@ mod tests {
         assert_eq!(Config::resolve(file, &Overrides::default()).unwrap().policy.len(), 1);
         let file = FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"x\"\naction = \"maybe\"\n").unwrap();
         assert!(Config::resolve(file, &Overrides::default()).unwrap_err().to_string().contains("policy[0].action"));
+    }
+
+    #[test]
+    fn upstream_tls_and_paging_settings_are_checked() {
+        let resolve = |toml: &str| {
+            Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default())
+                .map_err(|e| e.to_string())
+        };
+        let ok = resolve("[[upstream]]\nname = \"a\"\nurl = \"https://x/mcp\"\nca_file = \"/ca.pem\"\n").unwrap();
+        assert_eq!(ok.upstreams[0].ca_file.as_deref(), Some(Path::new("/ca.pem")));
+        let plain = resolve("[[upstream]]\nname = \"a\"\nurl = \"http://x/mcp\"\nca_file = \"/ca.pem\"\n");
+        assert!(plain.unwrap_err().contains("ca_file needs an https url"));
+        let ws = resolve("[[upstream]]\nname = \"a\"\nurl = \"ws://x/mcp\"\n");
+        assert!(ws.unwrap_err().contains("http or https"));
+        assert!(resolve("list_page_size = 0\n").unwrap_err().contains("list_page_size"));
+        assert_eq!(resolve("list_page_size = 7\n").unwrap().list_page_size, 7);
     }
 
     #[test]
