@@ -16,7 +16,7 @@ test.beforeAll(async () => {
 });
 test.afterAll(() => gh.stop());
 
-test("a killed upstream shows down, then up again with a restart, live", async ({ page }) => {
+test("a killed upstream shows restarting, then up again with a restart, live", async ({ page }) => {
   await page.goto(`${gh.url}/sign-in`);
   await page.getByLabel("Username").fill("ada");
   await page.getByLabel("Password").fill(PW);
@@ -32,6 +32,7 @@ test("a killed upstream shows down, then up again with a restart, live", async (
 
   execFileSync("pkill", ["-9", "-f", "end2end/fixtures/slow_server.py"]);
   await expect(row.getByRole("cell").nth(4)).toHaveText("1");
+  await expect(row.getByRole("cell").nth(2)).toHaveText("restarting");
   await expect(row.getByRole("cell").nth(2)).toHaveText("up", { timeout: 15_000 });
   expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
 

@@ -43,8 +43,10 @@ use session::{Downstream, Origin};
 pub enum Health {
     /// Connected; its tools are exposed.
     Up,
-    /// Not connected (yet, or it failed and is waiting to restart).
+    /// Not connected yet.
     Down,
+    /// It failed or ended; waiting out the backoff, or starting again.
+    Restarting,
     /// Disabled in the config.
     Disabled,
 }
@@ -55,6 +57,7 @@ impl Health {
         match self {
             Health::Up => "up",
             Health::Down => "down",
+            Health::Restarting => "restarting",
             Health::Disabled => "disabled",
         }
     }
@@ -299,7 +302,7 @@ impl Upstreams {
             let mut was_up = false;
             self.update(&config.name, |s| {
                 was_up = s.health == Health::Up;
-                s.health = Health::Down;
+                s.health = Health::Restarting;
                 s.catalog = Catalog::default();
                 s.link = None;
                 s.pid = None;
