@@ -139,8 +139,25 @@ impl ClientHandler for Agent {
     }
 }
 
+/// The fixture as a stdio child process, shared by all agents.
+fn everything_stdio() -> UpstreamConfig {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    UpstreamConfig {
+        url: None,
+        headers: Default::default(),
+        command: Some(root.join("tools/node_modules/.bin/node").display().to_string()),
+        args: vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()],
+        ..everything("http://unused.invalid/")
+    }
+}
+
 async fn connect(app: &TestApp, token: &str) -> (Agent, RunningService<RoleClient, Agent>) {
-    let agent = Agent { name: "home".into(), ..Agent::default() };
+    connect_as(app, token, "home").await
+}
+
+/// A client for agent `token` whose root is `file:///agent/<name>`.
+async fn connect_as(app: &TestApp, token: &str, name: &str) -> (Agent, RunningService<RoleClient, Agent>) {
+    let agent = Agent { name: name.into(), ..Agent::default() };
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
     let service = agent.clone().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connects");
     (agent, service)
@@ -382,19 +399,10 @@ async fn an_upstream_that_restarted_and_forgot_the_session_is_reinitialised() {
 
 #[tokio::test]
 async fn a_shared_stdio_upstream_asks_the_agent_whose_call_caused_the_request() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut upstream = everything("http://unused.invalid/");
-    upstream.url = None;
-    upstream.headers = Default::default();
-    upstream.command = Some(root.join("tools/node_modules/.bin/node").display().to_string());
-    upstream.args = vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()];
-    let app = fronting(upstream, 100).await;
+    let app = fronting(everything_stdio(), 100).await;
     let mut agents = Vec::new();
     for name in ["alpha", "beta"] {
-        let token = app.issue(name, None);
-        let agent = Agent { name: name.into(), ..Agent::default() };
-        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
-        let service = agent.clone().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+        let (agent, service) = connect_as(&app, &app.issue(name, None), name).await;
         agents.push((name, agent, service));
     }
     for (name, agent, service) in &agents {
@@ -443,21 +451,9 @@ async fn an_https_upstream_is_reached_with_its_configured_ca() {
 
 #[tokio::test]
 async fn a_shared_stdio_upstream_never_asks_another_agent() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut upstream = everything("http://unused.invalid/");
-    upstream.url = None;
-    upstream.headers = Default::default();
-    upstream.command = Some(root.join("tools/node_modules/.bin/node").display().to_string());
-    upstream.args = vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()];
-    let app = fronting(upstream, 100).await;
-    let connect_as = |name: &'static str| {
-        let token = app.issue(name, None);
-        let agent = Agent { name: name.into(), ..Agent::default() };
-        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
-        async move { (agent.clone(), agent.serve(StreamableHttpClientTransport::from_config(config)).await.unwrap()) }
-    };
-    let (alpha, alpha_service) = connect_as("alpha").await;
-    let (beta, beta_service) = connect_as("beta").await;
+    let app = fronting(everything_stdio(), 100).await;
+    let (alpha, alpha_service) = connect_as(&app, &app.issue("alpha", None), "alpha").await;
+    let (beta, beta_service) = connect_as(&app, &app.issue("beta", None), "beta").await;
 
     // Alpha has a call in flight at the shared upstream while beta's call asks for roots:
     // the upstream cannot say whose call it is about, so nobody is asked.
