@@ -117,6 +117,10 @@ pub(crate) struct Inner {
     live: Option<LiveHub>,
     /// Every agent session, for list-change and resource-update notifications.
     downstreams: Mutex<Vec<Weak<Downstream>>>,
+    /// Serialises (un)subscribing: an unsubscribe on a shared connection
+    /// checks that no other agent still wants the URI, which a concurrent
+    /// subscribe must not slip past.
+    subscribing: tokio::sync::Mutex<()>,
 }
 
 /// All upstreams; cheap to clone.
@@ -599,6 +603,7 @@ impl Upstreams {
             .resource_owner(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/subscribe", e))?;
+        let _serial = self.inner.subscribing.lock().await;
         downstream.subscribe(uri);
         if let Err(e) = link.peer.subscribe(SubscribeRequestParams::new(uri)).await {
             downstream.unsubscribe(uri);
@@ -610,9 +615,13 @@ impl Upstreams {
     /// `resources/unsubscribe`; a shared connection stays subscribed while
     /// another agent still is.
     pub async fn unsubscribe(&self, uri: &str, downstream: &Arc<Downstream>) -> Result<(), ErrorData> {
-        downstream.unsubscribe(uri);
-        let Some(upstream) = self.resource_owner(uri) else { return Ok(()) };
+        let Some(upstream) = self.resource_owner(uri) else {
+            downstream.unsubscribe(uri);
+            return Ok(());
+        };
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/unsubscribe", e))?;
+        let _serial = self.inner.subscribing.lock().await;
+        downstream.unsubscribe(uri);
         let shared = link._service.is_none();
         if shared && self.downstreams().iter().any(|d| d.subscribed(uri)) {
             return Ok(());
