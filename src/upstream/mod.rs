@@ -530,7 +530,7 @@ impl Upstreams {
                 })
             })
         };
-        let any = || slots.iter().find(|(_, s)| s.link.is_some() && supports_resources(&s.link.as_ref().unwrap().peer));
+        let any = || slots.iter().find(|(_, s)| s.link.as_ref().is_some_and(|l| supports_resources(&l.peer)));
         listed.or_else(templated).or_else(any).map(|(name, _)| name.clone())
     }
 
@@ -585,7 +585,7 @@ impl Upstreams {
             _ => return Err(ErrorData::invalid_params("unknown completion reference", None)),
         };
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("completion/complete", e))?;
-        if !link.peer.peer_info().is_some_and(|i| i.capabilities.completions.is_some()) {
+        if link.peer.peer_info().is_none_or(|i| i.capabilities.completions.is_none()) {
             // Nothing to suggest: an empty completion rather than an error.
             return Ok(CompleteResult::default());
         }
