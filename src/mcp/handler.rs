@@ -160,6 +160,10 @@ impl ServerHandler for GatehouseMcp {
         });
     }
 
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        self.state.upstreams.roots_changed(&self.downstream).await;
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,

@@ -646,6 +646,17 @@ impl Upstreams {
         }
     }
 
+    /// The agent's roots changed: its own upstream sessions hear it (and ask
+    /// again). A shared connection does not: whose roots would it ask for?
+    pub async fn roots_changed(&self, downstream: &Arc<Downstream>) {
+        for cell in downstream.link_cells() {
+            let link = cell.lock().await.clone();
+            if let Some(link) = link {
+                let _ = link.peer.notify_roots_list_changed().await;
+            }
+        }
+    }
+
     /// Health of every upstream, by name.
     pub fn status(&self) -> Vec<Status> {
         let mut all: Vec<Status> = self

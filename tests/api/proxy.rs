@@ -271,6 +271,18 @@ async fn roots_progress_logs_and_cancellation_travel_between_agent_and_upstream(
     let roots = call(&service, "ev__probe_roots", Value::Null).await;
     assert!(roots.contains("file:///agent/home"), "{roots}");
     assert!(agent.heard().contains(&"roots asked".to_string()));
+    // The agent says its roots changed: its upstream session hears it.
+    let before = call(&service, "ev__probe_roots_changes", Value::Null).await.parse::<u32>().unwrap();
+    service.notify_roots_list_changed().await.unwrap();
+    let mut changes = before;
+    for _ in 0..100 {
+        changes = call(&service, "ev__probe_roots_changes", Value::Null).await.parse().unwrap();
+        if changes > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(changes, before + 1, "roots/list_changed reached the upstream once");
 
     // Progress comes back under the agent's own token (rmcp's client sends one).
     let mut params = CallToolRequestParams::new("ev__test_tool_with_progress");
