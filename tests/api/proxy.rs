@@ -163,6 +163,17 @@ async fn connect_as(app: &TestApp, token: &str, name: &str) -> (Agent, RunningSe
     (agent, service)
 }
 
+/// Polls the fixture until `probe_waiting` reports `n` running waits.
+async fn until_waiting(service: &RunningService<RoleClient, Agent>, n: u32) {
+    for _ in 0..200 {
+        if call(service, "ev__probe_waiting", Value::Null).await == n.to_string() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the upstream never had {n} waits running");
+}
+
 async fn call(service: &RunningService<RoleClient, Agent>, name: &str, args: Value) -> String {
     let mut params = CallToolRequestParams::new(name.to_string());
     if let Some(args) = args.as_object() {
@@ -306,7 +317,7 @@ async fn roots_progress_logs_and_cancellation_travel_between_agent_and_upstream(
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    until_waiting(&service, 1).await;
     handle.cancel(Some("changed my mind".into())).await.unwrap();
     let expected = (before.parse::<u32>().unwrap() + 1).to_string();
     for _ in 0..100 {
@@ -478,14 +489,14 @@ async fn a_shared_stdio_upstream_never_asks_another_agent() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_waiting(&alpha_service, 1).await;
     let refused = beta_service.call_tool(CallToolRequestParams::new("ev__probe_roots")).await.unwrap_err();
     assert!(refused.to_string().contains("no single agent"), "{refused}");
     assert!(alpha.heard().is_empty() && beta.heard().is_empty(), "{:?} {:?}", alpha.heard(), beta.heard());
 
     // Once only beta's call is in flight, beta is asked.
     alpha_wait.cancel(None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_waiting(&beta_service, 0).await;
     let roots = call(&beta_service, "ev__probe_roots", Value::Null).await;
     assert!(roots.contains("file:///agent/beta"), "{roots}");
     assert!(alpha.heard().is_empty(), "alpha was never asked: {:?}", alpha.heard());
