@@ -103,7 +103,9 @@ impl GatehouseMcp {
 
 impl ServerHandler for GatehouseMcp {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder().enable_tools().enable_logging().build();
+        // Tools come and go with policy rules (a block hides one) and upstreams.
+        let mut capabilities =
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build();
         if self.state.upstreams.any() {
             // Prompts, resources and completions come only from upstreams,
             // whose lists change as they come and go.
