@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 secs=${1:-10}
-cargo build --release --bin gatehouse --example bench_rmcp_reference >&2
+cargo build --release --bin gatehouse --example bench_rmcp_reference --example bench_rmcp_client >&2
 rel="$CARGO_TARGET_DIR/release"
 work=$(mktemp -d)
 pids=()
@@ -63,3 +63,7 @@ for c in 1 32; do
   awk -v dq="$dq" -v gq="$gq" -v d50="$dp50" -v g50="$gp50" -v d99="$dp99" -v g99="$gp99" -v c="$c" \
     'BEGIN{printf "\nat %s connection(s): added latency p50 +%.3f ms (%.0f%%), p99 +%.3f ms (%.0f%%); throughput ratio %.2f\n\n", c, g50-d50, (g50/d50-1)*100, g99-d99, (g99/d99-1)*100, gq/dq}'
 done
+# The client's share: the same call from rmcp's Streamable HTTP client (the one
+# Gatehouse uses upstream), one call after another, straight to the upstream.
+read -r _ cp50 cp99 <<<"$("$rel/examples/bench_rmcp_client" "$ref/mcp" gatehouse_status "$secs" | awk '/^RESULT/{split($3,a,"=");split($4,b,"="); print "x", a[2], b[2]}')"
+echo "rmcp's client straight to the upstream, 1 call at a time: p50 $cp50 ms, p99 $cp99 ms"
