@@ -465,13 +465,9 @@ impl Upstreams {
             Err(e) => return Ok(failed(e.to_string())),
         };
         in_flight.sent(handle.id.clone(), handle.progress_token.clone());
-        let answer = relay::await_or_cancel(handle, &origin.ct, |r| match r {
-            ServerResult::CallToolResult(result) => Some(result),
-            _ => None,
-        })
-        .await;
-        match answer {
-            Ok(result) => Ok(result),
+        match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent").await {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),
             Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
             Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled()),
             Err(e) => Ok(failed(e.to_string())),

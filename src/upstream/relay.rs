@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData,
-    GetExtensions, Implementation, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ResourceUpdatedNotificationParam,
-    ServerRequest,
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, GetExtensions, Implementation,
+    ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, RequestId, ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
-    InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError,
+    InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, RequestHandle,
+    ServiceError, ServiceRole,
 };
 use rmcp::{ClientHandler, RoleClient};
 use tokio_util::sync::CancellationToken;
@@ -182,15 +182,7 @@ impl Relay {
         // from the *upstream's* request id, which the agent's session does not know.
         let sent = tokio::spawn(async move {
             let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
-            let (id, peer) = (handle.id.clone(), handle.peer.clone());
-            tokio::select! {
-                answer = handle.await_response() => answer,
-                _ = ct.cancelled() => {
-                    let cancel = CancelledNotificationParam::new(Some(id), Some("cancelled by the upstream".into()));
-                    let _ = peer.notify_cancelled(cancel).await;
-                    Err(ServiceError::Cancelled { reason: Some("cancelled by the upstream".into()) })
-                }
-            }
+            await_or_cancel(handle, &ct, "cancelled by the upstream").await
         });
         match sent.await {
             Ok(Ok(answer)) => Ok(answer),
@@ -338,20 +330,19 @@ impl ClientHandler for Relay {
     }
 }
 
-/// Waits for a forwarded request's answer; if the agent cancels first, tells
-/// the upstream so it can stop.
-pub(crate) async fn await_or_cancel<T>(
-    handle: rmcp::service::RequestHandle<RoleClient>,
+/// Waits for the answer to a forwarded request (either direction); if `ct` is
+/// cancelled first, tells the peer the request is cancelled, with `reason`.
+pub(crate) async fn await_or_cancel<R: ServiceRole>(
+    mut handle: RequestHandle<R>,
     ct: &CancellationToken,
-    map: impl FnOnce(rmcp::model::ServerResult) -> Option<T>,
-) -> Result<T, ServiceError> {
-    let (id, peer) = (handle.id.clone(), handle.peer.clone());
+    reason: &str,
+) -> Result<R::PeerResp, ServiceError> {
+    // The handle is sent without timeouts, so its receiver is all there is to await.
     tokio::select! {
-        answer = handle.await_response() => answer.and_then(|r| map(r).ok_or(ServiceError::UnexpectedResponse)),
+        answer = &mut handle.rx => answer.map_err(|_| ServiceError::TransportClosed)?,
         _ = ct.cancelled() => {
-            let cancel = CancelledNotificationParam::new(Some(id), Some("cancelled by the agent".into()));
-            let _ = peer.notify_cancelled(cancel).await;
-            Err(ServiceError::Cancelled { reason: Some("cancelled by the agent".into()) })
+            let _ = handle.cancel(Some(reason.to_string())).await;
+            Err(ServiceError::Cancelled { reason: Some(reason.to_string()) })
         }
     }
 }
