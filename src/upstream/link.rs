@@ -9,7 +9,7 @@ use rmcp::service::{ClientCacheConfig, Peer, RunningService, ServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
-use super::relay::{Relay, RelayState};
+use super::relay::{InOrder, Relay, RelayState};
 use crate::config::UpstreamConfig;
 
 /// A live connection: what sends to the upstream and what relays back.
@@ -46,7 +46,7 @@ pub(crate) async fn connect(
             });
         }
         let pid = transport.id();
-        let service = relay.serve(transport).await?;
+        let service = relay.clone().serve(InOrder::new(transport, relay.state.clone())).await?;
         without_cache(&service).await;
         return Ok((service, pid));
     }
@@ -64,7 +64,8 @@ pub(crate) async fn connect(
         .max_concurrent_requests(256)
         // An upstream that forgot the session (404) gets a new one.
         .reinit_on_expired_session(true);
-    let service = relay.serve(StreamableHttpClientTransport::with_client(client, transport_config)).await?;
+    let transport = StreamableHttpClientTransport::with_client(client, transport_config);
+    let service = relay.clone().serve(InOrder::new(transport, relay.state.clone())).await?;
     without_cache(&service).await;
     Ok((service, None))
 }

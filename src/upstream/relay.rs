@@ -14,13 +14,15 @@ use std::time::Duration;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, GetExtensions, Implementation,
-    ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestId, ResourceUpdatedNotificationParam, ServerRequest,
+    JsonRpcMessage, JsonRpcNotification, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ResourceUpdatedNotificationParam,
+    ServerNotification, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, RequestHandle,
-    ServiceError, ServiceRole,
+    RxJsonRpcMessage, ServiceError, ServiceRole, TxJsonRpcMessage,
 };
+use rmcp::transport::Transport;
 use rmcp::{ClientHandler, RoleClient};
 use tokio_util::sync::CancellationToken;
 
@@ -135,6 +137,100 @@ impl RelayState {
         }
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         single_agent(&calls).map(|c| c.origin.downstream.clone())
+    }
+
+    /// Passes a progress update to the agent request it is about, under the
+    /// agent's own progress token (none: the agent did not ask for progress).
+    async fn forward_progress(&self, params: ProgressNotificationParam) {
+        // rmcp assigns the upstream token as the call is sent, and the call's
+        // task records it just after; a very fast first update may beat that.
+        for attempt in 0..2 {
+            let found = {
+                let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+                calls
+                    .iter()
+                    .find(|c| c.upstream_progress.as_ref() == Some(&params.progress_token))
+                    .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
+            };
+            match found {
+                Some((downstream, Some(token))) => {
+                    if let Some(peer) = downstream.peer() {
+                        let mut forwarded = params;
+                        forwarded.progress_token = token;
+                        let _ = peer.notify_progress(forwarded).await;
+                    }
+                    return;
+                }
+                Some((_, None)) => return,
+                None if attempt == 0 => tokio::time::sleep(Duration::from_millis(20)).await,
+                None => {}
+            }
+        }
+        tracing::debug!(upstream = %self.upstream, "progress for no call in flight dropped");
+    }
+
+    /// Passes a log message to its audience, at the level the agent asked for.
+    async fn forward_log(&self, params: LoggingMessageNotificationParam) {
+        match self.audience() {
+            Some(downstream) => {
+                if downstream.wants_log(params.level)
+                    && let Some(peer) = downstream.peer()
+                {
+                    let _ = peer.notify_logging_message(params).await;
+                }
+            }
+            None => tracing::debug!(upstream = %self.upstream, "log message for no single agent dropped"),
+        }
+    }
+}
+
+/// An upstream connection's transport that relays progress and log messages
+/// as they arrive, before whatever follows them. rmcp runs notification
+/// handlers as tasks of their own, so a call's last progress update could
+/// otherwise reach the agent after the call's result (and be lost to it).
+pub(crate) struct InOrder<T> {
+    inner: T,
+    relay: Arc<RelayState>,
+}
+
+impl<T> InOrder<T> {
+    pub(crate) fn new(inner: T, relay: Arc<RelayState>) -> Self {
+        InOrder { inner, relay }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inner.receive().await?;
+            if let JsonRpcMessage::Notification(JsonRpcNotification { notification, .. }) = &message {
+                match notification {
+                    ServerNotification::ProgressNotification(n) => {
+                        self.relay.forward_progress(n.params.clone()).await;
+                        continue;
+                    }
+                    ServerNotification::LoggingMessageNotification(n) => {
+                        self.relay.forward_log(n.params.clone()).await;
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 
@@ -253,48 +349,6 @@ impl ClientHandler for Relay {
         match self.ask(request, &ctx, "roots/list", |c| c.roots.is_some()).await? {
             ClientResult::ListRootsResult(r) => Ok(r),
             _ => Err(unexpected("roots/list")),
-        }
-    }
-
-    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        // The call is registered just after it is sent; a very fast first
-        // progress message may beat that, so look twice.
-        for attempt in 0..2 {
-            let found = {
-                let calls = self.state.calls.lock().unwrap_or_else(|p| p.into_inner());
-                calls
-                    .iter()
-                    .find(|c| c.upstream_progress.as_ref() == Some(&params.progress_token))
-                    .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
-            };
-            match found {
-                Some((downstream, Some(token))) => {
-                    if let Some(peer) = downstream.peer() {
-                        let mut forwarded = params.clone();
-                        forwarded.progress_token = token;
-                        let _ = peer.notify_progress(forwarded).await;
-                    }
-                    return;
-                }
-                // The agent did not ask for progress.
-                Some((_, None)) => return,
-                None if attempt == 0 => tokio::time::sleep(Duration::from_millis(20)).await,
-                None => {}
-            }
-        }
-        tracing::debug!(upstream = %self.state.upstream, "progress for no call in flight dropped");
-    }
-
-    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
-        match self.state.audience() {
-            Some(downstream) => {
-                if downstream.wants_log(params.level)
-                    && let Some(peer) = downstream.peer()
-                {
-                    let _ = peer.notify_logging_message(params).await;
-                }
-            }
-            None => tracing::debug!(upstream = %self.state.upstream, "log message for no single agent dropped"),
         }
     }
 
