@@ -61,10 +61,11 @@ target="http://localhost:$port/mcp"
 mapfile -t scenarios < <("$node" "$suite" list 2>/dev/null | sed -n '/^Server scenarios/,/^$/p' | grep -o '^  - [a-z0-9-]*' | sed 's/^  - //')
 # `--suite all`: the active suite plus the two pending scenarios (both pass).
 "$node" "$suite" server --url "$target" --suite all -o "$work/results" >"$work/suite.log" 2>&1
-mapfile -t ran < <(ls "$work/results" 2>/dev/null | sed -E 's/^server-(.*)-[0-9TZ:.-]+$/\1/' | sort -u)
+# Each scenario's results land in server-<scenario>-<timestamp>/; one without
+# results, or with a failed check, is retried on its own.
 passed=0; failed=0; flaky=()
-for s in "${ran[@]}"; do
-  checks=$(cat "$work/results"/server-"$s"-*/checks.json 2>/dev/null)
+for s in "${scenarios[@]}"; do
+  checks=$(cat "$work/results"/server-"$s"-2*/checks.json 2>/dev/null)
   if [ -n "$checks" ] && ! grep -q '"status": *"FAILURE"' <<<"$checks"; then
     passed=$((passed + 1)); continue
   fi
@@ -77,5 +78,5 @@ for s in "${ran[@]}"; do
   fi
 done
 grep -E "^(✓|✗|Total)" "$work/suite.log"
-echo "conformance (all server scenarios, through Gatehouse fronting the everything fixture): $passed passed, $failed failed of ${#ran[@]} run (the suite lists ${#scenarios[@]})${flaky:+ (retried: ${flaky[*]})}"
-[ "${#ran[@]}" -eq "${#scenarios[@]}" ] && [ "$failed" -eq 0 ]
+echo "conformance (all server scenarios, through Gatehouse fronting the everything fixture): $passed passed, $failed failed of ${#scenarios[@]}${flaky:+ (retried: ${flaky[*]})}"
+[ "${#scenarios[@]}" -gt 0 ] && [ "$failed" -eq 0 ]
