@@ -17,9 +17,17 @@ use crate::config::UpstreamConfig;
 pub(crate) struct Link {
     pub(crate) peer: Peer<RoleClient>,
     pub(crate) relay: Arc<RelayState>,
-    /// Held by per-session links so the connection closes with the session
-    /// (the shared link's service is owned by its supervisor instead).
-    pub(crate) _service: Option<Arc<RunningService<RoleClient, Relay>>>,
+    /// An agent session's own connection, held here so that it closes with
+    /// that session; `None` for an upstream's shared connection (its
+    /// supervisor owns that one).
+    pub(crate) session: Option<Arc<RunningService<RoleClient, Relay>>>,
+}
+
+impl Link {
+    /// Whether this is the upstream's shared connection (not one agent's).
+    pub(crate) fn shared(&self) -> bool {
+        self.session.is_none()
+    }
 }
 
 /// Starts a client for `config` with `relay` as its handler; also returns a

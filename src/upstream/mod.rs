@@ -269,7 +269,7 @@ impl Upstreams {
                             self.update(&config.name, |s| {
                                 s.health = Health::Up;
                                 s.catalog = catalog;
-                                s.link = Some(Link { peer: peer.clone(), relay, _service: None });
+                                s.link = Some(Link { peer: peer.clone(), relay, session: None });
                                 s.last_error = None;
                             });
                             self.announce_lists_changed();
@@ -351,13 +351,13 @@ impl Upstreams {
     /// The connection `downstream` uses for upstream `name`: its own session
     /// at an HTTP upstream (opened on first use), else the shared one.
     async fn link(&self, name: &str, downstream: &Arc<Downstream>) -> Result<Link, String> {
-        let (config, shared) = {
+        let (http, shared) = {
             let slots = self.slots();
             let slot = slots.get(name).ok_or_else(|| format!("no upstream {name}"))?;
-            (slot.config.clone(), slot.link.clone())
+            (slot.config.url.is_some(), slot.link.clone())
         };
         let shared = shared.ok_or_else(|| "the upstream is down".to_string())?;
-        if config.url.is_none() || !downstream.stateful() {
+        if !http || !downstream.stateful() {
             return Ok(shared);
         }
         let cell = downstream.link_cell(name);
@@ -367,13 +367,15 @@ impl Upstreams {
         {
             return Ok(link.clone());
         }
+        // Only when opening a session: the config is not copied on every call.
+        let config = self.slots().get(name).map(|s| s.config.clone()).ok_or_else(|| format!("no upstream {name}"))?;
         let relay = RelayState::new(name, Some(downstream), self);
         let connecting = link::connect(&config, Relay::new(relay.clone(), agent_capabilities(downstream)));
         let (service, _) = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
             .await
             .map_err(|_| format!("could not open a session in {} s", CONNECT_TIMEOUT.as_secs()))?
             .map_err(|e| format!("could not open a session: {e}"))?;
-        let link = Link { peer: service.peer().clone(), relay, _service: Some(Arc::new(service)) };
+        let link = Link { peer: service.peer().clone(), relay, session: Some(Arc::new(service)) };
         // A replaced session starts as the agent left the old one.
         if let Some(level) = downstream.level()
             && supports_logging(&link.peer)
@@ -618,8 +620,7 @@ impl Upstreams {
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/unsubscribe", e))?;
         let _serial = self.inner.subscribing.lock().await;
         downstream.unsubscribe(uri);
-        let shared = link._service.is_none();
-        if shared && self.downstreams().iter().any(|d| d.subscribed(uri)) {
+        if link.shared() && self.downstreams().iter().any(|d| d.subscribed(uri)) {
             return Ok(());
         }
         link.peer
