@@ -166,3 +166,30 @@ pub async fn jsonrpc_messages(response: reqwest::Response) -> Vec<Value> {
         vec![serde_json::from_str(&text).unwrap_or(Value::String(text))]
     }
 }
+
+/// A config-file policy rule that lets calls matching `pattern` run at once.
+pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
+    gatehouse_core::policy::Rule {
+        pattern: pattern.into(),
+        action: gatehouse_core::policy::Action::Allow,
+        human_only: false,
+        source: "config".into(),
+    }
+}
+
+/// An enabled `[[upstream]]` named `name` with nothing else set (add a
+/// `command` or a `url`).
+pub fn upstream_named(name: &str) -> gatehouse::config::UpstreamConfig {
+    gatehouse::config::UpstreamConfig {
+        name: name.into(),
+        command: None,
+        args: Vec::new(),
+        env: Default::default(),
+        cwd: None,
+        url: None,
+        headers: Default::default(),
+        ca_file: None,
+        prefix: None,
+        enabled: true,
+    }
+}

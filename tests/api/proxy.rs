@@ -64,16 +64,10 @@ impl Fixture {
 
 fn everything(url: &str) -> UpstreamConfig {
     UpstreamConfig {
-        name: "everything".into(),
-        command: None,
-        args: Vec::new(),
-        env: Default::default(),
-        cwd: None,
         url: Some(url.parse().unwrap()),
         headers: [("x-upstream-key".to_string(), "configured-secret".to_string())].into(),
-        ca_file: None,
         prefix: Some("ev__".into()),
-        enabled: true,
+        ..upstream_named("everything")
     }
 }
 
@@ -143,11 +137,10 @@ impl ClientHandler for Agent {
 fn everything_stdio() -> UpstreamConfig {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     UpstreamConfig {
-        url: None,
-        headers: Default::default(),
         command: Some(root.join("tools/node_modules/.bin/node").display().to_string()),
         args: vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()],
-        ..everything("http://unused.invalid/")
+        prefix: Some("ev__".into()),
+        ..upstream_named("everything")
     }
 }
 
@@ -194,12 +187,7 @@ async fn fronting(upstream: UpstreamConfig, page_size: usize) -> TestApp {
         c.upstreams = vec![upstream];
         c.list_page_size = page_size;
         // The conformance fixtures carry no annotations; let them run.
-        c.policy = vec![gatehouse_core::policy::Rule {
-            pattern: "ev__test_*".into(),
-            action: gatehouse_core::policy::Action::Allow,
-            human_only: false,
-            source: "config".into(),
-        }];
+        c.policy = vec![allow_rule("ev__test_*")];
     })
     .await;
     for _ in 0..300 {

@@ -16,19 +16,12 @@ fn tools_dir() -> PathBuf {
 fn files_upstream(root: &Path) -> UpstreamConfig {
     let tools = tools_dir();
     UpstreamConfig {
-        name: "files".into(),
         command: Some(tools.join("node_modules/.bin/node").display().to_string()),
         args: vec![
             tools.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js").display().to_string(),
             root.display().to_string(),
         ],
-        env: Default::default(),
-        cwd: None,
-        url: None,
-        headers: Default::default(),
-        ca_file: None,
-        prefix: None,
-        enabled: true,
+        ..upstream_named("files")
     }
 }
 
@@ -145,16 +138,9 @@ async fn a_killed_upstream_comes_back_and_the_next_call_works() {
 fn slow_upstream() -> UpstreamConfig {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     UpstreamConfig {
-        name: "slow".into(),
         command: Some(root.join("tools/.venv/bin/python").display().to_string()),
         args: vec![root.join("end2end/fixtures/slow_server.py").display().to_string()],
-        env: Default::default(),
-        cwd: None,
-        url: None,
-        headers: Default::default(),
-        ca_file: None,
-        prefix: None,
-        enabled: true,
+        ..upstream_named("slow")
     }
 }
 
@@ -167,12 +153,7 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
     let slow = slow_upstream();
     let app = spawn_app_with(move |c| {
         c.upstreams = vec![slow];
-        c.policy = vec![gatehouse_core::policy::Rule {
-            pattern: "slow__*".into(),
-            action: gatehouse_core::policy::Action::Allow,
-            human_only: false,
-            source: "config".into(),
-        }];
+        c.policy = vec![allow_rule("slow__*")];
     })
     .await;
     let token = app.issue("agent", None);
