@@ -86,9 +86,7 @@ impl GatehouseMcp {
             approvals: state.core.approvals.clone(),
             session_id: Mutex::new(None),
         });
-        let downstream = Downstream::new();
-        state.upstreams.register(&downstream);
-        Self { state, guard, downstream }
+        Self { state, guard, downstream: Downstream::new() }
     }
 
     /// Binds this session's peer and id (known from its first request).
@@ -148,6 +146,9 @@ impl ServerHandler for GatehouseMcp {
         };
         *self.guard.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_string());
         self.downstream.bind(&context.peer, Some(sid));
+        // Only sessions hear list changes and resource updates: a stateless
+        // request (a handler of its own each time) is not registered.
+        self.state.upstreams.register(&self.downstream);
         tracing::info!(session = %sid, agent = %credential.agent, client = %client_name, %protocol_version, "MCP session opened");
         self.state.core.live.session_opened(McpSessionInfo {
             session_id: sid.to_string(),
