@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod mcp;
 pub mod security;
+pub mod server;
 pub mod shutdown;
 pub mod site;
 pub mod startup;

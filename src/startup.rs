@@ -10,7 +10,6 @@ use axum::extract::FromRef;
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use gatehouse_app::{App, shell};
 use gatehouse_core::{Core, Db, SystemClock};
 use leptos::config::LeptosOptions;
@@ -54,6 +53,10 @@ pub struct AppState {
     pub upstreams: crate::upstream::Upstreams,
     /// Items per page of the merged MCP lists.
     pub list_page_size: usize,
+    /// Which credential each MCP session belongs to; the session caps.
+    pub sessions: Arc<crate::mcp::sessions::SessionBindings>,
+    /// Trust switches and caps.
+    pub limits: crate::config::Limits,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -80,6 +83,8 @@ pub fn app(state: AppState) -> Router {
             native_url: state.native_url,
             upstreams: state.upstreams.clone(),
             list_page_size: state.list_page_size,
+            sessions: state.sessions.clone(),
+            limits: state.limits.clone(),
         },
         &state.allow,
         state.shutdown.clone(),
@@ -241,6 +246,12 @@ impl Application {
             native_url: config.native_url,
             upstreams,
             list_page_size: config.list_page_size,
+            sessions: crate::mcp::sessions::SessionBindings::new(
+                crate::mcp::session_manager(config.approval_ttl),
+                config.limits.max_sessions_per_credential,
+                config.limits.max_sessions,
+            ),
+            limits: config.limits.clone(),
         };
         Ok(Self { router: app(state.clone()), listener, address, state })
     }
@@ -263,18 +274,16 @@ impl Application {
             );
         }
         tracing::info!(address = %self.address, "listening");
-        let shutdown = self.state.shutdown.clone();
-        // rmcp writes each reply in several small chunks: without TCP_NODELAY,
-        // Nagle and delayed ACKs add ~40 ms to every request.
-        let listener = self.listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        // `into_make_service` hands each connection a cheap clone of the
-        // router; serving the Router itself converts (deep-copies) the whole
-        // route table per connection, ~170 KB each here.
-        axum::serve(listener, self.router.into_make_service())
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await?;
+        let state = self.state;
+        let shutdown = state.shutdown.clone();
+        let sweeper =
+            tokio::spawn(crate::mcp::sessions::sweeper(state.core.clone(), state.sessions.clone(), shutdown.clone()));
+        let limits = crate::server::ConnectionLimits {
+            max_connections: state.limits.max_connections,
+            header_read_timeout: state.limits.header_read_timeout,
+        };
+        crate::server::serve(self.listener, self.router, limits, shutdown).await;
+        sweeper.await?;
         Ok(())
     }
 }
