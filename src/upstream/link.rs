@@ -25,8 +25,11 @@ use super::relay::{InOrder, Relay, RelayState};
 use crate::config::UpstreamConfig;
 
 /// The variables of Gatehouse's own environment a stdio child gets (when
-/// set); everything else is cleared, so the gateway's secrets never reach an
-/// upstream unless `env` or `inherit_env` names them.
+/// set): where programs and temporary files are, who and where it runs,
+/// locale, and the trusted CA files (paths, not secrets). Everything else is
+/// cleared, so the gateway's secrets never reach an upstream unless `env` or
+/// `inherit_env` names them (proxy variables may carry credentials, so they
+/// are not here).
 pub const INHERITED_ENV: &[&str] = &[
     "PATH",
     "HOME",
@@ -34,13 +37,16 @@ pub const INHERITED_ENV: &[&str] = &[
     "LOGNAME",
     "SHELL",
     "TERM",
+    "TMPDIR",
+    "TZ",
     "LANG",
     "LANGUAGE",
     "LC_ALL",
     "LC_CTYPE",
     "LC_MESSAGES",
-    "TZ",
-    "TMPDIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
 ];
 
 /// How long a stdio child may take to exit after its stdin closes before it is killed.
