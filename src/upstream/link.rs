@@ -161,7 +161,7 @@ pub(crate) struct Connection {
 #[derive(Clone)]
 pub(crate) struct ChildWatch {
     /// The latest bytes it wrote to stderr.
-    pub(crate) stderr: Arc<Mutex<StderrTail>>,
+    stderr: Arc<Mutex<StderrTail>>,
     /// Set once it wrote a line longer than `max_line_bytes`.
     overlong: Arc<AtomicBool>,
     max_line_bytes: usize,

@@ -209,17 +209,19 @@ fn timed_out(what: &str, timeout: Duration) -> ErrorData {
     )
 }
 
-/// `request`, or an error once `timeout` passes (dropping an rmcp request
-/// future cancels it at the upstream).
+/// `request` on `link`, or an error once its `call_timeout` passes
+/// (dropping an rmcp request future cancels it at the upstream).
 async fn within<T>(
+    link: &Link,
     what: &str,
-    timeout: Duration,
     request: impl Future<Output = Result<T, rmcp::service::ServiceError>>,
 ) -> Result<T, ErrorData> {
+    let timeout = link.call_timeout;
     match tokio::time::timeout(timeout, request).await {
         Ok(answer) => answer.map_err(|e| pass_error(what, e)),
         Err(_) => {
-            tracing::warn!(what, timeout = %humantime::format_duration(timeout), "upstream request timed out");
+            let upstream = link.relay.upstream();
+            tracing::warn!(upstream, what, timeout = %humantime::format_duration(timeout), "upstream request timed out");
             Err(timed_out(what, timeout))
         }
     }
@@ -804,7 +806,7 @@ impl Upstreams {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        within("prompts/get", link.call_timeout, link.peer.get_prompt(params)).await
+        within(&link, "prompts/get", link.peer.get_prompt(params)).await
     }
 
     /// `resources/read`, at the upstream that serves `uri`.
@@ -817,7 +819,7 @@ impl Upstreams {
             .resource_owner(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/read", e))?;
-        within("resources/read", link.call_timeout, link.peer.read_resource(ReadResourceRequestParams::new(uri))).await
+        within(&link, "resources/read", link.peer.read_resource(ReadResourceRequestParams::new(uri))).await
     }
 
     /// `completion/complete` for a prompt argument or a resource template.
@@ -844,7 +846,7 @@ impl Upstreams {
             // Nothing to suggest: an empty completion rather than an error.
             return Ok(CompleteResult::default());
         }
-        within("completion/complete", link.call_timeout, link.peer.complete(params)).await
+        within(&link, "completion/complete", link.peer.complete(params)).await
     }
 
     /// `resources/subscribe`: remembered for the agent, passed to the upstream
@@ -861,8 +863,7 @@ impl Upstreams {
         let _serial = self.inner.subscribing.lock().await;
         downstream.subscribe(uri);
         let subscribed =
-            within("resources/subscribe", link.call_timeout, link.peer.subscribe(SubscribeRequestParams::new(uri)))
-                .await;
+            within(&link, "resources/subscribe", link.peer.subscribe(SubscribeRequestParams::new(uri))).await;
         if subscribed.is_err() {
             downstream.unsubscribe(uri);
         }
@@ -882,8 +883,7 @@ impl Upstreams {
         if link.shared() && self.downstreams().iter().any(|d| d.subscribed(uri)) {
             return Ok(());
         }
-        within("resources/unsubscribe", link.call_timeout, link.peer.unsubscribe(UnsubscribeRequestParams::new(uri)))
-            .await
+        within(&link, "resources/unsubscribe", link.peer.unsubscribe(UnsubscribeRequestParams::new(uri))).await
     }
 
     /// `logging/setLevel`: kept for the agent (messages from shared
@@ -895,12 +895,7 @@ impl Upstreams {
             if let Some(link) = link
                 && supports_logging(&link.peer)
             {
-                let _ = within(
-                    "logging/setLevel",
-                    link.call_timeout,
-                    link.peer.set_level(SetLevelRequestParams::new(level)),
-                )
-                .await;
+                let _ = within(&link, "logging/setLevel", link.peer.set_level(SetLevelRequestParams::new(level))).await;
             }
         }
     }

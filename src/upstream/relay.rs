@@ -103,6 +103,11 @@ impl RelayState {
         InFlightGuard { relay: self.clone(), entry }
     }
 
+    /// The upstream's name.
+    pub(crate) fn upstream(&self) -> &str {
+        &self.upstream
+    }
+
     fn owner(&self) -> Option<Arc<Downstream>> {
         self.owner.as_ref().and_then(Weak::upgrade)
     }
