@@ -125,10 +125,105 @@ pub struct UpstreamConfig {
     /// Set `false` to keep it configured but not started.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Names of Gatehouse's own environment variables a stdio child also gets
+    /// (besides [`crate::upstream::link::INHERITED_ENV`] and `env`).
+    #[serde(default)]
+    pub inherit_env: Vec<String>,
+    /// Longest line (one JSON-RPC message) a stdio child may write; a longer
+    /// one fails the connection, which is then restarted.
+    #[serde(default = "upstream_defaults::max_line_bytes")]
+    pub max_line_bytes: usize,
+    /// Largest JSON response body or SSE event accepted from an HTTP upstream.
+    #[serde(default = "upstream_defaults::max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// How much of a stdio child's stderr is kept (its latest bytes).
+    #[serde(default = "upstream_defaults::stderr_tail_bytes")]
+    pub stderr_tail_bytes: usize,
+    /// Most pages followed when listing its tools, prompts or resources.
+    #[serde(default = "upstream_defaults::max_list_pages")]
+    pub max_list_pages: usize,
+    /// Most items taken from one listing (tools, prompts, resources, templates each).
+    #[serde(default = "upstream_defaults::max_list_items")]
+    pub max_list_items: usize,
+    /// Longest wait to start it (spawn or HTTP connect) and complete `initialize`.
+    #[serde(default = "upstream_defaults::connect_timeout", with = "humantime_req")]
+    pub connect_timeout: Duration,
+    /// Longest wait for its whole catalogue (every page of every list).
+    #[serde(default = "upstream_defaults::list_timeout", with = "humantime_req")]
+    pub list_timeout: Duration,
+    /// Longest wait for one forwarded request (a tool call, prompt, read,
+    /// completion); then it is cancelled upstream and the agent gets an error.
+    #[serde(default = "upstream_defaults::call_timeout", with = "humantime_req")]
+    pub call_timeout: Duration,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// Defaults of the `[[upstream]]` limits.
+pub mod upstream_defaults {
+    use std::time::Duration;
+
+    /// `max_line_bytes`: 4 MiB.
+    pub fn max_line_bytes() -> usize {
+        4 * 1024 * 1024
+    }
+    /// `max_response_bytes`: 16 MiB.
+    pub fn max_response_bytes() -> usize {
+        16 * 1024 * 1024
+    }
+    /// `stderr_tail_bytes`: 16 KiB.
+    pub fn stderr_tail_bytes() -> usize {
+        16 * 1024
+    }
+    /// `max_list_pages`: 100.
+    pub fn max_list_pages() -> usize {
+        100
+    }
+    /// `max_list_items`: 10 000.
+    pub fn max_list_items() -> usize {
+        10_000
+    }
+    /// `connect_timeout`: 30 s.
+    pub fn connect_timeout() -> Duration {
+        Duration::from_secs(30)
+    }
+    /// `list_timeout`: 30 s.
+    pub fn list_timeout() -> Duration {
+        Duration::from_secs(30)
+    }
+    /// `call_timeout`: 5 min.
+    pub fn call_timeout() -> Duration {
+        Duration::from_secs(300)
+    }
+}
+
+impl Default for UpstreamConfig {
+    /// An enabled upstream with no name, transport or extras, and the default limits.
+    fn default() -> Self {
+        UpstreamConfig {
+            name: String::new(),
+            command: None,
+            args: Vec::new(),
+            env: Default::default(),
+            cwd: None,
+            url: None,
+            headers: Default::default(),
+            ca_file: None,
+            prefix: None,
+            enabled: true,
+            inherit_env: Vec::new(),
+            max_line_bytes: upstream_defaults::max_line_bytes(),
+            max_response_bytes: upstream_defaults::max_response_bytes(),
+            stderr_tail_bytes: upstream_defaults::stderr_tail_bytes(),
+            max_list_pages: upstream_defaults::max_list_pages(),
+            max_list_items: upstream_defaults::max_list_items(),
+            connect_timeout: upstream_defaults::connect_timeout(),
+            list_timeout: upstream_defaults::list_timeout(),
+            call_timeout: upstream_defaults::call_timeout(),
+        }
+    }
 }
 
 impl UpstreamConfig {
@@ -171,12 +266,38 @@ mod humantime_opt {
     }
 }
 
+mod humantime_req {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        super::parse_duration(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. \"90s\", \"10m\", \"24h\")"))?;
     if d.is_zero() {
         return Err("must be longer than zero".into());
     }
     Ok(d)
+}
+
+/// The `[[upstream]]` limits and `inherit_env` make sense.
+fn check_upstream_limits(u: &UpstreamConfig) -> Result<(), String> {
+    for (key, value, least) in [
+        ("max_line_bytes", u.max_line_bytes, 1024),
+        ("max_response_bytes", u.max_response_bytes, 1024),
+        ("max_list_pages", u.max_list_pages, 1),
+        ("max_list_items", u.max_list_items, 1),
+    ] {
+        if value < least {
+            return Err(format!("{key} must be at least {least}"));
+        }
+    }
+    if let Some(name) = u.inherit_env.iter().find(|n| n.is_empty() || n.contains(['=', '\0'])) {
+        return Err(format!("inherit_env: {name:?} is not a variable name"));
+    }
+    Ok(())
 }
 
 /// Values given on the command line (they win over everything else).
@@ -484,6 +605,7 @@ impl Config {
             if u.ca_file.is_some() && u.url.as_ref().is_none_or(|url| url.scheme() != "https") {
                 return Err(bad("ca_file needs an https url"));
             }
+            check_upstream_limits(u).map_err(|message| ConfigError::Value { key: key.clone(), message })?;
         }
         let mut config = config;
         for (i, rule) in file.policy.unwrap_or_default().into_iter().enumerate() {
@@ -595,6 +717,29 @@ mod tests {
         let clamped = resolve("approval_ttl = \"2m\"\nrun_window = \"9m\"\n").unwrap().settings();
         assert_eq!(clamped.run_window, Duration::from_secs(120), "never longer than the approval TTL");
         assert_eq!(resolve("list_page_size = 7\n").unwrap().list_page_size, 7);
+    }
+
+    #[test]
+    fn upstream_limits_have_defaults_and_are_checked() {
+        let resolve = |toml: &str| {
+            Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default())
+                .map_err(|e| e.to_string())
+        };
+        let plain = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\n").unwrap();
+        let defaults = UpstreamConfig { name: "a".into(), command: Some("x".into()), ..UpstreamConfig::default() };
+        assert_eq!(plain.upstreams[0], defaults);
+        let set = resolve(
+            "[[upstream]]\nname = \"a\"\ncommand = \"x\"\ncall_timeout = \"2s\"\nmax_list_pages = 3\ninherit_env = [\"HTTPS_PROXY\"]\n",
+        )
+        .unwrap();
+        assert_eq!(set.upstreams[0].call_timeout, Duration::from_secs(2));
+        assert_eq!(set.upstreams[0].max_list_pages, 3);
+        let zero = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\nmax_list_pages = 0\n");
+        assert!(zero.unwrap_err().contains("max_list_pages must be at least 1"));
+        let bad = FileConfig::parse(Path::new("g.toml"), "[[upstream]]\nname = \"a\"\nlist_timeout = \"soon\"\n");
+        assert!(bad.unwrap_err().to_string().contains("list_timeout"));
+        let env = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\ninherit_env = [\"A=B\"]\n");
+        assert!(env.unwrap_err().contains("inherit_env"));
     }
 
     #[test]

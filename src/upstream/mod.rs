@@ -17,16 +17,17 @@ pub mod relay;
 pub mod session;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientRequest, CompleteRequestParams,
-    CompleteResult, ElicitationCapability, ErrorData, GetPromptRequestParams, GetPromptResult, LoggingLevel, Prompt,
-    ReadResourceRequestParams, ReadResourceResult, Reference, Resource, ResourceTemplate, RootsCapabilities,
-    SamplingCapability, ServerResult, SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    CompleteResult, ElicitationCapability, ErrorData, GetPromptRequestParams, GetPromptResult, LoggingLevel,
+    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResult, Reference, Resource,
+    ResourceTemplate, RootsCapabilities, SamplingCapability, ServerResult, SetLevelRequestParams,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
 use tokio_util::sync::CancellationToken;
@@ -34,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use gatehouse_core::live::{LiveHub, UpstreamInfo};
 
 use crate::config::UpstreamConfig;
-use link::Link;
+use link::{ChildWatch, Link};
 use relay::{Relay, RelayState};
 use session::{Downstream, Origin};
 
@@ -63,7 +64,7 @@ impl Health {
     }
 }
 
-/// What an upstream offers, as exposed (tool and prompt names prefixed).
+/// What an upstream offers, tool and prompt names prefixed.
 #[derive(Default, Clone)]
 struct Catalog {
     tools: Vec<Tool>,
@@ -75,11 +76,43 @@ struct Catalog {
 struct Slot {
     config: UpstreamConfig,
     health: Health,
+    /// Why the connection last failed or ended (sanitized).
     last_error: Option<String>,
+    /// What it offers, its names checked and its lists capped.
+    offered: Catalog,
+    /// What of that is exposed: `offered` less the names another upstream
+    /// or a built-in tool also has ([`expose`]).
     catalog: Catalog,
+    /// What its last listing refused or cut short.
+    list_problems: Vec<String>,
+    /// Names it offers that collide with another upstream's or a built-in.
+    conflicts: Vec<String>,
     link: Option<Link>,
     restarts: u64,
     pid: Option<u32>,
+    /// A stdio child's stderr tail (of the current or last process).
+    child: Option<ChildWatch>,
+    /// One catalogue refresh at a time.
+    refresh: Arc<RefreshGate>,
+}
+
+impl Slot {
+    /// Everything wrong with it, as shown: its last error, then what its
+    /// listing refused, then its name collisions.
+    fn shown_error(&self) -> Option<String> {
+        let conflicts = (!self.conflicts.is_empty()).then(|| summary(&self.conflicts, "; "));
+        let all: Vec<&str> =
+            self.last_error.iter().chain(&self.list_problems).chain(&conflicts).map(String::as_str).collect();
+        (!all.is_empty()).then(|| sanitize(&all.join("; ")))
+    }
+}
+
+/// Coalesces catalogue refreshes of one upstream: one runs, at most one
+/// waits (and lists after every change announced before it starts).
+#[derive(Default)]
+struct RefreshGate {
+    queued: AtomicBool,
+    running: tokio::sync::Mutex<()>,
 }
 
 /// A tool of an upstream, as exposed.
@@ -108,6 +141,8 @@ pub struct Status {
     pub restarts: u64,
     /// Process id of a stdio upstream while it runs.
     pub pid: Option<u32>,
+    /// The latest of a stdio upstream's stderr (at most `stderr_tail_bytes`).
+    pub stderr_tail: Option<String>,
 }
 
 #[derive(Default)]
@@ -130,8 +165,12 @@ pub struct Upstreams {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How long opening an agent's session at an HTTP upstream may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest exposed tool or prompt name.
+const MAX_NAME_LEN: usize = 128;
+
+/// How many refused names or name collisions one message quotes.
+const QUOTED_NAMES: usize = 3;
 
 /// What a shared connection declares: everything an agent might answer;
 /// requests that find no capable agent get an error.
@@ -159,7 +198,165 @@ fn cancelled() -> CallToolResult {
 }
 
 fn upstream_error(what: &str, e: impl std::fmt::Display) -> ErrorData {
-    ErrorData::internal_error(format!("upstream {what} failed: {e}"), None)
+    ErrorData::internal_error(sanitize(&format!("upstream {what} failed: {e}")), None)
+}
+
+/// The error `what` gets when the upstream has not answered within `call_timeout`.
+fn timed_out(what: &str, timeout: Duration) -> ErrorData {
+    ErrorData::internal_error(
+        format!("upstream {what} failed: no answer within call_timeout ({})", humantime::format_duration(timeout)),
+        None,
+    )
+}
+
+/// `request` on `link`, or an error once its `call_timeout` passes
+/// (dropping an rmcp request future cancels it at the upstream).
+async fn within<T>(
+    link: &Link,
+    what: &str,
+    request: impl Future<Output = Result<T, rmcp::service::ServiceError>>,
+) -> Result<T, ErrorData> {
+    let timeout = link.call_timeout;
+    match tokio::time::timeout(timeout, request).await {
+        Ok(answer) => answer.map_err(|e| pass_error(what, e)),
+        Err(_) => {
+            let upstream = link.relay.upstream();
+            tracing::warn!(upstream, what, timeout = %humantime::format_duration(timeout), "upstream request timed out");
+            Err(timed_out(what, timeout))
+        }
+    }
+}
+
+/// An error and its causes, on one line (a cause already quoted by the
+/// message before it is not repeated).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text = format!("{text}: {part}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `text` with every URL's credentials (`user:pass@`), query and fragment
+/// removed, so an upstream's error never shows a secret its URL carries.
+pub fn sanitize(text: &str) -> String {
+    let ends_url = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let scheme = rest[..at].bytes().rev().take_while(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b)).count();
+        out.push_str(&rest[..at + 3]);
+        rest = &rest[at + 3..];
+        if scheme == 0 {
+            continue;
+        }
+        let (url, after) = rest.split_at(rest.find(ends_url).unwrap_or(rest.len()));
+        let (authority, path) = url.split_at(url.find(['/', '?', '#']).unwrap_or(url.len()));
+        out.push_str(authority.rsplit_once('@').map_or(authority, |(_, host)| host));
+        match path.find(['?', '#']) {
+            Some(query) => {
+                out.push_str(&path[..query]);
+                // Punctuation closing the text around the URL stays: "(http://h/p?k=v)".
+                let cut = &path[query..];
+                out.push_str(&cut[cut.trim_end_matches([')', ']', '}', '.', ',', ';', ':']).len()..]);
+            }
+            None => out.push_str(path),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether an upstream's tool or prompt may be exposed under `exposed`:
+/// 1 to 128 of `A-Z a-z 0-9 _ . -` (its own name not empty).
+fn valid_name(own: &str, exposed: &str) -> bool {
+    !own.is_empty()
+        && exposed.len() <= MAX_NAME_LEN
+        && exposed.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The first few of `items` joined by `separator`, and how many more there are.
+fn summary(items: &[String], separator: &str) -> String {
+    let mut text = items.iter().take(QUOTED_NAMES).map(String::as_str).collect::<Vec<_>>().join(separator);
+    if items.len() > QUOTED_NAMES {
+        text.push_str(&format!(" (and {} more)", items.len() - QUOTED_NAMES));
+    }
+    text
+}
+
+/// A name from an upstream as it may be quoted: escaped and cut short.
+fn quoted(name: &str) -> String {
+    let cut: String = name.chars().take(64).collect();
+    if cut.len() < name.len() { format!("{cut:?}…") } else { format!("{cut:?}") }
+}
+
+/// Recomputes what every upstream exposes from what each offers: a tool or
+/// prompt name that two upstreams offer is exposed by neither (whichever
+/// started first), and one that a built-in tool has is not exposed at all.
+fn expose(slots: &mut HashMap<String, Slot>) {
+    let mut tool_owners: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut prompt_owners: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, slot) in slots.iter() {
+        for tool in &slot.offered.tools {
+            tool_owners.entry(tool.name.as_ref()).or_default().push(name);
+        }
+        for prompt in &slot.offered.prompts {
+            prompt_owners.entry(prompt.name.as_str()).or_default().push(name);
+        }
+    }
+    let collision = |kind: &str, exposed: &str, owners: &[&str], me: &str| -> Option<String> {
+        if kind == "tool" && crate::mcp::tools::find(exposed).is_some() {
+            return Some(format!(
+                "tool {} of upstream {me} would shadow a built-in Gatehouse tool; not exposed",
+                quoted(exposed)
+            ));
+        }
+        let mut others: Vec<&str> = owners.iter().copied().filter(|o| *o != me).collect();
+        others.sort_unstable();
+        (!others.is_empty()).then(|| {
+            format!(
+                "{kind} {} is offered by upstreams {me} and {}; neither exposes it",
+                quoted(exposed),
+                others.join(", ")
+            )
+        })
+    };
+    let mut computed: Vec<(String, Catalog, Vec<String>)> = Vec::new();
+    for (name, slot) in slots.iter() {
+        let mut conflicts = Vec::new();
+        let mut catalog = Catalog {
+            resources: slot.offered.resources.clone(),
+            templates: slot.offered.templates.clone(),
+            ..Catalog::default()
+        };
+        for tool in &slot.offered.tools {
+            match collision("tool", &tool.name, &tool_owners[tool.name.as_ref()], name) {
+                Some(conflict) => conflicts.push(conflict),
+                None => catalog.tools.push(tool.clone()),
+            }
+        }
+        for prompt in &slot.offered.prompts {
+            match collision("prompt", &prompt.name, &prompt_owners[prompt.name.as_str()], name) {
+                Some(conflict) => conflicts.push(conflict),
+                None => catalog.prompts.push(prompt.clone()),
+            }
+        }
+        computed.push((name.clone(), catalog, conflicts));
+    }
+    for (name, catalog, conflicts) in computed {
+        let Some(slot) = slots.get_mut(&name) else { continue };
+        if !conflicts.is_empty() && conflicts != slot.conflicts {
+            tracing::warn!(upstream = %name, collisions = conflicts.len(), "{}", summary(&conflicts, "; "));
+        }
+        slot.catalog = catalog;
+        slot.conflicts = conflicts;
+    }
 }
 
 impl Upstreams {
@@ -175,10 +372,15 @@ impl Upstreams {
                     config: config.clone(),
                     health,
                     last_error: None,
+                    offered: Catalog::default(),
                     catalog: Catalog::default(),
+                    list_problems: Vec::new(),
+                    conflicts: Vec::new(),
                     link: None,
                     restarts: 0,
                     pid: None,
+                    child: None,
+                    refresh: Arc::default(),
                 },
             );
             if config.enabled {
@@ -197,11 +399,24 @@ impl Upstreams {
         self.inner.slots.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Changes one upstream's slot, then recomputes what every upstream
+    /// exposes (one's catalogue decides what another's collides with).
     fn update(&self, name: &str, f: impl FnOnce(&mut Slot)) {
-        if let Some(slot) = self.slots_mut().get_mut(name) {
-            f(slot);
+        {
+            let mut slots = self.slots_mut();
+            if let Some(slot) = slots.get_mut(name) {
+                f(slot);
+            }
+            expose(&mut slots);
         }
         self.publish();
+    }
+
+    /// Records why upstream `name` failed (sanitized) and logs it.
+    fn fail(&self, name: &str, what: &str, error: String) {
+        let error = sanitize(&error);
+        tracing::warn!(upstream = %name, %error, "{what}");
+        self.update(name, |s| s.last_error = Some(error));
     }
 
     fn publish(&self) {
@@ -215,7 +430,7 @@ impl Upstreams {
                 transport: if s.config.command.is_some() { "stdio" } else { "http" }.to_string(),
                 tools: s.catalog.tools.len(),
                 restarts: s.restarts,
-                last_error: s.last_error.clone(),
+                last_error: s.shown_error(),
             })
             .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -259,17 +474,34 @@ impl Upstreams {
         loop {
             let started = tokio::time::Instant::now();
             let relay = RelayState::new(&config.name, None, &self);
-            match link::connect(&config, Relay::new(relay.clone(), shared_capabilities())).await {
-                Ok((service, pid)) => {
-                    self.update(&config.name, |s| s.pid = pid);
+            let watch = config.command.is_some().then(|| ChildWatch::new(&config));
+            self.update(&config.name, |s| s.child = watch.clone());
+            let connecting = link::connect(&config, Relay::new(relay.clone(), shared_capabilities()), watch.as_ref());
+            let connected = tokio::select! {
+                connected = connecting => connected,
+                _ = shutdown.cancelled() => return,
+            };
+            match connected {
+                Ok(connection) => {
+                    let service = connection.service;
+                    self.update(&config.name, |s| s.pid = connection.pid);
                     let peer = service.peer().clone();
-                    match load_catalog(&peer, &config.prefix()).await {
-                        Ok(catalog) => {
+                    match load_catalog(&config, &peer).await {
+                        Ok(listing) => {
+                            let catalog = listing.catalog;
                             tracing::info!(upstream = %config.name, tools = catalog.tools.len(), prompts = catalog.prompts.len(), resources = catalog.resources.len(), "upstream up");
+                            let link = Link {
+                                peer: peer.clone(),
+                                relay,
+                                session: None,
+                                call_timeout: config.call_timeout,
+                                watch: watch.clone(),
+                            };
                             self.update(&config.name, |s| {
                                 s.health = Health::Up;
-                                s.catalog = catalog;
-                                s.link = Some(Link { peer: peer.clone(), relay, session: None });
+                                s.offered = catalog;
+                                s.list_problems = listing.problems;
+                                s.link = Some(link);
                                 s.last_error = None;
                             });
                             self.announce_lists_changed();
@@ -281,33 +513,32 @@ impl Upstreams {
                                 .filter(|d| config.url.is_none() || !d.stateful())
                                 .flat_map(|d| d.subscriptions())
                                 .collect();
-                            self.resubscribe(&config.name, &peer, shared_subscriptions).await;
+                            self.resubscribe(&config.name, &peer, shared_subscriptions, config.call_timeout).await;
                             tokio::select! {
                                 quit = service.waiting() => {
-                                    let reason = format!("{quit:?}");
-                                    tracing::warn!(upstream = %config.name, %reason, "upstream ended");
-                                    self.update(&config.name, |s| s.last_error = Some(format!("ended: {reason}")));
+                                    let reason = watch.as_ref().and_then(ChildWatch::violation).unwrap_or_else(|| format!("{quit:?}"));
+                                    self.fail(&config.name, "upstream ended", format!("ended: {reason}"));
                                 }
                                 _ = shutdown.cancelled() => return,
                             }
                         }
                         Err(e) => {
-                            tracing::warn!(upstream = %config.name, error = %e, "upstream tools/list failed");
-                            self.update(&config.name, |s| s.last_error = Some(format!("tools/list failed: {e}")));
+                            self.fail(&config.name, "upstream listing failed", e.to_string());
                             let _ = service.cancel().await;
                         }
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(upstream = %config.name, error = format!("{e:#}"), "upstream failed to start");
-                    self.update(&config.name, |s| s.last_error = Some(format!("{e:#}")));
-                }
+                Err(e) => self.fail(&config.name, "upstream failed to start", error_chain(&e)),
+            }
+            if let Some(line) = watch.as_ref().and_then(ChildWatch::last_line) {
+                tracing::warn!(upstream = %config.name, stderr = %sanitize(&line), "upstream's last stderr line");
             }
             let mut was_up = false;
             self.update(&config.name, |s| {
                 was_up = s.health == Health::Up;
                 s.health = Health::Restarting;
-                s.catalog = Catalog::default();
+                s.offered = Catalog::default();
+                s.list_problems.clear();
                 s.link = None;
                 s.pid = None;
                 s.restarts += 1;
@@ -326,25 +557,43 @@ impl Upstreams {
         }
     }
 
+    /// An upstream said its lists changed: re-list it, one refresh at a time
+    /// (a storm of notifications costs one listing running and one waiting).
+    pub(crate) fn request_refresh(&self, name: &str) {
+        let Some(gate) = self.slots().get(name).map(|s| s.refresh.clone()) else { return };
+        if gate.queued.swap(true, Ordering::AcqRel) {
+            // One is waiting to start; it will see this change too.
+            return;
+        }
+        let upstreams = self.clone();
+        let name = name.to_string();
+        tokio::spawn(async move {
+            let _one_at_a_time = gate.running.lock().await;
+            gate.queued.store(false, Ordering::Release);
+            upstreams.refresh(&name).await;
+        });
+    }
+
     /// Re-lists an upstream after it said its lists changed, and tells the agents.
-    pub(crate) async fn refresh(&self, name: &str) {
-        let Some((link, prefix)) = self.slots().get(name).and_then(|s| Some((s.link.clone()?, s.config.prefix())))
+    async fn refresh(&self, name: &str) {
+        let Some((link, config)) = self.slots().get(name).and_then(|s| Some((s.link.clone()?, s.config.clone())))
         else {
             return;
         };
-        match load_catalog(&link.peer, &prefix).await {
-            Ok(catalog) => {
-                tracing::info!(upstream = %name, tools = catalog.tools.len(), "upstream lists changed");
+        match load_catalog(&config, &link.peer).await {
+            Ok(listing) => {
+                tracing::info!(upstream = %name, tools = listing.catalog.tools.len(), "upstream lists changed");
                 // Only if the connection listed is still the one in use (not
                 // replaced by a restart meanwhile).
                 self.update(name, |s| {
                     if s.link.as_ref().is_some_and(|l| Arc::ptr_eq(&l.relay, &link.relay)) {
-                        s.catalog = catalog;
+                        s.offered = listing.catalog;
+                        s.list_problems = listing.problems;
                     }
                 });
                 self.announce_lists_changed();
             }
-            Err(e) => tracing::warn!(upstream = %name, error = %e, "upstream re-list failed"),
+            Err(e) => tracing::warn!(upstream = %name, error = %sanitize(&e.to_string()), "upstream re-list failed"),
         }
     }
 
@@ -370,30 +619,35 @@ impl Upstreams {
         // Only when opening a session: the config is not copied on every call.
         let config = self.slots().get(name).map(|s| s.config.clone()).ok_or_else(|| format!("no upstream {name}"))?;
         let relay = RelayState::new(name, Some(downstream), self);
-        let connecting = link::connect(&config, Relay::new(relay.clone(), agent_capabilities(downstream)));
-        let (service, _) = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
-            .await
-            .map_err(|_| format!("could not open a session in {} s", CONNECT_TIMEOUT.as_secs()))?
-            .map_err(|e| format!("could not open a session: {e}"))?;
-        let link = Link { peer: service.peer().clone(), relay, session: Some(Arc::new(service)) };
+        let connecting = link::connect(&config, Relay::new(relay.clone(), agent_capabilities(downstream)), None);
+        let connection =
+            connecting.await.map_err(|e| sanitize(&format!("could not open a session: {}", error_chain(&e))))?;
+        let link = Link {
+            peer: connection.service.peer().clone(),
+            relay,
+            session: Some(Arc::new(connection.service)),
+            call_timeout: config.call_timeout,
+            watch: None,
+        };
         // A replaced session starts as the agent left the old one.
         if let Some(level) = downstream.level()
             && supports_logging(&link.peer)
         {
-            let _ = link.peer.set_level(SetLevelRequestParams::new(level)).await;
+            let _ =
+                tokio::time::timeout(link.call_timeout, link.peer.set_level(SetLevelRequestParams::new(level))).await;
         }
-        self.resubscribe(name, &link.peer, downstream.subscriptions()).await;
+        self.resubscribe(name, &link.peer, downstream.subscriptions(), link.call_timeout).await;
         tracing::debug!(upstream = %name, session = downstream.key, "upstream session opened for agent session");
         *slot = Some(link.clone());
         Ok(link)
     }
 
     /// Subscribes `peer` (a new connection to upstream `name`) to those of
-    /// `uris` that `name` serves.
-    async fn resubscribe(&self, name: &str, peer: &Peer<RoleClient>, uris: Vec<String>) {
+    /// `uris` that `name` serves, each within `timeout`.
+    async fn resubscribe(&self, name: &str, peer: &Peer<RoleClient>, uris: Vec<String>, timeout: Duration) {
         for uri in uris {
             if self.resource_owner(&uri).as_deref() == Some(name) {
-                let _ = peer.subscribe(SubscribeRequestParams::new(uri)).await;
+                let _ = tokio::time::timeout(timeout, peer.subscribe(SubscribeRequestParams::new(uri))).await;
             }
         }
     }
@@ -442,6 +696,7 @@ impl Upstreams {
         origin: &Origin,
     ) -> Result<CallToolResult, ErrorData> {
         let failed = |message: String| {
+            let message = sanitize(&message);
             self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %tool.upstream, tool = %tool.name, %message, "upstream call failed");
             crate::mcp::tools::error_result(
@@ -464,15 +719,19 @@ impl Upstreams {
         let in_flight = link.relay.track(origin);
         let handle = match link.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
             Ok(handle) => handle,
-            Err(e) => return Ok(failed(e.to_string())),
+            Err(e) => return Ok(failed(link.why(&e))),
         };
         in_flight.sent(handle.id.clone(), handle.progress_token.clone());
-        match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent").await {
+        match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),
             Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
             Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled()),
-            Err(e) => Ok(failed(e.to_string())),
+            Err(rmcp::service::ServiceError::Timeout { timeout }) => Ok(failed(format!(
+                "no answer within call_timeout ({}); cancelled at the upstream",
+                humantime::format_duration(timeout)
+            ))),
+            Err(e) => Ok(failed(link.why(&e))),
         }
     }
 
@@ -547,7 +806,7 @@ impl Upstreams {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        link.peer.get_prompt(params).await.map_err(|e| pass_error("prompts/get", e))
+        within(&link, "prompts/get", link.peer.get_prompt(params)).await
     }
 
     /// `resources/read`, at the upstream that serves `uri`.
@@ -560,7 +819,7 @@ impl Upstreams {
             .resource_owner(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/read", e))?;
-        link.peer.read_resource(ReadResourceRequestParams::new(uri)).await.map_err(|e| pass_error("resources/read", e))
+        within(&link, "resources/read", link.peer.read_resource(ReadResourceRequestParams::new(uri))).await
     }
 
     /// `completion/complete` for a prompt argument or a resource template.
@@ -587,7 +846,7 @@ impl Upstreams {
             // Nothing to suggest: an empty completion rather than an error.
             return Ok(CompleteResult::default());
         }
-        link.peer.complete(params).await.map_err(|e| pass_error("completion/complete", e))
+        within(&link, "completion/complete", link.peer.complete(params)).await
     }
 
     /// `resources/subscribe`: remembered for the agent, passed to the upstream
@@ -603,11 +862,12 @@ impl Upstreams {
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/subscribe", e))?;
         let _serial = self.inner.subscribing.lock().await;
         downstream.subscribe(uri);
-        if let Err(e) = link.peer.subscribe(SubscribeRequestParams::new(uri)).await {
+        let subscribed =
+            within(&link, "resources/subscribe", link.peer.subscribe(SubscribeRequestParams::new(uri))).await;
+        if subscribed.is_err() {
             downstream.unsubscribe(uri);
-            return Err(pass_error("resources/subscribe", e));
         }
-        Ok(())
+        subscribed
     }
 
     /// `resources/unsubscribe`; a shared connection stays subscribed while
@@ -623,10 +883,7 @@ impl Upstreams {
         if link.shared() && self.downstreams().iter().any(|d| d.subscribed(uri)) {
             return Ok(());
         }
-        link.peer
-            .unsubscribe(UnsubscribeRequestParams::new(uri))
-            .await
-            .map_err(|e| pass_error("resources/unsubscribe", e))
+        within(&link, "resources/unsubscribe", link.peer.unsubscribe(UnsubscribeRequestParams::new(uri))).await
     }
 
     /// `logging/setLevel`: kept for the agent (messages from shared
@@ -638,7 +895,7 @@ impl Upstreams {
             if let Some(link) = link
                 && supports_logging(&link.peer)
             {
-                let _ = link.peer.set_level(SetLevelRequestParams::new(level)).await;
+                let _ = within(&link, "logging/setLevel", link.peer.set_level(SetLevelRequestParams::new(level))).await;
             }
         }
     }
@@ -649,7 +906,7 @@ impl Upstreams {
         for cell in downstream.link_cells() {
             let link = cell.lock().await.clone();
             if let Some(link) = link {
-                let _ = link.peer.notify_roots_list_changed().await;
+                let _ = tokio::time::timeout(link.call_timeout, link.peer.notify_roots_list_changed()).await;
             }
         }
     }
@@ -662,10 +919,11 @@ impl Upstreams {
             .map(|(name, s)| Status {
                 name: name.clone(),
                 health: s.health,
-                last_error: s.last_error.clone(),
+                last_error: s.shown_error(),
                 tools: s.catalog.tools.len(),
                 restarts: s.restarts,
                 pid: s.pid,
+                stderr_tail: s.child.as_ref().map(ChildWatch::stderr_tail),
             })
             .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -690,38 +948,205 @@ fn supports_logging(peer: &Peer<RoleClient>) -> bool {
     peer.peer_info().is_some_and(|i| i.capabilities.logging.is_some())
 }
 
-/// Everything an upstream offers, with tool and prompt names under `prefix`.
-async fn load_catalog(peer: &Peer<RoleClient>, prefix: &str) -> Result<Catalog, rmcp::service::ServiceError> {
+/// Why an upstream's catalogue could not be listed.
+#[derive(Debug, thiserror::Error)]
+enum ListError {
+    /// `tools/list` failed.
+    #[error("tools/list failed: {0}")]
+    Tools(String),
+    /// The whole listing took longer than `list_timeout`.
+    #[error("no complete catalogue within list_timeout ({})", humantime::format_duration(*.0))]
+    Timeout(Duration),
+}
+
+/// A catalogue as listed, and what the listing refused or cut short.
+struct Listing {
+    catalog: Catalog,
+    problems: Vec<String>,
+}
+
+/// Everything an upstream offers, within `list_timeout`, with tool and
+/// prompt names under its prefix; names that may not be exposed are refused
+/// and long lists cut at `max_list_pages` / `max_list_items`.
+async fn load_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Result<Listing, ListError> {
+    tokio::time::timeout(config.list_timeout, list_catalog(config, peer))
+        .await
+        .map_err(|_| ListError::Timeout(config.list_timeout))?
+}
+
+async fn list_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Result<Listing, ListError> {
     let caps = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
-    let tools = peer
-        .list_all_tools()
-        .await?
-        .into_iter()
-        .map(|mut t| {
-            t.name = format!("{prefix}{}", t.name).into();
-            t
-        })
-        .collect();
+    let mut problems = Vec::new();
+    let tools = list_pages(config, "tools", &mut problems, |p| async move {
+        peer.list_tools(p).await.map(|r| (r.tools, r.next_cursor))
+    })
+    .await
+    .map_err(|e| ListError::Tools(error_chain(&e)))?;
+    let tools = checked_names(
+        config,
+        "tool",
+        tools,
+        &mut problems,
+        |t| t.name.to_string(),
+        |t, exposed| {
+            t.name = exposed.into();
+        },
+    );
     let prompts = if caps.prompts.is_some() {
-        peer.list_all_prompts()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|mut p| {
-                p.name = format!("{prefix}{}", p.name);
-                p
-            })
-            .collect()
+        let listed = list_pages(config, "prompts", &mut problems, |p| async move {
+            peer.list_prompts(p).await.map(|r| (r.prompts, r.next_cursor))
+        })
+        .await;
+        let prompts = optional(config, "prompts", listed, &mut problems);
+        checked_names(config, "prompt", prompts, &mut problems, |p| p.name.clone(), |p, exposed| p.name = exposed)
     } else {
         Vec::new()
     };
     let (resources, templates) = if caps.resources.is_some() {
-        (
-            peer.list_all_resources().await.unwrap_or_default(),
-            peer.list_all_resource_templates().await.unwrap_or_default(),
-        )
+        let listed = list_pages(config, "resources", &mut problems, |p| async move {
+            peer.list_resources(p).await.map(|r| (r.resources, r.next_cursor))
+        })
+        .await;
+        let resources = optional(config, "resources", listed, &mut problems);
+        let listed = list_pages(config, "resource templates", &mut problems, |p| async move {
+            peer.list_resource_templates(p).await.map(|r| (r.resource_templates, r.next_cursor))
+        })
+        .await;
+        (resources, optional(config, "resources/templates", listed, &mut problems))
     } else {
         (Vec::new(), Vec::new())
     };
-    Ok(Catalog { tools, prompts, resources, templates })
+    Ok(Listing { catalog: Catalog { tools, prompts, resources, templates }, problems })
+}
+
+/// A list an upstream may fail to give (prompts, resources): its failure
+/// is noted, and nothing listed.
+fn optional<T>(
+    config: &UpstreamConfig,
+    what: &str,
+    listed: Result<Vec<T>, rmcp::service::ServiceError>,
+    problems: &mut Vec<String>,
+) -> Vec<T> {
+    listed.unwrap_or_else(|e| {
+        let problem = sanitize(&format!("{what}/list failed: {}", error_chain(&e)));
+        tracing::warn!(upstream = %config.name, "{problem}");
+        problems.push(problem);
+        Vec::new()
+    })
+}
+
+/// Follows one list's pages, stopping (with a problem noted) after
+/// `max_list_pages` pages or `max_list_items` items.
+async fn list_pages<T, F, Fut>(
+    config: &UpstreamConfig,
+    what: &str,
+    problems: &mut Vec<String>,
+    mut page: F,
+) -> Result<Vec<T>, rmcp::service::ServiceError>
+where
+    F: FnMut(Option<PaginatedRequestParams>) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), rmcp::service::ServiceError>>,
+{
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for pages in 1.. {
+        let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let (got, next) = page(params).await?;
+        items.extend(got);
+        let cut = if items.len() > config.max_list_items {
+            items.truncate(config.max_list_items);
+            Some(format!("max_list_items ({})", config.max_list_items))
+        } else if next.is_some() && pages >= config.max_list_pages {
+            Some(format!("max_list_pages ({})", config.max_list_pages))
+        } else {
+            None
+        };
+        if let Some(limit) = cut {
+            let problem = format!("{what} list cut at {limit}; the rest is not exposed");
+            tracing::warn!(upstream = %config.name, "{problem}");
+            problems.push(problem);
+            break;
+        }
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    Ok(items)
+}
+
+/// Puts `items` under the upstream's prefix, refusing those whose name may
+/// not be exposed ([`valid_name`]) or that the upstream lists twice.
+fn checked_names<T>(
+    config: &UpstreamConfig,
+    kind: &str,
+    items: Vec<T>,
+    problems: &mut Vec<String>,
+    name: impl Fn(&T) -> String,
+    rename: impl Fn(&mut T, String),
+) -> Vec<T> {
+    let prefix = config.prefix();
+    let mut seen = std::collections::HashSet::new();
+    let mut refused = Vec::new();
+    let mut kept = Vec::new();
+    for mut item in items {
+        let own = name(&item);
+        let exposed = format!("{prefix}{own}");
+        if !valid_name(&own, &exposed) || !seen.insert(exposed.clone()) {
+            refused.push(quoted(&own));
+            continue;
+        }
+        rename(&mut item, exposed);
+        kept.push(item);
+    }
+    if !refused.is_empty() {
+        let problem = format!(
+            "{kind} names refused (not 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 _ . -, or listed twice): {}",
+            summary(&refused, ", ")
+        );
+        // One line however many: a hostile list must not flood the log.
+        tracing::warn!(upstream = %config.name, refused = refused.len(), "{problem}");
+        problems.push(problem);
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_removes_url_credentials_queries_and_fragments() {
+        assert_eq!(
+            sanitize("error sending request for url (http://user:secret@127.0.0.1:1/mcp?key=secret)"),
+            "error sending request for url (http://127.0.0.1:1/mcp)"
+        );
+        assert_eq!(sanitize("https://tok@h.example/a/b#frag and more"), "https://h.example/a/b and more");
+        assert_eq!(sanitize("http://a:b@h?x=1"), "http://h");
+        assert_eq!(sanitize("\"https://u:p@x:8443/p?q=s\": refused"), "\"https://x:8443/p\": refused");
+        assert_eq!(sanitize("two: http://a@h/x?1 https://b@k/y?2."), "two: http://h/x https://k/y.");
+        let plain = "connection refused (os error 111); no URL here: a@b ?q";
+        assert_eq!(sanitize(plain), plain);
+        assert_eq!(sanitize("weird ://x@y?z"), "weird ://x@y?z");
+    }
+
+    #[test]
+    fn names_must_be_short_and_plain() {
+        assert!(valid_name("read_file", "files__read_file"));
+        assert!(valid_name("a.b-c", "a.b-c"));
+        assert!(!valid_name("", "files__"));
+        assert!(!valid_name("read file", "files__read file"));
+        assert!(!valid_name("naïve", "naïve"));
+        assert!(!valid_name("x\n", "x\n"));
+        let long = "x".repeat(MAX_NAME_LEN + 1);
+        assert!(!valid_name(&long, &long));
+        assert!(valid_name(&long[1..], &long[1..]));
+    }
+
+    #[test]
+    fn error_chains_do_not_repeat_a_quoted_cause() {
+        let inner = std::io::Error::other("refused");
+        let outer = link::LinkError::Spawn { command: "x".into(), source: inner };
+        assert_eq!(error_chain(&outer), "cannot start \"x\": refused");
+    }
 }

@@ -103,6 +103,11 @@ impl RelayState {
         InFlightGuard { relay: self.clone(), entry }
     }
 
+    /// The upstream's name.
+    pub(crate) fn upstream(&self) -> &str {
+        &self.upstream
+    }
+
     fn owner(&self) -> Option<Arc<Downstream>> {
         self.owner.as_ref().and_then(Weak::upgrade)
     }
@@ -278,7 +283,7 @@ impl Relay {
         // from the *upstream's* request id, which the agent's session does not know.
         let sent = tokio::spawn(async move {
             let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
-            await_or_cancel(handle, &ct, "cancelled by the upstream").await
+            await_or_cancel(handle, &ct, "cancelled by the upstream", None).await
         });
         match sent.await {
             Ok(Ok(answer)) => Ok(answer),
@@ -302,8 +307,7 @@ impl Relay {
             return;
         }
         if let Some(upstreams) = self.upstreams() {
-            let name = self.state.upstream.clone();
-            tokio::spawn(async move { upstreams.refresh(&name).await });
+            upstreams.request_refresh(&self.state.upstream);
         }
     }
 }
@@ -385,18 +389,30 @@ impl ClientHandler for Relay {
 }
 
 /// Waits for the answer to a forwarded request (either direction); if `ct` is
-/// cancelled first, tells the peer the request is cancelled, with `reason`.
+/// cancelled first, tells the peer the request is cancelled, with `reason`;
+/// if `timeout` passes first, tells it the request timed out.
 pub(crate) async fn await_or_cancel<R: ServiceRole>(
     mut handle: RequestHandle<R>,
     ct: &CancellationToken,
     reason: &str,
+    timeout: Option<Duration>,
 ) -> Result<R::PeerResp, ServiceError> {
-    // The handle is sent without timeouts, so its receiver is all there is to await.
+    let deadline = async {
+        match timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    // The handle is sent without rmcp's timeouts, so its receiver is all there is to await.
     tokio::select! {
         answer = &mut handle.rx => answer.map_err(|_| ServiceError::TransportClosed)?,
         _ = ct.cancelled() => {
             let _ = handle.cancel(Some(reason.to_string())).await;
             Err(ServiceError::Cancelled { reason: Some(reason.to_string()) })
+        }
+        _ = deadline => {
+            let _ = handle.cancel(Some("call_timeout".to_string())).await;
+            Err(ServiceError::Timeout { timeout: timeout.unwrap_or_default() })
         }
     }
 }

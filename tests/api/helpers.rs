@@ -180,16 +180,5 @@ pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
 /// An enabled `[[upstream]]` named `name` with nothing else set (add a
 /// `command` or a `url`).
 pub fn upstream_named(name: &str) -> gatehouse::config::UpstreamConfig {
-    gatehouse::config::UpstreamConfig {
-        name: name.into(),
-        command: None,
-        args: Vec::new(),
-        env: Default::default(),
-        cwd: None,
-        url: None,
-        headers: Default::default(),
-        ca_file: None,
-        prefix: None,
-        enabled: true,
-    }
+    gatehouse::config::UpstreamConfig { name: name.into(), ..Default::default() }
 }

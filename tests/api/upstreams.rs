@@ -116,9 +116,12 @@ async fn a_killed_upstream_comes_back_and_the_next_call_works() {
     let dir = std::fs::canonicalize(root.path()).unwrap();
     let pid = app_status(&app).pid.expect("a running child");
     std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
-    // While it is down the call fails cleanly (or, if it already restarted, works).
-    let during = call(&app, &token, &sid, "files__list_directory", json!({"path": dir})).await;
-    assert!(during.is_object(), "{during}");
+    // While it is down the call fails cleanly: an error result, or an unknown
+    // tool once its tools are withdrawn (or, if it already restarted, it works).
+    let request = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files__list_directory","arguments":{"path": dir}}});
+    let (_, _, messages) = app.call(&token, &sid, request).await;
+    let during = messages.into_iter().find(|m| m["id"] == 9).expect("a reply");
+    assert!(during["result"].is_object() || during["error"].is_object(), "{during}");
     for _ in 0..200 {
         let s = app_status(&app);
         if s.health == gatehouse::upstream::Health::Up && s.pid.is_some_and(|p| p != pid) {
@@ -213,4 +216,227 @@ async fn upstream_prompts_and_resources_are_listed_and_served() {
     assert_eq!(m[0]["result"]["contents"][0]["text"], "slow and steady", "{m:?}");
     let (_, _, m) = app.call(&token, &sid, rpc(8, "resources/read", json!({"uri": "slow://missing"}))).await;
     assert!(m[0]["error"].is_object(), "{m:?}");
+}
+
+/// The misbehaving fixture (`end2end/fixtures/hostile_server.py`) as stdio upstream `name`.
+fn hostile(name: &str, args: &[&str]) -> UpstreamConfig {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = vec![root.join("end2end/fixtures/hostile_server.py").display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    UpstreamConfig {
+        command: Some(root.join("tools/.venv/bin/python").display().to_string()),
+        args: all,
+        ..upstream_named(name)
+    }
+}
+
+fn status_of(app: &TestApp, name: &str) -> gatehouse::upstream::Status {
+    app.upstreams.status().into_iter().find(|s| s.name == name).expect("configured")
+}
+
+/// Polls (every 50 ms, up to 30 s) until `probe` gives something.
+async fn until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..600 {
+        if let Some(found) = probe() {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never: {what}");
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// An app fronting `upstreams` whose tools all run at once, with an agent session.
+async fn fronting(upstreams: Vec<UpstreamConfig>) -> (TestApp, String, String) {
+    let app = spawn_app_with(move |c| {
+        c.policy = upstreams.iter().map(|u| allow_rule(&format!("{}*", u.prefix()))).collect();
+        c.upstreams = upstreams;
+    })
+    .await;
+    let token = app.issue("agent", None);
+    let sid = app.open_session(&token).await;
+    (app, token, sid)
+}
+
+#[tokio::test]
+async fn colliding_and_badly_named_tools_are_not_exposed_and_built_ins_win() {
+    let long = "x".repeat(129);
+    let left = UpstreamConfig {
+        prefix: Some(String::new()),
+        ..hostile(
+            "left",
+            &[
+                "--bare",
+                "--tool",
+                "shared",
+                "--tool",
+                "gatehouse_status",
+                "--tool",
+                "left_only",
+                "--tool",
+                "bad name",
+                "--tool",
+                &long,
+                "--prompt",
+                "shared_prompt",
+                "--prompt",
+                "left_prompt",
+            ],
+        )
+    };
+    let right = UpstreamConfig {
+        prefix: Some(String::new()),
+        ..hostile("right", &["--bare", "--tool", "shared", "--tool", "right_only", "--prompt", "shared_prompt"])
+    };
+    let (app, token, sid) = fronting(vec![left, right]).await;
+    until("both upstreams listed", || {
+        (app.upstreams.find("left_only").is_some() && app.upstreams.find("right_only").is_some()).then_some(())
+    })
+    .await;
+
+    let tools = list(&app, &token, &sid).await;
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"left_only") && names.contains(&"right_only"), "{names:?}");
+    assert!(!names.contains(&"shared"), "neither upstream may expose a name both offer: {names:?}");
+    assert_eq!(names.iter().filter(|n| **n == "gatehouse_status").count(), 1, "{names:?}");
+    assert!(!names.iter().any(|n| n.contains(' ') || n.len() > 128), "{names:?}");
+    assert!(app.upstreams.find("shared").is_none() && app.upstreams.find("gatehouse_status").is_none());
+
+    let status = call(&app, &token, &sid, "gatehouse_status", json!({})).await;
+    assert_ne!(text_of(&status), "gatehouse_status ran", "the built-in answers, not the upstream");
+
+    let (_, _, m) = app.call(&token, &sid, json!({"jsonrpc":"2.0","id":3,"method":"prompts/list"})).await;
+    let prompts: Vec<&str> =
+        m[0]["result"]["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(prompts, ["left_prompt"], "{m:?}");
+
+    let left_error = status_of(&app, "left").last_error.unwrap_or_default();
+    assert!(left_error.contains("\"shared\" is offered by upstreams left and right"), "{left_error}");
+    assert!(left_error.contains("\"gatehouse_status\" of upstream left would shadow a built-in"), "{left_error}");
+    assert!(left_error.contains("\"bad name\""), "{left_error}");
+    let right_error = status_of(&app, "right").last_error.unwrap_or_default();
+    assert!(right_error.contains("\"shared\" is offered by upstreams right and left"), "{right_error}");
+    assert!(right_error.contains("prompt \"shared_prompt\""), "{right_error}");
+}
+
+#[tokio::test]
+async fn a_stdio_child_gets_a_cleared_environment_plus_its_configured_env() {
+    // SAFETY: set once, before the server starts; std's own environment
+    // access is serialised, and no test reads this variable elsewhere.
+    unsafe { std::env::set_var("GATEHOUSE_TEST_SECRET", "from-the-gateway") };
+    let envy = UpstreamConfig { env: [("CONFIGURED".to_string(), "yes".to_string())].into(), ..hostile("envy", &[]) };
+    let (app, token, sid) = fronting(vec![envy]).await;
+    wait_for_tool(&app, &token, &sid, "envy__env").await;
+    let result = call(&app, &token, &sid, "envy__env", json!({})).await;
+    let env: serde_json::Map<String, Value> = serde_json::from_str(&text_of(&result)).expect("the child's environment");
+    assert_eq!(env["CONFIGURED"], "yes");
+    assert!(!env.contains_key("GATEHOUSE_TEST_SECRET"), "{env:?}");
+    let inherited = gatehouse::upstream::link::INHERITED_ENV;
+    let foreign: Vec<&String> = env.keys().filter(|k| *k != "CONFIGURED" && !inherited.contains(&k.as_str())).collect();
+    assert!(foreign.is_empty(), "only the allowlist and env reach the child: {foreign:?}");
+    if let Ok(path) = std::env::var("PATH") {
+        assert_eq!(env["PATH"], path.as_str());
+    }
+}
+
+#[tokio::test]
+async fn a_child_writing_an_overlong_line_is_failed_and_restarted() {
+    let loud = UpstreamConfig { max_line_bytes: 64 * 1024, ..hostile("loud", &[]) };
+    let (app, token, sid) = fronting(vec![loud]).await;
+    wait_for_tool(&app, &token, &sid, "loud__shout").await;
+    let pid = status_of(&app, "loud").pid.expect("running");
+
+    let result = call(&app, &token, &sid, "loud__shout", json!({"bytes": 100_000})).await;
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text_of(&result).contains("longer than max_line_bytes (65536 bytes)"), "{result}");
+
+    until("a new child", || {
+        let s = status_of(&app, "loud");
+        (s.health == gatehouse::upstream::Health::Up && s.pid.is_some_and(|p| p != pid)).then_some(())
+    })
+    .await;
+    let fine = call(&app, &token, &sid, "loud__shout", json!({"bytes": 1000})).await;
+    assert_ne!(fine["isError"], true, "{fine}");
+    assert_eq!(text_of(&fine).len(), 1000);
+}
+
+#[tokio::test]
+async fn a_childs_stderr_is_kept_as_a_bounded_tail() {
+    let noisy = UpstreamConfig { stderr_tail_bytes: 4096, ..hostile("noisy", &["--stderr-flood", "1000000"]) };
+    let (app, _, _) = fronting(vec![noisy]).await;
+    let tail =
+        until("its last words", || status_of(&app, "noisy").stderr_tail.filter(|t| t.contains("last words"))).await;
+    assert!(tail.len() <= 4096, "the tail is bounded: {} bytes", tail.len());
+    assert!(tail.ends_with("last words\n"), "{tail:?}");
+    let status = status_of(&app, "noisy");
+    assert_ne!(status.health, gatehouse::upstream::Health::Up);
+    assert!(status.last_error.is_some());
+}
+
+#[tokio::test]
+async fn connect_and_list_timeouts_fail_the_upstream_naming_the_limit() {
+    let mute = UpstreamConfig { connect_timeout: Duration::from_secs(1), ..hostile("mute", &["--mute"]) };
+    let hang = UpstreamConfig { list_timeout: Duration::from_secs(1), ..hostile("hang", &["--hang-list"]) };
+    let (app, _, _) = fronting(vec![mute, hang]).await;
+    let mute_error = until("mute fails", || status_of(&app, "mute").last_error).await;
+    assert!(mute_error.contains("no answer to initialize within connect_timeout (1s)"), "{mute_error}");
+    let hang_error = until("hang fails", || status_of(&app, "hang").last_error).await;
+    assert!(hang_error.contains("no complete catalogue within list_timeout (1s)"), "{hang_error}");
+    for name in ["mute", "hang"] {
+        assert_ne!(status_of(&app, name).health, gatehouse::upstream::Health::Up);
+    }
+}
+
+#[tokio::test]
+async fn a_call_past_call_timeout_is_an_error_and_cancelled_upstream() {
+    let slowpoke = UpstreamConfig { call_timeout: Duration::from_secs(1), ..hostile("slowpoke", &[]) };
+    let (app, token, sid) = fronting(vec![slowpoke]).await;
+    wait_for_tool(&app, &token, &sid, "slowpoke__sleep").await;
+
+    let result = call(&app, &token, &sid, "slowpoke__sleep", json!({"seconds": 120})).await;
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text_of(&result).contains("no answer within call_timeout (1s)"), "{result}");
+    for _ in 0..200 {
+        let counts: Value =
+            serde_json::from_str(&text_of(&call(&app, &token, &sid, "slowpoke__counts", json!({})).await))
+                .expect("counts");
+        if counts["cancelled"] == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the upstream never heard the call was cancelled");
+}
+
+#[tokio::test]
+async fn endless_lists_are_cut_at_max_list_pages_and_max_list_items() {
+    let pages = UpstreamConfig { max_list_pages: 3, ..hostile("pages", &["--endless", "2"]) };
+    let items = UpstreamConfig { max_list_items: 20, ..hostile("items", &["--endless", "50"]) };
+    let (app, _, _) = fronting(vec![pages, items]).await;
+    for (name, tools, limit) in [("pages", 6, "max_list_pages (3)"), ("items", 20, "max_list_items (20)")] {
+        let status = until("listed", || {
+            let s = status_of(&app, name);
+            (s.health == gatehouse::upstream::Health::Up).then_some(s)
+        })
+        .await;
+        assert_eq!(status.tools, tools, "{status:?}");
+        assert!(status.last_error.as_deref().unwrap_or_default().contains(limit), "{status:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_storm_of_list_changes_is_coalesced_into_a_few_listings() {
+    let (app, token, sid) = fronting(vec![hostile("stormy", &[])]).await;
+    wait_for_tool(&app, &token, &sid, "stormy__storm").await;
+    let stormed = call(&app, &token, &sid, "stormy__storm", json!({"count": 300})).await;
+    assert_eq!(text_of(&stormed), "stormed", "{stormed}");
+    // The change announced last is listed.
+    until("the tool added after the storm", || app.upstreams.find("stormy__calm")).await;
+    let counts: Value =
+        serde_json::from_str(&text_of(&call(&app, &token, &sid, "stormy__counts", json!({})).await)).expect("counts");
+    let lists = counts["lists"].as_u64().unwrap();
+    assert!(lists < 30, "301 list_changed notifications cost {lists} listings");
 }
