@@ -774,21 +774,39 @@ impl Upstreams {
         })
     }
 
-    /// The upstream that serves `uri`: the one that listed it, else one with a
-    /// template whose fixed part it starts with. Never a guess: a URI no
-    /// upstream offers is not sent to any of them.
+    /// The upstream that serves `uri`: the one that listed it, else the one
+    /// with a template whose fixed part it starts with. Never a guess: a URI no
+    /// upstream offers, or one several offer, is sent to none of them.
     fn resource_owner(&self, uri: &str) -> Option<String> {
         let slots = self.slots();
-        let listed = slots.iter().find(|(_, s)| s.catalog.resources.iter().any(|r| r.uri == uri));
-        let templated = || {
-            slots.iter().find(|(_, s)| {
+        let one = |owners: Vec<&String>| match owners.as_slice() {
+            [only] => Some((*only).clone()),
+            [] => None,
+            several => {
+                // Two upstreams claiming one URI: sending it to either could
+                // hand one upstream's reads to the other, so neither gets it.
+                tracing::warn!(uri = ?uri, upstreams = ?several, "resource URI offered by several upstreams; refused");
+                None
+            }
+        };
+        let listed: Vec<&String> = slots
+            .iter()
+            .filter(|(_, s)| s.catalog.resources.iter().any(|r| r.uri == uri))
+            .map(|(name, _)| name)
+            .collect();
+        if !listed.is_empty() {
+            return one(listed);
+        }
+        one(slots
+            .iter()
+            .filter(|(_, s)| {
                 s.catalog.templates.iter().any(|t| {
                     let fixed = t.uri_template.split('{').next().unwrap_or_default();
                     t.uri_template == uri || (!fixed.is_empty() && uri.starts_with(fixed))
                 })
             })
-        };
-        listed.or_else(templated).map(|(name, _)| name.clone())
+            .map(|(name, _)| name)
+            .collect())
     }
 
     /// `prompts/get` for an exposed prompt name.

@@ -652,3 +652,19 @@ async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
         assert!(seen.contains(&(expected.0.into(), expected.1.into())), "{expected:?} in {seen:?}");
     }
 }
+
+#[tokio::test]
+async fn a_resource_uri_two_upstreams_both_offer_goes_to_neither() {
+    let twin = UpstreamConfig { prefix: Some("tw__".into()), ..everything_stdio() };
+    let twin = UpstreamConfig { name: "twin".into(), ..twin };
+    let app = spawn_app_with(|c| c.upstreams = vec![everything_stdio(), twin]).await;
+    wait_until("both fixtures list their tools", || {
+        app.upstreams.find("ev__probe_mutable").is_some() && app.upstreams.find("tw__probe_mutable").is_some()
+    })
+    .await;
+    let (_, token) = issue(&app, "reader", None, None);
+    let sid = app.open_session(&token).await;
+    let read = json!({"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://static-text"}});
+    let (_, _, answer) = app.call(&token, &sid, read).await;
+    assert!(answer[0]["error"]["message"].as_str().unwrap().contains("not found"), "{answer:?}");
+}
