@@ -247,15 +247,27 @@ pub struct UpstreamRow {
     pub tools: usize,
     /// Restarts since the server started.
     pub restarts: u64,
-    /// The last error, if any.
+    /// The last error, if any (admins only).
     pub last_error: Option<String>,
 }
 
-/// Every configured upstream and its health (any signed-in user).
+/// What the upstreams page shows.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamList {
+    /// Whether errors are included (admins only: an upstream's error text
+    /// may carry paths, hosts or secrets from its configuration).
+    pub show_errors: bool,
+    /// Every configured upstream, by name.
+    pub upstreams: Vec<UpstreamRow>,
+}
+
+/// Every configured upstream and its health (any signed-in user); the last
+/// error only for admins.
 #[server(prefix = "/api/fn", endpoint = "upstreams")]
-pub async fn list_upstreams() -> Result<Vec<UpstreamRow>, ServerFnError> {
-    let (_user, core) = server::context()?;
-    Ok(core
+pub async fn list_upstreams() -> Result<UpstreamList, ServerFnError> {
+    let (user, core) = server::context()?;
+    let show_errors = user.is_admin;
+    let upstreams = core
         .live
         .upstreams()
         .into_iter()
@@ -265,7 +277,8 @@ pub async fn list_upstreams() -> Result<Vec<UpstreamRow>, ServerFnError> {
             transport: u.transport,
             tools: u.tools,
             restarts: u.restarts,
-            last_error: u.last_error,
+            last_error: if show_errors { u.last_error } else { None },
         })
-        .collect())
+        .collect();
+    Ok(UpstreamList { show_errors, upstreams })
 }
