@@ -74,6 +74,12 @@ pub struct FileConfig {
     pub upstream: Option<Vec<UpstreamConfig>>,
     /// `list_page_size = 100`: items per page of tools/prompts/resources lists.
     pub list_page_size: Option<usize>,
+    /// `audit_retention = "90d"`: audit entries older than this are deleted.
+    #[serde(default, with = "humantime_opt")]
+    pub audit_retention: Option<Duration>,
+    /// `metrics_listen = "127.0.0.1:9464"`: serve `/metrics` without
+    /// authentication on this separate address.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// One `[[upstream]]` table: a stdio child process (`command`) or a
@@ -171,6 +177,8 @@ pub struct Overrides {
     pub public_url: Option<Url>,
     /// `--log-format`
     pub log_format: Option<LogFormat>,
+    /// `--metrics-listen`
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The resolved configuration.
@@ -204,6 +212,11 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// Items per page of the merged MCP lists.
     pub list_page_size: usize,
+    /// Audit entries older than this are deleted.
+    pub audit_retention: Duration,
+    /// A separate address serving `/metrics` without authentication (on the
+    /// main address it needs an admin).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -223,6 +236,8 @@ impl Default for Config {
             native_url: NativeUrl::Elicit,
             upstreams: Vec::new(),
             list_page_size: 100,
+            audit_retention: Duration::from_secs(90 * 24 * 3600),
+            metrics_listen: None,
         }
     }
 }
@@ -310,6 +325,14 @@ impl FileConfig {
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_ORIGINS", list)? {
             self.allowed_origins = Some(v);
         }
+        if let Some(v) = env_value("GATEHOUSE_AUDIT_RETENTION", parse_duration)? {
+            self.audit_retention = Some(v);
+        }
+        if let Some(v) =
+            env_value("GATEHOUSE_METRICS_LISTEN", |v| v.parse().map_err(|x: std::net::AddrParseError| x.to_string()))?
+        {
+            self.metrics_listen = Some(v);
+        }
         Ok(self)
     }
 }
@@ -342,6 +365,8 @@ impl Config {
             native_url: file.native_url.unwrap_or_default(),
             upstreams: file.upstream.clone().unwrap_or_default(),
             list_page_size: file.list_page_size.unwrap_or(d.list_page_size),
+            audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
+            metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
         };
         if config.list_page_size == 0 {
             return Err(ConfigError::Value { key: "list_page_size".into(), message: "must be at least 1".into() });
@@ -467,6 +492,24 @@ mod tests {
         assert!(ws.unwrap_err().contains("http or https"));
         assert!(resolve("list_page_size = 0\n").unwrap_err().contains("list_page_size"));
         assert_eq!(resolve("list_page_size = 7\n").unwrap().list_page_size, 7);
+    }
+
+    #[test]
+    fn audit_retention_and_metrics_listener() {
+        let resolve = |toml: &str| {
+            Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default()).unwrap()
+        };
+        let d = resolve("");
+        assert_eq!(d.audit_retention, Duration::from_secs(90 * 24 * 3600));
+        assert_eq!(d.metrics_listen, None);
+        let c = resolve("audit_retention = \"30d\"\nmetrics_listen = \"127.0.0.1:9464\"\n");
+        assert_eq!(c.audit_retention, Duration::from_secs(30 * 24 * 3600));
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        let err = FileConfig::parse(Path::new("g.toml"), "audit_retention = \"0s\"\n").unwrap_err().to_string();
+        assert!(err.contains("audit_retention"), "{err}");
+        let flag = Overrides { metrics_listen: Some("127.0.0.1:1".parse().unwrap()), ..Default::default() };
+        let file = FileConfig::parse(Path::new("g.toml"), "metrics_listen = \"127.0.0.1:2\"\n").unwrap();
+        assert_eq!(Config::resolve(file, &flag).unwrap().metrics_listen.unwrap().port(), 1);
     }
 
     #[test]
