@@ -74,6 +74,25 @@ pub struct FileConfig {
     pub upstream: Option<Vec<UpstreamConfig>>,
     /// `list_page_size = 100`: items per page of tools/prompts/resources lists.
     pub list_page_size: Option<usize>,
+    /// `trust_client_forms = true` lets a form elicitation answered by the
+    /// client decide a call (audited as the agent, never for `human_only`).
+    pub trust_client_forms: Option<bool>,
+    /// `run_window = "5m"`: an approved call must start within this long.
+    #[serde(default, with = "humantime_opt")]
+    pub run_window: Option<Duration>,
+    /// `max_executions_per_credential = 20`: calls one credential may have waiting or running.
+    pub max_executions_per_credential: Option<usize>,
+    /// `max_gated_arguments_bytes = 65536`: largest arguments of a call that waits for approval.
+    pub max_gated_arguments_bytes: Option<usize>,
+    /// `max_sessions_per_credential = 16`: MCP sessions one credential may hold open.
+    pub max_sessions_per_credential: Option<usize>,
+    /// `max_sessions = 1024`: MCP sessions open in all.
+    pub max_sessions: Option<usize>,
+    /// `max_connections = 1024`: TCP connections served at once.
+    pub max_connections: Option<usize>,
+    /// `header_read_timeout = "10s"`: time a client has to send its request headers.
+    #[serde(default, with = "humantime_opt")]
+    pub header_read_timeout: Option<Duration>,
     /// `audit_retention = "90d"`: audit entries older than this are deleted.
     #[serde(default, with = "humantime_opt")]
     pub audit_retention: Option<Duration>,
@@ -212,11 +231,50 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// Items per page of the merged MCP lists.
     pub list_page_size: usize,
+    /// Gate limits (trust switches, windows and caps).
+    pub limits: Limits,
     /// Audit entries older than this are deleted.
     pub audit_retention: Duration,
     /// A separate address serving `/metrics` without authentication (on the
     /// main address it needs an admin).
     pub metrics_listen: Option<SocketAddr>,
+}
+
+/// What bounds the gate: who may decide besides a person, and how much one
+/// credential or client may hold. Each has a config key of the same name.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Whether a client-answered form elicitation may decide a call.
+    pub trust_client_forms: bool,
+    /// An approved call must start within this long (never longer than `approval_ttl`).
+    pub run_window: Duration,
+    /// Calls one credential may have waiting or running.
+    pub max_executions_per_credential: usize,
+    /// Largest arguments (serialised JSON bytes) of a call that waits for approval.
+    pub max_gated_arguments_bytes: usize,
+    /// MCP sessions one credential may hold open.
+    pub max_sessions_per_credential: usize,
+    /// MCP sessions open in all.
+    pub max_sessions: usize,
+    /// TCP connections served at once (more wait to be accepted).
+    pub max_connections: usize,
+    /// Time a client has to send its request headers.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            trust_client_forms: false,
+            run_window: Duration::from_secs(300),
+            max_executions_per_credential: 20,
+            max_gated_arguments_bytes: 64 * 1024,
+            max_sessions_per_credential: 16,
+            max_sessions: 1024,
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 impl Default for Config {
@@ -236,9 +294,22 @@ impl Default for Config {
             native_url: NativeUrl::Elicit,
             upstreams: Vec::new(),
             list_page_size: 100,
+            limits: Limits::default(),
             audit_retention: Duration::from_secs(90 * 24 * 3600),
             metrics_listen: None,
         }
+    }
+}
+
+fn number(v: &str) -> Result<usize, String> {
+    v.parse().map_err(|x: std::num::ParseIntError| x.to_string())
+}
+
+fn boolean(v: &str) -> Result<bool, String> {
+    match v {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        other => Err(format!("{other:?} is not true or false")),
     }
 }
 
@@ -322,6 +393,26 @@ impl FileConfig {
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_HOSTS", list)? {
             self.allowed_hosts = Some(v);
         }
+        if let Some(v) = env_value("GATEHOUSE_TRUST_CLIENT_FORMS", boolean)? {
+            self.trust_client_forms = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_RUN_WINDOW", parse_duration)? {
+            self.run_window = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_HEADER_READ_TIMEOUT", parse_duration)? {
+            self.header_read_timeout = Some(v);
+        }
+        for (key, slot) in [
+            ("GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL", &mut self.max_executions_per_credential),
+            ("GATEHOUSE_MAX_GATED_ARGUMENTS_BYTES", &mut self.max_gated_arguments_bytes),
+            ("GATEHOUSE_MAX_SESSIONS_PER_CREDENTIAL", &mut self.max_sessions_per_credential),
+            ("GATEHOUSE_MAX_SESSIONS", &mut self.max_sessions),
+            ("GATEHOUSE_MAX_CONNECTIONS", &mut self.max_connections),
+        ] {
+            if let Some(v) = env_value(key, number)? {
+                *slot = Some(v);
+            }
+        }
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_ORIGINS", list)? {
             self.allowed_origins = Some(v);
         }
@@ -365,11 +456,37 @@ impl Config {
             native_url: file.native_url.unwrap_or_default(),
             upstreams: file.upstream.clone().unwrap_or_default(),
             list_page_size: file.list_page_size.unwrap_or(d.list_page_size),
+            limits: Limits {
+                trust_client_forms: file.trust_client_forms.unwrap_or(d.limits.trust_client_forms),
+                run_window: file.run_window.unwrap_or(d.limits.run_window),
+                max_executions_per_credential: file
+                    .max_executions_per_credential
+                    .unwrap_or(d.limits.max_executions_per_credential),
+                max_gated_arguments_bytes: file.max_gated_arguments_bytes.unwrap_or(d.limits.max_gated_arguments_bytes),
+                max_sessions_per_credential: file
+                    .max_sessions_per_credential
+                    .unwrap_or(d.limits.max_sessions_per_credential),
+                max_sessions: file.max_sessions.unwrap_or(d.limits.max_sessions),
+                max_connections: file.max_connections.unwrap_or(d.limits.max_connections),
+                header_read_timeout: file.header_read_timeout.unwrap_or(d.limits.header_read_timeout),
+            },
             audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
             metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
         };
         if config.list_page_size == 0 {
             return Err(ConfigError::Value { key: "list_page_size".into(), message: "must be at least 1".into() });
+        }
+        let l = &config.limits;
+        for (key, value) in [
+            ("max_executions_per_credential", l.max_executions_per_credential),
+            ("max_gated_arguments_bytes", l.max_gated_arguments_bytes),
+            ("max_sessions_per_credential", l.max_sessions_per_credential),
+            ("max_sessions", l.max_sessions),
+            ("max_connections", l.max_connections),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Value { key: key.into(), message: "must be at least 1".into() });
+            }
         }
         let mut names = std::collections::HashSet::new();
         for (i, u) in config.upstreams.iter().enumerate() {
@@ -435,6 +552,9 @@ impl Config {
             liveness_window: self.liveness_window,
             approval_ttl: self.approval_ttl,
             policy_rules: self.policy.clone(),
+            // Never longer than the approval itself may wait.
+            run_window: self.limits.run_window.min(self.approval_ttl),
+            max_executions_per_credential: self.limits.max_executions_per_credential,
         }
     }
 
@@ -491,6 +611,14 @@ mod tests {
         let ws = resolve("[[upstream]]\nname = \"a\"\nurl = \"ws://x/mcp\"\n");
         assert!(ws.unwrap_err().contains("http or https"));
         assert!(resolve("list_page_size = 0\n").unwrap_err().contains("list_page_size"));
+        assert!(resolve("max_sessions = 0\n").unwrap_err().contains("max_sessions"));
+        let limits = resolve("run_window = \"1m\"\ntrust_client_forms = true\nmax_connections = 3\n").unwrap().limits;
+        assert_eq!(
+            (limits.run_window, limits.trust_client_forms, limits.max_connections),
+            (Duration::from_secs(60), true, 3)
+        );
+        let clamped = resolve("approval_ttl = \"2m\"\nrun_window = \"9m\"\n").unwrap().settings();
+        assert_eq!(clamped.run_window, Duration::from_secs(120), "never longer than the approval TTL");
         assert_eq!(resolve("list_page_size = 7\n").unwrap().list_page_size, 7);
     }
 

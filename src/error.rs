@@ -20,6 +20,9 @@ pub enum ApiError {
     /// Authenticated, but not allowed.
     #[error("{0}")]
     Forbidden(String),
+    /// Allowed only to an admin (a call that changes the gate for everyone).
+    #[error("{0}")]
+    AdminRequired(String),
     /// No such thing.
     #[error("{0}")]
     NotFound(String),
@@ -37,6 +40,7 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::AdminRequired(_) => (StatusCode::FORBIDDEN, "admin_required"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),

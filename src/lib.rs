@@ -10,6 +10,7 @@ pub mod error;
 pub mod housekeeping;
 pub mod mcp;
 pub mod security;
+pub mod server;
 pub mod shutdown;
 pub mod site;
 pub mod startup;

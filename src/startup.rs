@@ -10,7 +10,6 @@ use axum::extract::FromRef;
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use gatehouse_app::{App, shell};
 use gatehouse_core::{Core, Db, SystemClock};
 use leptos::config::LeptosOptions;
@@ -54,6 +53,10 @@ pub struct AppState {
     pub upstreams: crate::upstream::Upstreams,
     /// Items per page of the merged MCP lists.
     pub list_page_size: usize,
+    /// Which credential each MCP session belongs to; the session caps.
+    pub sessions: Arc<crate::mcp::sessions::SessionBindings>,
+    /// Trust switches and caps.
+    pub limits: crate::config::Limits,
     /// Failed sign-in and live-stream limits of the browser side.
     pub throttles: crate::throttle::Throttles,
 }
@@ -82,6 +85,8 @@ pub fn app(state: AppState) -> Router {
             native_url: state.native_url,
             upstreams: state.upstreams.clone(),
             list_page_size: state.list_page_size,
+            sessions: state.sessions.clone(),
+            limits: state.limits.clone(),
         },
         &state.allow,
         state.shutdown.clone(),
@@ -268,6 +273,12 @@ impl Application {
             native_url: config.native_url,
             upstreams,
             list_page_size: config.list_page_size,
+            sessions: crate::mcp::sessions::SessionBindings::new(
+                crate::mcp::session_manager(config.approval_ttl),
+                config.limits.max_sessions_per_credential,
+                config.limits.max_sessions,
+            ),
+            limits: config.limits.clone(),
             throttles: crate::throttle::Throttles::new(core_clock),
         };
         let metrics_listener = match config.metrics_listen {
@@ -311,41 +322,26 @@ impl Application {
             );
         }
         tracing::info!(address = %self.address, "listening");
-        let shutdown = self.state.shutdown.clone();
+        let state = self.state;
+        let shutdown = state.shutdown.clone();
+        let sweeper =
+            tokio::spawn(crate::mcp::sessions::sweeper(state.core.clone(), state.sessions.clone(), shutdown.clone()));
         let housekeeping =
-            tokio::spawn(crate::housekeeping::run(self.state.core.clone(), self.audit_retention, shutdown.clone()));
+            tokio::spawn(crate::housekeeping::run(state.core.clone(), self.audit_retention, shutdown.clone()));
+        let limits = crate::server::ConnectionLimits {
+            max_connections: state.limits.max_connections,
+            header_read_timeout: state.limits.header_read_timeout,
+        };
         let metrics = self.metrics_listener.map(|listener| {
-            let router = metrics_router(self.state.clone());
-            let shutdown = shutdown.clone();
             tracing::info!(address = ?listener.local_addr().ok(), "serving /metrics without authentication");
-            tokio::spawn(async move {
-                axum::serve(listener, router.into_make_service())
-                    .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                    .await
-            })
+            tokio::spawn(crate::server::serve(listener, metrics_router(state.clone()), limits, shutdown.clone()))
         });
-        // rmcp writes each reply in several small chunks: without TCP_NODELAY,
-        // Nagle and delayed ACKs add ~40 ms to every request.
-        let listener = self.listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        // A make-service hands each connection a cheap clone of the router;
-        // serving the Router itself converts (deep-copies) the whole route
-        // table per connection, ~170 KB each here. This one also records the
-        // peer's address, for the per-address sign-in limits.
-        let served = axum::serve(listener, self.router.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown({
-                let shutdown = shutdown.clone();
-                async move { shutdown.cancelled().await }
-            })
-            .await;
-        // Whatever ended serving ends the background work too.
-        shutdown.cancel();
+        crate::server::serve(self.listener, self.router, limits, shutdown).await;
+        sweeper.await?;
         housekeeping.await?;
         if let Some(metrics) = metrics {
-            metrics.await??;
+            metrics.await?;
         }
-        served?;
         Ok(())
     }
 }

@@ -217,7 +217,7 @@ pub async fn decide_execution(id: String, action: String) -> Result<String, Serv
         Err(e) => {
             server::set_status(match e {
                 AccessError::NotFound => http::StatusCode::NOT_FOUND,
-                AccessError::Forbidden => http::StatusCode::FORBIDDEN,
+                AccessError::Forbidden | AccessError::AdminRequired => http::StatusCode::FORBIDDEN,
                 AccessError::Conflict(_) => http::StatusCode::CONFLICT,
                 AccessError::Storage(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
             });

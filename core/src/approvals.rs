@@ -50,6 +50,8 @@ pub enum State {
     Expired,
     /// The client, its session or a person cancelled it.
     Cancelled,
+    /// Its credential was revoked before it ran.
+    Revoked,
 }
 
 impl State {
@@ -64,6 +66,7 @@ impl State {
             State::Declined => "declined",
             State::Expired => "expired",
             State::Cancelled => "cancelled",
+            State::Revoked => "revoked",
         }
     }
 
@@ -78,13 +81,17 @@ impl State {
             "declined" => State::Declined,
             "expired" => State::Expired,
             "cancelled" | "abandoned" => State::Cancelled,
+            "revoked" => State::Revoked,
             _ => return None,
         })
     }
 
     /// Whether nothing more will happen.
     pub fn is_settled(self) -> bool {
-        matches!(self, State::Completed | State::Failed | State::Declined | State::Expired | State::Cancelled)
+        matches!(
+            self,
+            State::Completed | State::Failed | State::Declined | State::Expired | State::Cancelled | State::Revoked
+        )
     }
 }
 
@@ -139,6 +146,11 @@ pub struct Execution {
     pub tool: String,
     /// The upstream server, for upstream tools.
     pub upstream: Option<String>,
+    /// The tool's own name at its upstream (what runs once approved).
+    pub upstream_tool: Option<String>,
+    /// SHA-256 of the tool's definition when the call was paused; the
+    /// approved call runs only if the definition is still the same.
+    pub tool_digest: String,
     /// The call's arguments, exactly as sent.
     pub arguments: Value,
     /// SHA-256 (hex) of the canonical arguments.
@@ -147,12 +159,17 @@ pub struct Execution {
     pub agent: String,
     /// The calling credential.
     pub credential_id: String,
+    /// The calling credential's thread: a credential re-issued for the same
+    /// thread (same agent and owner) may resume it.
+    pub thread: Option<String>,
     /// The agent's owner (decides, with admins).
     pub owner: Option<String>,
     /// The MCP session it was made in, if any.
     pub session_id: Option<String>,
     /// Whether only a person may decide it.
     pub human_only: bool,
+    /// Whether only an admin may decide it (tools that change the gate for everyone).
+    pub admin_only: bool,
     /// Creation time (Unix ms).
     pub created_at_ms: i64,
     /// Expiry time (Unix ms).
@@ -166,18 +183,51 @@ pub struct NewExecution {
     pub tool: String,
     /// Upstream, if any.
     pub upstream: Option<String>,
+    /// The tool's own name at its upstream.
+    pub upstream_tool: Option<String>,
+    /// Digest of the tool's definition ([`tool_digest`]).
+    pub tool_digest: String,
     /// Arguments.
     pub arguments: Value,
     /// Agent.
     pub agent: String,
     /// Credential.
     pub credential_id: String,
+    /// The credential's thread.
+    pub thread: Option<String>,
     /// Owner.
     pub owner: Option<String>,
     /// MCP session.
     pub session_id: Option<String>,
     /// Only a person may decide.
     pub human_only: bool,
+    /// Only an admin may decide.
+    pub admin_only: bool,
+}
+
+/// Whether `credential` may resume, decide (model mode) or retry
+/// `execution`: the credential that opened it, or the one that replaced it by
+/// re-issue for the same thread (same agent and owner). Another credential
+/// with the same agent name is someone else.
+pub fn belongs_to(
+    credential: &crate::credentials::Credential,
+    credential_id: &str,
+    thread: Option<&str>,
+    agent: &str,
+    owner: Option<&str>,
+) -> bool {
+    credential.id == credential_id
+        || (thread.is_some()
+            && credential.thread.as_deref() == thread
+            && credential.agent == agent
+            && credential.owner.as_deref() == owner)
+}
+
+impl Execution {
+    /// Whether `credential` may resume it (see [`belongs_to`]).
+    pub fn belongs_to(&self, credential: &crate::credentials::Credential) -> bool {
+        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner.as_deref())
+    }
 }
 
 /// The state of an execution at one moment.
@@ -273,6 +323,8 @@ pub struct ExecutionView {
     pub expires_at_ms: Option<i64>,
     /// Who moved it out of pending, if anyone did.
     pub decision: Option<DecisionView>,
+    /// Only an admin may decide it.
+    pub admin_only: bool,
 }
 
 /// Who decided and what.
@@ -297,9 +349,23 @@ pub enum AccessError {
     /// Another decision came first.
     #[error("execution is already {0}")]
     Conflict(&'static str),
+    /// Only an admin may decide it (it changes the gate for everyone).
+    #[error("this call changes the gate for everyone: an admin must decide it")]
+    AdminRequired,
     /// Storage failed.
     #[error("{0}")]
     Storage(String),
+}
+
+/// Why a new execution was not opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The credential already has as many live executions as allowed.
+    #[error("this credential already has {limit} calls waiting or running (max_executions_per_credential)")]
+    TooMany {
+        /// The configured limit.
+        limit: usize,
+    },
 }
 
 /// Whether `user` may see and decide executions of `owner`'s agents.
@@ -322,19 +388,39 @@ fn live_view(execution: &Execution, snapshot: &Snapshot) -> ExecutionView {
         expires_at: Some(rfc3339(execution.expires_at_ms)),
         expires_at_ms: Some(execution.expires_at_ms),
         decision: snapshot.decided_by.clone().map(|by| DecisionView { state: snapshot.state, by }),
+        admin_only: execution.admin_only,
     }
 }
 
 struct Entry {
     execution: Arc<Execution>,
     tx: watch::Sender<Snapshot>,
+    /// When it was approved: it must start running within the run window.
+    approved_at_ms: Option<i64>,
+}
+
+/// How long an approval stays pending, and how much one credential may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Pending executions expire after this long.
+    pub ttl: Duration,
+    /// An approved execution must start running within this long (never longer than `ttl`).
+    pub run_window: Duration,
+    /// Live (pending, approved or running) executions per credential.
+    pub per_credential: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { ttl: Duration::from_secs(600), run_window: Duration::from_secs(300), per_credential: 20 }
+    }
 }
 
 struct Inner {
     entries: Mutex<HashMap<String, Entry>>,
     audit: AuditLog,
     clock: Arc<dyn Clock>,
-    ttl: Duration,
+    limits: Limits,
     live: LiveHub,
     metrics: ApprovalMetrics,
 }
@@ -362,9 +448,9 @@ pub fn digest(arguments: &Value) -> String {
 }
 
 impl ApprovalStore {
-    /// A store whose pending executions expire after `ttl`. Marks executions a
-    /// previous run left unsettled as `abandoned`.
-    pub fn new(audit: AuditLog, clock: Arc<dyn Clock>, ttl: Duration, live: LiveHub) -> Result<Self> {
+    /// A store whose pending executions expire after `limits.ttl`. Marks
+    /// executions a previous run left unsettled as `abandoned`.
+    pub fn new(audit: AuditLog, clock: Arc<dyn Clock>, limits: Limits, live: LiveHub) -> Result<Self> {
         let abandoned = audit.abandon_unsettled()?;
         if abandoned > 0 {
             tracing::warn!(abandoned, "executions left unsettled by a previous run are now abandoned");
@@ -374,7 +460,7 @@ impl ApprovalStore {
                 entries: Mutex::default(),
                 audit,
                 clock,
-                ttl,
+                limits: Limits { run_window: limits.run_window.min(limits.ttl), ..limits },
                 live,
                 metrics: ApprovalMetrics::default(),
             }),
@@ -383,7 +469,12 @@ impl ApprovalStore {
 
     /// The approval TTL.
     pub fn ttl(&self) -> Duration {
-        self.inner.ttl
+        self.inner.limits.ttl
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
     }
 
     /// Counters for `/metrics`.
@@ -430,6 +521,8 @@ impl ApprovalStore {
             arguments_digest: &execution.arguments_digest,
             agent: &execution.agent,
             owner: execution.owner.as_deref(),
+            credential_id: Some(&execution.credential_id),
+            thread: execution.thread.as_deref(),
             actor,
             detail,
         });
@@ -460,41 +553,61 @@ impl ApprovalStore {
         Some(snapshot)
     }
 
-    /// Records a new pending execution and arms its expiry.
-    pub fn open(&self, new: NewExecution) -> Arc<Execution> {
+    /// Records a new pending execution and arms its expiry; refused when the
+    /// credential already holds as many live executions as allowed.
+    pub fn open(&self, new: NewExecution) -> std::result::Result<Arc<Execution>, OpenError> {
         let now = self.inner.clock.now_ms();
+        let ttl = self.inner.limits.ttl;
         let execution = Arc::new(Execution {
             id: secret::new_id("exec"),
             arguments_digest: digest(&new.arguments),
             tool: new.tool,
             upstream: new.upstream,
+            upstream_tool: new.upstream_tool,
+            tool_digest: new.tool_digest,
             arguments: new.arguments,
             agent: new.agent,
             credential_id: new.credential_id,
+            thread: new.thread,
             owner: new.owner,
             session_id: new.session_id,
             human_only: new.human_only,
+            admin_only: new.admin_only,
             created_at_ms: now,
-            expires_at_ms: now + self.inner.ttl.as_millis() as i64,
+            expires_at_ms: now + ttl.as_millis() as i64,
         });
         let snapshot = Snapshot { state: State::Pending, actor: Some("agent".into()), detail: None, decided_by: None };
         {
             let mut entries = self.entries();
+            let limit = self.inner.limits.per_credential;
+            let held = entries.values().filter(|e| e.execution.credential_id == execution.credential_id).count();
+            if held >= limit {
+                return Err(OpenError::TooMany { limit });
+            }
             self.record(&execution, State::Pending, Some("agent"), None);
-            entries
-                .insert(execution.id.clone(), Entry { execution: execution.clone(), tx: watch::channel(snapshot).0 });
+            entries.insert(
+                execution.id.clone(),
+                Entry { execution: execution.clone(), tx: watch::channel(snapshot).0, approved_at_ms: None },
+            );
         }
         self.inner.live.publish(LiveEvent::ApprovalsChanged);
+        self.after(ttl, &execution.id, |store, id| {
+            store.expire(id);
+        });
+        Ok(execution)
+    }
+
+    /// Runs `then` on this store after `delay`, unless the store is gone by
+    /// then. Each timer is bounded by its delay and holds no strong reference.
+    fn after(&self, delay: Duration, id: &str, then: fn(&ApprovalStore, &str)) {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        let id = execution.id.clone();
-        let ttl = self.inner.ttl;
+        let id = id.to_string();
         tokio::spawn(async move {
-            tokio::time::sleep(ttl).await;
+            tokio::time::sleep(delay).await;
             if let Some(inner) = weak.upgrade() {
-                ApprovalStore { inner }.expire(&id);
+                then(&ApprovalStore { inner }, &id);
             }
         });
-        execution
     }
 
     /// Expires a still-pending execution (the TTL passed).
@@ -512,6 +625,50 @@ impl ApprovalStore {
             return true;
         }
         false
+    }
+
+    /// Expires an approved execution that did not start within the run
+    /// window: when its timer fires (`timer`), or when a run is asked for too late.
+    fn expire_unrun(&self, id: &str, timer: bool) -> bool {
+        let mut entries = self.entries();
+        let now = self.inner.clock.now_ms();
+        let window = self.inner.limits.run_window.as_millis() as i64;
+        let overdue = entries.get(id).is_some_and(|e| {
+            e.tx.borrow().state == State::Approved && (timer || e.approved_at_ms.is_some_and(|at| at + window <= now))
+        });
+        if overdue {
+            self.transition(
+                &mut entries,
+                id,
+                State::Expired,
+                Some("system"),
+                Some("approved but not run within the run window"),
+            );
+        }
+        overdue
+    }
+
+    /// Settles every not-yet-running execution of a revoked credential as `revoked`.
+    pub fn forget_credential(&self, credential_id: &str) -> usize {
+        let mut entries = self.entries();
+        let ids: Vec<String> = entries
+            .values()
+            .filter(|e| e.execution.credential_id == credential_id)
+            .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
+            .map(|e| e.execution.id.clone())
+            .collect();
+        for id in &ids {
+            self.transition(&mut entries, id, State::Revoked, Some("system"), Some("the credential was revoked"));
+        }
+        ids.len()
+    }
+
+    /// The credentials that hold live executions.
+    pub fn credential_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.entries().values().map(|e| e.execution.credential_id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        ids
     }
 
     /// The live execution a retried call continues: same credential, tool and arguments.
@@ -566,12 +723,16 @@ impl ApprovalStore {
             expires_at: None,
             expires_at_ms: None,
             decision: self.inner.audit.decided_by(id).ok().flatten().map(|by| DecisionView { state, by }),
+            admin_only: false,
         })
     }
 
     /// Records `user`'s decision, after checking they may make it.
     pub fn decide_for(&self, user: &User, id: &str, decision: Decision) -> std::result::Result<Snapshot, AccessError> {
-        self.view_for(user, id)?;
+        let view = self.view_for(user, id)?;
+        if view.admin_only && !user.is_admin {
+            return Err(AccessError::AdminRequired);
+        }
         let actor = format!("user:{}", user.username);
         let snapshot = self.decide(id, decision, &actor).map_err(|e| match e {
             DecideError::NotFound => AccessError::NotFound,
@@ -588,8 +749,9 @@ impl ApprovalStore {
         let mut all: Vec<ExecutionView> = entries
             .values()
             .filter(|e| may_decide(user, e.execution.owner.as_deref()))
-            .map(|e| live_view(&e.execution, &e.tx.borrow()))
-            .filter(|v| v.state == State::Pending)
+            .filter(|e| e.tx.borrow().state == State::Pending)
+            // The inbox lists many calls: arguments are shown on each call's own page.
+            .map(|e| ExecutionView { arguments: None, ..live_view(&e.execution, &e.tx.borrow()) })
             .collect();
         all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
         all
@@ -630,6 +792,17 @@ impl ApprovalStore {
         let snapshot = self
             .transition(&mut entries, id, decision.state(), Some(actor), None)
             .expect("entry is present under the lock");
+        if decision == Decision::Accept
+            && let Some(entry) = entries.get_mut(id)
+        {
+            entry.approved_at_ms = Some(self.inner.clock.now_ms());
+        }
+        drop(entries);
+        if decision == Decision::Accept {
+            self.after(self.inner.limits.run_window, id, |store, id| {
+                store.expire_unrun(id, true);
+            });
+        }
         let m = &self.inner.metrics;
         m.decisions[decision as usize].fetch_add(1, Ordering::Relaxed);
         m.observe_wait(waited);
@@ -650,6 +823,9 @@ impl ApprovalStore {
     /// Moves an approved execution to running; the caller then runs the tool
     /// and calls [`ApprovalStore::finish`].
     pub fn start_run(&self, id: &str) -> std::result::Result<Arc<Execution>, RunError> {
+        if self.expire_unrun(id, false) {
+            return Err(RunError::NotApproved(State::Expired.as_str()));
+        }
         let mut entries = self.entries();
         let entry = entries.get(id).ok_or(RunError::NotFound)?;
         let state = entry.tx.borrow().state;
@@ -703,29 +879,41 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::db::Db;
 
+    fn limits(ttl: Duration) -> Limits {
+        Limits { ttl, run_window: ttl, per_credential: usize::MAX }
+    }
+
     fn store(ttl: Duration) -> ApprovalStore {
+        store_with(limits(ttl))
+    }
+
+    fn store_with(limits: Limits) -> ApprovalStore {
         let db = Db::open_in_memory().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, ttl, LiveHub::new()).unwrap()
+        ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, limits, LiveHub::new()).unwrap()
     }
 
     fn new_execution(session: &str) -> NewExecution {
         NewExecution {
             tool: "gatehouse_policy_set".into(),
             upstream: None,
+            upstream_tool: None,
+            tool_digest: "d".into(),
             arguments: serde_json::json!({"pattern": "x", "action": "allow"}),
             agent: "agent".into(),
             credential_id: "cred_1".into(),
+            thread: None,
             owner: Some("ada".into()),
             session_id: Some(session.into()),
             human_only: false,
+            admin_only: false,
         }
     }
 
     #[tokio::test]
     async fn first_decision_wins_and_repeats_are_idempotent() {
         let store = store(Duration::from_secs(60));
-        let e = store.open(new_execution("s"));
+        let e = store.open(new_execution("s")).unwrap();
         assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Approved);
         assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Approved);
         assert_eq!(store.decide(&e.id, Decision::Decline, "user:bob"), Err(DecideError::Conflict("approved")));
@@ -741,7 +929,7 @@ mod tests {
     #[tokio::test]
     async fn pending_executions_expire() {
         let store = store(Duration::from_millis(50));
-        let e = store.open(new_execution("s"));
+        let e = store.open(new_execution("s")).unwrap();
         let seen = store.wait(&e.id, Duration::from_secs(5)).await.unwrap();
         assert_eq!(seen.state, State::Expired);
         assert!(store.is_empty());
@@ -751,7 +939,7 @@ mod tests {
     #[tokio::test]
     async fn a_wait_slice_ends_pending() {
         let store = store(Duration::from_secs(60));
-        let e = store.open(new_execution("s"));
+        let e = store.open(new_execution("s")).unwrap();
         assert_eq!(store.wait(&e.id, Duration::from_millis(20)).await.unwrap().state, State::Pending);
         assert_eq!(store.forget_session("s"), 1);
         assert!(store.is_empty());
@@ -765,15 +953,98 @@ mod tests {
         let first = ApprovalStore::new(
             AuditLog::new(db.clone(), clock.clone()),
             clock.clone(),
-            Duration::from_secs(60),
+            limits(Duration::from_secs(60)),
             LiveHub::new(),
         )
         .unwrap();
-        let e = first.open(new_execution("s"));
-        let second =
-            ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, Duration::from_secs(60), LiveHub::new())
-                .unwrap();
+        let e = first.open(new_execution("s")).unwrap();
+        let second = ApprovalStore::new(
+            AuditLog::new(db, clock.clone()),
+            clock,
+            limits(Duration::from_secs(60)),
+            LiveHub::new(),
+        )
+        .unwrap();
         assert_eq!(second.audit().latest(&e.id).unwrap().unwrap().state, "abandoned");
+    }
+
+    #[tokio::test]
+    async fn a_credential_holds_a_bounded_number_of_live_executions() {
+        let store = store_with(Limits { per_credential: 2, ..limits(Duration::from_secs(60)) });
+        let a = store.open(new_execution("s")).unwrap();
+        store.open(new_execution("s")).unwrap();
+        assert_eq!(store.open(new_execution("s")).unwrap_err(), OpenError::TooMany { limit: 2 });
+        let other = NewExecution { credential_id: "cred_2".into(), ..new_execution("t") };
+        store.open(other).expect("another credential has its own allowance");
+        store.forget(&a.id, "test");
+        store.open(new_execution("s")).expect("a settled execution frees its place");
+    }
+
+    #[tokio::test]
+    async fn revoking_a_credential_settles_its_executions_as_revoked() {
+        let store = store(Duration::from_secs(60));
+        let a = store.open(new_execution("s")).unwrap();
+        let other = store.open(NewExecution { credential_id: "cred_2".into(), ..new_execution("t") }).unwrap();
+        assert_eq!(store.credential_ids(), vec!["cred_1".to_string(), "cred_2".to_string()]);
+        assert_eq!(store.forget_credential("cred_1"), 1);
+        assert_eq!(store.audit().latest(&a.id).unwrap().unwrap().state, "revoked");
+        assert!(store.get(&other.id).is_some(), "another credential's execution is untouched");
+        assert_eq!(store.decide(&a.id, Decision::Accept, "user:ada"), Err(DecideError::Conflict("revoked")));
+    }
+
+    #[tokio::test]
+    async fn an_approval_not_run_within_the_run_window_expires() {
+        let store = store_with(Limits { run_window: Duration::from_millis(30), ..limits(Duration::from_secs(60)) });
+        let e = store.open(new_execution("s")).unwrap();
+        store.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(store.start_run(&e.id).is_err(), "an approval past its run window does not run");
+        assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, "expired");
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn only_the_opening_credential_or_its_thread_successor_may_resume() {
+        use crate::credentials::Credential;
+        let cred = |id: &str, agent: &str, thread: Option<&str>, owner: Option<&str>| Credential {
+            id: id.into(),
+            agent: agent.into(),
+            thread: thread.map(Into::into),
+            provider_session: None,
+            owner: owner.map(Into::into),
+            created_at_ms: 0,
+            last_seen_ms: 0,
+            revoked_at_ms: None,
+            revoked_reason: None,
+        };
+        let opener = cred("cred_1", "claude", Some("t1"), Some("ada"));
+        let e = |thread: Option<&str>| Execution {
+            id: "exec_1".into(),
+            tool: "t".into(),
+            upstream: None,
+            upstream_tool: None,
+            tool_digest: String::new(),
+            arguments: Value::Null,
+            arguments_digest: String::new(),
+            agent: "claude".into(),
+            credential_id: opener.id.clone(),
+            thread: thread.map(Into::into),
+            owner: Some("ada".into()),
+            session_id: None,
+            human_only: false,
+            admin_only: false,
+            created_at_ms: 0,
+            expires_at_ms: 0,
+        };
+        assert!(e(Some("t1")).belongs_to(&opener));
+        assert!(
+            e(Some("t1")).belongs_to(&cred("cred_2", "claude", Some("t1"), Some("ada"))),
+            "re-issued for the thread"
+        );
+        assert!(!e(Some("t1")).belongs_to(&cred("cred_3", "claude", None, Some("ada"))), "same agent name, no thread");
+        assert!(!e(Some("t1")).belongs_to(&cred("cred_4", "claude", Some("t2"), Some("ada"))), "another thread");
+        assert!(!e(Some("t1")).belongs_to(&cred("cred_5", "claude", Some("t1"), Some("bob"))), "another owner");
+        assert!(!e(None).belongs_to(&cred("cred_6", "claude", None, Some("ada"))), "no thread: only the opener");
     }
 
     /// 10,000 rounds of a decision racing teardown, expiry or cancellation:
@@ -787,7 +1058,7 @@ mod tests {
             let store = store.clone();
             rounds.push(tokio::spawn(async move {
                 let session = format!("s{round}");
-                let e = store.open(new_execution(&session));
+                let e = store.open(new_execution(&session)).unwrap();
                 let waiter = {
                     let (store, id) = (store.clone(), e.id.clone());
                     tokio::spawn(async move {

@@ -28,6 +28,10 @@ pub struct AuditEvent {
     pub agent: String,
     /// Owning user.
     pub owner: Option<String>,
+    /// The credential that made the call.
+    pub credential_id: Option<String>,
+    /// That credential's thread.
+    pub thread: Option<String>,
     /// Who caused it (`user:ada`, `agent`, `system`).
     pub actor: Option<String>,
     /// Extra words (error text, reason).
@@ -48,6 +52,10 @@ pub struct Entry<'a> {
     pub agent: &'a str,
     /// Owner.
     pub owner: Option<&'a str>,
+    /// The calling credential.
+    pub credential_id: Option<&'a str>,
+    /// Its thread.
+    pub thread: Option<&'a str>,
     /// Actor.
     pub actor: Option<&'a str>,
     /// Detail.
@@ -70,9 +78,9 @@ impl AuditLog {
     /// Appends one entry.
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
         self.db.conn().prepare_cached(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?.execute(params![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail])?;
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?.execute(params![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread])?;
         Ok(())
     }
 
@@ -80,7 +88,7 @@ impl AuditLog {
     pub fn latest(&self, execution_id: &str) -> Result<Option<AuditEvent>> {
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail
+            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread
              FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1",
         )?;
         Ok(stmt.query_row([execution_id], row).optional()?)
@@ -97,14 +105,27 @@ impl AuditLog {
         Ok(stmt.query_row([execution_id], |r| r.get(0)).optional()?.flatten())
     }
 
-    /// The newest `limit` entries, newest first, optionally for one owner.
-    pub fn recent(&self, limit: usize, owner: Option<&str>) -> Result<Vec<AuditEvent>> {
+    /// The newest `limit` entries, newest first, of everything an owner's
+    /// agents did.
+    pub fn recent_for_owner(&self, limit: usize, owner: &str) -> Result<Vec<AuditEvent>> {
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail
-             FROM audit_events WHERE (?1 IS NULL OR owner = ?1) ORDER BY id DESC LIMIT ?2",
+            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread
+             FROM audit_events WHERE owner = ?1 ORDER BY id DESC LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![owner, limit as i64], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    /// The newest `limit` entries, newest first, of one owner-less credential
+    /// (another owner-less credential is someone else, whatever its agent name).
+    pub fn recent_for_credential(&self, limit: usize, credential_id: &str) -> Result<Vec<AuditEvent>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread
+             FROM audit_events WHERE credential_id = ?1 AND owner IS NULL ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![credential_id, limit as i64], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
     }
 
@@ -112,8 +133,8 @@ impl AuditLog {
     pub fn abandon_unsettled(&self) -> Result<usize> {
         let now = self.clock.now_ms();
         Ok(self.db.conn().execute(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail)
-             SELECT a.execution_id, ?1, 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted'
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread)
+             SELECT a.execution_id, ?1, 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread
              FROM audit_events a
              WHERE a.id = (SELECT MAX(id) FROM audit_events b WHERE b.execution_id = a.execution_id)
                AND a.state IN ('pending', 'approved', 'running')",
@@ -154,6 +175,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEvent> {
         owner: r.get(6)?,
         actor: r.get(7)?,
         detail: r.get(8)?,
+        credential_id: r.get(9)?,
+        thread: r.get(10)?,
     })
 }
 

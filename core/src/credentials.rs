@@ -297,6 +297,28 @@ impl CredentialStore {
     }
 
     /// Works out a credential's status and times.
+    /// Of `ids`, those revoked (by anyone: this process, the CLI in another
+    /// process, an orchestrator), each with whether it was replaced by a
+    /// re-issue for its thread (its successor carries its calls on). The
+    /// server sweeps its sessions and pending executions with it.
+    pub fn revoked_among(&self, ids: &[String]) -> Result<Vec<(String, bool)>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT revoked_at IS NOT NULL, revoked_reason IS 'reissued' FROM credentials WHERE id = ?1",
+        )?;
+        let mut revoked = Vec::new();
+        for id in ids {
+            // A credential that no longer exists is as good as revoked.
+            let (gone, reissued): (bool, bool) =
+                stmt.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?.unwrap_or((true, false));
+            if gone {
+                revoked.push((id.clone(), reissued));
+            }
+        }
+        Ok(revoked)
+    }
+
+    /// A credential as listed, with its liveness worked out.
     pub fn view(&self, credential: Credential) -> CredentialView {
         let now = self.clock.now_ms();
         let expires = credential.last_seen_ms + self.window_ms;
@@ -425,6 +447,7 @@ mod tests {
         assert!(!accepted(&store, &p.token));
         assert!(accepted(&store, &keep.token));
 
+        assert_eq!(store.revoked_among(&[keep.id.clone(), t.id.clone()]).unwrap(), vec![(t.id.clone(), false)]);
         assert_eq!(store.revoke_all().unwrap(), 1);
         assert!(!accepted(&store, &keep.token));
         assert!(store.list().unwrap().iter().all(|c| c.status == "revoked"));

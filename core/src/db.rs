@@ -125,6 +125,13 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX audit_execution ON audit_events(execution_id);
     "#,
+    // 3: who made each call, so only that credential (or its successor on the
+    // same thread) reads or resumes it.
+    r#"
+    ALTER TABLE audit_events ADD COLUMN credential_id TEXT;
+    ALTER TABLE audit_events ADD COLUMN thread TEXT;
+    CREATE INDEX audit_credential ON audit_events(credential_id);
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

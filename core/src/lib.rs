@@ -54,6 +54,10 @@ pub struct Settings {
     pub approval_ttl: Duration,
     /// Policy rules from the config file.
     pub policy_rules: Vec<policy::Rule>,
+    /// An approved execution must start running within this long.
+    pub run_window: Duration,
+    /// Live executions one credential may hold.
+    pub max_executions_per_credential: usize,
 }
 
 impl Default for Settings {
@@ -62,6 +66,8 @@ impl Default for Settings {
             liveness_window: Duration::from_secs(24 * 3600),
             approval_ttl: Duration::from_secs(600),
             policy_rules: Vec::new(),
+            run_window: Duration::from_secs(300),
+            max_executions_per_credential: 20,
         }
     }
 }
@@ -73,7 +79,16 @@ impl Core {
         let live = live::LiveHub::new();
         let audit = audit::AuditLog::new(db.clone(), clock.clone());
         Ok(Self {
-            approvals: approvals::ApprovalStore::new(audit, clock.clone(), settings.approval_ttl, live.clone())?,
+            approvals: approvals::ApprovalStore::new(
+                audit,
+                clock.clone(),
+                approvals::Limits {
+                    ttl: settings.approval_ttl,
+                    run_window: settings.run_window,
+                    per_credential: settings.max_executions_per_credential,
+                },
+                live.clone(),
+            )?,
             policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules),
             credentials: credentials::CredentialStore::new(
                 db.clone(),

@@ -119,11 +119,6 @@ impl LiveHub {
         }
     }
 
-    /// The credential a session belongs to, if the session is known.
-    pub fn session_credential(&self, session_id: &str) -> Option<String> {
-        self.sessions.read().unwrap_or_else(|p| p.into_inner()).get(session_id).map(|s| s.credential_id.clone())
-    }
-
     /// Replaces the upstream health snapshot and tells subscribers.
     pub fn set_upstreams(&self, upstreams: Vec<UpstreamInfo>) {
         *self.upstreams.write().unwrap_or_else(|p| p.into_inner()) = upstreams;

@@ -177,6 +177,56 @@ impl PolicyStore {
     pub fn decide(&self, tool: &str, hints: Hints) -> Result<Verdict> {
         Ok(decide_with(&self.rules()?, tool, hints))
     }
+
+    /// Decides for a request other than `tools/call` (see [`subject_verdict`]).
+    pub fn decide_subject(&self, subject: &Subject<'_>) -> Result<Verdict> {
+        Ok(subject_verdict(&self.rules()?, subject))
+    }
+}
+
+/// What a request other than `tools/call` touches, as rules name it.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    /// A resource URI (`resources/read`, `resources/subscribe`, a template completion).
+    Resource(&'a str),
+    /// An exposed prompt name (`prompts/get`, a prompt argument completion).
+    Prompt(&'a str),
+}
+
+impl Subject<'_> {
+    /// The rule prefix of its kind.
+    pub fn prefix(&self) -> &'static str {
+        match self {
+            Subject::Resource(_) => "resource:",
+            Subject::Prompt(_) => "prompt:",
+        }
+    }
+
+    /// The name rules match: `resource:<uri>` or `prompt:<name>`.
+    pub fn name(&self) -> String {
+        match self {
+            Subject::Resource(uri) => format!("resource:{uri}"),
+            Subject::Prompt(name) => format!("prompt:{name}"),
+        }
+    }
+}
+
+/// The verdict for a resource or prompt: only rules written for its kind
+/// (`resource:<uri pattern>`, `prompt:<name pattern>`) apply, so a tool rule
+/// such as `*` never hides resources; without one, it is allowed. Nothing
+/// but a tool call can wait for a person, so `require_approval` refuses too.
+pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
+    let name = subject.name();
+    let matching: Vec<&Rule> =
+        rules.iter().filter(|r| r.pattern.starts_with(subject.prefix()) && matches(&r.pattern, &name)).collect();
+    match matching.iter().max_by_key(|r| r.action) {
+        Some(strictest) => Verdict {
+            action: strictest.action,
+            human_only: matching.iter().any(|r| r.human_only),
+            rule: Some(strictest.pattern.clone()),
+        },
+        None => Verdict { action: Action::Allow, human_only: false, rule: None },
+    }
 }
 
 /// The decision procedure over a rule list (pure; unit-tested).
@@ -219,6 +269,21 @@ mod tests {
         assert_eq!(decide_with(&rules, "files__write_file", Hints::default()).action, Action::Block);
         assert_eq!(decide_with(&rules, "files__read_file", Hints::default()).action, Action::Allow);
         assert_eq!(decide_with(&rules[2..], "anything", Hints::default()).action, Action::Allow);
+    }
+
+    #[test]
+    fn resource_and_prompt_rules_apply_only_to_their_kind() {
+        let rules = [
+            rule("*", Action::Block),
+            rule("resource:file:///etc/*", Action::Block),
+            rule("prompt:secret_*", Action::RequireApproval),
+        ];
+        let etc = Subject::Resource("file:///etc/passwd");
+        assert_eq!(subject_verdict(&rules, &etc).action, Action::Block);
+        assert_eq!(subject_verdict(&rules, &Subject::Resource("file:///srv/a")).action, Action::Allow);
+        assert_eq!(subject_verdict(&rules, &Subject::Prompt("secret_plan")).action, Action::RequireApproval);
+        assert_eq!(subject_verdict(&rules, &Subject::Prompt("hello")).action, Action::Allow, "`*` is a tool rule");
+        assert_eq!(decide_with(&rules[1..], "resource_tool", Hints::default()).action, Action::RequireApproval);
     }
 
     #[test]

@@ -88,31 +88,25 @@ test.describe("TypeScript SDK declaring form and url: URL elicitation, the call 
   }
 });
 
-test.describe("TypeScript SDK declaring form only: approve or decline in the client", () => {
-  for (const approve of [true, false]) {
-    test(approve ? "approve" : "decline", async () => {
-      const { client } = await nativeClient(`form-${approve}`, { form: {} });
-      const messages: string[] = [];
-      client.setRequestHandler(ElicitRequestSchema, async (request) => {
-        expect(request.params.mode ?? "form").toBe("form");
-        messages.push(request.params.message);
-        return approve ? { action: "accept", content: { approve: true } } : { action: "decline" };
+test.describe("TypeScript SDK declaring form only: a client form never decides; the browser answer", () => {
+  for (const action of ["accept", "decline"] as const) {
+    test(action, async () => {
+      const { client } = await nativeClient(`form-${action}`, { form: {} });
+      let asked = 0;
+      // An agent can answer its own client's forms: Gatehouse must not ask there
+      // (unless the operator sets trust_client_forms, and never for a human_only call).
+      client.setRequestHandler(ElicitRequestSchema, async () => {
+        asked++;
+        return { action: "accept", content: { approve: true } };
       });
-      const result = await client.callTool(setRule(`form_${approve}`));
-      expect(messages[0]).toContain("gatehouse_policy_set");
-      expect(messages[0]).toContain(`form_${approve}`);
-      if (approve) {
-        expect(result.isError).toBe(false);
-        expect((result.structuredContent as any).pattern).toBe("form_true");
-      } else {
-        expect(result.isError).toBe(true);
-        expect((result.structuredContent as any).error).toBe("execution_declined");
-      }
-      // The audit log names the owner, deciding through the client.
-      const audit = await client.callTool({ name: "gatehouse_audit_recent", arguments: { limit: 10 } });
-      const entries = (audit.structuredContent as any).entries as Array<{ state: string; actor: string }>;
-      const decision = entries.find((e) => e.state === (approve ? "approved" : "declined"));
-      expect(decision?.actor).toBe("user:ada via client");
+      const paused = await client.callTool(setRule(`form_${action}`));
+      const s = paused.structuredContent as any;
+      expect(s.status).toBe("user_approval_required");
+      expect(asked).toBe(0);
+      await decide(s.executionId, action);
+      const result = await client.callTool({ name: "resume", arguments: { executionId: s.executionId } });
+      expect(result.isError).toBe(action === "decline");
+      if (action === "accept") expect((result.structuredContent as any).pattern).toBe("form_accept");
       await client.close();
     });
   }

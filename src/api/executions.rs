@@ -22,6 +22,7 @@ impl From<AccessError> for ApiError {
         match e {
             AccessError::NotFound => ApiError::NotFound("no such execution".into()),
             AccessError::Forbidden => ApiError::Forbidden(e.to_string()),
+            AccessError::AdminRequired => ApiError::AdminRequired(e.to_string()),
             AccessError::Conflict(_) => ApiError::Conflict(e.to_string()),
             AccessError::Storage(detail) => ApiError::Internal(detail),
         }

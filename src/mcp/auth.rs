@@ -57,6 +57,16 @@ fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
         .into_response()
 }
 
+/// Whether a body is a JSON-RPC `initialize` request (the one that opens a session).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Method<'_>>(body).ok().and_then(|m| m.method).is_some_and(|m| m == "initialize")
+}
+
 fn bearer(request: &Request) -> Option<&str> {
     let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
@@ -78,20 +88,26 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
             return jsonrpc_error(StatusCode::INTERNAL_SERVER_ERROR, -32603, "internal error".into());
         }
     };
-    // A session belongs to the credential that opened it: another token
-    // presenting its id is told it does not exist.
-    if let Some(sid) = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
-        && let Some(owner) = state.core.live.session_credential(sid)
-        && owner != credential.id
+    // A session belongs to the credential that opened it, from the moment its
+    // id is issued: an unbound or foreign id does not exist for this caller.
+    let session = request.headers().get("mcp-session-id").map(|v| v.to_str().unwrap_or_default().to_string());
+    if let Some(sid) = &session
+        && state.sessions.owner(sid).as_deref() != Some(credential.id.as_str())
     {
-        tracing::warn!(credential = %credential.id, "session id presented by a credential that did not open it");
-        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+        tracing::warn!(credential = %credential.id, "session id not bound to this credential");
+        return jsonrpc_error(StatusCode::NOT_FOUND, -32001, "Session not found".into());
     }
+    let credential_id = credential.id.clone();
     request.extensions_mut().insert(credential);
     if request.method() == Method::DELETE {
         // rmcp answers a session DELETE with 202; clients (the Python SDK)
         // expect 200 or 204 for a completed termination, and it is complete.
         let mut response = next.run(request).await;
+        if response.status().is_success()
+            && let Some(sid) = &session
+        {
+            state.sessions.unbind(sid);
+        }
         if response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
@@ -112,11 +128,27 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
             return jsonrpc_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 -32600,
-                format!("request body exceeds {} bytes", state.max_body_bytes),
+                format!("request body exceeds {} bytes (max_body_bytes)", state.max_body_bytes),
             );
         }
     };
+    // A new session holds a place from its `initialize` until its id is bound.
+    let reservation = match session {
+        None if is_initialize(&bytes) => match state.sessions.reserve(&credential_id) {
+            Ok(r) => Some(r),
+            Err(limit) => {
+                tracing::warn!(credential = %credential_id, %limit, "MCP session refused");
+                return jsonrpc_error(StatusCode::TOO_MANY_REQUESTS, -32000, limit.to_string());
+            }
+        },
+        _ => None,
+    };
     let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    if let Some(reservation) = reservation
+        && let Some(sid) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+    {
+        reservation.bind(sid);
+    }
     // rmcp answers an undecodable JSON body with a bare 415; give the client
     // the JSON-RPC error the spec asks for instead.
     if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gatehouse_core::approvals::{Decision, Execution, NewExecution, RunError, State};
+use gatehouse_core::approvals::{self, Decision, Execution, NewExecution, OpenError, RunError, State};
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::policy::Action;
 use rmcp::RoleServer;
@@ -75,6 +75,33 @@ impl Target {
             Target::Upstream(u) => Some(u.upstream.clone()),
         }
     }
+
+    /// The tool's own name at its upstream.
+    fn upstream_tool(&self) -> Option<String> {
+        match self {
+            Target::Builtin(_) => None,
+            Target::Upstream(u) => Some(u.name.clone()),
+        }
+    }
+
+    /// Whether this is still exactly what `execution` was approved to run:
+    /// the same upstream, the same tool there, the same definition.
+    fn is_what_was_approved(&self, execution: &Execution) -> bool {
+        self.upstream() == execution.upstream
+            && self.upstream_tool() == execution.upstream_tool
+            && tool_digest(self.tool()) == execution.tool_digest
+    }
+}
+
+/// SHA-256 of what a person approves when they approve a call to a tool: its
+/// name, description, input schema and annotations.
+pub fn tool_digest(tool: &Tool) -> String {
+    approvals::digest(&json!({
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "annotations": tool.annotations,
+    }))
 }
 
 /// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
@@ -91,22 +118,18 @@ fn visible(state: &McpState, tool: &Tool) -> bool {
     state.core.policy.decide(&tool.name, tools::hints(tool)).map(|v| v.action != Action::Block).unwrap_or(false)
 }
 
-/// Runs an exposed tool now (policy already passed, or the call was
+/// Runs a resolved tool now (policy already passed, or the call was
 /// approved). `Err` is an upstream's own JSON-RPC error.
-pub async fn run(
+async fn run_target(
     state: &McpState,
     caller: &Caller,
-    name: &str,
+    target: &Target,
     arguments: &Value,
 ) -> Result<CallToolResult, ErrorData> {
-    Ok(match Target::find(state, name) {
-        Some(Target::Builtin(_)) => tools::run(state, caller, name, arguments),
-        Some(Target::Upstream(tool)) => return state.upstreams.call(&tool, arguments, &caller.origin).await,
-        None => error_result(
-            format!("{name} is no longer available (its upstream may be down)"),
-            json!({"error": "tool_unavailable", "tool": name}),
-        ),
-    })
+    match target {
+        Target::Builtin(tool) => Ok(tools::run(state, caller, &tool.name, arguments)),
+        Target::Upstream(tool) => state.upstreams.call(tool, arguments, &caller.origin).await,
+    }
 }
 
 /// One `tools/call`, as the handler received it.
@@ -142,12 +165,17 @@ pub async fn call(
             return native::continue_after_url_error(state, caller, &execution).await;
         }
     }
-    let verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
+    let mut verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
+    let changes_gate = tools::changes_gate(call.name);
+    if changes_gate && verdict.action == Action::Allow {
+        // No rule lets an agent change the gate for everyone without a person.
+        verdict.action = Action::RequireApproval;
+    }
     match verdict.action {
-        Action::Allow => Ok(run(state, caller, call.name, &call.arguments).await?.into()),
+        Action::Allow => Ok(run_target(state, caller, &target, &call.arguments).await?.into()),
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
             Ok(error_result(
@@ -157,16 +185,41 @@ pub async fn call(
             .into())
         }
         Action::RequireApproval => {
-            let execution = state.core.approvals.open(NewExecution {
+            let limit = state.limits.max_gated_arguments_bytes;
+            let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);
+            if size > limit {
+                tracing::warn!(tool = call.name, agent = %caller.credential.agent, size, limit, "gated call's arguments too large");
+                return Ok(error_result(
+                    format!("the arguments of {} are {size} bytes; a call that waits for approval may carry at most {limit} (max_gated_arguments_bytes)", call.name),
+                    json!({"error": "arguments_too_large", "limit": "max_gated_arguments_bytes", "max": limit, "size": size}),
+                )
+                .into());
+            }
+            let opened = state.core.approvals.open(NewExecution {
                 tool: call.name.to_string(),
                 upstream: target.upstream(),
+                upstream_tool: target.upstream_tool(),
+                tool_digest: tool_digest(target.tool()),
                 arguments: call.arguments,
                 agent: caller.credential.agent.clone(),
                 credential_id: caller.credential.id.clone(),
+                thread: caller.credential.thread.clone(),
                 owner: caller.credential.owner.clone(),
                 session_id: caller.session_id.clone(),
-                human_only: verdict.human_only,
+                human_only: verdict.human_only || changes_gate,
+                admin_only: changes_gate,
             });
+            let execution = match opened {
+                Ok(execution) => execution,
+                Err(e @ OpenError::TooMany { limit }) => {
+                    tracing::warn!(tool = call.name, agent = %caller.credential.agent, limit, "too many live executions");
+                    return Ok(error_result(
+                        format!("{e}; wait for a decision on those first"),
+                        json!({"error": "too_many_executions", "limit": "max_executions_per_credential", "max": limit}),
+                    )
+                    .into());
+                }
+            };
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
             Ok(match call.mode {
                 Mode::Native => return native::hold(state, caller, &execution, ctx).await,
@@ -194,10 +247,11 @@ fn gone(execution_id: &str, error: &str, message: String) -> CallToolResult {
     error_result(message, json!({"error": error, "executionId": execution_id, "recovery": "re_execute"}))
 }
 
-/// Whether `caller` is the agent that made the execution (any of its sessions).
-fn same_agent(caller: &Caller, execution: &Execution) -> bool {
-    caller.credential.id == execution.credential_id
-        || (caller.credential.agent == execution.agent && caller.credential.owner == execution.owner)
+fn forbidden(id: &str) -> CallToolResult {
+    error_result(
+        "this execution belongs to another credential",
+        json!({"error": "execution_forbidden", "executionId": id}),
+    )
 }
 
 /// `resume {executionId, action?}`: waits one slice for the decision, then
@@ -218,12 +272,9 @@ async fn resume(
     let Some((execution, _)) = store.get(&id) else {
         return settled_result(state, caller, &id);
     };
-    if !same_agent(caller, &execution) {
-        tracing::warn!(execution = %id, agent = %caller.credential.agent, "resume refused: another agent's execution");
-        return error_result(
-            "this execution belongs to another agent",
-            json!({"error": "execution_forbidden", "executionId": id}),
-        );
+    if !execution.belongs_to(&caller.credential) {
+        tracing::warn!(execution = %id, agent = %caller.credential.agent, credential = %caller.credential.id, "resume refused: another credential's execution");
+        return forbidden(&id);
     }
     if let Some(action) = args.action {
         if mode != Mode::Model || !state.allow_model_decisions {
@@ -263,14 +314,7 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> Call
     let store = &state.core.approvals;
     match store.start_run(id) {
         Ok(execution) => {
-            // The answer goes to `resume` (or a held call), not to the original
-            // request: an upstream's JSON-RPC error becomes an error result.
-            let result = run(state, caller, &execution.tool, &execution.arguments).await.unwrap_or_else(|e| {
-                error_result(
-                    format!("{} failed at its upstream: {}", execution.tool, e.message),
-                    json!({"error": "upstream_error", "executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
-                )
-            });
+            let result = run_approved(state, caller, &execution).await;
             let failed = result.is_error == Some(true);
             store.finish(id, !failed, None);
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");
@@ -284,12 +328,51 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> Call
     }
 }
 
+/// Runs exactly what was approved: the same upstream's same tool with the
+/// same definition, or nothing.
+async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution) -> CallToolResult {
+    let id = &execution.id;
+    let Some(target) = Target::find(state, &execution.tool) else {
+        return error_result(
+            format!("{} is no longer available (its upstream may be down)", execution.tool),
+            json!({"error": "tool_unavailable", "tool": execution.tool, "executionId": id}),
+        );
+    };
+    if !target.is_what_was_approved(execution) {
+        tracing::warn!(execution = %id, tool = %execution.tool, "approved tool changed before it ran; refused");
+        return error_result(
+            format!(
+                "{} changed after it was approved (another upstream, or a new definition); it did not run. Make the call again to ask anew.",
+                execution.tool
+            ),
+            json!({"error": "tool_changed", "tool": execution.tool, "executionId": id, "recovery": "re_execute"}),
+        );
+    }
+    // The answer goes to `resume` (or a held call), not to the original
+    // request: an upstream's JSON-RPC error becomes an error result.
+    run_target(state, caller, &target, &execution.arguments).await.unwrap_or_else(|e| {
+        error_result(
+            format!("{} failed at its upstream: {}", execution.tool, e.message),
+            json!({"error": "upstream_error", "executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
+        )
+    })
+}
+
 /// The answer for an execution that is no longer live, from the audit log.
 pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
     let Some(last) = state.core.approvals.settled(id) else {
         return gone(id, "execution_not_found", format!("no execution {id}; make the call again"));
     };
-    if last.agent != caller.credential.agent || last.owner != caller.credential.owner {
+    let mine = last.credential_id.as_deref().is_some_and(|credential_id| {
+        approvals::belongs_to(
+            &caller.credential,
+            credential_id,
+            last.thread.as_deref(),
+            &last.agent,
+            last.owner.as_deref(),
+        )
+    });
+    if !mine {
         return gone(id, "execution_not_found", format!("no execution {id}; make the call again"));
     }
     let by = state.core.approvals.audit().decided_by(id).ok().flatten().unwrap_or_default();
@@ -300,6 +383,9 @@ pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolRe
         ),
         "expired" => {
             gone(id, "execution_expired", format!("nobody decided on {} in time; make the call again", last.tool))
+        }
+        "revoked" => {
+            gone(id, "execution_revoked", format!("the credential that made the call to {} was revoked", last.tool))
         }
         "completed" | "failed" => error_result(
             format!("the call to {} already ran; its result went to the request that ran it", last.tool),

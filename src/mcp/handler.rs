@@ -20,16 +20,29 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::native::Mode;
+use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
-use super::{McpState, gate, paging};
+use super::{McpState, gate, paging, subjects};
 use crate::upstream::session::{Downstream, Origin};
+use gatehouse_core::policy::Subject;
+use rmcp::model::Reference;
 
 /// Removes a session from the live registry when its handler goes away
 /// (DELETE, idle timeout, shutdown), whichever comes first.
 struct SessionGuard {
     live: LiveHub,
     approvals: ApprovalStore,
+    bindings: Arc<SessionBindings>,
     session_id: Mutex<Option<String>>,
+}
+
+impl SessionGuard {
+    fn learn(&self, sid: &str) {
+        let mut known = self.session_id.lock().unwrap_or_else(|p| p.into_inner());
+        if known.is_none() {
+            *known = Some(sid.to_string());
+        }
+    }
 }
 
 impl Drop for SessionGuard {
@@ -38,8 +51,16 @@ impl Drop for SessionGuard {
             let cancelled = self.approvals.forget_session(&sid);
             tracing::info!(session = %sid, cancelled, "MCP session closed");
             self.live.session_closed(&sid);
+            self.bindings.unbind(&sid);
         }
     }
+}
+
+/// Longest `clientInfo` string kept (they are shown on pages and logged).
+const CLIENT_INFO_MAX: usize = 128;
+
+fn clip(text: &str) -> String {
+    text.chars().take(CLIENT_INFO_MAX).collect()
 }
 
 /// Gatehouse's MCP server for one session.
@@ -84,6 +105,7 @@ impl GatehouseMcp {
         let guard = Arc::new(SessionGuard {
             live: state.core.live.clone(),
             approvals: state.core.approvals.clone(),
+            bindings: state.sessions.clone(),
             session_id: Mutex::new(None),
         });
         Self { state, guard, downstream: Downstream::new() }
@@ -94,6 +116,9 @@ impl GatehouseMcp {
         let session = request_parts(&context.extensions)
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok());
+        if let Some(sid) = session {
+            self.guard.learn(sid);
+        }
         self.downstream.bind(&context.peer, session);
         &self.downstream
     }
@@ -140,16 +165,16 @@ impl ServerHandler for GatehouseMcp {
         };
         let (client_name, client_version, protocol_version) = match context.peer.peer_info() {
             Some(info) => {
-                (info.client_info.name.clone(), info.client_info.version.clone(), info.protocol_version.to_string())
+                (clip(&info.client_info.name), clip(&info.client_info.version), info.protocol_version.to_string())
             }
             None => (String::new(), String::new(), String::new()),
         };
-        *self.guard.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_string());
+        self.guard.learn(sid);
         self.downstream.bind(&context.peer, Some(sid));
         // Only sessions hear list changes and resource updates: a stateless
         // request (a handler of its own each time) is not registered.
         self.state.upstreams.register(&self.downstream);
-        tracing::info!(session = %sid, agent = %credential.agent, client = %client_name, %protocol_version, "MCP session opened");
+        tracing::info!(session = %sid, agent = ?credential.agent, client = ?client_name, %protocol_version, "MCP session opened");
         self.state.core.live.session_opened(McpSessionInfo {
             session_id: sid.to_string(),
             credential_id: credential.id.clone(),
@@ -193,6 +218,9 @@ impl ServerHandler for GatehouseMcp {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let (credential, _) = caller(&context.extensions)?;
+        let arguments = request.arguments.clone().map(serde_json::Value::Object).unwrap_or_default();
+        subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments)?;
         let downstream = self.bind(&context);
         let prompt = self.state.upstreams.get_prompt(&request.name, request.arguments, downstream);
         Ok(unless_cancelled(&context, prompt).await?.into())
@@ -227,6 +255,9 @@ impl ServerHandler for GatehouseMcp {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let (credential, _) = caller(&context.extensions)?;
+        let subject = Subject::Resource(&request.uri);
+        subjects::check(&self.state, credential, "resources/read", subject, &serde_json::Value::Null)?;
         let downstream = self.bind(&context);
         Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&request.uri, downstream)).await?.into())
     }
@@ -236,6 +267,9 @@ impl ServerHandler for GatehouseMcp {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let (credential, _) = caller(&context.extensions)?;
+        let subject = Subject::Resource(&request.uri);
+        subjects::check(&self.state, credential, "resources/subscribe", subject, &serde_json::Value::Null)?;
         let downstream = self.bind(&context);
         unless_cancelled(&context, self.state.upstreams.subscribe(&request.uri, downstream)).await
     }
@@ -254,6 +288,14 @@ impl ServerHandler for GatehouseMcp {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        let (credential, _) = caller(&context.extensions)?;
+        let subject = match &request.r#ref {
+            Reference::Prompt(prompt) => Subject::Prompt(&prompt.name),
+            Reference::Resource(resource) => Subject::Resource(&resource.uri),
+            _ => return Err(ErrorData::invalid_params("unknown completion reference", None)),
+        };
+        let argument = serde_json::to_value(&request.argument).unwrap_or_default();
+        subjects::check(&self.state, credential, "completion/complete", subject, &argument)?;
         let downstream = self.bind(&context);
         unless_cancelled(&context, self.state.upstreams.complete(request, downstream)).await
     }

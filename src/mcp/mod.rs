@@ -6,6 +6,8 @@ pub mod gate;
 pub mod handler;
 pub mod native;
 pub mod paging;
+pub mod sessions;
+pub mod subjects;
 pub mod tools;
 
 use std::sync::Arc;
@@ -40,6 +42,21 @@ pub struct McpState {
     pub upstreams: crate::upstream::Upstreams,
     /// Items per page of the merged lists.
     pub list_page_size: usize,
+    /// Which credential each session belongs to; the session caps.
+    pub sessions: Arc<sessions::SessionBindings>,
+    /// Trust switches and caps.
+    pub limits: crate::config::Limits,
+}
+
+/// rmcp's session manager: an idle session is closed (and its pending calls
+/// cancelled) only after a pending call could have expired anyway, since
+/// clients that open one session per command (the inspector CLI) resume from
+/// a new session meanwhile.
+pub fn session_manager(approval_ttl: std::time::Duration) -> Arc<LocalSessionManager> {
+    let mut sessions = LocalSessionManager::default();
+    let idle = sessions.session_config.keep_alive.unwrap_or_default();
+    sessions.session_config.keep_alive = Some(idle.max(approval_ttl + std::time::Duration::from_secs(60)));
+    Arc::new(sessions)
 }
 
 /// The `/mcp` routes: authentication in front of rmcp's service.
@@ -50,16 +67,9 @@ pub fn router(state: McpState, allow: &AllowList, shutdown: CancellationToken) -
         .with_max_request_body_bytes(state.max_body_bytes)
         .with_cancellation_token(shutdown);
     let factory_state = state.clone();
-    // An idle session is closed (and its pending calls cancelled) only after a
-    // pending call could have expired anyway: clients that open one session
-    // per command (the inspector CLI) resume from a new session meanwhile.
-    let mut sessions = LocalSessionManager::default();
-    let idle = sessions.session_config.keep_alive.unwrap_or_default();
-    sessions.session_config.keep_alive =
-        Some(idle.max(state.core.approvals.ttl() + std::time::Duration::from_secs(60)));
     let service = StreamableHttpService::new(
         move || Ok(handler::GatehouseMcp::new(factory_state.clone())),
-        sessions.into(),
+        state.sessions.manager().clone(),
         config,
     );
     Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(state, auth::authenticate))

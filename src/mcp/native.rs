@@ -81,10 +81,22 @@ fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(data)
 }
 
-/// What the request state is bound to besides its payload: the credential and
-/// the exact arguments.
-fn binding(credential_id: &str, digest: &str) -> Vec<u8> {
-    format!("{credential_id}|{digest}").into_bytes()
+/// What the request state is bound to besides its payload: who may retry
+/// (the credential, or its thread's line of credentials: a re-issued
+/// credential continues its predecessor's calls) and the exact arguments.
+fn binding(credential: &gatehouse_core::credentials::Credential, digest: &str) -> Vec<u8> {
+    let principal = match &credential.thread {
+        Some(thread) => serde_json::to_string(&("thread", thread, &credential.agent, &credential.owner)),
+        None => serde_json::to_string(&("credential", &credential.id)),
+    }
+    .unwrap_or_default();
+    format!("{principal}|{digest}").into_bytes()
+}
+
+/// The audit actor of an answer that came over the agent's own connection:
+/// never a person, whatever the client shows.
+fn client_actor(caller: &Caller) -> String {
+    format!("agent:{} via client", caller.credential.agent)
 }
 
 fn url_request(state: &McpState, execution: &Execution) -> InputRequests {
@@ -180,7 +192,7 @@ async fn hold_declared(
         let ttl = Duration::from_millis((execution.expires_at_ms - state.core.clock.now_ms()).max(1_000) as u64);
         let sealed = state.codec.seal_with(
             execution.id.as_bytes(),
-            &SealOptions::new().associated_data(&binding(&caller.credential.id, &execution.arguments_digest)).ttl(ttl),
+            &SealOptions::new().associated_data(&binding(&caller.credential, &execution.arguments_digest)).ttl(ttl),
         );
         return CallToolResponse::InputRequired(InputRequiredResult::new(
             Some(url_request(state, execution)),
@@ -190,8 +202,13 @@ async fn hold_declared(
     let elicitation = ctx.client_capabilities().and_then(|c| c.elicitation);
     match elicitation {
         Some(e) if e.url.is_some() => CallToolResponse::Complete(hold_with_url(state, caller, execution, ctx).await),
-        Some(_) => CallToolResponse::Complete(ask_with_form(state, caller, execution, ctx).await),
-        None => CallToolResponse::Complete(gate::pending_result(state, execution)),
+        // A form is answered by the client, which the agent may drive: it
+        // decides only where the operator trusts client forms, and never a
+        // call a rule reserves for a person.
+        Some(_) if state.limits.trust_client_forms && !execution.human_only => {
+            CallToolResponse::Complete(ask_with_form(state, caller, execution, ctx).await)
+        }
+        _ => CallToolResponse::Complete(gate::pending_result(state, execution)),
     }
 }
 
@@ -235,8 +252,9 @@ async fn hold_with_url(
             answer = &mut elicit, if !elicit_done => {
                 elicit_done = true;
                 // The user refused to open the page: nobody will decide in the browser.
+                // Only a cancellation is taken from the client; approval stays with the page.
                 if !matches!(answer, Ok(Ok(ElicitationAction::Accept))) {
-                    let _ = store.decide(&id, Decision::Cancel, &format!("user:{} via client", caller.credential.owner.as_deref().unwrap_or("unknown")));
+                    let _ = store.decide(&id, Decision::Cancel, &client_actor(caller));
                 }
             },
             _ = ctx.ct.cancelled() => {
@@ -280,8 +298,7 @@ async fn ask_with_form(
     )
     .expect("a boolean form schema is valid");
     let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
-    let owner = caller.credential.owner.as_deref().unwrap_or("unknown");
-    let actor = format!("user:{owner} via client");
+    let actor = client_actor(caller);
     let answer = tokio::select! {
         a = ctx.peer.create_elicitation_with_timeout(params, Some(store.ttl())) => a,
         _ = ctx.ct.cancelled() => {
@@ -318,7 +335,7 @@ pub async fn retry(
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResponse {
     let digest = gatehouse_core::approvals::digest(arguments);
-    let opened = state.codec.open_with(request_state, &binding(&caller.credential.id, &digest));
+    let opened = state.codec.open_with(request_state, &binding(&caller.credential, &digest));
     let id = match opened.map(|bytes| String::from_utf8(bytes).unwrap_or_default()) {
         Ok(id) => id,
         Err(e) => {
@@ -330,10 +347,18 @@ pub async fn retry(
         }
     };
     let store = &state.core.approvals;
-    if store.get(&id).is_none() {
+    match store.get(&id) {
         // Decided before this retry arrived (declined, expired, cancelled), or
         // replayed after it ran: the audit log answers; nothing runs again.
-        return CallToolResponse::Complete(gate::settled_result(state, caller, &id));
+        None => return CallToolResponse::Complete(gate::settled_result(state, caller, &id)),
+        Some((execution, _)) if !execution.belongs_to(&caller.credential) => {
+            tracing::warn!(execution = %id, credential = %caller.credential.id, "requestState retry from another credential refused");
+            return CallToolResponse::Complete(error_result(
+                "this execution belongs to another credential",
+                json!({"error": "execution_forbidden", "executionId": id}),
+            ));
+        }
+        Some(_) => {}
     }
     let snapshot = tokio::select! {
         s = store.wait(&id, RETRY_HOLD) => s,

@@ -170,6 +170,13 @@ fn build() -> Vec<Tool> {
     ]
 }
 
+/// Whether a built-in tool changes what the gate does for everyone: such a
+/// call always waits for a person, only an admin may approve it, and no
+/// agent-side answer (model mode, a client form) ever counts.
+pub fn changes_gate(name: &str) -> bool {
+    matches!(name, POLICY_SET | POLICY_REMOVE)
+}
+
 /// One built-in tool by name.
 pub fn find(name: &str) -> Option<&'static Tool> {
     all().iter().find(|t| t.name == name)
@@ -209,22 +216,15 @@ pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> 
             Err(r) => return r,
             Ok(args) => {
                 let limit = args.limit.unwrap_or(20).clamp(1, 200) as usize;
-                // An agent reads its own owner's entries; ownerless agents only their own.
-                let owner = caller.credential.owner.as_deref();
-                state
-                    .core
-                    .approvals
-                    .audit()
-                    .recent(limit * 4, owner)
-                    .map(|entries| {
-                        let mine: Vec<_> = entries
-                            .into_iter()
-                            .filter(|e| owner.is_some() || e.agent == caller.credential.agent)
-                            .take(limit)
-                            .collect();
-                        CallToolResult::structured(json!({ "entries": mine }))
-                    })
-                    .map_err(|e| e.to_string())
+                // An agent reads its owner's entries; an owner-less one only its
+                // own credential's (another owner-less credential is someone else).
+                let audit = state.core.approvals.audit();
+                match caller.credential.owner.as_deref() {
+                    Some(owner) => audit.recent_for_owner(limit, owner),
+                    None => audit.recent_for_credential(limit, &caller.credential.id),
+                }
+                .map(|entries| CallToolResult::structured(json!({ "entries": entries })))
+                .map_err(|e| e.to_string())
             }
         },
         POLICY_SET => match parse::<PolicySetArgs>(arguments) {

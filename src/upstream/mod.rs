@@ -516,7 +516,8 @@ impl Upstreams {
     }
 
     /// The upstream that serves `uri`: the one that listed it, else one with a
-    /// template whose fixed part it starts with, else the first with resources.
+    /// template whose fixed part it starts with. Never a guess: a URI no
+    /// upstream offers is not sent to any of them.
     fn resource_owner(&self, uri: &str) -> Option<String> {
         let slots = self.slots();
         let listed = slots.iter().find(|(_, s)| s.catalog.resources.iter().any(|r| r.uri == uri));
@@ -528,8 +529,7 @@ impl Upstreams {
                 })
             })
         };
-        let any = || slots.iter().find(|(_, s)| s.link.as_ref().is_some_and(|l| supports_resources(&l.peer)));
-        listed.or_else(templated).or_else(any).map(|(name, _)| name.clone())
+        listed.or_else(templated).map(|(name, _)| name.clone())
     }
 
     /// `prompts/get` for an exposed prompt name.
@@ -688,10 +688,6 @@ fn pass_error(what: &str, e: rmcp::service::ServiceError) -> ErrorData {
 
 fn supports_logging(peer: &Peer<RoleClient>) -> bool {
     peer.peer_info().is_some_and(|i| i.capabilities.logging.is_some())
-}
-
-fn supports_resources(peer: &Peer<RoleClient>) -> bool {
-    peer.peer_info().is_some_and(|i| i.capabilities.resources.is_some())
 }
 
 /// Everything an upstream offers, with tool and prompt names under `prefix`.

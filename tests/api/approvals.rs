@@ -132,7 +132,7 @@ async fn a_gated_call_pauses_and_runs_once_approved() {
     assert_eq!(app.core.approvals.len(), 0, "settled entries leave the store");
 
     let audit: Vec<String> =
-        app.core.approvals.audit().recent(10, None).unwrap().into_iter().rev().map(|e| e.state).collect();
+        app.core.approvals.audit().recent_for_owner(10, "ada").unwrap().into_iter().rev().map(|e| e.state).collect();
     assert_eq!(audit, ["pending", "approved", "running", "completed"]);
 }
 
@@ -275,10 +275,10 @@ async fn read_only_tools_run_at_once_and_block_rules_hide_tools() {
     assert_eq!(blocked["result"]["isError"], true);
     assert_eq!(blocked["result"]["structuredContent"]["error"], "blocked_by_policy");
 
-    // An explicit allow overrides the destructive default.
+    // No allow rule lets an agent change the gate for everyone without a person.
     app.core.policy.set(SET_RULE, gatehouse_core::policy::Action::Allow, false).unwrap();
-    let ran = tool_call(&app, &token, &sid, SET_RULE, json!({"pattern": "k", "action": "allow"})).await;
-    assert_eq!(ran["result"]["structuredContent"]["pattern"], "k");
+    let paused = tool_call(&app, &token, &sid, SET_RULE, json!({"pattern": "k", "action": "allow"})).await;
+    assert_eq!(paused["result"]["structuredContent"]["status"], "user_approval_required");
 }
 
 #[tokio::test]

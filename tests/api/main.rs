@@ -4,6 +4,7 @@ mod admin_api;
 mod approvals;
 mod browser;
 mod cli;
+mod gate_holds;
 mod helpers;
 mod mcp_auth;
 mod mcp_transport;

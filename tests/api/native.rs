@@ -124,24 +124,50 @@ async fn an_expired_request_state_is_refused() {
 }
 
 #[tokio::test]
-async fn model_mode_needs_the_config_switch_and_respects_human_only() {
+async fn a_human_only_rule_refuses_the_models_decision() {
     let app = spawn_app_with(|c| c.allow_model_decisions = true).await;
     app.add_user("ada", true).await;
     let token = owned(&app, "self-decider");
-    let paused =
-        modern(&app, &token, "model", "gatehouse_policy_set", json!({"pattern": "m", "action": "allow"}), None).await;
-    let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
-    let done = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
-    assert_eq!(done["structuredContent"]["pattern"], "m", "{done}");
-    assert_eq!(app.core.approvals.audit().decided_by(&eid).unwrap().as_deref(), Some("agent:self-decider"));
-
-    // A human_only rule refuses the model's decision.
-    app.core.policy.set("gatehouse_policy_remove", gatehouse_core::policy::Action::RequireApproval, true).unwrap();
+    // gatehouse_policy_remove changes the gate for everyone: always human_only.
     let paused = modern(&app, &token, "model", "gatehouse_policy_remove", json!({"pattern": "m"}), None).await;
     let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
     let refused = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
     assert_eq!(refused["structuredContent"]["error"], "human_only", "{refused}");
     assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+}
+
+#[tokio::test]
+async fn a_re_issued_credential_continues_its_threads_request_state() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    let issue = |thread: &str| {
+        app.core
+            .credentials
+            .issue(gatehouse_core::credentials::IssueRequest {
+                agent: "py-agent".into(),
+                owner: Some("ada".into()),
+                thread: Some(thread.into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .token
+    };
+    let first = issue("t1");
+    let args = json!({"pattern": "turns", "action": "allow"});
+    let paused = modern_call(&app, &first, args.clone(), None).await;
+    let state = paused["requestState"].as_str().unwrap().to_string();
+    let url = paused["inputRequests"]["approval"]["params"]["url"].as_str().unwrap();
+    let eid = url.split("/resume/").nth(1).unwrap().split('?').next().unwrap().to_string();
+    app.core.approvals.decide(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada").unwrap();
+    // Another thread's credential of the same agent cannot use the state.
+    let stranger = issue("t2");
+    let r = modern_call(&app, &stranger, args.clone(), Some(&state)).await;
+    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "{r}");
+    // The orchestrator re-issues the thread's credential: the retry continues.
+    let next = issue("t1");
+    let done = modern_call(&app, &next, args, Some(&state)).await;
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(done["structuredContent"]["pattern"], "turns");
 }
 
 #[tokio::test]

@@ -1,0 +1,53 @@
+//! Requests other than `tools/call` that reach an upstream — `resources/read`,
+//! `resources/subscribe`, `prompts/get`, `completion/complete` — are decided
+//! by `resource:<uri pattern>` and `prompt:<name pattern>` rules and audited.
+
+use gatehouse_core::approvals::digest;
+use gatehouse_core::audit;
+use gatehouse_core::credentials::Credential;
+use gatehouse_core::policy::{Action, Subject};
+use rmcp::model::ErrorData;
+use serde_json::{Value, json};
+
+use super::McpState;
+
+/// Lets the request through, or refuses it with the rule that blocks it;
+/// either way it is written to the audit log (`allowed` or `blocked`).
+pub fn check(
+    state: &McpState,
+    credential: &Credential,
+    method: &'static str,
+    subject: Subject<'_>,
+    arguments: &Value,
+) -> Result<(), ErrorData> {
+    let verdict = state.core.policy.decide_subject(&subject).map_err(|e| {
+        tracing::error!(error = %e, "policy lookup failed");
+        ErrorData::internal_error("policy lookup failed", None)
+    })?;
+    let allowed = verdict.action == Action::Allow;
+    let name = subject.name();
+    let recorded = state.core.approvals.audit().record(audit::Entry {
+        execution_id: &gatehouse_core::secret::new_id("req"),
+        state: if allowed { "allowed" } else { "blocked" },
+        tool: &name,
+        arguments_digest: &digest(arguments),
+        agent: &credential.agent,
+        owner: credential.owner.as_deref(),
+        credential_id: Some(&credential.id),
+        thread: credential.thread.as_deref(),
+        actor: Some("agent"),
+        detail: Some(method),
+    });
+    if let Err(e) = recorded {
+        tracing::error!(error = %e, "audit write failed");
+    }
+    if allowed {
+        return Ok(());
+    }
+    let rule = verdict.rule.unwrap_or_default();
+    tracing::warn!(method, subject = ?name, agent = ?credential.agent, rule = ?rule, "request blocked by policy");
+    Err(ErrorData::invalid_request(
+        format!("{method} of {name} is refused by policy rule {rule:?}"),
+        Some(json!({"error": "blocked_by_policy", "subject": name, "rule": rule})),
+    ))
+}

@@ -1,0 +1,654 @@
+//! The gate holds against the agent it guards (issue #9): an attacker holding
+//! one ordinary agent token cannot get a call approved without a person,
+//! cannot use another credential's session or execution, cannot run something
+//! other than what was approved, and cannot exhaust the server. Each test
+//! fails if its defence is removed.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use gatehouse::config::UpstreamConfig;
+use gatehouse_core::credentials::IssueRequest;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, Implementation, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::helpers::*;
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+/// An admin "ada" and a plain user "bob", signed in; their cookies.
+async fn users(app: &TestApp) -> (String, String) {
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
+    (sign_in(app, "ada").await, sign_in(app, "bob").await)
+}
+
+async fn sign_in(app: &TestApp, name: &str) -> String {
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username": name, "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{name} signs in");
+    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
+}
+
+fn issue(app: &TestApp, agent: &str, owner: Option<&str>, thread: Option<&str>) -> (String, String) {
+    let issued = app
+        .core
+        .credentials
+        .issue(IssueRequest {
+            agent: agent.into(),
+            owner: owner.map(Into::into),
+            thread: thread.map(Into::into),
+            ..Default::default()
+        })
+        .unwrap();
+    (issued.id, issued.token)
+}
+
+async fn tool_call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
+    let (status, _, messages) = app
+        .call(
+            token,
+            sid,
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": name, "arguments": args}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{messages:?}");
+    messages.iter().find(|m| m.get("id").is_some()).cloned().unwrap_or_else(|| panic!("no reply: {messages:?}"))
+}
+
+fn execution_id(reply: &Value) -> String {
+    reply["result"]["structuredContent"]["executionId"].as_str().unwrap_or_else(|| panic!("not paused: {reply}")).into()
+}
+
+async fn decide(app: &TestApp, cookie: &str, eid: &str, action: &str) -> reqwest::Response {
+    app.client
+        .post(format!("{}/api/executions/{eid}/resume", app.address))
+        .header("origin", &app.address)
+        .header("cookie", cookie)
+        .json(&json!({"action": action}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The "everything" fixture as a shared stdio upstream under `ev__`: its
+/// unannotated tools (`ev__test_simple_text`, `ev__probe_mutable`) wait for a
+/// person by default, and none of them changes the gate.
+fn everything_stdio() -> UpstreamConfig {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    UpstreamConfig {
+        command: Some(root.join("tools/node_modules/.bin/node").display().to_string()),
+        args: vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()],
+        prefix: Some("ev__".into()),
+        ..upstream_named("everything")
+    }
+}
+
+async fn fronting(configure: impl FnOnce(&mut gatehouse::config::Config)) -> TestApp {
+    let app = spawn_app_with(|c| {
+        c.upstreams = vec![everything_stdio()];
+        configure(c);
+    })
+    .await;
+    wait_until("the fixture's tools appear", || app.upstreams.find("ev__probe_mutable").is_some()).await;
+    app
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+/// A client that declares form elicitation only and approves every form it is shown.
+#[derive(Clone, Default)]
+struct FormApprover {
+    asked: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for FormApprover {
+    fn get_info(&self) -> ClientConfig {
+        let mut caps = ClientCapabilities::default();
+        caps.elicitation = Some(serde_json::from_value(json!({"form": {}})).unwrap());
+        ClientConfig::new(caps, Implementation::new("form-approver", "1.0"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true})))
+    }
+}
+
+async fn form_client(app: &TestApp, token: &str) -> (FormApprover, RunningService<RoleClient, FormApprover>) {
+    let approver = FormApprover::default();
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp?elicitation_mode=native", app.address))
+        .auth_header(token);
+    let service = approver.clone().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connects");
+    (approver, service)
+}
+
+async fn call_tool(service: &RunningService<RoleClient, FormApprover>, name: &str, args: Value) -> CallToolResult {
+    let mut params = CallToolRequestParams::new(name.to_string());
+    if let Some(args) = args.as_object() {
+        params = params.with_arguments(args.clone());
+    }
+    service.call_tool(params).await.expect("the call answers")
+}
+
+fn structured(result: &CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+// ---------------------------------------------------------------------------
+// 1. Only a person decides.
+
+#[tokio::test]
+async fn a_client_form_answer_never_decides_unless_trusted_and_never_as_a_person() {
+    // Off by default: the form-only client gets the browser answer.
+    let app = fronting(|_| {}).await;
+    app.add_user("ada", true).await;
+    let (_, token) = issue(&app, "form-agent", Some("ada"), None);
+    let (approver, client) = form_client(&app, &token).await;
+    let paused = call_tool(&client, "ev__test_simple_text", json!({})).await;
+    assert_eq!(structured(&paused)["status"], "user_approval_required", "{paused:?}");
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 0, "no form was shown");
+    let eid = structured(&paused)["executionId"].as_str().unwrap().to_string();
+    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+    client.cancel().await.unwrap();
+
+    // Trusted: the client's answer decides an ordinary gated call, audited as the agent.
+    let app = fronting(|c| c.limits.trust_client_forms = true).await;
+    app.add_user("ada", true).await;
+    let (_, token) = issue(&app, "form-agent", Some("ada"), None);
+    let (approver, client) = form_client(&app, &token).await;
+    let ran = call_tool(&client, "ev__test_simple_text", json!({})).await;
+    assert_ne!(ran.is_error, Some(true), "{ran:?}");
+    assert!(ran.content[0].as_text().unwrap().text.contains("simple text"), "{ran:?}");
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
+    let approved = app.core.approvals.audit().recent_for_owner(10, "ada").unwrap();
+    let decision = approved.iter().find(|e| e.state == "approved").expect("an approval");
+    assert_eq!(decision.actor.as_deref(), Some("agent:form-agent via client"), "never recorded as a person");
+
+    // ...but never a call a rule (or the gate itself) reserves for a person.
+    let paused = call_tool(&client, "gatehouse_policy_set", json!({"pattern": "*", "action": "allow"})).await;
+    assert_eq!(structured(&paused)["status"], "user_approval_required", "{paused:?}");
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 1, "no form for a human_only call");
+    assert!(app.core.policy.rules().unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn model_decisions_need_the_switch_and_never_reach_gate_changing_tools() {
+    let app = fronting(|c| c.allow_model_decisions = true).await;
+    app.add_user("ada", true).await;
+    let (_, token) = issue(&app, "self-decider", Some("ada"), None);
+    let model = |name: &str, args: Value| {
+        app.client
+            .post(format!("{}/mcp?elicitation_mode=model", app.address))
+            .bearer_auth(&token)
+            .header("accept", ACCEPT_BOTH)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name)
+            .json(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name": name, "arguments": args,
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {},
+                          "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}}}}))
+            .send()
+    };
+    let result = |r: reqwest::Response| async move { jsonrpc_messages(r).await.remove(0)["result"].clone() };
+
+    // An ordinary gated call: the model may decide it (audited as the agent).
+    let paused = result(model("ev__test_simple_text", json!({})).await.unwrap()).await;
+    let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let done = result(model("resume", json!({"executionId": eid, "action": "accept"})).await.unwrap()).await;
+    assert_ne!(done["isError"], true, "{done}");
+    assert!(done["content"][0]["text"].as_str().unwrap().contains("simple text"), "{done}");
+    assert_eq!(app.core.approvals.audit().decided_by(&eid).unwrap().as_deref(), Some("agent:self-decider"));
+
+    // A tool that changes the gate for everyone: human_only, whatever the rules say.
+    app.core.policy.set("gatehouse_policy_*", gatehouse_core::policy::Action::Allow, false).unwrap();
+    let paused = result(model("gatehouse_policy_set", json!({"pattern": "*", "action": "allow"})).await.unwrap()).await;
+    assert_eq!(paused["structuredContent"]["status"], "user_approval_required", "an allow rule does not open it");
+    let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let refused = result(model("resume", json!({"executionId": eid, "action": "accept"})).await.unwrap()).await;
+    assert_eq!(refused["structuredContent"]["error"], "human_only", "{refused}");
+    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+}
+
+#[tokio::test]
+async fn only_an_admin_approves_a_gate_changing_call_and_the_owner_is_told_so() {
+    let app = spawn_app().await;
+    let (ada, bob) = users(&app).await;
+    let (_, token) = issue(&app, "bobs-agent", Some("bob"), None);
+    let sid = app.open_session(&token).await;
+    let paused =
+        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "*", "action": "allow"})).await;
+    let eid = execution_id(&paused);
+
+    // Bob owns the agent: he sees the call, marked admin-only, but cannot approve it.
+    let detail: Value = app
+        .client
+        .get(format!("{}/api/executions/{eid}", app.address))
+        .header("cookie", &bob)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["adminOnly"], true, "{detail}");
+    let refused = decide(&app, &bob, &eid, "accept").await;
+    assert_eq!(refused.status(), 403);
+    assert_eq!(refused.json::<Value>().await.unwrap()["error"], "admin_required");
+    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+
+    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200, "an admin may");
+    let ran = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+}
+
+// ---------------------------------------------------------------------------
+// 2. A session and an execution belong to exactly one credential.
+
+#[tokio::test]
+async fn a_session_id_is_bound_at_initialize_and_refused_to_any_other_credential() {
+    let app = spawn_app().await;
+    let (_, owner) = issue(&app, "claude", None, None);
+    let (_, thief) = issue(&app, "claude", None, None);
+    // Initialize only: the id is bound before `notifications/initialized`.
+    let response = app.mcp(&owner).json(&initialize_request("2025-11-25")).send().await.unwrap();
+    let sid = response.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    drop(response);
+
+    let stolen = app
+        .mcp(&thief)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stolen.status(), 404, "before initialized");
+    let get = app
+        .client
+        .get(format!("{}/mcp", app.address))
+        .bearer_auth(&thief)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &sid)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 404, "GET");
+    let delete = app
+        .client
+        .delete(format!("{}/mcp", app.address))
+        .bearer_auth(&thief)
+        .header("mcp-session-id", &sid)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 404, "DELETE");
+    let made_up = app
+        .mcp(&owner)
+        .header("mcp-session-id", "not-a-session")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made_up.status(), 404, "an unbound id");
+
+    // The owner's session still works after all that.
+    let ack = app
+        .mcp(&owner)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ack.status(), 202);
+    let (status, _, pong) = app.call(&owner, &sid, json!({"jsonrpc":"2.0","id":3,"method":"ping"})).await;
+    assert_eq!((status.as_u16(), pong[0]["result"].clone()), (200, json!({})));
+}
+
+#[tokio::test]
+async fn only_the_opening_credential_or_its_thread_successor_resumes() {
+    let app = spawn_app().await;
+    let (ada, _) = users(&app).await;
+    let (_, first) = issue(&app, "claude", Some("ada"), Some("thread-1"));
+    let sid = app.open_session(&first).await;
+    let paused =
+        tool_call(&app, &first, &sid, "gatehouse_policy_set", json!({"pattern": "r*", "action": "allow"})).await;
+    let eid = execution_id(&paused);
+
+    // Same agent name and owner, but another credential: someone else.
+    let (_, namesake) = issue(&app, "claude", Some("ada"), None);
+    let namesake_sid = app.open_session(&namesake).await;
+    let refused = tool_call(&app, &namesake, &namesake_sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(refused["result"]["structuredContent"]["error"], "execution_forbidden", "{refused}");
+
+    // Re-issued for the same thread (the orchestrator's next turn): it continues.
+    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200);
+    let (_, successor) = issue(&app, "claude", Some("ada"), Some("thread-1"));
+    let successor_sid = app.open_session(&successor).await;
+    let resumed = tool_call(&app, &successor, &successor_sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(resumed["result"]["isError"], false, "{resumed}");
+    assert_eq!(resumed["result"]["structuredContent"]["pattern"], "r*");
+
+    // Once settled, the namesake cannot even learn how it ended.
+    let after = tool_call(&app, &namesake, &namesake_sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(after["result"]["structuredContent"]["error"], "execution_not_found", "{after}");
+}
+
+#[tokio::test]
+async fn owner_less_credentials_never_read_each_others_audit_entries() {
+    let app = spawn_app().await;
+    let (_, a) = issue(&app, "same-name", None, None);
+    let (_, b) = issue(&app, "same-name", None, None);
+    let sid_a = app.open_session(&a).await;
+    tool_call(&app, &a, &sid_a, "gatehouse_policy_set", json!({"pattern": "secret_*", "action": "allow"})).await;
+    let sid_b = app.open_session(&b).await;
+    let seen = tool_call(&app, &b, &sid_b, "gatehouse_audit_recent", json!({"limit": 50})).await;
+    assert_eq!(seen["result"]["structuredContent"]["entries"], json!([]), "{seen}");
+    let own = tool_call(&app, &a, &sid_a, "gatehouse_audit_recent", json!({"limit": 50})).await;
+    assert_eq!(own["result"]["structuredContent"]["entries"].as_array().unwrap().len(), 1, "{own}");
+}
+
+#[tokio::test]
+async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions() {
+    let app = spawn_app().await;
+    users(&app).await;
+    let (id, token) = issue(&app, "doomed", Some("ada"), None);
+    let sid = app.open_session(&token).await;
+    app.wait_for_sessions(|n| n == 1).await;
+    let paused =
+        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "d", "action": "allow"})).await;
+    let eid = execution_id(&paused);
+
+    let admin = sign_in(&app, "ada").await;
+    let revoked = app
+        .client
+        .delete(format!("{}/api/credentials/{id}", app.address))
+        .header("origin", &app.address)
+        .header("cookie", &admin)
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    wait_until("the execution settles as revoked", || app.core.approvals.get(&eid).is_none()).await;
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "revoked");
+    app.wait_for_sessions(|n| n == 0).await;
+
+    // A revocation from another process (the CLI) is noticed too.
+    let (_, other) = issue(&app, "doomed-too", Some("ada"), None);
+    let sid = app.open_session(&other).await;
+    let paused =
+        tool_call(&app, &other, &sid, "gatehouse_policy_set", json!({"pattern": "e", "action": "allow"})).await;
+    let eid = execution_id(&paused);
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["--data-dir", app.dir.path().to_str().unwrap(), "token", "revoke", "--all"])
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    wait_until("the CLI's revocation is swept", || app.core.approvals.get(&eid).is_none()).await;
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "revoked");
+}
+
+// ---------------------------------------------------------------------------
+// 3. What was approved is what runs.
+
+#[tokio::test]
+async fn a_tool_whose_definition_changed_after_approval_does_not_run() {
+    let app = fronting(|_| {}).await;
+    let (ada, _) = users(&app).await;
+    let (_, token) = issue(&app, "claude", Some("ada"), None);
+    let sid = app.open_session(&token).await;
+    let paused = tool_call(&app, &token, &sid, "ev__probe_mutable", json!({})).await;
+    let eid = execution_id(&paused);
+    let execution = app.core.approvals.get(&eid).unwrap().0;
+    assert_eq!(execution.upstream.as_deref(), Some("everything"));
+    assert_eq!(execution.upstream_tool.as_deref(), Some("probe_mutable"));
+    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200);
+
+    // The upstream redefines the tool between the approval and the run.
+    let before = app.upstreams.find("ev__probe_mutable").unwrap().tool.description.clone();
+    tool_call(&app, &token, &sid, "ev__probe_redefine", json!({})).await;
+    wait_until("the catalogue refreshes", || {
+        app.upstreams.find("ev__probe_mutable").is_some_and(|t| t.tool.description != before)
+    })
+    .await;
+    let refused = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(refused["result"]["structuredContent"]["error"], "tool_changed", "{refused}");
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "failed");
+
+    // Asked anew, the new definition runs once approved.
+    let paused = tool_call(&app, &token, &sid, "ev__probe_mutable", json!({})).await;
+    let eid = execution_id(&paused);
+    decide(&app, &ada, &eid, "accept").await;
+    let ran = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    assert_ne!(ran["result"]["isError"], true, "{ran}");
+    assert!(ran["result"]["content"][0]["text"].as_str().unwrap().contains("version 2"), "{ran}");
+}
+
+#[tokio::test]
+async fn an_approval_not_used_within_the_run_window_expires() {
+    let app = spawn_app_with(|c| c.limits.run_window = Duration::from_millis(300)).await;
+    let (ada, _) = users(&app).await;
+    let (_, token) = issue(&app, "slow", Some("ada"), None);
+    let sid = app.open_session(&token).await;
+    let paused =
+        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "late", "action": "allow"})).await;
+    let eid = execution_id(&paused);
+    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let resumed = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(resumed["result"]["structuredContent"]["error"], "execution_expired", "{resumed}");
+    assert!(app.core.policy.rules().unwrap().is_empty(), "it never ran");
+    assert_eq!(app.core.approvals.len(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// 4. Every resource is bounded.
+
+#[tokio::test]
+async fn live_executions_and_gated_arguments_are_bounded_per_credential() {
+    let app = spawn_app_with(|c| {
+        c.limits.max_executions_per_credential = 2;
+        c.limits.max_gated_arguments_bytes = 1024;
+    })
+    .await;
+    let (_, token) = issue(&app, "greedy", None, None);
+    let sid = app.open_session(&token).await;
+    for i in 0..2 {
+        let r = tool_call(
+            &app,
+            &token,
+            &sid,
+            "gatehouse_policy_set",
+            json!({"pattern": format!("p{i}"), "action": "allow"}),
+        )
+        .await;
+        assert_eq!(r["result"]["structuredContent"]["status"], "user_approval_required");
+    }
+    let third =
+        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "p3", "action": "allow"})).await;
+    assert_eq!(third["result"]["isError"], true);
+    assert_eq!(third["result"]["structuredContent"]["limit"], "max_executions_per_credential", "{third}");
+    assert_eq!(app.core.approvals.len(), 2);
+
+    // Another credential is not affected.
+    let (_, other) = issue(&app, "other", None, None);
+    let other_sid = app.open_session(&other).await;
+    let big = "x".repeat(2048);
+    let r =
+        tool_call(&app, &other, &other_sid, "gatehouse_policy_set", json!({"pattern": big, "action": "allow"})).await;
+    assert_eq!(r["result"]["structuredContent"]["limit"], "max_gated_arguments_bytes", "{r}");
+    let r =
+        tool_call(&app, &other, &other_sid, "gatehouse_policy_set", json!({"pattern": "ok", "action": "allow"})).await;
+    assert_eq!(r["result"]["structuredContent"]["status"], "user_approval_required");
+}
+
+#[tokio::test]
+async fn sessions_are_bounded_per_credential_and_in_all_and_client_info_is_cut() {
+    let app = spawn_app_with(|c| {
+        c.limits.max_sessions_per_credential = 2;
+        c.limits.max_sessions = 3;
+    })
+    .await;
+    let (_, a) = issue(&app, "a", None, None);
+    let (_, b) = issue(&app, "b", None, None);
+    let first = app.open_session(&a).await;
+    app.open_session(&a).await;
+    let refused = app.mcp(&a).json(&initialize_request("2025-11-25")).send().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("max_sessions_per_credential"), "{body}");
+
+    app.open_session(&b).await;
+    let refused = app.mcp(&b).json(&initialize_request("2025-11-25")).send().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("max_sessions"), "{body}");
+
+    // Ending a session frees its place.
+    let ended = app
+        .client
+        .delete(format!("{}/mcp", app.address))
+        .bearer_auth(&a)
+        .header("mcp-session-id", &first)
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success());
+    let mut init = initialize_request("2025-11-25");
+    init["params"]["clientInfo"]["name"] = json!("n".repeat(10_000));
+    let response = app.mcp(&b).json(&init).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let sid = response.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    drop(response);
+    app.call(&b, &sid, json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await;
+    wait_until("the session is listed", || app.core.live.sessions().iter().any(|s| s.session_id == sid)).await;
+    let listed = app.core.live.sessions().into_iter().find(|s| s.session_id == sid).unwrap();
+    assert_eq!(listed.client_name.chars().count(), 128);
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
+    let host = app.address.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&host).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
+    let mut buf = [0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(5), slow.read(&mut buf)).await;
+    let closed = matches!(read, Ok(Ok(0)) | Ok(Err(_)))
+        || matches!(read, Ok(Ok(n)) if String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"));
+    assert!(closed, "the half-sent request was ended by the server: {read:?}");
+    let ok = app.client.get(format!("{}/healthz", app.address)).send().await.unwrap();
+    assert_eq!(ok.status(), 200, "and the server keeps serving");
+}
+
+#[tokio::test]
+async fn connections_are_bounded() {
+    let app = spawn_app_with(|c| c.limits.max_connections = 2).await;
+    let host = app.address.trim_start_matches("http://").to_string();
+    // Two open keep-alive connections fill the server; a third request waits until one goes.
+    let mut held = Vec::new();
+    let mut buf = [0u8; 1024];
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(&host).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        held.push(s);
+    }
+    let fresh = || reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let waiting = fresh().get(format!("{}/healthz", app.address)).timeout(Duration::from_millis(500)).send().await;
+    assert!(waiting.is_err(), "a third connection is not served while two are held");
+    drop(held);
+    let served = fresh().get(format!("{}/healthz", app.address)).timeout(Duration::from_secs(5)).send().await;
+    assert_eq!(served.unwrap().status(), 200);
+}
+
+// ---------------------------------------------------------------------------
+// 5. Requests other than tools/call are governed too.
+
+#[tokio::test]
+async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
+    let app = fronting(|c| {
+        c.policy = vec![
+            gatehouse_core::policy::Rule {
+                pattern: "resource:test://static-binary".into(),
+                action: gatehouse_core::policy::Action::Block,
+                human_only: false,
+                source: "config".into(),
+            },
+            gatehouse_core::policy::Rule {
+                pattern: "prompt:ev__test_prompt_with_*".into(),
+                action: gatehouse_core::policy::Action::Block,
+                human_only: false,
+                source: "config".into(),
+            },
+        ]
+    })
+    .await;
+    app.add_user("ada", true).await;
+    let (_, token) = issue(&app, "reader", Some("ada"), None);
+    let sid = app.open_session(&token).await;
+    let request =
+        |id: u32, method: &str, params: Value| json!({"jsonrpc":"2.0","id": id,"method": method,"params": params});
+
+    let (_, _, ok) = app.call(&token, &sid, request(1, "resources/read", json!({"uri": "test://static-text"}))).await;
+    assert!(ok[0]["result"]["contents"][0]["text"].is_string(), "{ok:?}");
+    let (_, _, blocked) =
+        app.call(&token, &sid, request(2, "resources/read", json!({"uri": "test://static-binary"}))).await;
+    assert_eq!(blocked[0]["error"]["data"]["error"], "blocked_by_policy", "{blocked:?}");
+    let (_, _, prompt) =
+        app.call(&token, &sid, request(3, "prompts/get", json!({"name": "ev__test_prompt_with_image"}))).await;
+    assert_eq!(prompt[0]["error"]["data"]["error"], "blocked_by_policy", "{prompt:?}");
+    let (_, _, simple) =
+        app.call(&token, &sid, request(4, "prompts/get", json!({"name": "ev__test_simple_prompt"}))).await;
+    assert!(simple[0]["result"]["messages"].is_array(), "{simple:?}");
+    let (_, _, guessed) =
+        app.call(&token, &sid, request(5, "resources/read", json!({"uri": "file:///etc/passwd"}))).await;
+    assert!(guessed[0]["error"]["message"].as_str().unwrap().contains("not found"), "never a guess: {guessed:?}");
+
+    let audit = app.core.approvals.audit().recent_for_owner(20, "ada").unwrap();
+    let seen: Vec<(String, String)> = audit.iter().map(|e| (e.state.clone(), e.tool.clone())).collect();
+    for expected in [
+        ("allowed", "resource:test://static-text"),
+        ("blocked", "resource:test://static-binary"),
+        ("blocked", "prompt:ev__test_prompt_with_image"),
+        ("allowed", "prompt:ev__test_simple_prompt"),
+    ] {
+        assert!(seen.contains(&(expected.0.into(), expected.1.into())), "{expected:?} in {seen:?}");
+    }
+}
