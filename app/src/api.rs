@@ -128,6 +128,10 @@ pub struct ExecutionData {
     pub decided_by: Option<String>,
     /// Server time when read (Unix ms).
     pub now_ms: i64,
+    /// Only an admin may decide it (it changes the gate for everyone).
+    pub admin_only: bool,
+    /// Whether the signed-in user may decide it (an admin-only call needs an admin).
+    pub can_decide: bool,
 }
 
 /// What looking an execution up found.
@@ -162,8 +166,10 @@ mod server {
         }
     }
 
-    pub fn data(view: ExecutionView, now_ms: i64) -> super::ExecutionData {
+    pub fn data(view: ExecutionView, now_ms: i64, user: &User) -> super::ExecutionData {
         super::ExecutionData {
+            can_decide: !view.admin_only || user.is_admin,
+            admin_only: view.admin_only,
             execution_id: view.execution_id,
             state: view.state.as_str().to_string(),
             tool: view.tool,
@@ -181,7 +187,7 @@ mod server {
     pub fn lookup(id: &str) -> Result<super::Lookup, ServerFnError> {
         let (user, core) = context()?;
         Ok(match core.approvals.view_for(&user, id) {
-            Ok(view) => super::Lookup::Found(data(view, core.clock.now_ms())),
+            Ok(view) => super::Lookup::Found(data(view, core.clock.now_ms(), &user)),
             Err(AccessError::Forbidden) => {
                 set_status(http::StatusCode::FORBIDDEN);
                 super::Lookup::Forbidden
@@ -231,7 +237,7 @@ pub async fn decide_execution(id: String, action: String) -> Result<String, Serv
 pub async fn list_pending() -> Result<Vec<ExecutionData>, ServerFnError> {
     let (user, core) = server::context()?;
     let now = core.clock.now_ms();
-    Ok(core.approvals.pending_for(&user).into_iter().map(|v| server::data(v, now)).collect())
+    Ok(core.approvals.pending_for(&user).into_iter().map(|v| server::data(v, now, &user)).collect())
 }
 
 /// An upstream server's health, as the upstreams page shows it.

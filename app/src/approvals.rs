@@ -130,6 +130,8 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
         expires_at_ms,
         decided_by,
         now_ms,
+        admin_only,
+        can_decide,
     } = data;
     let now = use_now(now_ms);
     let pending = state == "pending";
@@ -175,7 +177,16 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
             <Show when=move || error().is_some()>
                 <p role="alert" class="error">{error}</p>
             </Show>
-            {pending.then(|| view! {
+            {(admin_only && pending).then(|| view! {
+                <p class="hint admin-only" role="note">
+                    {if can_decide {
+                        "This call changes the gate for everyone: only an admin can decide it."
+                    } else {
+                        "This call changes the gate for everyone: only an admin can decide it. Ask an admin to open this page."
+                    }}
+                </p>
+            })}
+            {(pending && can_decide).then(|| view! {
                 <div class="decide">
                     <ActionForm action=decide attr:class="decide-form">
                         <input type="hidden" name="id" value=id_d.clone()/>
@@ -214,6 +225,11 @@ pub fn InboxPage() -> impl IntoView {
                                     <a class="tool-link" href=format!("/resume/{}", e.execution_id)>
                                         <strong><Name text=e.tool.clone()/></strong>
                                     </a>
+                                    {e.admin_only.then(|| view! {
+                                        <span class="tag admin-only" title="It changes the gate for everyone">
+                                            {if e.can_decide { "admin decision" } else { "needs an admin" }}
+                                        </span>
+                                    })}
                                     <div class="meta">"from " <Name text=e.agent.clone()/>
                                         {e.expires_at_ms.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{crate::time_fmt::relative(x, e.now_ms)}</time> })}
                                     </div>
