@@ -178,7 +178,7 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
                 <p role="alert" class="error">{error}</p>
             </Show>
             {(admin_only && pending).then(|| view! {
-                <p class="hint admin-only" role="note">
+                <p class="hint admin-only">
                     {if can_decide {
                         "This call changes the gate for everyone: only an admin can decide it."
                     } else {
