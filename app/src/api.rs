@@ -138,7 +138,7 @@ pub struct ExecutionData {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum Lookup {
     /// Here it is.
-    Found(ExecutionData),
+    Found(Box<ExecutionData>),
     /// It belongs to another user's agent (403).
     Forbidden,
     /// No such execution (404).
@@ -187,7 +187,7 @@ mod server {
     pub fn lookup(id: &str) -> Result<super::Lookup, ServerFnError> {
         let (user, core) = context()?;
         Ok(match core.approvals.view_for(&user, id) {
-            Ok(view) => super::Lookup::Found(data(view, core.clock.now_ms(), &user)),
+            Ok(view) => super::Lookup::Found(Box::new(data(view, core.clock.now_ms(), &user))),
             Err(AccessError::Forbidden) => {
                 set_status(http::StatusCode::FORBIDDEN);
                 super::Lookup::Forbidden

@@ -97,7 +97,7 @@ pub fn ResumePage() -> impl IntoView {
     view! {
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
             {move || execution.get().map(|result| match result {
-                Ok(Lookup::Found(data)) => view! { <Resume data decide live/> }.into_any(),
+                Ok(Lookup::Found(data)) => view! { <Resume data=*data decide live/> }.into_any(),
                 Ok(Lookup::Forbidden) => view! {
                     <Title text="Not yours — Gatehouse"/>
                     <main class="narrow"><h1>"403 — not yours to decide"</h1>
@@ -165,7 +165,9 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
                 })}
             </dl>
             <p class="state" role="status" aria-live="polite" data-state=state.clone()>
-                <span class=format!("badge {state}")>{state_label(&state)}</span>
+                <span class=format!("badge {state}")>{
+                    if pending && !can_decide { "Waiting for an admin's decision" } else { state_label(&state) }
+                }</span>
                 {decided_by.map(|by| view! { <span class="by">" by " <Name text=by.trim_start_matches("user:").to_string()/></span> })}
             </p>
             <h2>"Arguments"</h2>

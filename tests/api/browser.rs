@@ -251,6 +251,9 @@ async fn a_call_only_an_admin_may_decide_says_so_on_the_inbox_and_the_resume_pag
     assert!(inbox.contains(&eid) && inbox.contains("needs an admin"), "{inbox}");
     let resume = page(bob, format!("/resume/{eid}")).await;
     assert!(resume.contains("only an admin can decide it"), "{resume}");
+    assert!(
+        resume.contains("Waiting for an admin&#x27;s decision") || resume.contains("Waiting for an admin's decision")
+    );
     assert!(!resume.contains(">Approve<"), "no Approve button for a user who cannot decide");
     let admin_resume = page(ada, format!("/resume/{eid}")).await;
     assert!(admin_resume.contains(">Approve<"), "the admin can decide");
