@@ -46,9 +46,11 @@ gh_pid=$!
 wait_for "$work/out" "listening on" || { echo "gatehouse did not start"; cat "$work/err"; exit 1; }
 url=$(grep -o 'listening on http://[0-9.:]*' "$work/out" | awk '{print $3}')
 token=$("$bin" --data-dir "$work/data" token issue --agent conformance --json | "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).token))')
+# /metrics needs an admin: an admin API token reads it.
+metrics_token=$("$bin" --data-dir "$work/data" api-token issue --name conformance --json | "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).token))')
 # The upstream's tools must be listed before the suite starts.
 for _ in $(seq 100); do
-  curl -fsS "$url/metrics" 2>/dev/null | grep -q 'gatehouse_upstream_up{upstream="everything",health="up"} 1' && break
+  curl -fsS -H "Authorization: Bearer $metrics_token" "$url/metrics" 2>/dev/null | grep -q 'gatehouse_upstream_up{upstream="everything",health="up"} 1' && break
   sleep 0.1
 done
 

@@ -1,19 +1,23 @@
 //! Browser sign-in (cookie sessions), first-run setup, and who may use the
 //! admin API (an admin's browser session or an admin API token).
 
+use std::net::{IpAddr, SocketAddr};
+
 use axum::Json;
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use bytes::Bytes;
+use gatehouse_core::CoreError;
 use gatehouse_core::users::User;
 use serde::Deserialize;
 use serde_json::json;
 use tower_cookies::{Cookie, Cookies, cookie::SameSite};
 
-use crate::error::{ApiError, blocking};
+use crate::error::ApiError;
 use crate::startup::AppState;
+use crate::throttle::username_tag;
 
 /// Name of the session cookie (`__Host-` prefixed under HTTPS).
 pub fn cookie_name(https: bool) -> &'static str {
@@ -29,12 +33,32 @@ fn session_cookie(state: &AppState, value: String) -> Cookie<'static> {
     cookie
 }
 
-/// Puts the signed-in [`User`] (if any) into the request's extensions.
+/// Which browser session a request signed in with (the stored hash of its
+/// cookie), for limits that apply per session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrowserSession(pub String);
+
+/// The client's address as the connection says (never `X-Forwarded-For`,
+/// which any client can write); `None` when served without connection info.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub Option<IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())))
+    }
+}
+
+/// Puts the signed-in [`User`] (if any) and their [`BrowserSession`] into the
+/// request's extensions.
 pub async fn load_user(State(state): State<AppState>, cookies: Cookies, mut request: Request, next: Next) -> Response {
     if let Some(cookie) = cookies.get(cookie_name(state.https)) {
         match state.core.users.session_user(cookie.value()) {
             Ok(Some(user)) => {
                 request.extensions_mut().insert(user);
+                request.extensions_mut().insert(BrowserSession(gatehouse_core::secret::hash(cookie.value())));
             }
             Ok(None) => {}
             Err(e) => return ApiError::Internal(e.to_string()).into_response(),
@@ -71,12 +95,9 @@ fn parse_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &Bytes)
     }
 }
 
-/// Only same-site relative paths, so `next` cannot redirect elsewhere.
+/// Only paths on this site, so `next` cannot send the browser elsewhere.
 fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") => n.to_string(),
-        _ => "/".to_string(),
-    }
+    next.and_then(gatehouse_app::redirect::safe_next).unwrap_or("/").to_string()
 }
 
 fn enc(s: &str) -> String {
@@ -91,22 +112,39 @@ struct SignIn {
 }
 
 /// `POST /api/auth/sign-in {username, password}`: sets the session cookie.
-/// Form posts are redirected (to `next`, or back with an error).
+/// Form posts are redirected (to `next`, or back with an error). Failures
+/// are limited per client address and per username (429 with `Retry-After`).
 pub async fn sign_in(
     State(state): State<AppState>,
+    ClientAddr(addr): ClientAddr,
     cookies: Cookies,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let form = is_form(&headers);
     let SignIn { username, password, next } = parse_body(&headers, &body)?;
-    let users = state.core.users.clone();
-    let name = username.clone();
-    let user = blocking(move || users.verify_password(&name, &password)).await?;
-    let Some(user) = user else {
-        tracing::warn!(username = %username, "sign-in refused");
+    let next = safe_next(next.as_deref());
+    // What was typed as the name may be a password in the wrong field: logs
+    // get a short hash and the length, never the text.
+    let tag = username_tag(&username);
+    let attempt = match state.throttles.sign_in.begin(addr, Some(&username)) {
+        Ok(attempt) => attempt,
+        Err(limit) => {
+            tracing::warn!(username_tag = %tag, client = ?addr, "sign-in throttled");
+            return Ok(if form {
+                let wait = limit.retry_after_secs();
+                Redirect::to(&format!("/sign-in?error=throttled&retry_after={wait}&next={}", enc(&next)))
+                    .into_response()
+            } else {
+                limit.into_response()
+            });
+        }
+    };
+    let Some(user) = state.core.users.sign_in(username.clone(), password).await? else {
+        attempt.failed();
+        tracing::warn!(username_tag = %tag, username_chars = username.chars().count(), client = ?addr, "sign-in refused");
         return Ok(if form {
-            Redirect::to(&format!("/sign-in?error=1&next={}", enc(&safe_next(next.as_deref())))).into_response()
+            Redirect::to(&format!("/sign-in?error=1&next={}", enc(&next))).into_response()
         } else {
             (
                 StatusCode::UNAUTHORIZED,
@@ -115,11 +153,12 @@ pub async fn sign_in(
                 .into_response()
         });
     };
+    attempt.succeeded();
     let token = state.core.users.create_session(&user)?;
     cookies.add(session_cookie(&state, token));
-    tracing::info!(username = %user.username, "signed in");
+    tracing::info!(username = ?user.username, "signed in");
     Ok(if form {
-        Redirect::to(&safe_next(next.as_deref())).into_response()
+        Redirect::to(&next).into_response()
     } else {
         Json(json!({"username": user.username, "isAdmin": user.is_admin})).into_response()
     })
@@ -150,29 +189,48 @@ struct Setup {
 }
 
 /// `POST /api/auth/setup {token, username, password}`: the one-time link
-/// creates the first admin and signs them in.
+/// creates the first admin and signs them in. The token is checked before
+/// any password is hashed, and wrong tokens count as failed attempts from the
+/// client's address.
 pub async fn setup(
     State(state): State<AppState>,
+    ClientAddr(addr): ClientAddr,
     cookies: Cookies,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let form = is_form(&headers);
     let Setup { token, username, password } = parse_body(&headers, &body)?;
-    let users = state.core.users.clone();
-    let t = token.clone();
-    let result = blocking(move || users.complete_setup(&t, &username, &password)).await;
-    let user = match result {
-        Ok(user) => user,
-        Err(ApiError::BadRequest(message)) if form => {
-            tracing::warn!(%message, "setup refused");
-            return Ok(Redirect::to(&format!("/setup?token={}&error={}", enc(&token), enc(&message))).into_response());
+    let refuse = |message: String| -> Result<Response, ApiError> {
+        tracing::warn!(%message, client = ?addr, "setup refused");
+        if form {
+            Ok(Redirect::to(&format!("/setup?token={}&error={}", enc(&token), enc(&message))).into_response())
+        } else {
+            Err(ApiError::BadRequest(message))
         }
-        Err(e) => return Err(e),
     };
+    let attempt = match state.throttles.sign_in.begin(addr, None) {
+        Ok(attempt) => attempt,
+        Err(limit) if form => return refuse(limit.to_string()),
+        Err(limit) => return Ok(limit.into_response()),
+    };
+    if let Err(refusal) = state.core.users.setup_token(&token)?.check() {
+        attempt.failed();
+        return refuse(refusal.to_string());
+    }
+    let user = match state.core.users.finish_setup(token.clone(), username, password).await {
+        Ok(user) => user,
+        Err(e @ CoreError::Invalid { field: "token", .. }) => {
+            attempt.failed();
+            return refuse(e.to_string());
+        }
+        Err(e @ CoreError::Invalid { .. }) => return refuse(e.to_string()),
+        Err(e) => return Err(e.into()),
+    };
+    attempt.succeeded();
     let session = state.core.users.create_session(&user)?;
     cookies.add(session_cookie(&state, session));
-    tracing::info!(username = %user.username, "first admin created");
+    tracing::info!(username = ?user.username, "first admin created");
     Ok(if form {
         Redirect::to("/").into_response()
     } else {

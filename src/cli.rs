@@ -37,6 +37,9 @@ pub struct Cli {
     /// Log format [env: GATEHOUSE_LOG_FORMAT]
     #[arg(long, global = true, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Also serve /metrics, without authentication, on this address [env: GATEHOUSE_METRICS_LISTEN]
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// What to do (default: serve)
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -150,6 +153,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         data_dir: cli.data_dir.clone(),
         public_url: cli.public_url.clone(),
         log_format: cli.log_format,
+        metrics_listen: cli.metrics_listen,
     };
     let config = Config::load(cli.config.as_deref(), &overrides)?;
     match cli.command.unwrap_or(Command::Serve) {
@@ -161,7 +165,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn open_core(config: &Config) -> anyhow::Result<Core> {
-    std::fs::create_dir_all(&config.data_dir)
+    gatehouse_core::db::create_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let db = Db::open(&config.data_dir)
         .with_context(|| format!("cannot open the database in {}", config.data_dir.display()))?;
@@ -187,9 +191,12 @@ fn print_banner(config: &Config, app: &Application) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         app.address()
     );
+    if let Some(metrics) = app.metrics_address() {
+        out.push_str(&format!("  Metrics:      http://{metrics}/metrics (no authentication on this address)\n"));
+    }
     if let Some(token) = app.state().core.users.new_setup_token()? {
         out.push_str(&format!(
-            "\nFirst start: create the admin account with this one-time link:\n  {base}/setup?token={token}\n"
+            "\nFirst start: create the admin account with this one-time link\n(it works for 24 hours; restarting gatehouse prints a new one):\n  {base}/setup?token={token}\n"
         ));
     }
     let data_dir = config.data_dir.display();

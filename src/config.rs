@@ -93,6 +93,12 @@ pub struct FileConfig {
     /// `header_read_timeout = "10s"`: time a client has to send its request headers.
     #[serde(default, with = "humantime_opt")]
     pub header_read_timeout: Option<Duration>,
+    /// `audit_retention = "90d"`: audit entries older than this are deleted.
+    #[serde(default, with = "humantime_opt")]
+    pub audit_retention: Option<Duration>,
+    /// `metrics_listen = "127.0.0.1:9464"`: serve `/metrics` without
+    /// authentication on this separate address.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// One `[[upstream]]` table: a stdio child process (`command`) or a
@@ -311,6 +317,8 @@ pub struct Overrides {
     pub public_url: Option<Url>,
     /// `--log-format`
     pub log_format: Option<LogFormat>,
+    /// `--metrics-listen`
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The resolved configuration.
@@ -346,6 +354,11 @@ pub struct Config {
     pub list_page_size: usize,
     /// Gate limits (trust switches, windows and caps).
     pub limits: Limits,
+    /// Audit entries older than this are deleted.
+    pub audit_retention: Duration,
+    /// A separate address serving `/metrics` without authentication (on the
+    /// main address it needs an admin).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// What bounds the gate: who may decide besides a person, and how much one
@@ -403,6 +416,8 @@ impl Default for Config {
             upstreams: Vec::new(),
             list_page_size: 100,
             limits: Limits::default(),
+            audit_retention: Duration::from_secs(90 * 24 * 3600),
+            metrics_listen: None,
         }
     }
 }
@@ -522,6 +537,14 @@ impl FileConfig {
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_ORIGINS", list)? {
             self.allowed_origins = Some(v);
         }
+        if let Some(v) = env_value("GATEHOUSE_AUDIT_RETENTION", parse_duration)? {
+            self.audit_retention = Some(v);
+        }
+        if let Some(v) =
+            env_value("GATEHOUSE_METRICS_LISTEN", |v| v.parse().map_err(|x: std::net::AddrParseError| x.to_string()))?
+        {
+            self.metrics_listen = Some(v);
+        }
         Ok(self)
     }
 }
@@ -568,6 +591,8 @@ impl Config {
                 max_connections: file.max_connections.unwrap_or(d.limits.max_connections),
                 header_read_timeout: file.header_read_timeout.unwrap_or(d.limits.header_read_timeout),
             },
+            audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
+            metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
         };
         if config.list_page_size == 0 {
             return Err(ConfigError::Value { key: "list_page_size".into(), message: "must be at least 1".into() });
@@ -740,6 +765,24 @@ mod tests {
         assert!(bad.unwrap_err().to_string().contains("list_timeout"));
         let env = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\ninherit_env = [\"A=B\"]\n");
         assert!(env.unwrap_err().contains("inherit_env"));
+    }
+
+    #[test]
+    fn audit_retention_and_metrics_listener() {
+        let resolve = |toml: &str| {
+            Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default()).unwrap()
+        };
+        let d = resolve("");
+        assert_eq!(d.audit_retention, Duration::from_secs(90 * 24 * 3600));
+        assert_eq!(d.metrics_listen, None);
+        let c = resolve("audit_retention = \"30d\"\nmetrics_listen = \"127.0.0.1:9464\"\n");
+        assert_eq!(c.audit_retention, Duration::from_secs(30 * 24 * 3600));
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        let err = FileConfig::parse(Path::new("g.toml"), "audit_retention = \"0s\"\n").unwrap_err().to_string();
+        assert!(err.contains("audit_retention"), "{err}");
+        let flag = Overrides { metrics_listen: Some("127.0.0.1:1".parse().unwrap()), ..Default::default() };
+        let file = FileConfig::parse(Path::new("g.toml"), "metrics_listen = \"127.0.0.1:2\"\n").unwrap();
+        assert_eq!(Config::resolve(file, &flag).unwrap().metrics_listen.unwrap().port(), 1);
     }
 
     #[test]

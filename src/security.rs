@@ -1,5 +1,6 @@
 //! Host and Origin checks (DNS-rebinding and CSRF protection) and the headers
-//! that keep pages out of frames.
+//! that keep pages out of frames, their scripts our own and their content out
+//! of caches.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -84,6 +85,7 @@ impl AllowList {
 }
 
 fn refuse(status: StatusCode, error: &str, message: String) -> Response {
+    // `message` quotes what the client sent with `{:?}`, so it is escaped.
     tracing::warn!(status = status.as_u16(), error, %message, "request refused");
     (status, axum::Json(json!({ "error": error, "message": message }))).into_response()
 }
@@ -132,17 +134,50 @@ pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Requ
     next.run(request).await
 }
 
-/// Keeps every response out of frames (clickjacking) and sniffing.
-pub async fn security_headers(request: Request, next: Next) -> Response {
+/// What [`security_headers`] needs to know about how the site is served.
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderPolicy {
+    /// Served over HTTPS: browsers are told to keep it that way (HSTS).
+    pub https: bool,
+}
+
+/// The Content Security Policy of a response whose inline scripts carry `nonce`:
+/// everything from this site only; the hydration script by its nonce; wasm
+/// compiled by the browser (`'wasm-unsafe-eval'`); live streams and server
+/// functions to this site; no plugins, frames, foreign forms or base URLs.
+pub fn content_security_policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; style-src 'self'; \
+         img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; \
+         base-uri 'self'; form-action 'self'"
+    )
+}
+
+/// Sets the headers that keep every response (refusals included) out of
+/// frames and sniffing, its scripts to our own, and its content out of
+/// caches: a fresh CSP nonce goes into the request for the page renderer
+/// (the shell hands it to Leptos's hydration scripts) and into the CSP.
+/// Responses that set their own `Cache-Control` (static assets) keep it;
+/// everything else, signed-in pages and token-bearing JSON above all, is
+/// `no-store`.
+pub async fn security_headers(State(policy): State<HeaderPolicy>, mut request: Request, next: Next) -> Response {
+    let nonce = leptos::nonce::Nonce::new();
+    let csp = HeaderValue::from_str(&content_security_policy(&nonce));
+    request.extensions_mut().insert(nonce);
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("frame-ancestors 'none'; base-uri 'self'; form-action 'self'"),
-    );
+    if let Ok(csp) = csp {
+        h.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    if policy.https {
+        h.insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000"));
+    }
     response
 }
 

@@ -57,6 +57,8 @@ pub struct AppState {
     pub sessions: Arc<crate::mcp::sessions::SessionBindings>,
     /// Trust switches and caps.
     pub limits: crate::config::Limits,
+    /// Failed sign-in and live-stream limits of the browser side.
+    pub throttles: crate::throttle::Throttles,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -123,20 +125,40 @@ pub fn app(state: AppState) -> Router {
         .route("/pkg/{*path}", get(site::pkg))
         .route("/favicon.ico", get(site::favicon))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(admin_metrics))
         .layer(from_fn_with_state(state.clone(), auth::load_user))
         .layer(CookieManagerLayer::new())
         .layer(axum::extract::DefaultBodyLimit::max(state.max_body_bytes))
         .with_state(state.clone());
+    // The security headers go outermost, so refusals (a foreign Host, a
+    // cross-site POST) carry them too.
     Router::new()
         .merge(mcp)
         .merge(site)
-        .layer(from_fn(security::security_headers))
         .layer(from_fn_with_state(state.allow.clone(), security::check_host_and_origin))
+        .layer(from_fn_with_state(security::HeaderPolicy { https: state.https }, security::security_headers))
 }
 
-/// `GET /metrics` in Prometheus text format.
-async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> String {
+/// `GET /metrics` on the main address: for an admin (API token or browser
+/// session) only, since it names upstreams and counts what agents do.
+async fn admin_metrics(axum::extract::State(state): axum::extract::State<AppState>, _admin: auth::Admin) -> String {
+    metrics(&state)
+}
+
+/// `/metrics` alone, without authentication, for the `metrics_listen` address.
+pub fn metrics_router(state: AppState) -> Router {
+    let policy = security::HeaderPolicy { https: state.https };
+    Router::new()
+        .route(
+            "/metrics",
+            get(|axum::extract::State(state): axum::extract::State<AppState>| async move { metrics(&state) }),
+        )
+        .with_state(state)
+        .layer(from_fn_with_state(policy, security::security_headers))
+}
+
+/// The Prometheus text of `/metrics`.
+fn metrics(state: &AppState) -> String {
     use std::fmt::Write;
     let auth = &state.auth_metrics;
     let approvals = &state.core.approvals;
@@ -211,13 +233,17 @@ pub struct Application {
     router: Router,
     address: SocketAddr,
     state: AppState,
+    /// The unauthenticated `/metrics` listener, if configured.
+    metrics_listener: Option<TcpListener>,
+    /// Audit entries older than this are deleted in the background.
+    audit_retention: std::time::Duration,
 }
 
 impl Application {
     /// Opens the data directory and database, binds the listener (port 0
     /// picks a free one) and assembles the router.
     pub async fn build(config: &Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&config.data_dir)
+        gatehouse_core::db::create_data_dir(&config.data_dir)
             .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", config.data_dir.display()))?;
         let db = Db::open(&config.data_dir)?;
         let core = Core::new(db, Arc::new(SystemClock), config.settings())?;
@@ -232,6 +258,7 @@ impl Application {
         let address = listener.local_addr()?;
         crate::upstream::link::install_crypto_provider();
         let upstreams = crate::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
+        let core_clock = core.clock.clone();
         let state = AppState {
             core,
             base_url: config.base_url(address),
@@ -252,8 +279,29 @@ impl Application {
                 config.limits.max_sessions,
             ),
             limits: config.limits.clone(),
+            throttles: crate::throttle::Throttles::new(core_clock),
         };
-        Ok(Self { router: app(state.clone()), listener, address, state })
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            router: app(state.clone()),
+            listener,
+            address,
+            state,
+            metrics_listener,
+            audit_retention: config.audit_retention,
+        })
+    }
+
+    /// The bound address of the unauthenticated `/metrics` listener, if any.
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The bound address.
@@ -278,12 +326,22 @@ impl Application {
         let shutdown = state.shutdown.clone();
         let sweeper =
             tokio::spawn(crate::mcp::sessions::sweeper(state.core.clone(), state.sessions.clone(), shutdown.clone()));
+        let housekeeping =
+            tokio::spawn(crate::housekeeping::run(state.core.clone(), self.audit_retention, shutdown.clone()));
         let limits = crate::server::ConnectionLimits {
             max_connections: state.limits.max_connections,
             header_read_timeout: state.limits.header_read_timeout,
         };
+        let metrics = self.metrics_listener.map(|listener| {
+            tracing::info!(address = ?listener.local_addr().ok(), "serving /metrics without authentication");
+            tokio::spawn(crate::server::serve(listener, metrics_router(state.clone()), limits, shutdown.clone()))
+        });
         crate::server::serve(self.listener, self.router, limits, shutdown).await;
         sweeper.await?;
+        housekeeping.await?;
+        if let Some(metrics) = metrics {
+            metrics.await?;
+        }
         Ok(())
     }
 }

@@ -128,13 +128,17 @@ pub struct ExecutionData {
     pub decided_by: Option<String>,
     /// Server time when read (Unix ms).
     pub now_ms: i64,
+    /// Only an admin may decide it (it changes the gate for everyone).
+    pub admin_only: bool,
+    /// Whether the signed-in user may decide it (an admin-only call needs an admin).
+    pub can_decide: bool,
 }
 
 /// What looking an execution up found.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum Lookup {
     /// Here it is.
-    Found(ExecutionData),
+    Found(Box<ExecutionData>),
     /// It belongs to another user's agent (403).
     Forbidden,
     /// No such execution (404).
@@ -162,8 +166,10 @@ mod server {
         }
     }
 
-    pub fn data(view: ExecutionView, now_ms: i64) -> super::ExecutionData {
+    pub fn data(view: ExecutionView, now_ms: i64, user: &User) -> super::ExecutionData {
         super::ExecutionData {
+            can_decide: !view.admin_only || user.is_admin,
+            admin_only: view.admin_only,
             execution_id: view.execution_id,
             state: view.state.as_str().to_string(),
             tool: view.tool,
@@ -181,7 +187,7 @@ mod server {
     pub fn lookup(id: &str) -> Result<super::Lookup, ServerFnError> {
         let (user, core) = context()?;
         Ok(match core.approvals.view_for(&user, id) {
-            Ok(view) => super::Lookup::Found(data(view, core.clock.now_ms())),
+            Ok(view) => super::Lookup::Found(Box::new(data(view, core.clock.now_ms(), &user))),
             Err(AccessError::Forbidden) => {
                 set_status(http::StatusCode::FORBIDDEN);
                 super::Lookup::Forbidden
@@ -231,7 +237,7 @@ pub async fn decide_execution(id: String, action: String) -> Result<String, Serv
 pub async fn list_pending() -> Result<Vec<ExecutionData>, ServerFnError> {
     let (user, core) = server::context()?;
     let now = core.clock.now_ms();
-    Ok(core.approvals.pending_for(&user).into_iter().map(|v| server::data(v, now)).collect())
+    Ok(core.approvals.pending_for(&user).into_iter().map(|v| server::data(v, now, &user)).collect())
 }
 
 /// An upstream server's health, as the upstreams page shows it.
@@ -247,15 +253,27 @@ pub struct UpstreamRow {
     pub tools: usize,
     /// Restarts since the server started.
     pub restarts: u64,
-    /// The last error, if any.
+    /// The last error, if any (admins only).
     pub last_error: Option<String>,
 }
 
-/// Every configured upstream and its health (any signed-in user).
+/// What the upstreams page shows.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamList {
+    /// Whether errors are included (admins only: an upstream's error text
+    /// may carry paths, hosts or secrets from its configuration).
+    pub show_errors: bool,
+    /// Every configured upstream, by name.
+    pub upstreams: Vec<UpstreamRow>,
+}
+
+/// Every configured upstream and its health (any signed-in user); the last
+/// error only for admins.
 #[server(prefix = "/api/fn", endpoint = "upstreams")]
-pub async fn list_upstreams() -> Result<Vec<UpstreamRow>, ServerFnError> {
-    let (_user, core) = server::context()?;
-    Ok(core
+pub async fn list_upstreams() -> Result<UpstreamList, ServerFnError> {
+    let (user, core) = server::context()?;
+    let show_errors = user.is_admin;
+    let upstreams = core
         .live
         .upstreams()
         .into_iter()
@@ -265,7 +283,8 @@ pub async fn list_upstreams() -> Result<Vec<UpstreamRow>, ServerFnError> {
             transport: u.transport,
             tools: u.tools,
             restarts: u.restarts,
-            last_error: u.last_error,
+            last_error: if show_errors { u.last_error } else { None },
         })
-        .collect())
+        .collect();
+    Ok(UpstreamList { show_errors, upstreams })
 }

@@ -8,7 +8,7 @@ use leptos_router::hooks::use_params_map;
 use crate::api::{DecideExecution, ExecutionData, Lookup, get_execution, list_pending};
 use crate::live::{LiveState, LiveStatus, use_live_events};
 use crate::pages::Header;
-use crate::reveal::{Piece, code_point, reveal};
+use crate::reveal::{HiddenChar, Name, Piece, reveal, visible};
 use crate::time_fmt::{exact, iso};
 
 /// "4:59" / "1:02:03" / "expired".
@@ -61,9 +61,7 @@ fn Arguments(text: String) -> impl IntoView {
         <pre class="arguments" tabindex="0" aria-label="Arguments" dir="ltr">
             {pieces.into_iter().map(|p| match p {
                 Piece::Text(t) => view! { <span>{t}</span> }.into_any(),
-                Piece::Hidden(c) => view! {
-                    <mark class="hidden-char" title=format!("hidden character {}", code_point(c))>{format!("⟨{}⟩", code_point(c))}</mark>
-                }.into_any(),
+                Piece::Hidden(c) => view! { <HiddenChar c/> }.into_any(),
             }).collect_view()}
         </pre>
     }
@@ -99,7 +97,7 @@ pub fn ResumePage() -> impl IntoView {
     view! {
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
             {move || execution.get().map(|result| match result {
-                Ok(Lookup::Found(data)) => view! { <Resume data decide live/> }.into_any(),
+                Ok(Lookup::Found(data)) => view! { <Resume data=*data decide live/> }.into_any(),
                 Ok(Lookup::Forbidden) => view! {
                     <Title text="Not yours — Gatehouse"/>
                     <main class="narrow"><h1>"403 — not yours to decide"</h1>
@@ -132,11 +130,16 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
         expires_at_ms,
         decided_by,
         now_ms,
+        admin_only,
+        can_decide,
     } = data;
     let now = use_now(now_ms);
     let pending = state == "pending";
-    let title =
-        if pending { format!("Approve {tool}? — Gatehouse") } else { format!("{tool}: {state} — Gatehouse") };
+    let title = if pending {
+        format!("Approve {}? — Gatehouse", visible(&tool))
+    } else {
+        format!("{}: {state} — Gatehouse", visible(&tool))
+    };
     let remaining = move || expires_at_ms.map(|e| countdown(e - now.get()));
     let error = move || decide.value().get().and_then(|r| r.err()).map(|e| e.to_string());
     let id_a = execution_id.clone();
@@ -145,19 +148,27 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
         <Title text=title/>
         <Header/>
         <main class="page resume">
-            <p class="eyebrow">"Agent " <strong class="agent">{agent.clone()}</strong> " wants to run"</p>
-            <h1 class="tool-name">{tool.clone()}</h1>
+            <p class="eyebrow">"Agent " <strong class="agent"><Name text=agent.clone()/></strong> " wants to run"</p>
+            <h1 class="tool-name"><Name text=tool.clone()/></h1>
             <dl class="facts">
-                <div><dt>"Agent"</dt><dd>{agent}</dd></div>
-                <div><dt>"Upstream"</dt><dd>{upstream.unwrap_or_else(|| "gatehouse (built-in)".into())}</dd></div>
-                <div><dt>"Owner"</dt><dd>{owner.unwrap_or_else(|| "— (admins decide)".into())}</dd></div>
+                <div><dt>"Agent"</dt><dd><Name text=agent/></dd></div>
+                <div><dt>"Upstream"</dt><dd>{match upstream {
+                    Some(u) => view! { <Name text=u/> }.into_any(),
+                    None => "gatehouse (built-in)".into_any(),
+                }}</dd></div>
+                <div><dt>"Owner"</dt><dd>{match owner {
+                    Some(o) => view! { <Name text=o/> }.into_any(),
+                    None => "— (admins decide)".into_any(),
+                }}</dd></div>
                 {expires_at_ms.map(|e| view! {
                     <div><dt>"Time left"</dt><dd><time class="countdown" datetime=iso(e) title=exact(e)>{remaining}</time></dd></div>
                 })}
             </dl>
             <p class="state" role="status" aria-live="polite" data-state=state.clone()>
-                <span class=format!("badge {state}")>{state_label(&state)}</span>
-                {decided_by.map(|by| view! { <span class="by">" by " {by.trim_start_matches("user:").to_string()}</span> })}
+                <span class=format!("badge {state}")>{
+                    if pending && !can_decide { "Waiting for an admin's decision" } else { state_label(&state) }
+                }</span>
+                {decided_by.map(|by| view! { <span class="by">" by " <Name text=by.trim_start_matches("user:").to_string()/></span> })}
             </p>
             <h2>"Arguments"</h2>
             {match arguments {
@@ -168,7 +179,16 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
             <Show when=move || error().is_some()>
                 <p role="alert" class="error">{error}</p>
             </Show>
-            {pending.then(|| view! {
+            {(admin_only && pending).then(|| view! {
+                <p class="hint admin-only">
+                    {if can_decide {
+                        "This call changes the gate for everyone: only an admin can decide it."
+                    } else {
+                        "This call changes the gate for everyone: only an admin can decide it. Ask an admin to open this page."
+                    }}
+                </p>
+            })}
+            {(pending && can_decide).then(|| view! {
                 <div class="decide">
                     <ActionForm action=decide attr:class="decide-form">
                         <input type="hidden" name="id" value=id_d.clone()/>
@@ -205,9 +225,14 @@ pub fn InboxPage() -> impl IntoView {
                             {list.into_iter().map(|e| view! {
                                 <li class="card" data-execution-id=e.execution_id.clone()>
                                     <a class="tool-link" href=format!("/resume/{}", e.execution_id)>
-                                        <strong>{e.tool.clone()}</strong>
+                                        <strong><Name text=e.tool.clone()/></strong>
                                     </a>
-                                    <div class="meta">"from " {e.agent.clone()}
+                                    {e.admin_only.then(|| view! {
+                                        <span class="tag admin-only" title="It changes the gate for everyone">
+                                            {if e.can_decide { "admin decision" } else { "needs an admin" }}
+                                        </span>
+                                    })}
+                                    <div class="meta">"from " <Name text=e.agent.clone()/>
                                         {e.expires_at_ms.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{crate::time_fmt::relative(x, e.now_ms)}</time> })}
                                     </div>
                                 </li>

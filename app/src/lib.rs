@@ -8,6 +8,7 @@ pub mod api;
 pub mod approvals;
 pub mod live;
 pub mod pages;
+pub mod redirect;
 pub mod reveal;
 pub mod time_fmt;
 
@@ -20,6 +21,7 @@ use leptos_router::{
 
 /// The HTML document around the app (server side only).
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    use_response_nonce();
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -34,6 +36,18 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <App/>
             </body>
         </html>
+    }
+}
+
+/// Hands the nonce the server put in the request (and in the response's
+/// Content Security Policy) to Leptos, so the hydration script and the
+/// serialized resources carry the nonce the policy allows.
+fn use_response_nonce() {
+    #[cfg(feature = "ssr")]
+    if let Some(nonce) =
+        use_context::<http::request::Parts>().and_then(|parts| parts.extensions.get::<leptos::nonce::Nonce>().cloned())
+    {
+        provide_context(nonce);
     }
 }
 

@@ -7,6 +7,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::{Overview, get_overview};
 use crate::live::{LiveStatus, use_live_events};
+use crate::reveal::Name;
 use crate::time_fmt::{exact, iso, relative};
 
 /// A time shown relative to `now_ms`, exact on hover.
@@ -72,10 +73,10 @@ fn Home(overview: Overview) -> impl IntoView {
                         <ul class="cards" aria-label="MCP sessions">
                             {sessions.into_iter().map(|s| { let sid = s.session_id.clone(); view! {
                                 <li class="card" data-session-id=sid>
-                                    <strong class="agent">{s.agent}</strong>
-                                    {s.thread.map(|t| view! { <span class="tag">"thread " {t}</span> })}
+                                    <strong class="agent"><Name text=s.agent/></strong>
+                                    {s.thread.map(|t| view! { <span class="tag">"thread " <Name text=t/></span> })}
                                     <div class="meta">
-                                        <span>{s.client}</span>
+                                        <span><Name text=s.client/></span>
                                         " · " <span>{s.protocol_version}</span>
                                         " · opened " <When ms=s.opened_at_ms now_ms/>
                                     </div>
@@ -106,8 +107,11 @@ fn Home(overview: Overview) -> impl IntoView {
                                 let active = c.status == "active";
                                 view! {
                                     <tr data-credential-id=c.id.clone()>
-                                        <td>{c.agent}</td>
-                                        <td>{c.thread.unwrap_or_else(|| "—".into())}</td>
+                                        <td><Name text=c.agent/></td>
+                                        <td>{match c.thread {
+                                            Some(t) => view! { <Name text=t/> }.into_any(),
+                                            None => "—".into_any(),
+                                        }}</td>
                                         <td><span class=format!("status {}", c.status)>{c.status.clone()}</span></td>
                                         <td><When ms=c.last_seen_ms now_ms/></td>
                                         <td>{active.then(|| view! { <When ms=c.expires_ms now_ms/> })}</td>
@@ -129,16 +133,24 @@ fn Home(overview: Overview) -> impl IntoView {
 pub fn SignInPage() -> impl IntoView {
     let query = use_query_map();
     let next = move || {
-        query.read().get("next").filter(|n| n.starts_with('/') && !n.starts_with("//")).unwrap_or_else(|| "/".into())
+        query.read().get("next").filter(|n| crate::redirect::safe_next(n).is_some()).unwrap_or_else(|| "/".into())
     };
-    let failed = move || query.read().get("error").is_some();
+    let error = move || {
+        let q = query.read();
+        q.get("error").map(|e| match (e.as_str(), q.get("retry_after")) {
+            ("throttled", Some(wait)) => {
+                let wait: u64 = wait.parse().unwrap_or(60);
+                format!("Too many failed sign-ins. Try again in {}.", crate::time_fmt::duration(wait))
+            }
+            ("throttled", None) => "Too many failed sign-ins. Try again later.".to_string(),
+            _ => "That name and password did not match.".to_string(),
+        })
+    };
     view! {
         <Title text="Sign in — Gatehouse"/>
         <main class="narrow">
             <h1>"Sign in to Gatehouse"</h1>
-            <Show when=failed>
-                <p role="alert" class="error">"That name and password did not match."</p>
-            </Show>
+            {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
             <form method="post" action="/api/auth/sign-in" class="stack">
                 <input type="hidden" name="next" value=next/>
                 <label>"Username" <input name="username" autocomplete="username" required/></label>
@@ -200,33 +212,42 @@ pub fn UpstreamsPage() -> impl IntoView {
             <h1>"Upstream MCP servers"</h1>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || upstreams.get().map(|result| match result {
-                    Ok(list) if list.is_empty() => view! {
+                    Ok(list) if list.upstreams.is_empty() => view! {
                         <p class="empty">"No upstream is configured. Add " <code>"[[upstream]]"</code> " tables to gatehouse.toml."</p>
                     }.into_any(),
-                    Ok(list) => view! {
+                    Ok(list) => {
+                        let show_errors = list.show_errors;
+                        view! {
                         <div class="table-wrap">
                         <table aria-label="Upstreams">
                             <thead><tr>
                                 <th scope="col">"Name"</th><th scope="col">"Transport"</th><th scope="col">"Health"</th>
-                                <th scope="col">"Tools"</th><th scope="col">"Restarts"</th><th scope="col">"Last error"</th>
+                                <th scope="col">"Tools"</th><th scope="col">"Restarts"</th>
+                                {show_errors.then(|| view! { <th scope="col">"Last error"</th> })}
                             </tr></thead>
                             <tbody>
-                            {list.into_iter().map(|u| {
+                            {list.upstreams.into_iter().map(|u| {
                                 let (row_name, class) = (u.name.clone(), if u.health == "up" { "status active" } else { "status revoked" });
                                 view! {
                                 <tr data-upstream=row_name>
-                                    <td>{u.name}</td>
+                                    <td><Name text=u.name/></td>
                                     <td>{u.transport}</td>
                                     <td><span class=class>{u.health}</span></td>
                                     <td>{u.tools}</td>
                                     <td>{u.restarts}</td>
-                                    <td class="error-cell">{u.last_error.unwrap_or_default()}</td>
+                                    {show_errors.then(|| view! {
+                                        <td class="error-cell"><Name text=u.last_error.unwrap_or_default()/></td>
+                                    })}
                                 </tr>
                             }}).collect_view()}
                             </tbody>
                         </table>
                         </div>
-                    }.into_any(),
+                        {(!show_errors).then(|| view! {
+                            <p class="hint">"An upstream's last error is shown to admins."</p>
+                        })}
+                    }.into_any()
+                    }
                     Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
                 })}
             </Suspense>

@@ -14,6 +14,16 @@ pub fn relative(ms: i64, now_ms: i64) -> String {
     if delta < 0 { format!("{amount} ago") } else { format!("in {amount}") }
 }
 
+/// A wait in words: "45 seconds", "2 minutes", "1 hour".
+pub fn duration(secs: u64) -> String {
+    let (n, unit) = match secs {
+        0..=119 => (secs, "second"),
+        120..=7199 => (secs.div_ceil(60), "minute"),
+        _ => (secs.div_ceil(3600), "hour"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
 /// The exact UTC time, e.g. `2026-11-29 10:12:21 UTC`.
 pub fn exact(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
@@ -53,5 +63,9 @@ mod tests {
         assert_eq!(relative(7_200_000, 0), "in 2 h");
         assert_eq!(exact(1_764_411_141_000), "2025-11-29 10:12:21 UTC");
         assert_eq!(iso(0), "1970-01-01T00:00:00Z");
+        assert_eq!(duration(30), "30 seconds");
+        assert_eq!(duration(1), "1 second");
+        assert_eq!(duration(240), "4 minutes");
+        assert_eq!(duration(3600), "60 minutes");
     }
 }

@@ -143,6 +143,27 @@ impl AuditLog {
     }
 }
 
+impl AuditLog {
+    /// Deletes entries older than `retention` (audit retention); returns how
+    /// many. Works in batches so a large backlog never holds the database
+    /// for long at a time.
+    pub fn prune_older_than(&self, retention: std::time::Duration) -> Result<usize> {
+        const BATCH: i64 = 5_000;
+        let cutoff = self.clock.now_ms().saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
+        let mut total = 0;
+        loop {
+            let n = self.db.conn().execute(
+                "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ?1 LIMIT ?2)",
+                params![cutoff, BATCH],
+            )?;
+            total += n;
+            if (n as i64) < BATCH {
+                return Ok(total);
+            }
+        }
+    }
+}
+
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEvent> {
     Ok(AuditEvent {
         execution_id: r.get(0)?,
@@ -157,4 +178,36 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEvent> {
         credential_id: r.get(9)?,
         thread: r.get(10)?,
     })
+}
+
+#[cfg(test)]
+mod prune_tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::time::Duration;
+
+    #[test]
+    fn entries_older_than_the_retention_are_pruned() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let log = AuditLog::new(Db::open_in_memory().unwrap(), clock.clone());
+        // Plain SQL rather than `Entry`, so this test does not care which
+        // columns entries gain.
+        let record = |id: &str| {
+            log.db
+                .conn()
+                .execute(
+                    "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent)
+                     VALUES (?1, ?2, 'pending', 't', 'd', 'a')",
+                    params![id, clock.now_ms()],
+                )
+                .unwrap()
+        };
+        record("exec_old");
+        clock.advance(Duration::from_secs(60 * 24 * 3600));
+        record("exec_new");
+        clock.advance(Duration::from_secs(31 * 24 * 3600));
+        assert_eq!(log.prune_older_than(Duration::from_secs(90 * 24 * 3600)).unwrap(), 1);
+        assert!(log.latest("exec_old").unwrap().is_none());
+        assert!(log.latest("exec_new").unwrap().is_some());
+    }
 }

@@ -6,10 +6,59 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
 
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "gatehouse.db";
+
+/// Files in the data directory that hold secrets (hashes, keys, audit) and
+/// must be readable by the owner only: the database, its WAL and shared
+/// memory, and the `requestState` sealing key (written by the MCP side).
+pub const PRIVATE_FILES: [&str; 4] = [DB_FILE, "gatehouse.db-wal", "gatehouse.db-shm", "request-state.key"];
+
+/// Creates the data directory (and parents) readable by the owner only.
+pub fn create_data_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Makes the data directory 0700 and its [`PRIVATE_FILES`] 0600 where they
+/// are looser (a copied or restored directory), with a warning for each fix.
+#[cfg(unix)]
+pub fn restrict_permissions(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let tighten = |path: &Path, mode: u32| -> std::io::Result<()> {
+        let current = match std::fs::metadata(path) {
+            Ok(meta) => meta.permissions().mode() & 0o777,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if current & !mode != 0 {
+            tracing::warn!(
+                path = ?path,
+                was = format!("{current:o}"),
+                now = format!("{mode:o}"),
+                "data directory permissions were looser than owner-only; fixed"
+            );
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        }
+        Ok(())
+    };
+    tighten(dir, 0o700)?;
+    for file in PRIVATE_FILES {
+        tighten(&dir.join(file), 0o600)?;
+    }
+    Ok(())
+}
+
+/// Permissions are a Unix notion here; elsewhere the directory's ACLs apply.
+#[cfg(not(unix))]
+pub fn restrict_permissions(_dir: &Path) -> std::io::Result<()> {
+    Ok(())
+}
 
 const MIGRATIONS: &[&str] = &[
     // 1: users, browser sessions, setup token, agent credentials, admin API tokens.
@@ -95,8 +144,22 @@ pub struct Db {
 
 impl Db {
     /// Opens (creating if needed) the database in `data_dir` and migrates it.
+    /// The directory and the database files are made owner-only first and
+    /// again once SQLite has created its WAL files.
     pub fn open(data_dir: &Path) -> Result<Self> {
-        Self::from_connection(Connection::open(data_dir.join(DB_FILE))?)
+        let path = data_dir.join(DB_FILE);
+        let unusable = |e: std::io::Error| CoreError::Invalid { field: "data_dir", reason: e.to_string() };
+        restrict_permissions(data_dir).map_err(unusable)?;
+        // Create the file owner-only before SQLite does (it would use the
+        // umask); SQLite gives the WAL and shared-memory files the same mode.
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(&path).map_err(unusable)?;
+        let db = Self::from_connection(Connection::open(&path)?)?;
+        restrict_permissions(data_dir).map_err(unusable)?;
+        Ok(db)
     }
 
     /// A private in-memory database (tests).

@@ -36,6 +36,8 @@ test("a killed upstream shows restarting, then up again with a restart, live", a
   await expect(row.getByRole("cell").nth(2)).toHaveText("up", { timeout: 15_000 });
   expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
 
-  const metrics = await (await fetch(`${gh.url}/metrics`)).text();
+  // /metrics needs an admin: an admin API token reads it.
+  const api = JSON.parse(gh.cli("api-token", "issue", "--name", "e2e", "--json"));
+  const metrics = await (await fetch(`${gh.url}/metrics`, { headers: { authorization: `Bearer ${api.token}` } })).text();
   expect(metrics).toContain('gatehouse_upstream_up{upstream="slow",health="up"} 1');
 });

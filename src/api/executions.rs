@@ -15,6 +15,7 @@ use super::live::{EventStream, hub_events, sse};
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
 use crate::startup::AppState;
+use crate::throttle::StreamSlot;
 
 impl From<AccessError> for ApiError {
     fn from(e: AccessError) -> Self {
@@ -82,23 +83,28 @@ pub async fn events(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
     Path(id): Path<String>,
+    slot: StreamSlot,
 ) -> Result<EventStream, ApiError> {
     let view = state.core.approvals.view_for(&user, &id)?;
     // After the last state the stream stays open (keep-alives only), so
     // browsers do not reconnect over and over to a settled execution.
     let Some((_, rx)) = state.core.approvals.subscribe(&id) else {
         let event = Event::default().data(json!({"state": view.state, "decision": view.decision}).to_string());
-        return Ok(sse(futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending()), &state));
+        return Ok(sse(
+            futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending()),
+            &state,
+            slot,
+        ));
     };
     let stream = WatchStream::new(rx).map(|s| {
         let decision = s.decided_by.map(|by| json!({"state": s.state, "by": by}));
         Ok(Event::default().data(json!({"state": s.state, "decision": decision}).to_string()))
     });
-    Ok(sse(stream.chain(futures::stream::pending()), &state))
+    Ok(sse(stream.chain(futures::stream::pending()), &state, slot))
 }
 
 /// `GET /api/approvals/events`: "the inbox changed" whenever an execution is
 /// paused, decided or settled; the page re-reads its list.
-pub async fn inbox_events(State(state): State<AppState>, SignedIn(_user): SignedIn) -> EventStream {
-    hub_events(&state, |e| e == LiveEvent::ApprovalsChanged)
+pub async fn inbox_events(State(state): State<AppState>, SignedIn(_user): SignedIn, slot: StreamSlot) -> EventStream {
+    hub_events(&state, slot, |e| e == LiveEvent::ApprovalsChanged)
 }

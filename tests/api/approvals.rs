@@ -252,7 +252,7 @@ async fn ending_the_session_cancels_its_pending_calls_and_nothing_leaks() {
     assert_eq!(app.core.approvals.len(), 0);
     assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "cancelled");
     assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 409, "a decision after teardown is not kept");
-    let metrics = app.client.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+    let metrics = app.metrics().await;
     assert!(metrics.contains("gatehouse_approval_store_entries 0"), "{metrics}");
 }
 

@@ -209,3 +209,53 @@ async fn unknown_paths_get_a_json_404_under_api_and_a_page_elsewhere() {
     assert_eq!(r.status(), 404);
     assert!(r.text().await.unwrap().contains("Not found"));
 }
+
+#[tokio::test]
+async fn a_call_only_an_admin_may_decide_says_so_on_the_inbox_and_the_resume_page() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
+    let mut cookies = Vec::new();
+    for name in ["ada", "bob"] {
+        let r = app
+            .client
+            .post(format!("{}/api/auth/sign-in", app.address))
+            .header("origin", &app.address)
+            .json(&json!({"username": name, "password": "correct horse battery"}))
+            .send()
+            .await
+            .unwrap();
+        cookies.push(r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string());
+    }
+    let (ada, bob) = (&cookies[0], &cookies[1]);
+    // Bob's agent asks to change the gate for everyone: only an admin decides.
+    let token = app.issue_owned("bobs-agent", "bob");
+    let sid = app.open_session(&token).await;
+    let (_, _, messages) = app
+        .call(
+            &token,
+            &sid,
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
+                   "params":{"name":"gatehouse_policy_set","arguments":{"pattern":"x*","action":"allow"}}}),
+        )
+        .await;
+    let eid = messages.iter().find(|m| m["id"] == 7).unwrap()["result"]["structuredContent"]["executionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = |cookie: &str, path: String| {
+        let request = app.client.get(format!("{}{path}", app.address)).header("cookie", cookie.to_string());
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    let inbox = page(bob, "/approvals".into()).await;
+    assert!(inbox.contains(&eid) && inbox.contains("needs an admin"), "{inbox}");
+    let resume = page(bob, format!("/resume/{eid}")).await;
+    assert!(resume.contains("only an admin can decide it"), "{resume}");
+    assert!(
+        resume.contains("Waiting for an admin&#x27;s decision") || resume.contains("Waiting for an admin's decision")
+    );
+    assert!(!resume.contains(">Approve<"), "no Approve button for a user who cannot decide");
+    let admin_resume = page(ada, format!("/resume/{eid}")).await;
+    assert!(admin_resume.contains(">Approve<"), "the admin can decide");
+    assert!(page(ada, "/approvals".into()).await.contains("admin decision"));
+}

@@ -139,6 +139,14 @@ impl TestApp {
         }
         panic!("sessions never reached the expected count: {}", self.core.live.sessions().len());
     }
+
+    /// `/metrics` as an admin API token reads it (the main address wants an admin).
+    pub async fn metrics(&self) -> String {
+        let api = self.core.api_tokens.issue("metrics").unwrap();
+        let r = self.client.get(format!("{}/metrics", self.address)).bearer_auth(&api.token).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        r.text().await.unwrap()
+    }
 }
 
 pub fn initialize_request(version: &str) -> Value {

@@ -9,5 +9,8 @@ mod helpers;
 mod mcp_auth;
 mod mcp_transport;
 mod native;
+mod operator;
+mod page_guards;
 mod proxy;
+mod throttling;
 mod upstreams;

@@ -98,6 +98,6 @@ async fn a_session_cannot_be_used_with_another_agents_token() {
 async fn rejections_are_counted_in_metrics() {
     let app = spawn_app().await;
     app.mcp("bad").json(&initialize_request("2025-11-25")).send().await.unwrap();
-    let text = app.client.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("gatehouse_credentials_rejected_total{reason=\"unknown_or_expired_token\"} 1"), "{text}");
 }

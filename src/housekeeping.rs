@@ -1,0 +1,57 @@
+//! Background housekeeping: deletes browser sessions that have expired and
+//! audit entries older than `audit_retention`, once at start and then every
+//! [`EVERY`], until the server shuts down.
+
+use std::time::Duration;
+
+use gatehouse_core::audit::AuditLog;
+use gatehouse_core::{Core, CoreError};
+use tokio_util::sync::CancellationToken;
+
+/// How often the sweep runs.
+pub const EVERY: Duration = Duration::from_secs(10 * 60);
+
+/// What one sweep deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Expired browser sessions.
+    pub sessions: usize,
+    /// Audit entries past the retention.
+    pub audit_events: usize,
+}
+
+/// One sweep, on a blocking thread (it may delete many rows).
+pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, CoreError> {
+    let core = core.clone();
+    tokio::task::spawn_blocking(move || {
+        let sessions = core.users.purge_expired_sessions()?;
+        let audit_events = AuditLog::new(core.db.clone(), core.clock.clone()).prune_older_than(audit_retention)?;
+        Ok(Swept { sessions, audit_events })
+    })
+    .await
+    .map_err(|e| CoreError::Join(e.to_string()))?
+}
+
+/// Sweeps at start and every [`EVERY`] until `shutdown` is cancelled; a
+/// failed sweep is logged and tried again next time.
+pub async fn run(core: Core, audit_retention: Duration, shutdown: CancellationToken) {
+    let mut ticker = tokio::time::interval(EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        match sweep(&core, audit_retention).await {
+            Ok(swept) if swept != Swept::default() => {
+                tracing::info!(
+                    sessions = swept.sessions,
+                    audit_events = swept.audit_events,
+                    "housekeeping deleted old rows"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "housekeeping failed; retrying at the next tick"),
+        }
+    }
+}

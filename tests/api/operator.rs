@@ -1,0 +1,178 @@
+//! What the operator relies on: secrets at rest readable by the owner only,
+//! `/metrics` for admins (or on its own listener), and old rows swept away
+//! (expired browser sessions, audit entries past the retention).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use gatehouse_core::Db;
+use serde_json::json;
+
+use crate::helpers::*;
+
+const PASSWORD: &str = "correct horse battery";
+
+async fn cookie_of(app: &TestApp, username: &str) -> String {
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username": username, "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn metrics_on_the_main_address_need_an_admin() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
+    let url = format!("{}/metrics", app.address);
+    let r = app.client.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.json::<serde_json::Value>().await.unwrap()["error"], "unauthorized");
+    let bob = cookie_of(&app, "bob").await;
+    assert_eq!(app.client.get(&url).header("cookie", &bob).send().await.unwrap().status(), 403);
+    let r = app.client.get(&url).bearer_auth("not-a-token").send().await.unwrap();
+    assert_eq!(r.status(), 401);
+
+    let ada = cookie_of(&app, "ada").await;
+    let r = app.client.get(&url).header("cookie", &ada).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("gatehouse_approvals_pending 0"));
+    let api = app.core.api_tokens.issue("prometheus").unwrap();
+    let r = app.client.get(&url).bearer_auth(&api.token).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("gatehouse_credentials_rejected_total"));
+}
+
+#[tokio::test]
+async fn metrics_listen_serves_metrics_without_authentication_on_its_own_address() {
+    // A free port for the metrics listener (the helper reports only the main address).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let app = spawn_app_with(|c| c.metrics_listen = Some(format!("127.0.0.1:{port}").parse().unwrap())).await;
+    let r = app.client.get(format!("http://127.0.0.1:{port}/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-frame-options"], "DENY");
+    assert!(r.text().await.unwrap().contains("gatehouse_mcp_sessions"));
+    // Only /metrics lives there.
+    let r = app.client.get(format!("http://127.0.0.1:{port}/api/credentials")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    // The main address still wants an admin.
+    assert_eq!(app.client.get(format!("{}/metrics", app.address)).send().await.unwrap().status(), 401);
+}
+
+#[tokio::test]
+async fn the_data_dir_and_its_secrets_are_owner_only() {
+    let app = spawn_app().await;
+    // Write something, so the WAL files exist.
+    app.add_user("ada", true).await;
+    let dir = app.dir.path();
+    assert_eq!(mode(dir), 0o700);
+    for file in ["gatehouse.db", "gatehouse.db-wal", "gatehouse.db-shm", "request-state.key"] {
+        let path = dir.join(file);
+        assert!(path.exists(), "{file}");
+        assert_eq!(mode(&path), 0o600, "{file}");
+    }
+}
+
+#[tokio::test]
+async fn looser_permissions_are_tightened_on_start() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    drop(Db::open(&dir).unwrap());
+    std::fs::write(dir.join("request-state.key"), [7u8; 32]).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for file in ["gatehouse.db", "request-state.key"] {
+        std::fs::set_permissions(dir.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let _db = Db::open(&dir).unwrap();
+    assert_eq!(mode(&dir), 0o700);
+    for file in ["gatehouse.db", "request-state.key"] {
+        assert_eq!(mode(&dir.join(file)), 0o600, "{file}");
+    }
+    // A fresh data dir is created owner-only.
+    let fresh = parent.path().join("a/b");
+    gatehouse_core::db::create_data_dir(&fresh).unwrap();
+    assert_eq!(mode(&fresh), 0o700);
+}
+
+fn audit_rows(app: &TestApp) -> i64 {
+    app.core.db.conn().query_row("SELECT COUNT(*) FROM audit_events", [], |r| r.get(0)).unwrap()
+}
+
+#[tokio::test]
+async fn expired_browser_sessions_and_old_audit_entries_are_swept() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    let ada = cookie_of(&app, "ada").await;
+    // A gated call leaves audit entries.
+    let token = app.issue_owned("claude", "ada");
+    let sid = app.open_session(&token).await;
+    let (status, _, _) = app
+        .call(
+            &token,
+            &sid,
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
+                   "params":{"name":"gatehouse_policy_set","arguments":{"pattern":"x*","action":"allow"}}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(audit_rows(&app) >= 1);
+    let retention = gatehouse::config::Config::default().audit_retention;
+    assert_eq!(retention, Duration::from_secs(90 * 24 * 3600), "90 days unless configured");
+
+    // Nothing is old yet.
+    let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
+    assert_eq!(swept, gatehouse::housekeeping::Swept::default());
+
+    // Two weeks on the session has expired; its row goes.
+    app.clock.advance(gatehouse_core::users::SESSION_LIFETIME);
+    assert_eq!(app.core.users.stored_sessions().unwrap(), 1);
+    let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
+    assert_eq!(swept.sessions, 1);
+    assert_eq!(app.core.users.stored_sessions().unwrap(), 0);
+    assert_eq!(app.client.get(format!("{}/", app.address)).header("cookie", &ada).send().await.unwrap().status(), 303);
+    assert!(audit_rows(&app) >= 1, "audit entries are kept for the retention");
+
+    // Past the retention the audit entries go too.
+    app.clock.advance(retention);
+    let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
+    assert!(swept.audit_events >= 1);
+    assert_eq!(audit_rows(&app), 0);
+}
+
+#[tokio::test]
+async fn the_sweeper_sweeps_at_start_and_ends_on_shutdown() {
+    let app = spawn_app().await;
+    app.core
+        .db
+        .conn()
+        .execute(
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent)
+             VALUES ('exec_ancient', 0, 'completed', 't', 'd', 'a')",
+            [],
+        )
+        .unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let sweeper =
+        tokio::spawn(gatehouse::housekeeping::run(app.core.clone(), Duration::from_secs(3600), shutdown.clone()));
+    for _ in 0..200 {
+        if audit_rows(&app) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(audit_rows(&app), 0, "the first sweep runs at start");
+    shutdown.cancel();
+    sweeper.await.unwrap();
+}

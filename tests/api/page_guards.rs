@@ -1,0 +1,383 @@
+//! The page cannot be turned against its reader: a nonce-based Content
+//! Security Policy, security headers on every response (refusals included),
+//! no caching of signed-in content, HSTS over HTTPS, redirects that stay on
+//! this site, hidden characters shown in every name, upstream errors for
+//! admins only, and logs that never echo what was typed as a username.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+const PASSWORD: &str = "correct horse battery";
+
+async fn cookie_of(app: &TestApp, username: &str) -> String {
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username": username, "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
+}
+
+async fn page(app: &TestApp, cookie: &str, path: &str) -> reqwest::Response {
+    app.client.get(format!("{}{path}", app.address)).header("cookie", cookie).send().await.unwrap()
+}
+
+fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
+    r.headers().get(name).map(|v| v.to_str().unwrap()).unwrap_or_else(|| panic!("no {name} header"))
+}
+
+fn assert_security_headers(r: &reqwest::Response) {
+    assert_eq!(header(r, "x-frame-options"), "DENY", "{}", r.url());
+    assert_eq!(header(r, "x-content-type-options"), "nosniff");
+    assert_eq!(header(r, "referrer-policy"), "same-origin");
+    let csp = header(r, "content-security-policy");
+    for directive in ["default-src 'self'", "frame-ancestors 'none'", "base-uri 'self'", "form-action 'self'"] {
+        assert!(csp.contains(directive), "{directive} missing from {csp}");
+    }
+}
+
+#[tokio::test]
+async fn pages_allow_only_their_own_scripts_by_a_fresh_nonce() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    let ada = cookie_of(&app, "ada").await;
+    let mut nonces = Vec::new();
+    for path in ["/", "/", "/approvals", "/sign-in"] {
+        let r = page(&app, &ada, path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        let csp = header(&r, "content-security-policy").to_string();
+        for directive in [
+            "default-src 'self'",
+            "'wasm-unsafe-eval'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "connect-src 'self'",
+            "object-src 'none'",
+        ] {
+            assert!(csp.contains(directive), "{directive} missing from {csp}");
+        }
+        let script_src = csp.split(';').find(|d| d.trim().starts_with("script-src")).unwrap();
+        assert!(!script_src.contains("'unsafe-inline'"), "{script_src}");
+        let nonce = script_src.split("'nonce-").nth(1).unwrap().split('\'').next().unwrap().to_string();
+        assert!(nonce.len() >= 16, "{nonce}");
+        let html = r.text().await.unwrap();
+        let scripts = html.matches("<script").count();
+        assert!(scripts >= 1, "{path} has the hydration script");
+        assert_eq!(
+            html.matches(&format!("<script type=\"module\" nonce=\"{nonce}\"")).count()
+                + html.matches(&format!("<script nonce=\"{nonce}\"")).count(),
+            scripts,
+            "every script on {path} carries this response's nonce"
+        );
+        nonces.push(nonce);
+    }
+    nonces.sort();
+    nonces.dedup();
+    assert_eq!(nonces.len(), 4, "a fresh nonce per response");
+}
+
+#[tokio::test]
+async fn refusals_carry_the_security_headers_too() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    // A foreign Host (DNS rebinding), refused before anything else runs.
+    let r = app.client.get(format!("{}/", app.address)).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert_security_headers(&r);
+    // /mcp without a token.
+    let r = app.client.post(format!("{}/mcp", app.address)).json(&json!({})).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_security_headers(&r);
+    // A cross-site POST.
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", "https://evil.example")
+        .json(&json!({"username": "ada", "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_security_headers(&r);
+    // An API 404 and a page 404.
+    for path in ["/api/nope", "/nope"] {
+        let r = app.client.get(format!("{}{path}", app.address)).send().await.unwrap();
+        assert_eq!(r.status(), 404);
+        assert_security_headers(&r);
+    }
+}
+
+#[tokio::test]
+async fn signed_in_pages_and_token_bearing_responses_are_never_stored() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    let ada = cookie_of(&app, "ada").await;
+    for path in ["/", "/approvals", "/upstreams", "/api/credentials"] {
+        let r = page(&app, &ada, path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(header(&r, "cache-control"), "no-store", "{path}");
+    }
+    let issued = app
+        .client
+        .post(format!("{}/api/credentials", app.address))
+        .header("origin", &app.address)
+        .header("cookie", &ada)
+        .json(&json!({"agent": "claude"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(issued.status(), 201);
+    assert_eq!(header(&issued, "cache-control"), "no-store");
+    let api = app.core.api_tokens.issue("orchestrator").unwrap();
+    let listed =
+        app.client.get(format!("{}/api/credentials", app.address)).bearer_auth(&api.token).send().await.unwrap();
+    assert_eq!(listed.status(), 200);
+    assert_eq!(header(&listed, "cache-control"), "no-store");
+    let sign_in = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username": "ada", "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&sign_in, "cache-control"), "no-store");
+}
+
+#[tokio::test]
+async fn hsts_is_sent_only_when_served_over_https() {
+    let plain = spawn_app().await;
+    let r = plain.client.get(format!("{}/sign-in", plain.address)).send().await.unwrap();
+    assert!(r.headers().get("strict-transport-security").is_none());
+    let https = spawn_app_with(|c| c.public_url = Some("https://gate.example.com".parse().unwrap())).await;
+    let r = https.client.get(format!("{}/sign-in", https.address)).send().await.unwrap();
+    assert_eq!(header(&r, "strict-transport-security"), "max-age=31536000");
+    let r = https.client.get(format!("{}/", https.address)).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(header(&r, "strict-transport-security"), "max-age=31536000");
+}
+
+#[tokio::test]
+async fn after_sign_in_the_browser_stays_on_this_site() {
+    let app = spawn_app().await;
+    app.add_user("ada", false).await;
+    let after = |next: &'static str| {
+        app.client
+            .post(format!("{}/api/auth/sign-in", app.address))
+            .header("origin", &app.address)
+            .form(&[("username", "ada"), ("password", PASSWORD), ("next", next)])
+            .send()
+    };
+    for bad in [
+        "//evil.com",
+        "/\\evil.com",
+        "/\t/evil.com",
+        "/\n/evil.com",
+        "https://evil.com",
+        "javascript:alert(1)",
+        "/é",
+        "/\\/evil.com",
+    ] {
+        let r = after(bad).await.unwrap();
+        assert_eq!(r.status(), 303, "{bad:?}");
+        assert_eq!(r.headers()["location"], "/", "{bad:?}");
+    }
+    for good in ["/approvals", "/resume/exec_1?mcp_session_id=abc", "/%09/evil.com"] {
+        let r = after(good).await.unwrap();
+        assert_eq!(r.headers()["location"], good);
+    }
+    // The sign-in page does not carry a foreign `next` into its form either.
+    let html = app
+        .client
+        .get(format!("{}/sign-in?next=%2F%09%2Fevil.com", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains(r#"name="next" value="/""#), "{html}");
+}
+
+/// initialize with a chosen client name, then notifications/initialized.
+async fn open_session_as(app: &TestApp, token: &str, client_name: &str) -> String {
+    let mut init = initialize_request("2025-11-25");
+    init["params"]["clientInfo"]["name"] = json!(client_name);
+    let r = app.mcp(token).json(&init).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let ack = app
+        .mcp(token)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ack.status(), 202);
+    sid
+}
+
+#[tokio::test]
+async fn every_name_the_pages_show_has_its_hidden_characters_made_visible() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    let ada = cookie_of(&app, "ada").await;
+    // An agent named to read "claude-safe" backwards, with a zero-width space
+    // in its thread and an isolate in its client's name.
+    let agent = "claude\u{202E}efas-";
+    let token = app
+        .core
+        .credentials
+        .issue(gatehouse_core::credentials::IssueRequest {
+            agent: agent.into(),
+            thread: Some("t\u{200B}1".into()),
+            owner: Some("ada".into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .token;
+    let sid = open_session_as(&app, &token, "cli\u{2066}ent\u{FEFF}").await;
+    let (status, _, messages) = app
+        .call(
+            &token,
+            &sid,
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
+                   "params":{"name":"gatehouse_policy_set","arguments":{"pattern":"x*","action":"allow"}}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let reply = messages.iter().find(|m| m["id"] == 7).unwrap();
+    let eid = reply["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
+
+    let home = page(&app, &ada, "/").await.text().await.unwrap();
+    for shown in ["⟨U+202E⟩", "⟨U+200B⟩", "⟨U+2066⟩", "⟨U+FEFF⟩"] {
+        assert!(home.contains(shown), "home shows {shown}");
+    }
+    let mut pages = vec![("/".to_string(), home)];
+    for path in ["/approvals".to_string(), format!("/resume/{eid}")] {
+        let html = page(&app, &ada, &path).await.text().await.unwrap();
+        assert!(html.contains("⟨U+202E⟩"), "{path} shows the override in the agent's name");
+        pages.push((path, html));
+    }
+    for (path, html) in pages {
+        // The raw characters may remain only in the data serialized for
+        // hydration, never in the rendered markup.
+        let markup = without_scripts(&html);
+        for c in ['\u{202E}', '\u{2066}', '\u{200B}', '\u{FEFF}'] {
+            assert!(!markup.contains(c), "{path} renders U+{:04X} raw", c as u32);
+        }
+    }
+}
+
+fn without_scripts(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(start) = rest.find("<script") {
+        out.push_str(&rest[..start]);
+        rest = rest[start..].split_once("</script>").map_or("", |(_, after)| after);
+    }
+    out.push_str(rest);
+    out
+}
+
+#[tokio::test]
+async fn an_upstreams_last_error_is_shown_to_admins_only() {
+    let app = spawn_app_with(|c| {
+        c.upstreams = vec![gatehouse::config::UpstreamConfig {
+            command: Some("/nonexistent/gatehouse-secret-path/server".into()),
+            ..upstream_named("broken")
+        }]
+    })
+    .await;
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
+    let mut error = None;
+    for _ in 0..200 {
+        error = app.core.live.upstreams().into_iter().find_map(|u| u.last_error);
+        if error.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let error = error.expect("the broken upstream reported an error");
+    let needle: String = error.chars().take_while(|c| c.is_alphanumeric() || *c == ' ').collect();
+    assert!(needle.len() >= 8, "{error}");
+    let ada = cookie_of(&app, "ada").await;
+    let bob = cookie_of(&app, "bob").await;
+    let admin_view = page(&app, &ada, "/upstreams").await.text().await.unwrap();
+    assert!(admin_view.contains("Last error"));
+    assert!(admin_view.contains(&needle), "admins see the error {needle:?}");
+    let user_view = page(&app, &bob, "/upstreams").await.text().await.unwrap();
+    assert!(user_view.contains("broken"), "everyone sees the upstream and its health");
+    assert!(!user_view.contains(&needle), "a non-admin never gets the error");
+    assert!(!user_view.contains("Last error"));
+    let via_fn = app
+        .client
+        .post(format!("{}/api/fn/upstreams", app.address))
+        .header("origin", &app.address)
+        .header("cookie", &bob)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(via_fn.contains("broken") && !via_fn.contains(&needle), "{via_fn}");
+}
+
+/// Captures what the server logs on this thread (the server runs on the
+/// test's current-thread runtime).
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_failed_sign_in_never_logs_what_was_typed_as_the_name() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let app = spawn_app().await;
+    app.add_user("ada", false).await;
+    // A password typed into the name field, with a terminal escape for good measure.
+    let typed = "Tr0ub4dor&3-secret\u{1b}[2J\r\nfake log line";
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username": typed, "password": "whatever it is"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let text = logs.text();
+    assert!(text.contains("sign-in refused"), "{text}");
+    assert!(text.contains(&gatehouse::throttle::username_tag(typed)), "{text}");
+    assert!(!text.contains("Tr0ub4dor"), "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains("\r\nfake"), "{text}");
+}
