@@ -86,7 +86,7 @@ impl AllowList {
 
 fn refuse(status: StatusCode, error: &str, message: String) -> Response {
     // `message` quotes what the client sent with `{:?}`, so it is escaped.
-    tracing::warn!(status = status.as_u16(), error, %message, "request refused");
+    tracing::warn!(status = status.as_u16(), error, message = ?message, "request refused");
     (status, axum::Json(json!({ "error": error, "message": message }))).into_response()
 }
 

@@ -12,7 +12,6 @@ use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use gatehouse_core::live::LiveEvent;
-use tokio_stream::wrappers::BroadcastStream;
 
 use crate::auth::{BrowserSession, SignedIn};
 use crate::error::ApiError;
@@ -52,18 +51,60 @@ pub fn sse(
     Sse::new(Box::pin(stream) as BoxedEvents).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
-/// `hello`, then the name of every hub event `keep` accepts; a subscriber
+/// How long a burst of hub events is gathered into one message per kind.
+pub const COALESCE: Duration = Duration::from_millis(100);
+
+/// `hello`, then the names of the hub events `keep` accepts; a subscriber
 /// that fell behind gets `resync` (pages re-read everything on any event).
+/// A burst is coalesced: each kind is sent once per [`COALESCE`] window, so N
+/// executions opened at once cost a page one re-read, not N.
 pub fn hub_events(state: &AppState, slot: StreamSlot, keep: fn(LiveEvent) -> bool) -> EventStream {
     let hello = futures::stream::once(async { Ok(Event::default().data("hello")) });
-    let changes = BroadcastStream::new(state.core.live.subscribe()).filter_map(move |item| async move {
-        match item {
-            Ok(event) if keep(event) => Some(Ok(Event::default().data(event.name()))),
-            Ok(_) => None,
-            Err(_lagged) => Some(Ok(Event::default().data("resync"))),
+    sse(hello.chain(coalesced(state.core.live.subscribe(), keep)), state, slot)
+}
+
+fn coalesced(
+    events: tokio::sync::broadcast::Receiver<LiveEvent>,
+    keep: fn(LiveEvent) -> bool,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    use tokio::sync::broadcast::error::RecvError;
+    futures::stream::unfold(events, move |mut events| async move {
+        let mut names = std::collections::BTreeSet::new();
+        // The first event of a burst...
+        while names.is_empty() {
+            match events.recv().await {
+                Ok(event) if keep(event) => {
+                    names.insert(event.name());
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => {
+                    names.insert("resync");
+                }
+                Err(RecvError::Closed) => return None,
+            }
         }
-    });
-    sse(hello.chain(changes), state, slot)
+        // ...and whatever follows it within the window.
+        let window = tokio::time::sleep(COALESCE);
+        tokio::pin!(window);
+        loop {
+            tokio::select! {
+                _ = &mut window => break,
+                next = events.recv() => match next {
+                    Ok(event) if keep(event) => {
+                        names.insert(event.name());
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        names.insert("resync");
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+            }
+        }
+        let batch: Vec<Result<Event, Infallible>> = names.into_iter().map(|n| Ok(Event::default().data(n))).collect();
+        Some((futures::stream::iter(batch), events))
+    })
+    .flatten()
 }
 
 /// `GET /api/live/events`: every change (sessions, credentials, approvals).

@@ -52,7 +52,7 @@ fn unauthorized(state: &McpState, rejection: Rejection) -> Response {
 }
 
 fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
-    tracing::warn!(status = status.as_u16(), code, %message, "bad MCP request");
+    tracing::warn!(status = status.as_u16(), code, message = ?message, "bad MCP request");
     (status, axum::Json(json!({ "jsonrpc": "2.0", "id": null, "error": { "code": code, "message": message } })))
         .into_response()
 }

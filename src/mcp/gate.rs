@@ -54,12 +54,14 @@ enum Target {
     /// Gatehouse's own tool.
     Builtin(&'static Tool),
     /// An upstream server's tool.
-    Upstream(UpstreamTool),
+    Upstream(Box<UpstreamTool>),
 }
 
 impl Target {
     fn find(state: &McpState, name: &str) -> Option<Self> {
-        tools::find(name).map(Target::Builtin).or_else(|| state.upstreams.find(name).map(Target::Upstream))
+        tools::find(name)
+            .map(Target::Builtin)
+            .or_else(|| state.upstreams.find(name).map(|u| Target::Upstream(Box::new(u))))
     }
 
     fn tool(&self) -> &Tool {

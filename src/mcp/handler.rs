@@ -331,7 +331,7 @@ impl ServerHandler for GatehouseMcp {
         };
         let result = gate::call(&self.state, &caller, call, &context).await;
         if let Err(e) = &result {
-            tracing::warn!(tool = %request.name, agent = %caller.credential.agent, error = %e.message, "tools/call refused");
+            tracing::warn!(tool = ?request.name, agent = ?caller.credential.agent, error = ?e.message, "tools/call refused");
         }
         result
     }

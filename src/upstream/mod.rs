@@ -698,7 +698,7 @@ impl Upstreams {
         let failed = |message: String| {
             let message = sanitize(&message);
             self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(upstream = %tool.upstream, tool = %tool.name, %message, "upstream call failed");
+            tracing::warn!(upstream = %tool.upstream, tool = %tool.name, message = ?message, "upstream call failed");
             crate::mcp::tools::error_result(
                 format!("upstream {} could not run {}: {message}", tool.upstream, tool.name),
                 serde_json::json!({"error": "upstream_failed", "upstream": tool.upstream, "message": message}),

@@ -259,3 +259,59 @@ async fn a_call_only_an_admin_may_decide_says_so_on_the_inbox_and_the_resume_pag
     assert!(admin_resume.contains(">Approve<"), "the admin can decide");
     assert!(page(ada, "/approvals".into()).await.contains("admin decision"));
 }
+
+#[tokio::test]
+async fn the_inbox_lists_no_arguments_and_coalesces_events() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username": "ada", "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
+    let ada = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let mut stream =
+        app.client.get(format!("{}/api/approvals/events", app.address)).header("cookie", &ada).send().await.unwrap();
+    let mut seen = String::new();
+    while !seen.contains("hello") {
+        seen.push_str(&String::from_utf8_lossy(&stream.chunk().await.unwrap().unwrap()));
+    }
+    // Fifty calls pause at once (ten credentials, five each).
+    let mut first = None;
+    for i in 0..10 {
+        let token = app.issue_owned(&format!("agent-{i}"), "ada");
+        let sid = app.open_session(&token).await;
+        for j in 0..5 {
+            let (_, _, messages) = app
+                .call(
+                    &token,
+                    &sid,
+                    json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gatehouse_policy_set",
+                        "arguments":{"pattern": format!("ARGUMENT-MARKER-{i}-{j}"), "action":"allow"}}}),
+                )
+                .await;
+            first.get_or_insert_with(|| {
+                messages[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string()
+            });
+        }
+    }
+    // Whatever arrives in the next second: far fewer messages than pauses.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, stream.chunk()).await {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let changes = seen.matches("approvals_changed").count();
+    assert!((1..25).contains(&changes), "50 pauses came as {changes} inbox events");
+
+    // The inbox lists fifty calls without their arguments; each call's page shows them.
+    let inbox = app.client.get(format!("{}/approvals", app.address)).header("cookie", &ada).send().await.unwrap();
+    let inbox = inbox.text().await.unwrap();
+    assert!(inbox.contains("agent-9"), "the inbox lists the calls");
+    assert!(!inbox.contains("ARGUMENT-MARKER"), "no arguments in the list");
+    let eid = first.unwrap();
+    let page = app.client.get(format!("{}/resume/{eid}", app.address)).header("cookie", &ada).send().await.unwrap();
+    assert!(page.text().await.unwrap().contains("ARGUMENT-MARKER-0-0"), "the call's own page shows them");
+}
