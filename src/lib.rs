@@ -16,4 +16,5 @@ pub mod site;
 pub mod startup;
 pub mod telemetry;
 pub mod throttle;
+pub mod tool_error;
 pub mod upstream;

@@ -268,7 +268,7 @@ impl Application {
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
             auth_metrics: Arc::default(),
             max_body_bytes: config.max_body_bytes,
-            codec: Arc::new(crate::mcp::native::load_codec(&config.data_dir)?),
+            codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir)?),
             allow_model_decisions: config.allow_model_decisions,
             native_url: config.native_url,
             upstreams,

@@ -258,6 +258,19 @@ pub enum DecideError {
     Storage(String),
 }
 
+/// What waiting for a decision came to ([`ApprovalStore::wait_or_forget`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// The time slice ended with no decision.
+    StillPending,
+    /// It left `pending` (decided, expired, cancelled): its state then.
+    Moved(Snapshot),
+    /// It was not live when the wait began (settled: the audit log answers).
+    NotLive,
+    /// The client cancelled; the execution was forgotten.
+    Cancelled,
+}
+
 /// Why an approved call could not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RunError {
@@ -818,6 +831,24 @@ impl ApprovalStore {
         // A closed channel still holds the last state it was sent.
         let last = rx.borrow().clone();
         Some(last)
+    }
+
+    /// Waits up to `limit` for a decision, unless `cancelled` resolves first
+    /// (the client cancelled the request holding the call): then the
+    /// execution is forgotten, as its client abandoned it. The one place a
+    /// held call waits.
+    pub async fn wait_or_forget(&self, id: &str, limit: Duration, cancelled: impl Future<Output = ()>) -> Waited {
+        tokio::select! {
+            seen = self.wait(id, limit) => match seen {
+                None => Waited::NotLive,
+                Some(s) if s.state == State::Pending => Waited::StillPending,
+                Some(s) => Waited::Moved(s),
+            },
+            _ = cancelled => {
+                self.forget(id, "the client cancelled its request");
+                Waited::Cancelled
+            }
+        }
     }
 
     /// Moves an approved execution to running; the caller then runs the tool

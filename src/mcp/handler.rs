@@ -19,7 +19,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
-use super::native::Mode;
+use super::gate::Mode;
 use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
 use super::{McpState, gate, paging, subjects};

@@ -4,7 +4,6 @@
 pub mod auth;
 pub mod gate;
 pub mod handler;
-pub mod native;
 pub mod paging;
 pub mod sessions;
 pub mod subjects;

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::policy::{Action, Hints};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::McpState;
+use crate::tool_error::{ToolErrorCode, error_result};
 
 /// `gatehouse_status`
 pub const STATUS: &str = "gatehouse_status";
@@ -188,17 +189,14 @@ pub fn hints(tool: &Tool) -> Hints {
     Hints { read_only: a.and_then(|a| a.read_only_hint), destructive: a.and_then(|a| a.destructive_hint) }
 }
 
-/// An `isError` result with a message and a machine-readable body.
-pub fn error_result(message: impl Into<String>, body: Value) -> CallToolResult {
-    let mut result = CallToolResult::structured_error(body);
-    result.content = vec![ContentBlock::text(message.into())];
-    result
-}
-
 fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToolResult> {
     let value = if arguments.is_null() { json!({}) } else { arguments.clone() };
     serde_json::from_value(value).map_err(|e| {
-        error_result(format!("invalid arguments: {e}"), json!({"error": "invalid_arguments", "message": e.to_string()}))
+        error_result(
+            ToolErrorCode::InvalidArguments,
+            format!("invalid arguments: {e}"),
+            json!({"message": e.to_string()}),
+        )
     })
 }
 
@@ -253,7 +251,7 @@ pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> 
     }
     result.unwrap_or_else(|e| {
         tracing::error!(tool = name, error = %e, "built-in tool failed");
-        error_result(format!("{name} failed: {e}"), json!({"error": "tool_failed", "message": e}))
+        error_result(ToolErrorCode::ToolFailed, format!("{name} failed: {e}"), json!({"message": e}))
     })
 }
 

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use gatehouse_core::live::{LiveHub, UpstreamInfo};
 
 use crate::config::UpstreamConfig;
+use crate::tool_error::{ToolErrorCode, error_result};
 use link::{ChildWatch, Link};
 use relay::{Relay, RelayState};
 use session::{Downstream, Origin};
@@ -194,7 +195,7 @@ fn agent_capabilities(downstream: &Downstream) -> ClientCapabilities {
 
 /// The answer to a call its agent cancelled (which nobody reads).
 fn cancelled() -> CallToolResult {
-    crate::mcp::tools::error_result("cancelled by the agent", serde_json::json!({"error": "cancelled"}))
+    error_result(ToolErrorCode::Cancelled, "cancelled by the agent", serde_json::Value::Null)
 }
 
 fn upstream_error(what: &str, e: impl std::fmt::Display) -> ErrorData {
@@ -699,9 +700,10 @@ impl Upstreams {
             let message = sanitize(&message);
             self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %tool.upstream, tool = %tool.name, message = ?message, "upstream call failed");
-            crate::mcp::tools::error_result(
+            error_result(
+                ToolErrorCode::UpstreamFailed,
                 format!("upstream {} could not run {}: {message}", tool.upstream, tool.name),
-                serde_json::json!({"error": "upstream_failed", "upstream": tool.upstream, "message": message}),
+                serde_json::json!({"upstream": tool.upstream, "message": message}),
             )
         };
         let link = tokio::select! {

@@ -1,53 +1,19 @@
-//! The gate: policy decides each call; a gated call becomes a paused
-//! execution, announced the session's way (browser, native or model mode);
-//! `resume` waits for the decision and returns the real result.
+//! The approval engine: a call → policy → open an execution → announce the
+//! pause the session's way ([`super::announce`]) → finish it once decided, or
+//! answer for it from the audit log once settled.
 
-use std::time::Duration;
-
-use gatehouse_core::approvals::{self, Decision, Execution, NewExecution, OpenError, RunError, State};
-use gatehouse_core::clock::rfc3339;
+use gatehouse_core::approvals::{self, Execution, NewExecution, OpenError, RunError};
 use gatehouse_core::policy::Action;
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData, Tool};
+use rmcp::model::{CallToolResponse, CallToolResult, ErrorData, Tool};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
-use super::McpState;
-use super::native::{self, Mode};
-use super::tools::{self, Caller, ResumeAction, ResumeArgs, error_result};
+use super::{Mode, announce, input_required, resume, url_elicitation};
+use crate::mcp::McpState;
+use crate::mcp::tools::{self, Caller};
+use crate::tool_error::{ToolErrorCode, error_result};
 use crate::upstream::UpstreamTool;
-
-/// How long one `resume` call waits before answering "still pending"; under
-/// the TypeScript SDK's 60 s default request timeout.
-pub const RESUME_SLICE: Duration = Duration::from_secs(45);
-
-/// The approval page of an execution.
-pub fn approval_url(state: &McpState, execution: &Execution) -> String {
-    match &execution.session_id {
-        Some(sid) => format!("{}/resume/{}?mcp_session_id={sid}", state.base_url, execution.id),
-        None => format!("{}/resume/{}", state.base_url, execution.id),
-    }
-}
-
-/// The browser-mode answer to a paused call (not an error: the call is fine, it waits).
-pub fn pending_result(state: &McpState, execution: &Execution) -> CallToolResult {
-    let url = approval_url(state, execution);
-    let mut result = CallToolResult::structured(json!({
-        "status": "user_approval_required",
-        "executionId": execution.id,
-        "approvalUrl": url,
-        "expiresAt": rfc3339(execution.expires_at_ms),
-    }));
-    result.content = vec![ContentBlock::text(format!(
-        "The call to {} needs a person's approval. Ask the user to open {url} to approve or decline it, \
-         then call the `resume` tool with {{\"executionId\": \"{}\"}} to wait for the decision and get the result. \
-         It expires at {}.",
-        execution.tool,
-        execution.id,
-        rfc3339(execution.expires_at_ms)
-    ))];
-    result
-}
 
 /// Where an exposed tool runs.
 enum Target {
@@ -154,17 +120,17 @@ pub async fn call(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     if call.name == tools::RESUME {
-        return Ok(resume(state, caller, &call.arguments, call.mode, ctx).await.into());
+        return Ok(resume::resume(state, caller, &call.arguments, call.mode, ctx).await.into());
     }
     let target = Target::find(state, call.name)
         .ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
     if let Some(request_state) = call.request_state {
-        return Ok(native::retry(state, caller, request_state, &call.arguments, ctx).await);
+        return Ok(input_required::retry(state, caller, request_state, &call.arguments, ctx).await);
     }
-    if call.mode == Mode::Native && native::uses_url_error(state, ctx) {
+    if call.mode == Mode::Native && url_elicitation::uses_url_error(state, ctx) {
         let digest = gatehouse_core::approvals::digest(&call.arguments);
         if let Some(execution) = state.core.approvals.find_live(&caller.credential.id, call.name, &digest) {
-            return native::continue_after_url_error(state, caller, &execution).await;
+            return url_elicitation::continue_after_url_error(state, caller, &execution).await;
         }
     }
     let mut verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
@@ -181,8 +147,9 @@ pub async fn call(
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
             Ok(error_result(
+                ToolErrorCode::BlockedByPolicy,
                 format!("{} is blocked by policy rule {:?}", call.name, verdict.rule.unwrap_or_default()),
-                json!({"error": "blocked_by_policy", "tool": call.name}),
+                json!({"tool": call.name}),
             )
             .into())
         }
@@ -191,10 +158,9 @@ pub async fn call(
             let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);
             if size > limit {
                 tracing::warn!(tool = call.name, agent = %caller.credential.agent, size, limit, "gated call's arguments too large");
-                return Ok(error_result(
+                return Ok(error_result(ToolErrorCode::ArgumentsTooLarge,
                     format!("the arguments of {} are {size} bytes; a call that waits for approval may carry at most {limit} (max_gated_arguments_bytes)", call.name),
-                    json!({"error": "arguments_too_large", "limit": "max_gated_arguments_bytes", "max": limit, "size": size}),
-                )
+                    json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size}))
                 .into());
             }
             let opened = state.core.approvals.open(NewExecution {
@@ -216,98 +182,21 @@ pub async fn call(
                 Err(e @ OpenError::TooMany { limit }) => {
                     tracing::warn!(tool = call.name, agent = %caller.credential.agent, limit, "too many live executions");
                     return Ok(error_result(
+                        ToolErrorCode::TooManyExecutions,
                         format!("{e}; wait for a decision on those first"),
-                        json!({"error": "too_many_executions", "limit": "max_executions_per_credential", "max": limit}),
+                        json!({"limit": "max_executions_per_credential", "max": limit}),
                     )
                     .into());
                 }
             };
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
-            Ok(match call.mode {
-                Mode::Native => return native::hold(state, caller, &execution, ctx).await,
-                Mode::Model if state.allow_model_decisions && !execution.human_only => {
-                    model_pending_result(state, &execution).into()
-                }
-                _ => pending_result(state, &execution).into(),
-            })
+            announce::announce(state, caller, &execution, call.mode, ctx).await
         }
     }
 }
 
-/// Model mode: the browser answer, plus how the agent may decide itself.
-fn model_pending_result(state: &McpState, execution: &Execution) -> CallToolResult {
-    let mut result = pending_result(state, execution);
-    result.content.push(ContentBlock::text(format!(
-        "This session may decide itself: after confirming with the user, call `resume` with \
-         {{\"executionId\": \"{}\", \"action\": \"accept\"}} (or \"decline\").",
-        execution.id
-    )));
-    result
-}
-
-fn gone(execution_id: &str, error: &str, message: String) -> CallToolResult {
-    error_result(message, json!({"error": error, "executionId": execution_id, "recovery": "re_execute"}))
-}
-
-fn forbidden(id: &str) -> CallToolResult {
-    error_result(
-        "this execution belongs to another credential",
-        json!({"error": "execution_forbidden", "executionId": id}),
-    )
-}
-
-/// `resume {executionId, action?}`: waits one slice for the decision, then
-/// runs the approved call and returns its result, or says why it will not run.
-async fn resume(
-    state: &McpState,
-    caller: &Caller,
-    arguments: &Value,
-    mode: Mode,
-    ctx: &RequestContext<RoleServer>,
-) -> CallToolResult {
-    let args: ResumeArgs = match serde_json::from_value(arguments.clone()) {
-        Ok(a) => a,
-        Err(e) => return error_result(format!("invalid arguments: {e}"), json!({"error": "invalid_arguments"})),
-    };
-    let id = args.execution_id;
-    let store = &state.core.approvals;
-    let Some((execution, _)) = store.get(&id) else {
-        return settled_result(state, caller, &id);
-    };
-    if !execution.belongs_to(&caller.credential) {
-        tracing::warn!(execution = %id, agent = %caller.credential.agent, credential = %caller.credential.id, "resume refused: another credential's execution");
-        return forbidden(&id);
-    }
-    if let Some(action) = args.action {
-        if mode != Mode::Model || !state.allow_model_decisions {
-            return error_result(
-                "this session may not decide calls itself; a person decides on the approval page",
-                json!({"error": "model_decision_not_allowed", "executionId": id}),
-            );
-        }
-        if execution.human_only {
-            return error_result(
-                "a policy rule requires a person to decide this call",
-                json!({"error": "human_only", "executionId": id, "approvalUrl": approval_url(state, &execution)}),
-            );
-        }
-        let decision = match action {
-            ResumeAction::Accept => Decision::Accept,
-            ResumeAction::Decline => Decision::Decline,
-        };
-        let _ = store.decide(&id, decision, &format!("agent:{}", caller.credential.agent));
-    }
-    let snapshot = tokio::select! {
-        s = store.wait(&id, RESUME_SLICE) => s,
-        _ = ctx.ct.cancelled() => {
-            store.forget(&id, "the client cancelled its resume request");
-            return gone(&id, "execution_cancelled", "cancelled by the client".into());
-        }
-    };
-    match snapshot {
-        Some(s) if s.state == State::Pending => pending_result(state, &execution),
-        _ => finish_decided(state, caller, &id).await,
-    }
+pub(super) fn gone(execution_id: &str, code: ToolErrorCode, message: String) -> CallToolResult {
+    error_result(code, message, json!({"executionId": execution_id, "recovery": "re_execute"}))
 }
 
 /// After the decision: runs an approved call and returns its result, or
@@ -323,8 +212,9 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> Call
             result
         }
         Err(RunError::NotApproved("running")) => error_result(
+            ToolErrorCode::ExecutionRunning,
             "this call is already running in another request",
-            json!({"error": "execution_running", "executionId": id}),
+            json!({"executionId": id}),
         ),
         Err(_) => settled_result(state, caller, id),
     }
@@ -336,26 +226,29 @@ async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution) 
     let id = &execution.id;
     let Some(target) = Target::find(state, &execution.tool) else {
         return error_result(
+            ToolErrorCode::ToolUnavailable,
             format!("{} is no longer available (its upstream may be down)", execution.tool),
-            json!({"error": "tool_unavailable", "tool": execution.tool, "executionId": id}),
+            json!({"tool": execution.tool, "executionId": id}),
         );
     };
     if !target.is_what_was_approved(execution) {
         tracing::warn!(execution = %id, tool = %execution.tool, "approved tool changed before it ran; refused");
         return error_result(
+            ToolErrorCode::ToolChanged,
             format!(
                 "{} changed after it was approved (another upstream, or a new definition); it did not run. Make the call again to ask anew.",
                 execution.tool
             ),
-            json!({"error": "tool_changed", "tool": execution.tool, "executionId": id, "recovery": "re_execute"}),
+            json!({"tool": execution.tool, "executionId": id, "recovery": "re_execute"}),
         );
     }
     // The answer goes to `resume` (or a held call), not to the original
     // request: an upstream's JSON-RPC error becomes an error result.
     run_target(state, caller, &target, &execution.arguments).await.unwrap_or_else(|e| {
         error_result(
+            ToolErrorCode::UpstreamError,
             format!("{} failed at its upstream: {}", execution.tool, e.message),
-            json!({"error": "upstream_error", "executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
+            json!({"executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
         )
     })
 }
@@ -363,7 +256,7 @@ async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution) 
 /// The answer for an execution that is no longer live, from the audit log.
 pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
     let Some(last) = state.core.approvals.settled(id) else {
-        return gone(id, "execution_not_found", format!("no execution {id}; make the call again"));
+        return gone(id, ToolErrorCode::ExecutionNotFound, format!("no execution {id}; make the call again"));
     };
     let mine = last.credential_id.as_deref().is_some_and(|credential_id| {
         approvals::belongs_to(
@@ -375,24 +268,30 @@ pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolRe
         )
     });
     if !mine {
-        return gone(id, "execution_not_found", format!("no execution {id}; make the call again"));
+        return gone(id, ToolErrorCode::ExecutionNotFound, format!("no execution {id}; make the call again"));
     }
     let by = state.core.approvals.audit().decided_by(id).ok().flatten().unwrap_or_default();
     match last.state.as_str() {
         "declined" => error_result(
+            ToolErrorCode::ExecutionDeclined,
             format!("The call to {} was declined ({by}). Do not retry it unless the user asks.", last.tool),
-            json!({"error": "execution_declined", "executionId": id, "decidedBy": by}),
+            json!({"executionId": id, "decidedBy": by}),
         ),
-        "expired" => {
-            gone(id, "execution_expired", format!("nobody decided on {} in time; make the call again", last.tool))
-        }
-        "revoked" => {
-            gone(id, "execution_revoked", format!("the credential that made the call to {} was revoked", last.tool))
-        }
+        "expired" => gone(
+            id,
+            ToolErrorCode::ExecutionExpired,
+            format!("nobody decided on {} in time; make the call again", last.tool),
+        ),
+        "revoked" => gone(
+            id,
+            ToolErrorCode::ExecutionRevoked,
+            format!("the credential that made the call to {} was revoked", last.tool),
+        ),
         "completed" | "failed" => error_result(
+            ToolErrorCode::ExecutionSettled,
             format!("the call to {} already ran; its result went to the request that ran it", last.tool),
-            json!({"error": "execution_settled", "executionId": id, "state": last.state}),
+            json!({"executionId": id, "state": last.state}),
         ),
-        _ => gone(id, "execution_cancelled", format!("the call to {} was cancelled ({by})", last.tool)),
+        _ => gone(id, ToolErrorCode::ExecutionCancelled, format!("the call to {} was cancelled ({by})", last.tool)),
     }
 }

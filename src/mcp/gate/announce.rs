@@ -1,0 +1,55 @@
+//! How a pause is announced: the session's mode and what its client
+//! declared pick one of the ways in this folder.
+
+use gatehouse_core::approvals::Execution;
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResponse, ErrorData, ProtocolVersion};
+use rmcp::service::RequestContext;
+
+use super::{Mode, browser, form, input_required, model, url_elicitation};
+use crate::mcp::McpState;
+use crate::mcp::tools::Caller;
+
+/// Answers a call that just paused, the session's way.
+pub async fn announce(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+    mode: Mode,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    match mode {
+        Mode::Native => native(state, caller, execution, ctx).await,
+        _ if model::may_decide(state, mode, execution) => Ok(model::pending_result_for_model(state, execution).into()),
+        _ => Ok(browser::pending_result(state, execution).into()),
+    }
+}
+
+/// Native mode: what the client declared decides; the browser answer where
+/// it declared nothing usable.
+async fn native(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    if url_elicitation::uses_url_error(state, ctx) {
+        url_elicitation::notify_when_decided(state, execution, ctx);
+        return Err(url_elicitation::url_required_error(state, execution));
+    }
+    let modern = ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    if modern {
+        return Ok(input_required::input_required(state, caller, execution));
+    }
+    let elicitation = ctx.client_capabilities().and_then(|c| c.elicitation);
+    Ok(CallToolResponse::Complete(match elicitation {
+        Some(e) if e.url.is_some() => url_elicitation::hold_with_url(state, caller, execution, ctx).await,
+        // A form is answered by the client, which the agent may drive: it
+        // decides only where the operator trusts client forms, and never a
+        // call a rule reserves for a person.
+        Some(_) if state.limits.trust_client_forms && !execution.human_only => {
+            form::ask_with_form(state, caller, execution, ctx).await
+        }
+        _ => browser::pending_result(state, execution),
+    }))
+}

@@ -1,0 +1,38 @@
+//! Browser mode (the default, for every client): a paused call answers at
+//! once with the approval URL; the agent calls `resume` to wait for the
+//! decision and get the real result.
+
+use gatehouse_core::approvals::Execution;
+use gatehouse_core::clock::rfc3339;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::json;
+
+use crate::mcp::McpState;
+
+/// The approval page of an execution.
+pub fn approval_url(state: &McpState, execution: &Execution) -> String {
+    match &execution.session_id {
+        Some(sid) => format!("{}/resume/{}?mcp_session_id={sid}", state.base_url, execution.id),
+        None => format!("{}/resume/{}", state.base_url, execution.id),
+    }
+}
+
+/// The browser-mode answer to a paused call (not an error: the call is fine, it waits).
+pub fn pending_result(state: &McpState, execution: &Execution) -> CallToolResult {
+    let url = approval_url(state, execution);
+    let mut result = CallToolResult::structured(json!({
+        "status": "user_approval_required",
+        "executionId": execution.id,
+        "approvalUrl": url,
+        "expiresAt": rfc3339(execution.expires_at_ms),
+    }));
+    result.content = vec![ContentBlock::text(format!(
+        "The call to {} needs a person's approval. Ask the user to open {url} to approve or decline it, \
+         then call the `resume` tool with {{\"executionId\": \"{}\"}} to wait for the decision and get the result. \
+         It expires at {}.",
+        execution.tool,
+        execution.id,
+        rfc3339(execution.expires_at_ms)
+    ))];
+    result
+}

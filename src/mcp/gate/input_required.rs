@@ -1,0 +1,132 @@
+//! Native mode on 2026-07-28: an input-required result with a URL input
+//! request (the approval page) and an integrity-protected `requestState`;
+//! each retry carrying it is held up to [`RETRY_HOLD`], then runs or answers
+//! "still pending" again.
+
+use std::time::Duration;
+
+use gatehouse_core::approvals::{Execution, Waited};
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResponse, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec, SealOptions};
+use rmcp::service::RequestContext;
+use serde_json::json;
+
+use super::browser::approval_url;
+use super::engine::{finish_decided, settled_result};
+use crate::mcp::McpState;
+use crate::mcp::tools::Caller;
+use crate::tool_error::{ToolErrorCode, error_result};
+
+/// How long one retried 2026-07-28 call is held before answering "still
+/// pending" (the Python SDK retries an input-required answer a bounded number
+/// of times, so each round should last).
+pub const RETRY_HOLD: Duration = Duration::from_secs(50);
+/// Loads the data dir's request-state key, creating it on first start.
+pub fn load_codec(data_dir: &std::path::Path) -> anyhow::Result<RequestStateCodec> {
+    let path = data_dir.join("request-state.key");
+    let key = match std::fs::read(&path) {
+        Ok(key) if key.len() >= 32 => key,
+        _ => {
+            let key = gatehouse_core::secret::random_bytes(32);
+            write_private(&path, &key)?;
+            key
+        }
+    };
+    RequestStateCodec::try_new(key).map_err(|e| anyhow::anyhow!("request-state key: {e}"))
+}
+
+fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(data)
+}
+
+/// What the request state is bound to besides its payload: who may retry
+/// (the credential, or its thread's line of credentials: a re-issued
+/// credential continues its predecessor's calls) and the exact arguments.
+fn binding(credential: &gatehouse_core::credentials::Credential, digest: &str) -> Vec<u8> {
+    let principal = match &credential.thread {
+        Some(thread) => serde_json::to_string(&("thread", thread, &credential.agent, &credential.owner)),
+        None => serde_json::to_string(&("credential", &credential.id)),
+    }
+    .unwrap_or_default();
+    format!("{principal}|{digest}").into_bytes()
+}
+
+fn url_request(state: &McpState, execution: &Execution) -> InputRequests {
+    let request: InputRequest = serde_json::from_value(json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "url",
+            "message": format!("Approve {} for agent {} in Gatehouse", execution.tool, execution.agent),
+            "url": approval_url(state, execution),
+            "elicitationId": execution.id,
+        }
+    }))
+    .expect("a URL elicitation request is a valid input request");
+    InputRequests::from([("approval".to_string(), request)])
+}
+
+/// The first answer to a paused 2026-07-28 call: a URL input request for
+/// the approval page and the sealed `requestState` the client echoes.
+pub fn input_required(state: &McpState, caller: &Caller, execution: &Execution) -> CallToolResponse {
+    let ttl = Duration::from_millis((execution.expires_at_ms - state.core.clock.now_ms()).max(1_000) as u64);
+    let sealed = state.codec.seal_with(
+        execution.id.as_bytes(),
+        &SealOptions::new().associated_data(&binding(&caller.credential, &execution.arguments_digest)).ttl(ttl),
+    );
+    CallToolResponse::InputRequired(InputRequiredResult::new(Some(url_request(state, execution)), Some(sealed)))
+}
+
+/// A 2026-07-28 retry carrying the `requestState` of an earlier answer: verify
+/// it, hold the call up to [`RETRY_HOLD`], then run it or answer again.
+pub async fn retry(
+    state: &McpState,
+    caller: &Caller,
+    request_state: &str,
+    arguments: &serde_json::Value,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResponse {
+    let digest = gatehouse_core::approvals::digest(arguments);
+    let opened = state.codec.open_with(request_state, &binding(&caller.credential, &digest));
+    let id = match opened.map(|bytes| String::from_utf8(bytes).unwrap_or_default()) {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::warn!(agent = %caller.credential.agent, error = %e, "refused a requestState");
+            return CallToolResponse::Complete(error_result(
+                ToolErrorCode::InvalidRequestState,
+                format!("the requestState was refused ({e}); make the call again without it"),
+                json!({"recovery": "re_execute"}),
+            ));
+        }
+    };
+    let store = &state.core.approvals;
+    match store.get(&id) {
+        // Decided before this retry arrived (declined, expired, cancelled), or
+        // replayed after it ran: the audit log answers; nothing runs again.
+        None => return CallToolResponse::Complete(settled_result(state, caller, &id)),
+        Some((execution, _)) if !execution.belongs_to(&caller.credential) => {
+            tracing::warn!(execution = %id, credential = %caller.credential.id, "requestState retry from another credential refused");
+            return CallToolResponse::Complete(error_result(
+                ToolErrorCode::ExecutionForbidden,
+                "this execution belongs to another credential",
+                json!({"executionId": id}),
+            ));
+        }
+        Some(_) => {}
+    }
+    match store.wait_or_forget(&id, RETRY_HOLD, ctx.ct.cancelled()).await {
+        Waited::StillPending => {
+            CallToolResponse::InputRequired(InputRequiredResult::from_request_state(request_state.to_string()))
+        }
+        Waited::Cancelled => CallToolResponse::Complete(error_result(
+            ToolErrorCode::ExecutionCancelled,
+            "cancelled by the client",
+            json!({"executionId": id}),
+        )),
+        Waited::Moved(_) | Waited::NotLive => CallToolResponse::Complete(finish_decided(state, caller, &id).await),
+    }
+}

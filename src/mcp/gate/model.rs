@@ -1,0 +1,62 @@
+//! Model mode (`elicitation_mode=model`, opt-in with `allow_model_decisions`):
+//! the agent itself may decide its call through `resume {executionId,
+//! action}` — never a `human_only` call, never one that changes the gate.
+
+use gatehouse_core::approvals::{Decision, Execution};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::json;
+
+use super::Mode;
+use super::browser::{approval_url, pending_result};
+use crate::mcp::McpState;
+use crate::mcp::tools::{Caller, ResumeAction};
+use crate::tool_error::{ToolErrorCode, error_result};
+
+/// Whether this session's pauses are announced with the model's own way to decide.
+pub fn may_decide(state: &McpState, mode: Mode, execution: &Execution) -> bool {
+    mode == Mode::Model && state.allow_model_decisions && !execution.human_only
+}
+
+/// Model mode: the browser answer, plus how the agent may decide itself.
+pub fn pending_result_for_model(state: &McpState, execution: &Execution) -> CallToolResult {
+    let mut result = pending_result(state, execution);
+    result.content.push(ContentBlock::text(format!(
+        "This session may decide itself: after confirming with the user, call `resume` with \
+         {{\"executionId\": \"{}\", \"action\": \"accept\"}} (or \"decline\").",
+        execution.id
+    )));
+    result
+}
+
+/// Records the agent's own decision on `execution`, or says why it may not
+/// make one (the session is not in model mode, the operator did not allow it,
+/// or a person must decide).
+pub fn decide(
+    state: &McpState,
+    caller: &Caller,
+    mode: Mode,
+    execution: &Execution,
+    action: ResumeAction,
+) -> Result<(), CallToolResult> {
+    let id = &execution.id;
+    if mode != Mode::Model || !state.allow_model_decisions {
+        return Err(error_result(
+            ToolErrorCode::ModelDecisionNotAllowed,
+            "this session may not decide calls itself; a person decides on the approval page",
+            json!({"executionId": id}),
+        ));
+    }
+    if execution.human_only {
+        return Err(error_result(
+            ToolErrorCode::HumanOnly,
+            "a policy rule requires a person to decide this call",
+            json!({"executionId": id, "approvalUrl": approval_url(state, execution)}),
+        ));
+    }
+    let decision = match action {
+        ResumeAction::Accept => Decision::Accept,
+        ResumeAction::Decline => Decision::Decline,
+    };
+    let _ = state.core.approvals.decide(id, decision, &format!("agent:{}", caller.credential.agent));
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! The `resume` tool: waits one slice for a paused call's decision, then runs
+//! the approved call and returns its result, or says why it will not run.
+//! Only the credential that made the call (or its re-issued successor on the
+//! same thread) may resume it.
+
+use std::time::Duration;
+
+use gatehouse_core::approvals::Waited;
+use rmcp::RoleServer;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+
+use super::Mode;
+use super::browser::pending_result;
+use super::engine::{finish_decided, gone, settled_result};
+use super::model;
+use crate::mcp::McpState;
+use crate::mcp::tools::{Caller, ResumeArgs};
+use crate::tool_error::{ToolErrorCode, error_result};
+
+/// How long one `resume` call waits before answering "still pending"; under
+/// the TypeScript SDK's 60 s default request timeout.
+pub const RESUME_SLICE: Duration = Duration::from_secs(45);
+
+fn forbidden(id: &str) -> CallToolResult {
+    error_result(
+        ToolErrorCode::ExecutionForbidden,
+        "this execution belongs to another credential",
+        json!({"executionId": id}),
+    )
+}
+
+/// `resume {executionId, action?}`: waits one slice for the decision, then
+/// runs the approved call and returns its result, or says why it will not run.
+pub async fn resume(
+    state: &McpState,
+    caller: &Caller,
+    arguments: &Value,
+    mode: Mode,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let args: ResumeArgs = match serde_json::from_value(arguments.clone()) {
+        Ok(a) => a,
+        Err(e) => return error_result(ToolErrorCode::InvalidArguments, format!("invalid arguments: {e}"), Value::Null),
+    };
+    let id = args.execution_id;
+    let store = &state.core.approvals;
+    let Some((execution, _)) = store.get(&id) else {
+        return settled_result(state, caller, &id);
+    };
+    if !execution.belongs_to(&caller.credential) {
+        tracing::warn!(execution = %id, agent = %caller.credential.agent, credential = %caller.credential.id, "resume refused: another credential's execution");
+        return forbidden(&id);
+    }
+    if let Some(action) = args.action
+        && let Err(refused) = model::decide(state, caller, mode, &execution, action)
+    {
+        return refused;
+    }
+    match store.wait_or_forget(&id, RESUME_SLICE, ctx.ct.cancelled()).await {
+        Waited::StillPending => pending_result(state, &execution),
+        Waited::Cancelled => gone(&id, ToolErrorCode::ExecutionCancelled, "cancelled by the client".into()),
+        Waited::Moved(_) | Waited::NotLive => finish_decided(state, caller, &id).await,
+    }
+}
