@@ -16,7 +16,7 @@ use serde_json::json;
 use tower_cookies::{Cookie, Cookies, cookie::SameSite};
 
 use crate::error::ApiError;
-use crate::startup::AppState;
+use crate::state::AppState;
 use crate::throttle::username_tag;
 
 /// Name of the session cookie (`__Host-` prefixed under HTTPS).
@@ -55,7 +55,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
 /// request's extensions.
 pub async fn load_user(State(state): State<AppState>, cookies: Cookies, mut request: Request, next: Next) -> Response {
     if let Some(cookie) = cookies.get(cookie_name(state.https)) {
-        match state.core.users.session_user(cookie.value()) {
+        match state.mcp.core.users.session_user(cookie.value()) {
             Ok(Some(user)) => {
                 request.extensions_mut().insert(user);
                 request.extensions_mut().insert(BrowserSession(gatehouse_core::secret::hash(cookie.value())));
@@ -140,7 +140,7 @@ pub async fn sign_in(
             });
         }
     };
-    let Some(user) = state.core.users.sign_in(username.clone(), password).await? else {
+    let Some(user) = state.mcp.core.users.sign_in(username.clone(), password).await? else {
         attempt.failed();
         tracing::warn!(username_tag = %tag, username_chars = username.chars().count(), client = ?addr, "sign-in refused");
         return Ok(if form {
@@ -154,7 +154,7 @@ pub async fn sign_in(
         });
     };
     attempt.succeeded();
-    let token = state.core.users.create_session(&user)?;
+    let token = state.mcp.core.users.create_session(&user)?;
     cookies.add(session_cookie(&state, token));
     tracing::info!(username = ?user.username, "signed in");
     Ok(if form {
@@ -171,7 +171,7 @@ pub async fn sign_out(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     if let Some(cookie) = cookies.get(cookie_name(state.https)) {
-        state.core.users.end_session(cookie.value())?;
+        state.mcp.core.users.end_session(cookie.value())?;
     }
     cookies.remove(session_cookie(&state, String::new()));
     Ok(if is_form(&headers) {
@@ -214,11 +214,11 @@ pub async fn setup(
         Err(limit) if form => return refuse(limit.to_string()),
         Err(limit) => return Ok(limit.into_response()),
     };
-    if let Err(refusal) = state.core.users.setup_token(&token)?.check() {
+    if let Err(refusal) = state.mcp.core.users.setup_token(&token)?.check() {
         attempt.failed();
         return refuse(refusal.to_string());
     }
-    let user = match state.core.users.finish_setup(token.clone(), username, password).await {
+    let user = match state.mcp.core.users.finish_setup(token.clone(), username, password).await {
         Ok(user) => user,
         Err(e @ CoreError::Invalid { field: "token", .. }) => {
             attempt.failed();
@@ -228,7 +228,7 @@ pub async fn setup(
         Err(e) => return Err(e.into()),
     };
     attempt.succeeded();
-    let session = state.core.users.create_session(&user)?;
+    let session = state.mcp.core.users.create_session(&user)?;
     cookies.add(session_cookie(&state, session));
     tracing::info!(username = ?user.username, "first admin created");
     Ok(if form {
@@ -262,14 +262,13 @@ impl FromRequestParts<AppState> for Admin {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         // A bearer header, when present, is the only credential considered.
-        if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
-            let token = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
-            return match token {
-                Some(t) if !t.is_empty() => match state.core.api_tokens.authenticate(t)? {
+        if parts.headers.contains_key(header::AUTHORIZATION) {
+            return match bearer_token(&parts.headers) {
+                Some(t) => match state.mcp.core.api_tokens.authenticate(t)? {
                     Some(id) => Ok(Admin::ApiToken(id)),
                     None => Err(ApiError::Unauthorized),
                 },
-                _ => Err(ApiError::Unauthorized),
+                None => Err(ApiError::Unauthorized),
             };
         }
         match parts.extensions.get::<User>() {
@@ -278,6 +277,15 @@ impl FromRequestParts<AppState> for Admin {
             None => Err(ApiError::Unauthorized),
         }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme in any
+/// case), for agent and admin tokens alike; tokens are never read from the URL.
+pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// A signed-in browser user (401 otherwise).

@@ -4,19 +4,18 @@
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use gatehouse_core::credentials::IssueRequest;
-use gatehouse_core::{Core, Db, SystemClock};
+
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::api::credentials::IssuedCredential;
 use crate::config::{Config, Overrides};
-use crate::startup::Application;
+use crate::startup::{Application, open_core};
 use crate::telemetry::{self, LogFormat};
+use gatehouse_core::credentials::IssuedCredential;
 
 /// Gatehouse: an MCP gateway that makes AI agents ask a human before they act.
 #[derive(Debug, Parser)]
@@ -164,14 +163,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn open_core(config: &Config) -> anyhow::Result<Core> {
-    gatehouse_core::db::create_data_dir(&config.data_dir)
-        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-    let db = Db::open(&config.data_dir)
-        .with_context(|| format!("cannot open the database in {}", config.data_dir.display()))?;
-    Ok(Core::new(db, Arc::new(SystemClock), config.settings())?)
-}
-
 fn serve(config: Config) -> anyhow::Result<()> {
     telemetry::init(config.log_format);
     let runtime = tokio::runtime::Runtime::new()?;
@@ -185,7 +176,7 @@ fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 fn print_banner(config: &Config, app: &Application) -> anyhow::Result<()> {
-    let base = &app.state().base_url;
+    let base = &app.state().mcp.base_url;
     let mut out = format!(
         "Gatehouse {} is listening on http://{}\n  MCP endpoint: {base}/mcp\n  Console:      {base}/\n",
         env!("CARGO_PKG_VERSION"),
@@ -194,7 +185,7 @@ fn print_banner(config: &Config, app: &Application) -> anyhow::Result<()> {
     if let Some(metrics) = app.metrics_address() {
         out.push_str(&format!("  Metrics:      http://{metrics}/metrics (no authentication on this address)\n"));
     }
-    if let Some(token) = app.state().core.users.new_setup_token()? {
+    if let Some(token) = app.state().core().users.new_setup_token()? {
         out.push_str(&format!(
             "\nFirst start: create the admin account with this one-time link\n(it works for 24 hours; restarting gatehouse prints a new one):\n  {base}/setup?token={token}\n"
         ));

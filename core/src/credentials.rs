@@ -40,6 +40,40 @@ pub struct Issued {
     pub credential: Credential,
 }
 
+/// What issuing returns: the token (shown once) and how to use it.
+#[derive(Debug, Clone, Serialize)]
+pub struct IssuedCredential {
+    /// Credential id.
+    pub id: String,
+    /// Bearer token.
+    pub token: String,
+    /// Agent name.
+    pub agent: String,
+    /// Thread.
+    pub thread: Option<String>,
+    /// Owning user.
+    pub owner: Option<String>,
+    /// The `/mcp` URL to connect to.
+    pub endpoint: String,
+    /// The `Authorization` header value.
+    pub authorization: String,
+}
+
+impl IssuedCredential {
+    /// Shapes an issued credential for output (API and CLI print the same object).
+    pub fn new(issued: Issued, base_url: &str) -> Self {
+        Self {
+            authorization: format!("Bearer {}", issued.token),
+            endpoint: format!("{base_url}/mcp"),
+            id: issued.id,
+            token: issued.token,
+            agent: issued.credential.agent,
+            thread: issued.credential.thread,
+            owner: issued.credential.owner,
+        }
+    }
+}
+
 /// A stored credential (never with its token).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Credential {

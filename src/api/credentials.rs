@@ -3,13 +3,14 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use gatehouse_core::credentials::{IssueRequest, Issued};
-use serde::{Deserialize, Serialize};
+use gatehouse_core::credentials::IssueRequest;
+use gatehouse_core::credentials::IssuedCredential;
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson};
-use crate::startup::AppState;
+use crate::state::AppState;
 
 /// Body of `POST /api/credentials`.
 #[derive(Debug, Deserialize)]
@@ -26,40 +27,6 @@ pub struct IssueBody {
     pub owner: Option<String>,
 }
 
-/// What issuing returns: the token (shown once) and how to use it.
-#[derive(Debug, Serialize)]
-pub struct IssuedCredential {
-    /// Credential id.
-    pub id: String,
-    /// Bearer token.
-    pub token: String,
-    /// Agent name.
-    pub agent: String,
-    /// Thread.
-    pub thread: Option<String>,
-    /// Owning user.
-    pub owner: Option<String>,
-    /// The `/mcp` URL to connect to.
-    pub endpoint: String,
-    /// The `Authorization` header value.
-    pub authorization: String,
-}
-
-impl IssuedCredential {
-    /// Shapes an issued credential for output (API and CLI print the same object).
-    pub fn new(issued: Issued, base_url: &str) -> Self {
-        Self {
-            authorization: format!("Bearer {}", issued.token),
-            endpoint: format!("{base_url}/mcp"),
-            id: issued.id,
-            token: issued.token,
-            agent: issued.credential.agent,
-            thread: issued.credential.thread,
-            owner: issued.credential.owner,
-        }
-    }
-}
-
 /// `POST /api/credentials`
 pub async fn issue(
     State(state): State<AppState>,
@@ -70,19 +37,19 @@ pub async fn issue(
         Admin::User(u) => Some(u.username.clone()),
         Admin::ApiToken(_) => None,
     });
-    let issued = state.core.credentials.issue(IssueRequest {
+    let issued = state.mcp.core.credentials.issue(IssueRequest {
         agent: body.agent,
         thread: body.thread,
         provider_session: body.provider_session,
         owner,
     })?;
     tracing::info!(credential = %issued.id, agent = %issued.credential.agent, by = %admin.actor(), "credential issued");
-    Ok((StatusCode::CREATED, ApiJson(IssuedCredential::new(issued, &state.base_url))))
+    Ok((StatusCode::CREATED, ApiJson(IssuedCredential::new(issued, &state.mcp.base_url))))
 }
 
 /// `GET /api/credentials`
 pub async fn list(State(state): State<AppState>, _admin: Admin) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(state.core.credentials.list()?))
+    Ok(ApiJson(state.mcp.core.credentials.list()?))
 }
 
 /// `POST /api/threads/{thread}/touch`: a sign of life for the thread's credentials.
@@ -91,7 +58,7 @@ pub async fn touch_thread(
     _admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    match state.core.credentials.touch_thread(&thread)? {
+    match state.mcp.core.credentials.touch_thread(&thread)? {
         0 => Err(ApiError::NotFound(format!("no live credential for thread {thread:?}"))),
         n => Ok(ApiJson(json!({ "thread": thread, "touched": n }))),
     }
@@ -103,7 +70,7 @@ pub async fn revoke(
     admin: Admin,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    if !state.core.credentials.revoke(&id)? {
+    if !state.mcp.core.credentials.revoke(&id)? {
         return Err(ApiError::NotFound(format!("no live credential {id:?}")));
     }
     tracing::info!(credential = %id, by = %admin.actor(), "credential revoked");
@@ -116,7 +83,7 @@ pub async fn revoke_thread(
     admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let n = state.core.credentials.revoke_thread(&thread)?;
+    let n = state.mcp.core.credentials.revoke_thread(&thread)?;
     tracing::info!(%thread, revoked = n, by = %admin.actor(), "thread credentials revoked");
     Ok(ApiJson(json!({ "thread": thread, "revoked": n })))
 }
@@ -127,7 +94,7 @@ pub async fn revoke_provider_session(
     admin: Admin,
     Path(session): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let n = state.core.credentials.revoke_provider_session(&session)?;
+    let n = state.mcp.core.credentials.revoke_provider_session(&session)?;
     tracing::info!(provider_session = %session, revoked = n, by = %admin.actor(), "provider session credentials revoked");
     Ok(ApiJson(json!({ "providerSession": session, "revoked": n })))
 }

@@ -14,7 +14,7 @@ use tokio_stream::wrappers::WatchStream;
 use super::live::{EventStream, hub_events, sse};
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
-use crate::startup::AppState;
+use crate::state::AppState;
 use crate::throttle::StreamSlot;
 
 impl From<AccessError> for ApiError {
@@ -35,7 +35,7 @@ pub async fn get(
     SignedIn(user): SignedIn,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(state.core.approvals.view_for(&user, &id)?))
+    Ok(ApiJson(state.mcp.core.approvals.view_for(&user, &id)?))
 }
 
 /// `GET /api/mcp-sessions/{sid}/executions/{eid}`: the session only locates
@@ -45,7 +45,7 @@ pub async fn get_in_session(
     SignedIn(user): SignedIn,
     Path((_sid, id)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(state.core.approvals.view_for(&user, &id)?))
+    Ok(ApiJson(state.mcp.core.approvals.view_for(&user, &id)?))
 }
 
 /// Body of a decision.
@@ -63,7 +63,7 @@ pub async fn resume(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ResumeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let snapshot = state.core.approvals.decide_for(&user, &id, body.action)?;
+    let snapshot = state.mcp.core.approvals.decide_for(&user, &id, body.action)?;
     Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })))
 }
 
@@ -85,10 +85,10 @@ pub async fn events(
     Path(id): Path<String>,
     slot: StreamSlot,
 ) -> Result<EventStream, ApiError> {
-    let view = state.core.approvals.view_for(&user, &id)?;
+    let view = state.mcp.core.approvals.view_for(&user, &id)?;
     // After the last state the stream stays open (keep-alives only), so
     // browsers do not reconnect over and over to a settled execution.
-    let Some((_, rx)) = state.core.approvals.subscribe(&id) else {
+    let Some((_, rx)) = state.mcp.core.approvals.subscribe(&id) else {
         let event = Event::default().data(json!({"state": view.state, "decision": view.decision}).to_string());
         return Ok(sse(
             futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending()),

@@ -15,7 +15,7 @@ use gatehouse_core::live::LiveEvent;
 
 use crate::auth::{BrowserSession, SignedIn};
 use crate::error::ApiError;
-use crate::startup::AppState;
+use crate::state::AppState;
 use crate::throttle::StreamSlot;
 
 type BoxedEvents = Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
@@ -60,7 +60,7 @@ pub const COALESCE: Duration = Duration::from_millis(100);
 /// executions opened at once cost a page one re-read, not N.
 pub fn hub_events(state: &AppState, slot: StreamSlot, keep: fn(LiveEvent) -> bool) -> EventStream {
     let hello = futures::stream::once(async { Ok(Event::default().data("hello")) });
-    sse(hello.chain(coalesced(state.core.live.subscribe(), keep)), state, slot)
+    sse(hello.chain(coalesced(state.mcp.core.live.subscribe(), keep)), state, slot)
 }
 
 fn coalesced(

@@ -9,7 +9,7 @@ use axum::Router;
 use axum::routing::{delete, get, post};
 
 use crate::auth;
-use crate::startup::AppState;
+use crate::state::AppState;
 
 /// Routes under `/api`.
 pub fn router() -> Router<AppState> {

@@ -67,17 +67,10 @@ fn is_initialize(body: &[u8]) -> bool {
     serde_json::from_slice::<Method<'_>>(body).ok().and_then(|m| m.method).is_some_and(|m| m == "initialize")
 }
 
-fn bearer(request: &Request) -> Option<&str> {
-    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
 /// Authenticates every `/mcp` request; the accepted credential goes into the
 /// request extensions for the tool handlers.
 pub async fn authenticate(State(state): State<McpState>, mut request: Request, next: Next) -> Response {
-    let Some(token) = bearer(&request) else {
+    let Some(token) = crate::auth::bearer_token(request.headers()) else {
         return unauthorized(&state, Rejection::MissingBearerToken);
     };
     let credential = match state.core.credentials.authenticate(token) {

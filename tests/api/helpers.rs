@@ -48,7 +48,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let core = Core::new(Db::open(dir.path()).unwrap(), clock.clone(), config.settings()).unwrap();
     let shutdown = CancellationToken::new();
     let app = Application::build_with_core(&config, core.clone(), shutdown.clone()).await.unwrap();
-    let upstreams = app.state().upstreams.clone();
+    let upstreams = app.state().mcp.upstreams.clone();
     let host = app.address().to_string();
     tokio::spawn(app.run());
     TestApp {

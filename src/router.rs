@@ -1,0 +1,108 @@
+//! The whole router: `/mcp`, the HTTP API, the site, `/metrics`, behind the
+//! Host/Origin checks and the security headers. Tests call [`app`] directly
+//! (with [`crate::state::AppState::new`], no socket needed).
+
+use axum::Router;
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use gatehouse_app::{App, shell};
+use leptos::prelude::provide_context;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tower_cookies::CookieManagerLayer;
+
+use crate::state::AppState;
+use crate::{api, auth, mcp, metrics, security, site};
+
+/// The whole router: `/mcp`, the API, the site. Tests call this directly.
+pub fn app(state: AppState) -> Router {
+    let mcp = mcp::router(state.mcp.clone(), &state.allow, state.shutdown.clone());
+    let core = state.mcp.core.clone();
+    let pages = Router::<AppState>::new()
+        .leptos_routes_with_context(&state, generate_route_list(App), move || provide_context(core.clone()), {
+            let options = state.leptos_options.clone();
+            move || shell(options.clone())
+        })
+        .layer(from_fn(auth::require_user_for_pages));
+    // Unknown paths: a JSON 404 under /api, the site's own 404 page elsewhere.
+    let not_found_page = {
+        let core = state.mcp.core.clone();
+        let options = state.leptos_options.clone();
+        leptos_axum::render_app_to_stream_with_context(
+            move || provide_context(core.clone()),
+            move || shell(options.clone()),
+        )
+    };
+    let fallback = move |request: axum::extract::Request| {
+        let not_found_page = not_found_page.clone();
+        async move {
+            if request.uri().path().starts_with("/api/") {
+                let message = format!("no route for {} {}", request.method(), request.uri().path());
+                crate::error::ApiError::NotFound(message).into_response()
+            } else {
+                not_found_page(request).await.into_response()
+            }
+        }
+    };
+    let site = Router::new()
+        .merge(api::router())
+        .merge(pages)
+        .fallback(fallback)
+        .route("/pkg/{*path}", get(site::pkg))
+        .route("/favicon.ico", get(site::favicon))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics::admin_metrics))
+        .layer(from_fn_with_state(state.clone(), auth::load_user))
+        .layer(CookieManagerLayer::new())
+        .layer(axum::extract::DefaultBodyLimit::max(state.mcp.max_body_bytes))
+        .with_state(state.clone());
+    // The security headers go outermost, so refusals (a foreign Host, a
+    // cross-site POST) carry them too.
+    Router::new()
+        .merge(mcp)
+        .merge(site)
+        .layer(from_fn_with_state(state.allow.clone(), security::check_host_and_origin))
+        .layer(from_fn_with_state(security::HeaderPolicy { https: state.https }, security::security_headers))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use gatehouse_core::{Core, Db, SystemClock};
+    use http::{Request, StatusCode};
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use super::app;
+    use crate::config::Config;
+    use crate::state::AppState;
+
+    fn state() -> (AppState, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
+        let core = Core::new(Db::open_in_memory().unwrap(), Arc::new(SystemClock), config.settings()).unwrap();
+        (AppState::new(&config, core, config.listen, CancellationToken::new()).unwrap(), dir)
+    }
+
+    async fn status(state: &AppState, request: Request<Body>) -> StatusCode {
+        app(state.clone()).oneshot(request).await.unwrap().status()
+    }
+
+    #[tokio::test]
+    async fn routing_and_auth_rules_hold_without_a_socket() {
+        let (state, _dir) = state();
+        let get = |path: &str, host: &str| Request::get(path).header("host", host).body(Body::empty()).unwrap();
+        assert_eq!(status(&state, get("/healthz", "127.0.0.1")).await, StatusCode::OK);
+        assert_eq!(status(&state, get("/healthz", "evil.example")).await, StatusCode::FORBIDDEN, "DNS rebinding");
+        let mcp = Request::post("/mcp").header("host", "127.0.0.1").body(Body::from("{}")).unwrap();
+        assert_eq!(status(&state, mcp).await, StatusCode::UNAUTHORIZED, "no bearer token");
+        assert_eq!(
+            status(&state, get("/metrics", "localhost")).await,
+            StatusCode::UNAUTHORIZED,
+            "metrics need an admin"
+        );
+        assert_eq!(status(&state, get("/api/executions/exec_x", "localhost")).await, StatusCode::UNAUTHORIZED);
+    }
+}

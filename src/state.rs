@@ -1,0 +1,82 @@
+//! The application state: the MCP side's state embedded, plus what the
+//! browser side adds. [`AppState::new`] builds it without binding anything,
+//! so tests can route requests through [`crate::router::app`] directly.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use gatehouse_core::Core;
+use leptos::config::LeptosOptions;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::mcp::McpState;
+use crate::security::AllowList;
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// Everything `/mcp` needs (stores, limits, upstreams, sessions, metrics).
+    pub mcp: McpState,
+    /// Served over HTTPS (cookie attributes, HSTS).
+    pub https: bool,
+    /// Leptos site settings.
+    pub leptos_options: LeptosOptions,
+    /// Cancelled at shutdown; long-lived streams end with it.
+    pub shutdown: CancellationToken,
+    /// Accepted hosts and origins.
+    pub allow: AllowList,
+    /// Failed sign-in and live-stream limits of the browser side.
+    pub throttles: crate::throttle::Throttles,
+}
+
+impl AppState {
+    /// The state for a server reachable at `bound` (its links use the public
+    /// URL if configured); starts the configured upstreams.
+    pub fn new(config: &Config, core: Core, bound: SocketAddr, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        crate::upstream::link::install_crypto_provider();
+        let upstreams = crate::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
+        let throttles = crate::throttle::Throttles::new(core.clock.clone());
+        Ok(Self {
+            mcp: McpState {
+                max_body_bytes: config.max_body_bytes,
+                metrics: Arc::default(),
+                base_url: config.base_url(bound),
+                codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir)?),
+                allow_model_decisions: config.allow_model_decisions,
+                native_url: config.native_url,
+                upstreams,
+                list_page_size: config.list_page_size,
+                sessions: crate::mcp::sessions::SessionBindings::new(
+                    crate::mcp::session_manager(config.approval_ttl),
+                    config.limits.max_sessions_per_credential,
+                    config.limits.max_sessions,
+                ),
+                limits: config.limits.clone(),
+                core,
+            },
+            https: config.https(),
+            leptos_options: leptos_options(),
+            shutdown,
+            allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
+            throttles,
+        })
+    }
+
+    /// The shared stores.
+    pub fn core(&self) -> &Core {
+        &self.mcp.core
+    }
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos_options.clone()
+    }
+}
+
+/// Leptos settings from the top-level `Leptos.toml`, compiled in.
+pub fn leptos_options() -> LeptosOptions {
+    leptos::config::get_config_from_str(include_str!("../Leptos.toml")).expect("Leptos.toml is valid")
+}
