@@ -63,21 +63,20 @@ pub struct Overview {
 pub async fn get_overview() -> Result<Overview, ServerFnError> {
     let (user, core) = server::context()?;
     let visible = |owner: &Option<String>| user.is_admin || owner.as_deref() == Some(user.username.as_str());
-    let window = core.credentials.liveness_window().as_millis() as i64;
     let credentials = core
         .credentials
         .list()
         .map_err(|e| ServerFnError::new(e.to_string()))?
         .into_iter()
-        .filter(|c| visible(&c.credential.owner))
+        .filter(|c| visible(&c.owner))
         .map(|c| CredentialRow {
-            id: c.credential.id,
-            agent: c.credential.agent,
-            thread: c.credential.thread,
-            owner: c.credential.owner,
+            id: c.id,
+            agent: c.agent,
+            thread: c.thread,
+            owner: c.owner,
             status: c.status.to_string(),
-            last_seen_ms: c.credential.last_seen_ms,
-            expires_ms: c.credential.last_seen_ms + window,
+            last_seen_ms: c.last_seen_ms,
+            expires_ms: c.expires_ms,
         })
         .collect();
     let sessions = core
