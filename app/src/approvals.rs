@@ -90,17 +90,23 @@ pub fn ResumePage() -> impl IntoView {
     let id = move || params.read().get("eid").unwrap_or_default();
     let execution = Resource::new(id, get_execution);
     let decide = ServerAction::<DecideExecution>::new();
-    // Refetch when the stream says the state moved, and after our own decision.
-    let live = use_live_events(routes::execution_events(&id()), move |_| execution.refetch());
-    Effect::new(move |_| {
-        if decide.version().get() > 0 {
-            execution.refetch();
+    // The stream sends the execution's view now and on every change (our own
+    // decision included): the page shows the latest, nothing is read again.
+    let latest = RwSignal::new(None::<ExecutionView>);
+    let live = use_live_events(routes::execution_events(&id()), move |data| {
+        if let Ok(view) = serde_json::from_str::<ExecutionView>(&data) {
+            latest.set(Some(view));
         }
     });
     view! {
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
             {move || execution.get().map(|result| match result {
-                Ok(Lookup::Found { execution, now_ms, is_admin }) => view! { <Resume execution=*execution now_ms is_admin decide live/> }.into_any(),
+                Ok(Lookup::Found { execution, now_ms, is_admin }) => {
+                    let current = Signal::derive(move || {
+                        latest.get().filter(|v| v.execution_id == execution.execution_id).unwrap_or_else(|| (*execution).clone())
+                    });
+                    view! { <Resume current now_ms is_admin decide live/> }.into_any()
+                }
                 Ok(Lookup::Forbidden) => view! {
                     <Title text="Not yours — Gatehouse"/>
                     <main class="narrow"><h1>"403 — not yours to decide"</h1>
@@ -121,11 +127,30 @@ pub fn ResumePage() -> impl IntoView {
 
 #[component]
 fn Resume(
-    execution: ExecutionView,
+    current: Signal<ExecutionView>,
     now_ms: i64,
     is_admin: bool,
     decide: ServerAction<DecideExecution>,
     live: ReadSignal<LiveState>,
+) -> impl IntoView {
+    // One clock for the page: it keeps ticking while the view changes.
+    let now = use_now(now_ms);
+    view! {
+        <Header/>
+        <main class="page resume">
+            {move || view! { <ResumeBody execution=current.get() now is_admin decide/> }.into_any()}
+            <LiveStatus state=live/>
+        </main>
+    }
+}
+
+/// What the resume page shows of one state of the execution.
+#[component]
+fn ResumeBody(
+    execution: ExecutionView,
+    now: ReadSignal<i64>,
+    is_admin: bool,
+    decide: ServerAction<DecideExecution>,
 ) -> impl IntoView {
     let can_decide = execution.decidable_by(is_admin);
     let ExecutionView {
@@ -144,7 +169,6 @@ fn Resume(
     } = execution;
     let arguments = arguments.map(|a| serde_json::to_string_pretty(&a).unwrap_or_default());
     let decided_by = decision.map(|d| d.by);
-    let now = use_now(now_ms);
     let pending = state == State::Pending;
     let title = if pending {
         format!("Approve {}? — Gatehouse", visible(&tool))
@@ -157,8 +181,6 @@ fn Resume(
     let id_d = execution_id.clone();
     view! {
         <Title text=title/>
-        <Header/>
-        <main class="page resume">
             <p class="eyebrow">"Agent " <strong class="agent"><Name text=agent.clone()/></strong> " wants to run"</p>
             <h1 class="tool-name"><Name text=tool.clone()/></h1>
             <dl class="facts">
@@ -213,8 +235,6 @@ fn Resume(
                     </ActionForm>
                 </div>
             })}
-            <LiveStatus state=live/>
-        </main>
     }
 }
 
