@@ -36,12 +36,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         .into_iter()
         .filter(|c| visible(&c.owner))
         .collect();
-    let sessions = core
-        .live
-        .sessions()
-        .into_iter()
-        .filter(|s| visible(&s.owner))
-        .collect();
+    let sessions = core.live.sessions().into_iter().filter(|s| visible(&s.owner)).collect();
     Ok(Overview {
         username: user.username,
         is_admin: user.is_admin,
@@ -93,11 +88,9 @@ mod server {
     pub fn lookup(id: &str) -> Result<super::Lookup, ServerFnError> {
         let (user, core) = context()?;
         Ok(match core.approvals.view_for(&user, id) {
-            Ok(view) => super::Lookup::Found {
-                execution: Box::new(view),
-                now_ms: core.clock.now_ms(),
-                is_admin: user.is_admin,
-            },
+            Ok(view) => {
+                super::Lookup::Found { execution: Box::new(view), now_ms: core.clock.now_ms(), is_admin: user.is_admin }
+            }
             Err(AccessError::Forbidden) => {
                 set_status(http::StatusCode::FORBIDDEN);
                 super::Lookup::Forbidden

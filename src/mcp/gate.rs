@@ -23,7 +23,11 @@ pub const RESUME_SLICE: Duration = Duration::from_secs(45);
 
 /// The approval page of an execution.
 pub fn approval_url(state: &McpState, execution: &Execution) -> String {
-    format!("{}{}", state.base_url, gatehouse_core::model::routes::resume(&execution.id, execution.session_id.as_deref()))
+    format!(
+        "{}{}",
+        state.base_url,
+        gatehouse_core::model::routes::resume(&execution.id, execution.session_id.as_deref())
+    )
 }
 
 /// The browser-mode answer to a paused call (not an error: the call is fine, it waits).
