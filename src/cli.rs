@@ -245,9 +245,9 @@ fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
                 for c in all {
                     println!(
                         "{:<38} {:<16} {:<16} {:<8} {}",
-                        c.credential.id,
-                        c.credential.agent,
-                        c.credential.thread.as_deref().unwrap_or("-"),
+                        c.id,
+                        c.agent,
+                        c.thread.as_deref().unwrap_or("-"),
                         c.status,
                         c.last_seen_at
                     );

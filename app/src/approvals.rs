@@ -5,7 +5,9 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
-use crate::api::{DecideExecution, ExecutionData, Lookup, get_execution, list_pending};
+use gatehouse_model::{ExecutionView, State, routes};
+
+use crate::api::{DecideExecution, Lookup, get_execution, list_pending};
 use crate::live::{LiveState, LiveStatus, use_live_events};
 use crate::pages::Header;
 use crate::reveal::{HiddenChar, Name, Piece, reveal, visible};
@@ -67,16 +69,17 @@ fn Arguments(text: String) -> impl IntoView {
     }
 }
 
-fn state_label(state: &str) -> &'static str {
+fn state_label(state: State) -> &'static str {
     match state {
-        "pending" => "Waiting for your decision",
-        "approved" => "Approved — waiting for the agent to run it",
-        "running" => "Running",
-        "completed" => "Completed",
-        "failed" => "Failed",
-        "declined" => "Declined",
-        "expired" => "Expired",
-        _ => "Cancelled",
+        State::Pending => "Waiting for your decision",
+        State::Approved => "Approved — waiting for the agent to run it",
+        State::Running => "Running",
+        State::Completed => "Completed",
+        State::Failed => "Failed",
+        State::Declined => "Declined",
+        State::Expired => "Expired",
+        // A revoked credential's call reads as cancelled, as it always has.
+        State::Cancelled | State::Revoked => "Cancelled",
     }
 }
 
@@ -87,17 +90,23 @@ pub fn ResumePage() -> impl IntoView {
     let id = move || params.read().get("eid").unwrap_or_default();
     let execution = Resource::new(id, get_execution);
     let decide = ServerAction::<DecideExecution>::new();
-    // Refetch when the stream says the state moved, and after our own decision.
-    let live = use_live_events(format!("/api/executions/{}/events", id()), move |_| execution.refetch());
-    Effect::new(move |_| {
-        if decide.version().get() > 0 {
-            execution.refetch();
+    // The stream sends the execution's view now and on every change (our own
+    // decision included): the page shows the latest, nothing is read again.
+    let latest = RwSignal::new(None::<ExecutionView>);
+    let live = use_live_events(routes::execution_events(&id()), move |data| {
+        if let Ok(view) = serde_json::from_str::<ExecutionView>(&data) {
+            latest.set(Some(view));
         }
     });
     view! {
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
             {move || execution.get().map(|result| match result {
-                Ok(Lookup::Found(data)) => view! { <Resume data=*data decide live/> }.into_any(),
+                Ok(Lookup::Found { execution, now_ms, is_admin }) => {
+                    let current = Signal::derive(move || {
+                        latest.get().filter(|v| v.execution_id == execution.execution_id).unwrap_or_else(|| (*execution).clone())
+                    });
+                    view! { <Resume current now_ms is_admin decide live/> }.into_any()
+                }
                 Ok(Lookup::Forbidden) => view! {
                     <Title text="Not yours — Gatehouse"/>
                     <main class="narrow"><h1>"403 — not yours to decide"</h1>
@@ -117,8 +126,34 @@ pub fn ResumePage() -> impl IntoView {
 }
 
 #[component]
-fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: ReadSignal<LiveState>) -> impl IntoView {
-    let ExecutionData {
+fn Resume(
+    current: Signal<ExecutionView>,
+    now_ms: i64,
+    is_admin: bool,
+    decide: ServerAction<DecideExecution>,
+    live: ReadSignal<LiveState>,
+) -> impl IntoView {
+    // One clock for the page: it keeps ticking while the view changes.
+    let now = use_now(now_ms);
+    view! {
+        <Header/>
+        <main class="page resume">
+            {move || view! { <ResumeBody execution=current.get() now is_admin decide/> }.into_any()}
+            <LiveStatus state=live/>
+        </main>
+    }
+}
+
+/// What the resume page shows of one state of the execution.
+#[component]
+fn ResumeBody(
+    execution: ExecutionView,
+    now: ReadSignal<i64>,
+    is_admin: bool,
+    decide: ServerAction<DecideExecution>,
+) -> impl IntoView {
+    let can_decide = execution.decidable_by(is_admin);
+    let ExecutionView {
         execution_id,
         state,
         tool,
@@ -128,13 +163,13 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
         agent,
         owner,
         expires_at_ms,
-        decided_by,
-        now_ms,
+        decision,
         admin_only,
-        can_decide,
-    } = data;
-    let now = use_now(now_ms);
-    let pending = state == "pending";
+        ..
+    } = execution;
+    let arguments = arguments.map(|a| serde_json::to_string_pretty(&a).unwrap_or_default());
+    let decided_by = decision.map(|d| d.by);
+    let pending = state == State::Pending;
     let title = if pending {
         format!("Approve {}? — Gatehouse", visible(&tool))
     } else {
@@ -146,8 +181,6 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
     let id_d = execution_id.clone();
     view! {
         <Title text=title/>
-        <Header/>
-        <main class="page resume">
             <p class="eyebrow">"Agent " <strong class="agent"><Name text=agent.clone()/></strong> " wants to run"</p>
             <h1 class="tool-name"><Name text=tool.clone()/></h1>
             <dl class="facts">
@@ -164,9 +197,9 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
                     <div><dt>"Time left"</dt><dd><time class="countdown" datetime=iso(e) title=exact(e)>{remaining}</time></dd></div>
                 })}
             </dl>
-            <p class="state" role="status" aria-live="polite" data-state=state.clone()>
+            <p class="state" role="status" aria-live="polite" data-state=state.as_str()>
                 <span class=format!("badge {state}")>{
-                    if pending && !can_decide { "Waiting for an admin's decision" } else { state_label(&state) }
+                    if pending && !can_decide { "Waiting for an admin's decision" } else { state_label(state) }
                 }</span>
                 {decided_by.map(|by| view! { <span class="by">" by " <Name text=by.trim_start_matches("user:").to_string()/></span> })}
             </p>
@@ -202,8 +235,6 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
                     </ActionForm>
                 </div>
             })}
-            <LiveStatus state=live/>
-        </main>
     }
 }
 
@@ -211,7 +242,7 @@ fn Resume(data: ExecutionData, decide: ServerAction<DecideExecution>, live: Read
 #[component]
 pub fn InboxPage() -> impl IntoView {
     let pending = Resource::new(|| (), |_| list_pending());
-    let live = use_live_events("/api/approvals/events".to_string(), move |_| pending.refetch());
+    let live = use_live_events(routes::APPROVAL_EVENTS.to_string(), move |_| pending.refetch());
     view! {
         <Title text="Approvals — Gatehouse"/>
         <Header/>
@@ -219,21 +250,21 @@ pub fn InboxPage() -> impl IntoView {
             <h1>"Waiting for approval"</h1>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || pending.get().map(|result| match result {
-                    Ok(list) if list.is_empty() => view! { <p class="empty">"No call is waiting for a decision."</p> }.into_any(),
-                    Ok(list) => view! {
+                    Ok(inbox) if inbox.pending.is_empty() => view! { <p class="empty">"No call is waiting for a decision."</p> }.into_any(),
+                    Ok(inbox) => view! {
                         <ul class="cards" aria-label="Pending approvals">
-                            {list.into_iter().map(|e| view! {
+                            {inbox.pending.into_iter().map(|e| view! {
                                 <li class="card" data-execution-id=e.execution_id.clone()>
-                                    <a class="tool-link" href=format!("/resume/{}", e.execution_id)>
+                                    <a class="tool-link" href=routes::resume(&e.execution_id, None)>
                                         <strong><Name text=e.tool.clone()/></strong>
                                     </a>
                                     {e.admin_only.then(|| view! {
                                         <span class="tag admin-only" title="It changes the gate for everyone">
-                                            {if e.can_decide { "admin decision" } else { "needs an admin" }}
+                                            {if e.decidable_by(inbox.is_admin) { "admin decision" } else { "needs an admin" }}
                                         </span>
                                     })}
                                     <div class="meta">"from " <Name text=e.agent.clone()/>
-                                        {e.expires_at_ms.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{crate::time_fmt::relative(x, e.now_ms)}</time> })}
+                                        {e.expires_at_ms.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{crate::time_fmt::relative(x, inbox.now_ms)}</time> })}
                                     </div>
                                 </li>
                             }).collect_view()}

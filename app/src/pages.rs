@@ -5,6 +5,8 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
+use gatehouse_model::{CredentialStatus, routes};
+
 use crate::api::{Overview, get_overview};
 use crate::live::{LiveStatus, use_live_events};
 use crate::reveal::Name;
@@ -38,7 +40,7 @@ pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView
 #[component]
 pub fn HomePage() -> impl IntoView {
     let overview = Resource::new(|| (), |_| get_overview());
-    let live = use_live_events("/api/live/events".to_string(), move |_| overview.refetch());
+    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |_| overview.refetch());
     view! {
         <Title text="Gatehouse"/>
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
@@ -71,12 +73,12 @@ fn Home(overview: Overview) -> impl IntoView {
                 } else {
                     view! {
                         <ul class="cards" aria-label="MCP sessions">
-                            {sessions.into_iter().map(|s| { let sid = s.session_id.clone(); view! {
+                            {sessions.into_iter().map(|s| { let (sid, client) = (s.session_id.clone(), s.client()); view! {
                                 <li class="card" data-session-id=sid>
                                     <strong class="agent"><Name text=s.agent/></strong>
                                     {s.thread.map(|t| view! { <span class="tag">"thread " <Name text=t/></span> })}
                                     <div class="meta">
-                                        <span><Name text=s.client/></span>
+                                        <span><Name text=client/></span>
                                         " · " <span>{s.protocol_version}</span>
                                         " · opened " <When ms=s.opened_at_ms now_ms/>
                                     </div>
@@ -104,7 +106,7 @@ fn Home(overview: Overview) -> impl IntoView {
                             </tr></thead>
                             <tbody>
                             {credentials.into_iter().map(|c| {
-                                let active = c.status == "active";
+                                let active = c.status == CredentialStatus::Active;
                                 view! {
                                     <tr data-credential-id=c.id.clone()>
                                         <td><Name text=c.agent/></td>
@@ -112,7 +114,7 @@ fn Home(overview: Overview) -> impl IntoView {
                                             Some(t) => view! { <Name text=t/> }.into_any(),
                                             None => "—".into_any(),
                                         }}</td>
-                                        <td><span class=format!("status {}", c.status)>{c.status.clone()}</span></td>
+                                        <td><span class=format!("status {}", c.status)>{c.status.as_str()}</span></td>
                                         <td><When ms=c.last_seen_ms now_ms/></td>
                                         <td>{active.then(|| view! { <When ms=c.expires_ms now_ms/> })}</td>
                                     </tr>
@@ -204,7 +206,7 @@ pub fn NotFound() -> impl IntoView {
 #[component]
 pub fn UpstreamsPage() -> impl IntoView {
     let upstreams = Resource::new(|| (), |_| crate::api::list_upstreams());
-    let live = use_live_events("/api/live/events".to_string(), move |_| upstreams.refetch());
+    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |_| upstreams.refetch());
     view! {
         <Title text="Upstreams — Gatehouse"/>
         <Header/>

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -30,111 +30,7 @@ use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
 use crate::users::User;
 
-/// Where an execution is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    /// Waiting for a person.
-    Pending,
-    /// Approved, about to run.
-    Approved,
-    /// The tool is running.
-    Running,
-    /// Ran and succeeded.
-    Completed,
-    /// Ran and failed.
-    Failed,
-    /// A person declined it.
-    Declined,
-    /// Nobody decided within the TTL.
-    Expired,
-    /// The client, its session or a person cancelled it.
-    Cancelled,
-    /// Its credential was revoked before it ran.
-    Revoked,
-}
-
-impl State {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Pending => "pending",
-            State::Approved => "approved",
-            State::Running => "running",
-            State::Completed => "completed",
-            State::Failed => "failed",
-            State::Declined => "declined",
-            State::Expired => "expired",
-            State::Cancelled => "cancelled",
-            State::Revoked => "revoked",
-        }
-    }
-
-    /// Parses a wire name (also `abandoned`, which reads as cancelled).
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => State::Pending,
-            "approved" => State::Approved,
-            "running" => State::Running,
-            "completed" => State::Completed,
-            "failed" => State::Failed,
-            "declined" => State::Declined,
-            "expired" => State::Expired,
-            "cancelled" | "abandoned" => State::Cancelled,
-            "revoked" => State::Revoked,
-            _ => return None,
-        })
-    }
-
-    /// Whether nothing more will happen.
-    pub fn is_settled(self) -> bool {
-        matches!(
-            self,
-            State::Completed | State::Failed | State::Declined | State::Expired | State::Cancelled | State::Revoked
-        )
-    }
-}
-
-/// A person's (or client's) answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// Run it.
-    Accept,
-    /// Do not run it.
-    Decline,
-    /// Drop it.
-    Cancel,
-}
-
-impl Decision {
-    /// The state a decision leads to.
-    pub fn state(self) -> State {
-        match self {
-            Decision::Accept => State::Approved,
-            Decision::Decline => State::Declined,
-            Decision::Cancel => State::Cancelled,
-        }
-    }
-
-    /// Whether `state` is where this decision leads (so repeating it is a no-op).
-    fn agrees_with(self, state: State) -> bool {
-        match self {
-            Decision::Accept => matches!(state, State::Approved | State::Running | State::Completed | State::Failed),
-            Decision::Decline => state == State::Declined,
-            Decision::Cancel => state == State::Cancelled,
-        }
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Accept => "accept",
-            Decision::Decline => "decline",
-            Decision::Cancel => "cancel",
-        }
-    }
-}
+pub use gatehouse_model::{Decision, DecisionView, ExecutionView, State};
 
 /// A gated call.
 #[derive(Debug, Clone, Serialize)]
@@ -304,50 +200,6 @@ impl ApprovalMetrics {
         self.wait_buckets[i].fetch_add(1, Ordering::Relaxed);
         self.wait_sum_ms.fetch_add(ms.max(0) as u64, Ordering::Relaxed);
     }
-}
-
-/// An execution as a person sees it (the API's JSON and the page's data).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ExecutionView {
-    /// `exec_…`
-    pub execution_id: String,
-    /// Current state (`abandoned` reads as cancelled).
-    pub state: State,
-    /// Exposed tool name.
-    pub tool: String,
-    /// Upstream server, if any.
-    pub upstream: Option<String>,
-    /// Arguments (`None` once settled: only the digest is kept).
-    pub arguments: Option<Value>,
-    /// SHA-256 of the canonical arguments.
-    pub arguments_digest: String,
-    /// Agent name.
-    pub agent: String,
-    /// Owning user.
-    pub owner: Option<String>,
-    /// MCP session it was made in.
-    pub session_id: Option<String>,
-    /// RFC 3339 creation time (live executions).
-    pub created_at: Option<String>,
-    /// RFC 3339 expiry (live executions).
-    pub expires_at: Option<String>,
-    /// Expiry in Unix ms (for countdowns).
-    pub expires_at_ms: Option<i64>,
-    /// Who moved it out of pending, if anyone did.
-    pub decision: Option<DecisionView>,
-    /// Only an admin may decide it.
-    pub admin_only: bool,
-}
-
-/// Who decided and what.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DecisionView {
-    /// The state it led to.
-    pub state: State,
-    /// `user:ada`, `system`, …
-    pub by: String,
 }
 
 /// Why a person may not see or decide an execution.
@@ -721,7 +573,7 @@ impl ApprovalStore {
         if !may_decide(user, last.owner.as_deref()) {
             return Err(AccessError::Forbidden);
         }
-        let state = State::parse(&last.state).unwrap_or(State::Cancelled);
+        let state = last.execution_state();
         Ok(ExecutionView {
             execution_id: last.execution_id,
             state,
@@ -783,7 +635,7 @@ impl ApprovalStore {
             return match self.inner.audit.latest(id).map_err(|e| DecideError::Storage(e.to_string()))? {
                 None => Err(DecideError::NotFound),
                 Some(last) => {
-                    let state = State::parse(&last.state).unwrap_or(State::Cancelled);
+                    let state = last.execution_state();
                     if decision.agrees_with(state) {
                         let decided_by = self.inner.audit.decided_by(id).ok().flatten();
                         Ok(Snapshot { state, actor: last.actor, detail: last.detail, decided_by })

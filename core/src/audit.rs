@@ -38,6 +38,15 @@ pub struct AuditEvent {
     pub detail: Option<String>,
 }
 
+impl AuditEvent {
+    /// The state entered, typed: the one place stored names become states
+    /// (`abandoned`, written at start for what a previous run left open, reads
+    /// as cancelled).
+    pub fn execution_state(&self) -> crate::approvals::State {
+        crate::approvals::State::parse(&self.state).unwrap_or(crate::approvals::State::Cancelled)
+    }
+}
+
 /// What is written for one transition.
 pub struct Entry<'a> {
     /// The execution.

@@ -15,6 +15,8 @@ use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
 
+pub use gatehouse_model::{CredentialStatus, CredentialView};
+
 /// What the caller asks for when issuing.
 #[derive(Debug, Clone, Default)]
 pub struct IssueRequest {
@@ -98,22 +100,6 @@ pub struct Credential {
     pub revoked_at_ms: Option<i64>,
     /// Why it was revoked (`revoked`, `reissued`, …).
     pub revoked_reason: Option<String>,
-}
-
-/// A credential with its liveness worked out against the window, for listings.
-#[derive(Debug, Clone, Serialize)]
-pub struct CredentialView {
-    /// The credential.
-    #[serde(flatten)]
-    pub credential: Credential,
-    /// `active`, `expired` or `revoked`.
-    pub status: &'static str,
-    /// RFC 3339 issue time.
-    pub created_at: String,
-    /// RFC 3339 time of the last sign of life.
-    pub last_seen_at: String,
-    /// RFC 3339 time it lapses unless it shows life again.
-    pub expires_at: String,
 }
 
 /// Why a token was not accepted.
@@ -357,18 +343,25 @@ impl CredentialStore {
         let now = self.clock.now_ms();
         let expires = credential.last_seen_ms + self.window_ms;
         let status = if credential.revoked_at_ms.is_some() {
-            "revoked"
+            CredentialStatus::Revoked
         } else if expires <= now {
-            "expired"
+            CredentialStatus::Expired
         } else {
-            "active"
+            CredentialStatus::Active
         };
         CredentialView {
             status,
             created_at: rfc3339(credential.created_at_ms),
             last_seen_at: rfc3339(credential.last_seen_ms),
             expires_at: rfc3339(expires),
-            credential,
+            last_seen_ms: credential.last_seen_ms,
+            expires_ms: expires,
+            id: credential.id,
+            agent: credential.agent,
+            thread: credential.thread,
+            provider_session: credential.provider_session,
+            owner: credential.owner,
+            revoked_reason: credential.revoked_reason,
         }
     }
 }
@@ -484,7 +477,7 @@ mod tests {
         assert_eq!(store.revoked_among(&[keep.id.clone(), t.id.clone()]).unwrap(), vec![(t.id.clone(), false)]);
         assert_eq!(store.revoke_all().unwrap(), 1);
         assert!(!accepted(&store, &keep.token));
-        assert!(store.list().unwrap().iter().all(|c| c.status == "revoked"));
+        assert!(store.list().unwrap().iter().all(|c| c.status == CredentialStatus::Revoked));
     }
 
     #[test]

@@ -17,6 +17,9 @@ pub mod policy;
 pub mod secret;
 pub mod users;
 
+/// The shared model (states, views, live events, routes), re-exported.
+pub use gatehouse_model as model;
+
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::Db;
 pub use error::CoreError;

@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::response::sse::Event;
 use futures::StreamExt;
-use gatehouse_core::approvals::{AccessError, Decision};
+use gatehouse_core::approvals::{AccessError, Decision, ExecutionView};
 use gatehouse_core::live::LiveEvent;
 use serde::Deserialize;
 use serde_json::json;
@@ -77,8 +77,8 @@ pub async fn resume_in_session(
     resume(state, user, Path(id), body).await
 }
 
-/// `GET /api/executions/{eid}/events`: the state now, then every change;
-/// the stream ends once the execution settles.
+/// `GET /api/executions/{eid}/events`: the execution's view (the JSON of
+/// `GET /api/executions/{eid}`) now, then on every change until it settles.
 pub async fn events(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
@@ -89,18 +89,25 @@ pub async fn events(
     // After the last state the stream stays open (keep-alives only), so
     // browsers do not reconnect over and over to a settled execution.
     let Some((_, rx)) = state.mcp.core.approvals.subscribe(&id) else {
-        let event = Event::default().data(json!({"state": view.state, "decision": view.decision}).to_string());
+        let event = view_event(&view);
         return Ok(sse(
             futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending()),
             &state,
             slot,
         ));
     };
-    let stream = WatchStream::new(rx).map(|s| {
-        let decision = s.decided_by.map(|by| json!({"state": s.state, "by": by}));
-        Ok(Event::default().data(json!({"state": s.state, "decision": decision}).to_string()))
+    // Each change is read back through the directory, so a settled execution
+    // is sent as the audit log has it: what a reload of the page would show.
+    let approvals = state.mcp.core.approvals.clone();
+    let stream = WatchStream::new(rx).filter_map(move |_| {
+        let event = approvals.view_for(&user, &id).ok().map(|view| Ok(view_event(&view)));
+        async move { event }
     });
     Ok(sse(stream.chain(futures::stream::pending()), &state, slot))
+}
+
+fn view_event(view: &ExecutionView) -> Event {
+    Event::default().data(serde_json::to_string(view).unwrap_or_default())
 }
 
 /// `GET /api/approvals/events`: "the inbox changed" whenever an execution is

@@ -8,25 +8,27 @@ pub mod live;
 use axum::Router;
 use axum::routing::{delete, get, post};
 
+use gatehouse_core::model::routes;
+
 use crate::auth;
 use crate::state::AppState;
 
 /// Routes under `/api`.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/auth/sign-in", post(auth::sign_in))
-        .route("/api/auth/sign-out", post(auth::sign_out))
-        .route("/api/auth/setup", post(auth::setup))
+        .route(routes::API_SIGN_IN, post(auth::sign_in))
+        .route(routes::API_SIGN_OUT, post(auth::sign_out))
+        .route(routes::API_SETUP, post(auth::setup))
         .route("/api/credentials", post(credentials::issue).get(credentials::list))
         .route("/api/credentials/{id}", delete(credentials::revoke))
         .route("/api/threads/{thread}/touch", post(credentials::touch_thread))
         .route("/api/threads/{thread}/credentials", delete(credentials::revoke_thread))
         .route("/api/provider-sessions/{session}/credentials", delete(credentials::revoke_provider_session))
-        .route("/api/live/events", get(live::events))
-        .route("/api/executions/{eid}", get(executions::get))
-        .route("/api/executions/{eid}/resume", post(executions::resume))
-        .route("/api/executions/{eid}/events", get(executions::events))
+        .route(routes::LIVE_EVENTS, get(live::events))
+        .route(&routes::execution("{eid}"), get(executions::get))
+        .route(&routes::execution_resume("{eid}"), post(executions::resume))
+        .route(&routes::execution_events("{eid}"), get(executions::events))
         .route("/api/mcp-sessions/{sid}/executions/{eid}", get(executions::get_in_session))
         .route("/api/mcp-sessions/{sid}/executions/{eid}/resume", post(executions::resume_in_session))
-        .route("/api/approvals/events", get(executions::inbox_events))
+        .route(routes::APPROVAL_EVENTS, get(executions::inbox_events))
 }

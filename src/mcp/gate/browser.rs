@@ -11,10 +11,11 @@ use crate::mcp::McpState;
 
 /// The approval page of an execution.
 pub fn approval_url(state: &McpState, execution: &Execution) -> String {
-    match &execution.session_id {
-        Some(sid) => format!("{}/resume/{}?mcp_session_id={sid}", state.base_url, execution.id),
-        None => format!("{}/resume/{}", state.base_url, execution.id),
-    }
+    format!(
+        "{}{}",
+        state.base_url,
+        gatehouse_core::model::routes::resume(&execution.id, execution.session_id.as_deref())
+    )
 }
 
 /// The browser-mode answer to a paused call (not an error: the call is fine, it waits).

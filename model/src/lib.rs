@@ -1,0 +1,16 @@
+//! The types that cross Gatehouse's crates: what the store records, the
+//! server sends and the pages show. Serde only, so the same definitions
+//! compile into the server and into the browser's wasm bundle.
+
+#![warn(missing_docs)]
+
+pub mod credential;
+pub mod execution;
+pub mod live;
+pub mod routes;
+pub mod state;
+
+pub use credential::{CredentialStatus, CredentialView};
+pub use execution::{DecisionView, ExecutionView};
+pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};
+pub use state::{Decision, State};

@@ -1,0 +1,59 @@
+//! The site's and the browser API's URLs, built in one place: the server's
+//! router, the MCP gate's approval links and the pages all use these.
+
+/// The home page.
+pub const HOME: &str = "/";
+/// The approvals inbox.
+pub const APPROVALS: &str = "/approvals";
+/// The upstreams page.
+pub const UPSTREAMS: &str = "/upstreams";
+/// The sign-in page.
+pub const SIGN_IN: &str = "/sign-in";
+/// The sign-in form's target.
+pub const API_SIGN_IN: &str = "/api/auth/sign-in";
+/// The sign-out form's target.
+pub const API_SIGN_OUT: &str = "/api/auth/sign-out";
+/// The first-run setup form's target.
+pub const API_SETUP: &str = "/api/auth/setup";
+/// Every hub change (sessions, credentials, approvals, upstreams), as SSE.
+pub const LIVE_EVENTS: &str = "/api/live/events";
+/// "The inbox changed", as SSE.
+pub const APPROVAL_EVENTS: &str = "/api/approvals/events";
+
+/// The resume page of an execution; `mcp_session_id` tells the page which
+/// MCP session made the call (session ids are URL-safe tokens).
+pub fn resume(execution_id: &str, mcp_session_id: Option<&str>) -> String {
+    match mcp_session_id {
+        Some(sid) => format!("/resume/{execution_id}?mcp_session_id={sid}"),
+        None => format!("/resume/{execution_id}"),
+    }
+}
+
+/// An execution as JSON.
+pub fn execution(execution_id: &str) -> String {
+    format!("/api/executions/{execution_id}")
+}
+
+/// Where a decision on an execution is posted.
+pub fn execution_resume(execution_id: &str) -> String {
+    format!("/api/executions/{execution_id}/resume")
+}
+
+/// An execution's view on every change, as SSE.
+pub fn execution_events(execution_id: &str) -> String {
+    format!("/api/executions/{execution_id}/events")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_have_their_documented_shape() {
+        assert_eq!(resume("exec_1", None), "/resume/exec_1");
+        assert_eq!(resume("exec_1", Some("s")), "/resume/exec_1?mcp_session_id=s");
+        assert_eq!(execution("exec_1"), "/api/executions/exec_1");
+        assert_eq!(execution_resume("exec_1"), "/api/executions/exec_1/resume");
+        assert_eq!(execution_events("exec_1"), "/api/executions/exec_1/events");
+    }
+}
