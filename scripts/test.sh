@@ -20,6 +20,10 @@ bash .ci/install.sh
 step "build"
 bash scripts/build.sh
 
+step "habits: formatting, clippy (warnings are errors), docs on every public item"
+cargo fmt --all --check
+cargo clippy --release --workspace --all-targets -- -D warnings
+
 step "unit and integration tests (cargo test)"
 cargo test --release --workspace
 
