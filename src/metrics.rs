@@ -59,11 +59,13 @@ pub fn render(state: &AppState) -> String {
         approvals.pending().len(),
         approvals.len(),
     );
-    for (i, name) in ["accept", "decline", "cancel", "expire"].iter().enumerate() {
+    for (name, counter) in
+        [("accept", &m.accepted), ("decline", &m.declined), ("cancel", &m.cancelled), ("expire", &m.expired)]
+    {
         let _ = writeln!(
             out,
             "gatehouse_approval_decisions_total{{decision=\"{name}\"}} {}",
-            m.decisions[i].load(Ordering::Relaxed)
+            counter.load(Ordering::Relaxed)
         );
     }
     out.push_str("# HELP gatehouse_approval_wait_seconds Time from pause to decision.\n# TYPE gatehouse_approval_wait_seconds histogram\n");

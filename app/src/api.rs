@@ -79,8 +79,12 @@ mod server {
     }
 
     /// Sets the HTTP status of the page (or server function) response.
-    pub fn set_status(code: http::StatusCode) {
-        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+    /// Sets the HTTP status of the page (or server function) response, as
+    /// the approval error says ([`AccessError::status_code`]).
+    pub fn set_status(code: u16) {
+        if let (Some(response), Ok(code)) =
+            (use_context::<leptos_axum::ResponseOptions>(), http::StatusCode::from_u16(code))
+        {
             response.set_status(code);
         }
     }
@@ -91,12 +95,12 @@ mod server {
             Ok(view) => {
                 super::Lookup::Found { execution: Box::new(view), now_ms: core.clock.now_ms(), is_admin: user.is_admin }
             }
-            Err(AccessError::Forbidden) => {
-                set_status(http::StatusCode::FORBIDDEN);
+            Err(e @ AccessError::Forbidden) => {
+                set_status(e.status_code());
                 super::Lookup::Forbidden
             }
-            Err(AccessError::NotFound) => {
-                set_status(http::StatusCode::NOT_FOUND);
+            Err(e @ AccessError::NotFound) => {
+                set_status(e.status_code());
                 super::Lookup::NotFound
             }
             Err(e) => return Err(ServerFnError::new(e.to_string())),
@@ -114,7 +118,6 @@ pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
 /// form post before hydration (the browser is sent back to the page).
 #[server(prefix = "/api/fn", endpoint = "decide")]
 pub async fn decide_execution(id: String, action: String) -> Result<String, ServerFnError> {
-    use gatehouse_core::approvals::AccessError;
     let (user, core) = server::context()?;
     use gatehouse_model::Decision;
     let decision = match Decision::parse(&action) {
@@ -124,12 +127,7 @@ pub async fn decide_execution(id: String, action: String) -> Result<String, Serv
     match core.approvals.decide_for(&user, &id, decision) {
         Ok(snapshot) => Ok(snapshot.state.as_str().to_string()),
         Err(e) => {
-            server::set_status(match e {
-                AccessError::NotFound => http::StatusCode::NOT_FOUND,
-                AccessError::Forbidden | AccessError::AdminRequired => http::StatusCode::FORBIDDEN,
-                AccessError::Conflict(_) => http::StatusCode::CONFLICT,
-                AccessError::Storage(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
-            });
+            server::set_status(e.status_code());
             Err(ServerFnError::new(e.to_string()))
         }
     }

@@ -1,0 +1,134 @@
+//! Who may see and decide an execution (the owner of its agent, or an admin;
+//! admins only for calls that change the gate), and the views they get.
+
+use gatehouse_model::{Decision, DecisionView, ExecutionView, State};
+
+use super::Execution;
+use super::store::{ApprovalStore, DecideError, Snapshot};
+use crate::clock::rfc3339;
+use crate::users::User;
+
+/// Why a person may not see or decide an execution.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// No such execution.
+    #[error("execution not found")]
+    NotFound,
+    /// It belongs to another user's agent.
+    #[error("this execution belongs to another user's agent")]
+    Forbidden,
+    /// Another decision came first.
+    #[error("execution is already {0}")]
+    Conflict(&'static str),
+    /// Only an admin may decide it (it changes the gate for everyone).
+    #[error("this call changes the gate for everyone: an admin must decide it")]
+    AdminRequired,
+    /// Storage failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+impl AccessError {
+    /// The HTTP status this answers with — the one mapping used by the JSON
+    /// API and the pages' server functions alike.
+    pub fn status_code(&self) -> u16 {
+        match self {
+            AccessError::NotFound => 404,
+            AccessError::Forbidden | AccessError::AdminRequired => 403,
+            AccessError::Conflict(_) => 409,
+            AccessError::Storage(_) => 500,
+        }
+    }
+}
+
+/// Whether `user` may see and decide executions of `owner`'s agents.
+pub fn may_decide(user: &User, owner: Option<&str>) -> bool {
+    user.is_admin || owner == Some(user.username.as_str())
+}
+
+pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> ExecutionView {
+    ExecutionView {
+        execution_id: execution.id.clone(),
+        state: snapshot.state,
+        tool: execution.tool.clone(),
+        upstream: execution.upstream.clone(),
+        arguments: Some(execution.arguments.clone()),
+        arguments_digest: execution.arguments_digest.clone(),
+        agent: execution.agent.clone(),
+        owner: execution.owner.clone(),
+        session_id: execution.session_id.clone(),
+        created_at: Some(rfc3339(execution.created_at_ms)),
+        expires_at: Some(rfc3339(execution.expires_at_ms)),
+        expires_at_ms: Some(execution.expires_at_ms),
+        decision: snapshot.decided_by.clone().map(|by| DecisionView { state: snapshot.state, by }),
+        admin_only: execution.admin_only,
+    }
+}
+
+impl ApprovalStore {
+    /// An execution as `user` may see it: live first, then the audit log.
+    pub fn view_for(&self, user: &User, id: &str) -> std::result::Result<ExecutionView, AccessError> {
+        if let Some((execution, snapshot)) = self.get(id) {
+            if !may_decide(user, execution.owner.as_deref()) {
+                return Err(AccessError::Forbidden);
+            }
+            return Ok(live_view(&execution, &snapshot));
+        }
+        let last = self
+            .inner
+            .audit
+            .latest(id)
+            .map_err(|e| AccessError::Storage(e.to_string()))?
+            .ok_or(AccessError::NotFound)?;
+        if !may_decide(user, last.owner.as_deref()) {
+            return Err(AccessError::Forbidden);
+        }
+        let state = last.execution_state();
+        Ok(ExecutionView {
+            execution_id: last.execution_id,
+            state,
+            tool: last.tool,
+            upstream: None,
+            arguments: None,
+            arguments_digest: last.arguments_digest,
+            agent: last.agent,
+            owner: last.owner,
+            session_id: None,
+            created_at: None,
+            expires_at: None,
+            expires_at_ms: None,
+            decision: self.inner.audit.decided_by(id).ok().flatten().map(|by| DecisionView { state, by }),
+            admin_only: false,
+        })
+    }
+
+    /// Records `user`'s decision, after checking they may make it.
+    pub fn decide_for(&self, user: &User, id: &str, decision: Decision) -> std::result::Result<Snapshot, AccessError> {
+        let view = self.view_for(user, id)?;
+        if view.admin_only && !user.is_admin {
+            return Err(AccessError::AdminRequired);
+        }
+        let actor = format!("user:{}", user.username);
+        let snapshot = self.decide(id, decision, &actor).map_err(|e| match e {
+            DecideError::NotFound => AccessError::NotFound,
+            DecideError::Conflict(s) => AccessError::Conflict(s),
+            DecideError::Storage(s) => AccessError::Storage(s),
+        })?;
+        tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
+        Ok(snapshot)
+    }
+
+    /// Pending executions `user` may decide, oldest first.
+    pub fn pending_for(&self, user: &User) -> Vec<ExecutionView> {
+        let entries = self.entries();
+        let mut all: Vec<ExecutionView> = entries
+            .values()
+            .filter(|e| may_decide(user, e.execution.owner.as_deref()))
+            .filter(|e| e.tx.borrow().state == State::Pending)
+            // The inbox lists many calls: arguments are shown on each call's own page.
+            .map(|e| ExecutionView { arguments: None, ..live_view(&e.execution, &e.tx.borrow()) })
+            .collect();
+        all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
+        all
+    }
+}

@@ -1,0 +1,116 @@
+//! An execution: a gated call as it was asked for, with the digests that bind
+//! an approval to exactly what runs, and the rule of who may resume it.
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// A gated call.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Execution {
+    /// `exec_<uuid>`.
+    pub id: String,
+    /// Exposed tool name.
+    pub tool: String,
+    /// The upstream server, for upstream tools.
+    pub upstream: Option<String>,
+    /// The tool's own name at its upstream (what runs once approved).
+    pub upstream_tool: Option<String>,
+    /// SHA-256 of the tool's definition when the call was paused; the
+    /// approved call runs only if the definition is still the same.
+    pub tool_digest: String,
+    /// The call's arguments, exactly as sent.
+    pub arguments: Value,
+    /// SHA-256 (hex) of the canonical arguments.
+    pub arguments_digest: String,
+    /// Agent name of the calling credential.
+    pub agent: String,
+    /// The calling credential.
+    pub credential_id: String,
+    /// The calling credential's thread: a credential re-issued for the same
+    /// thread (same agent and owner) may resume it.
+    pub thread: Option<String>,
+    /// The agent's owner (decides, with admins).
+    pub owner: Option<String>,
+    /// The MCP session it was made in, if any.
+    pub session_id: Option<String>,
+    /// Whether only a person may decide it.
+    pub human_only: bool,
+    /// Whether only an admin may decide it (tools that change the gate for everyone).
+    pub admin_only: bool,
+    /// Creation time (Unix ms).
+    pub created_at_ms: i64,
+    /// Expiry time (Unix ms).
+    pub expires_at_ms: i64,
+}
+
+/// What the caller supplies to open an execution.
+#[derive(Debug, Clone)]
+pub struct NewExecution {
+    /// Exposed tool name.
+    pub tool: String,
+    /// Upstream, if any.
+    pub upstream: Option<String>,
+    /// The tool's own name at its upstream.
+    pub upstream_tool: Option<String>,
+    /// Digest of the tool's definition ([`tool_digest`]).
+    pub tool_digest: String,
+    /// Arguments.
+    pub arguments: Value,
+    /// Agent.
+    pub agent: String,
+    /// Credential.
+    pub credential_id: String,
+    /// The credential's thread.
+    pub thread: Option<String>,
+    /// Owner.
+    pub owner: Option<String>,
+    /// MCP session.
+    pub session_id: Option<String>,
+    /// Only a person may decide.
+    pub human_only: bool,
+    /// Only an admin may decide.
+    pub admin_only: bool,
+}
+
+/// Whether `credential` may resume, decide (model mode) or retry
+/// `execution`: the credential that opened it, or the one that replaced it by
+/// re-issue for the same thread (same agent and owner). Another credential
+/// with the same agent name is someone else.
+pub fn belongs_to(
+    credential: &crate::credentials::Credential,
+    credential_id: &str,
+    thread: Option<&str>,
+    agent: &str,
+    owner: Option<&str>,
+) -> bool {
+    credential.id == credential_id
+        || (thread.is_some()
+            && credential.thread.as_deref() == thread
+            && credential.agent == agent
+            && credential.owner.as_deref() == owner)
+}
+
+impl Execution {
+    /// Whether `credential` may resume it (see [`belongs_to`]).
+    pub fn belongs_to(&self, credential: &crate::credentials::Credential) -> bool {
+        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner.as_deref())
+    }
+}
+
+/// SHA-256 (hex) of the canonical JSON of `arguments` (object keys sorted).
+pub fn digest(arguments: &Value) -> String {
+    fn canonical(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => {
+                let sorted: std::collections::BTreeMap<_, _> =
+                    map.iter().map(|(k, v)| (k.clone(), canonical(v))).collect();
+                Value::Object(sorted.into_iter().collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    hex::encode(Sha256::digest(canonical(arguments).to_string().as_bytes()))
+}

@@ -1,0 +1,498 @@
+//! The approval store: the live executions, their state channels and timers,
+//! and every transition (each audited, all under one lock).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use gatehouse_model::{Decision, State};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::{ApprovalMetrics, Execution, NewExecution, digest};
+use crate::audit::{self, AuditEvent, AuditLog};
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::live::{LiveEvent, LiveHub};
+use crate::secret;
+
+/// The state of an execution at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// State.
+    pub state: State,
+    /// Who moved it there (`user:ada`, `agent`, `system`).
+    pub actor: Option<String>,
+    /// Extra words (error text).
+    pub detail: Option<String>,
+    /// Who took it out of pending (kept through running and completion).
+    pub decided_by: Option<String>,
+}
+
+/// Why a decision was not recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    /// No such execution, live or in the audit log.
+    #[error("execution not found")]
+    NotFound,
+    /// Another decision (or expiry) came first.
+    #[error("execution is already {0}")]
+    Conflict(&'static str),
+    /// Storage failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// What waiting for a decision came to ([`ApprovalStore::wait_or_forget`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// The time slice ended with no decision.
+    StillPending,
+    /// It left `pending` (decided, expired, cancelled): its state then.
+    Moved(Snapshot),
+    /// It was not live when the wait began (settled: the audit log answers).
+    NotLive,
+    /// The client cancelled; the execution was forgotten.
+    Cancelled,
+}
+
+/// Why an approved call could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// Not approved (pending or settled).
+    #[error("execution is {0}, not approved")]
+    NotApproved(&'static str),
+    /// No live execution.
+    #[error("execution not found")]
+    NotFound,
+}
+
+/// Why a new execution was not opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The credential already has as many live executions as allowed.
+    #[error("this credential already has {limit} calls waiting or running (max_executions_per_credential)")]
+    TooMany {
+        /// The configured limit.
+        limit: usize,
+    },
+}
+
+pub(super) struct Entry {
+    pub(super) execution: Arc<Execution>,
+    pub(super) tx: watch::Sender<Snapshot>,
+    /// When it was approved: it must start running within the run window.
+    approved_at_ms: Option<i64>,
+}
+
+/// How long an approval stays pending, and how much one credential may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Pending executions expire after this long.
+    pub ttl: Duration,
+    /// An approved execution must start running within this long (never longer than `ttl`).
+    pub run_window: Duration,
+    /// Live (pending, approved or running) executions per credential.
+    pub per_credential: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { ttl: Duration::from_secs(600), run_window: Duration::from_secs(300), per_credential: 20 }
+    }
+}
+
+pub(super) struct Inner {
+    entries: Mutex<HashMap<String, Entry>>,
+    pub(super) audit: AuditLog,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+    live: LiveHub,
+    metrics: ApprovalMetrics,
+}
+
+/// The shared in-process approval store.
+#[derive(Clone)]
+pub struct ApprovalStore {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl ApprovalStore {
+    /// A store whose pending executions expire after `limits.ttl`. Marks
+    /// executions a previous run left unsettled as `abandoned`.
+    pub fn new(audit: AuditLog, clock: Arc<dyn Clock>, limits: Limits, live: LiveHub) -> Result<Self> {
+        let abandoned = audit.abandon_unsettled()?;
+        if abandoned > 0 {
+            tracing::warn!(abandoned, "executions left unsettled by a previous run are now abandoned");
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                entries: Mutex::default(),
+                audit,
+                clock,
+                limits: Limits { run_window: limits.run_window.min(limits.ttl), ..limits },
+                live,
+                metrics: ApprovalMetrics::default(),
+            }),
+        })
+    }
+
+    /// The approval TTL.
+    pub fn ttl(&self) -> Duration {
+        self.inner.limits.ttl
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// Counters for `/metrics`.
+    pub fn metrics(&self) -> &ApprovalMetrics {
+        &self.inner.metrics
+    }
+
+    /// The audit log behind the store.
+    pub fn audit(&self) -> &AuditLog {
+        &self.inner.audit
+    }
+
+    pub(super) fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.inner.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Live entries (the gauge that must return to zero).
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// Whether no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Pending executions (for the inbox), oldest first.
+    pub fn pending(&self) -> Vec<Arc<Execution>> {
+        let mut all: Vec<_> = self
+            .entries()
+            .values()
+            .filter(|e| e.tx.borrow().state == State::Pending)
+            .map(|e| e.execution.clone())
+            .collect();
+        all.sort_by_key(|e| (e.created_at_ms, e.id.clone()));
+        all
+    }
+
+    fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
+        let result = self.inner.audit.record(audit::Entry {
+            execution_id: &execution.id,
+            state: state.as_str(),
+            tool: &execution.tool,
+            arguments_digest: &execution.arguments_digest,
+            agent: &execution.agent,
+            owner: execution.owner.as_deref(),
+            credential_id: Some(&execution.credential_id),
+            thread: execution.thread.as_deref(),
+            actor,
+            detail,
+        });
+        if let Err(e) = result {
+            tracing::error!(execution = %execution.id, error = %e, "audit write failed");
+        }
+    }
+
+    /// Moves a live entry to `state` (caller holds the lock); removes it when settled.
+    fn transition(
+        &self,
+        entries: &mut HashMap<String, Entry>,
+        id: &str,
+        state: State,
+        actor: Option<&str>,
+        detail: Option<&str>,
+    ) -> Option<Snapshot> {
+        let entry = entries.get(id)?;
+        self.record(&entry.execution, state, actor, detail);
+        let previous = entry.tx.borrow().clone();
+        let decided_by = if previous.state == State::Pending { actor.map(Into::into) } else { previous.decided_by };
+        let snapshot = Snapshot { state, actor: actor.map(Into::into), detail: detail.map(Into::into), decided_by };
+        entry.tx.send_replace(snapshot.clone());
+        if state.is_settled() {
+            entries.remove(id);
+        }
+        self.inner.live.publish(LiveEvent::ApprovalsChanged);
+        Some(snapshot)
+    }
+
+    /// Records a new pending execution and arms its expiry; refused when the
+    /// credential already holds as many live executions as allowed.
+    pub fn open(&self, new: NewExecution) -> std::result::Result<Arc<Execution>, OpenError> {
+        let now = self.inner.clock.now_ms();
+        let ttl = self.inner.limits.ttl;
+        let execution = Arc::new(Execution {
+            id: secret::new_id("exec"),
+            arguments_digest: digest(&new.arguments),
+            tool: new.tool,
+            upstream: new.upstream,
+            upstream_tool: new.upstream_tool,
+            tool_digest: new.tool_digest,
+            arguments: new.arguments,
+            agent: new.agent,
+            credential_id: new.credential_id,
+            thread: new.thread,
+            owner: new.owner,
+            session_id: new.session_id,
+            human_only: new.human_only,
+            admin_only: new.admin_only,
+            created_at_ms: now,
+            expires_at_ms: now + ttl.as_millis() as i64,
+        });
+        let snapshot = Snapshot { state: State::Pending, actor: Some("agent".into()), detail: None, decided_by: None };
+        {
+            let mut entries = self.entries();
+            let limit = self.inner.limits.per_credential;
+            let held = entries.values().filter(|e| e.execution.credential_id == execution.credential_id).count();
+            if held >= limit {
+                return Err(OpenError::TooMany { limit });
+            }
+            self.record(&execution, State::Pending, Some("agent"), None);
+            entries.insert(
+                execution.id.clone(),
+                Entry { execution: execution.clone(), tx: watch::channel(snapshot).0, approved_at_ms: None },
+            );
+        }
+        self.inner.live.publish(LiveEvent::ApprovalsChanged);
+        self.after(ttl, &execution.id, |store, id| {
+            store.expire(id);
+        });
+        Ok(execution)
+    }
+
+    /// Runs `then` on this store after `delay`, unless the store is gone by
+    /// then. Each timer is bounded by its delay and holds no strong reference.
+    fn after(&self, delay: Duration, id: &str, then: fn(&ApprovalStore, &str)) {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let id = id.to_string();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Some(inner) = weak.upgrade() {
+                then(&ApprovalStore { inner }, &id);
+            }
+        });
+    }
+
+    /// Expires a still-pending execution (the TTL passed).
+    pub fn expire(&self, id: &str) -> bool {
+        let mut entries = self.entries();
+        if entries.get(id).is_some_and(|e| e.tx.borrow().state == State::Pending) {
+            self.transition(
+                &mut entries,
+                id,
+                State::Expired,
+                Some("system"),
+                Some("no decision within the approval TTL"),
+            );
+            self.inner.metrics.expired.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Expires an approved execution that did not start within the run
+    /// window: when its timer fires (`timer`), or when a run is asked for too late.
+    fn expire_unrun(&self, id: &str, timer: bool) -> bool {
+        let mut entries = self.entries();
+        let now = self.inner.clock.now_ms();
+        let window = self.inner.limits.run_window.as_millis() as i64;
+        let overdue = entries.get(id).is_some_and(|e| {
+            e.tx.borrow().state == State::Approved && (timer || e.approved_at_ms.is_some_and(|at| at + window <= now))
+        });
+        if overdue {
+            self.transition(
+                &mut entries,
+                id,
+                State::Expired,
+                Some("system"),
+                Some("approved but not run within the run window"),
+            );
+        }
+        overdue
+    }
+
+    /// Settles every not-yet-running execution of a revoked credential as `revoked`.
+    pub fn forget_credential(&self, credential_id: &str) -> usize {
+        let mut entries = self.entries();
+        let ids: Vec<String> = entries
+            .values()
+            .filter(|e| e.execution.credential_id == credential_id)
+            .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
+            .map(|e| e.execution.id.clone())
+            .collect();
+        for id in &ids {
+            self.transition(&mut entries, id, State::Revoked, Some("system"), Some("the credential was revoked"));
+        }
+        ids.len()
+    }
+
+    /// The credentials that hold live executions.
+    pub fn credential_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.entries().values().map(|e| e.execution.credential_id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// The live execution a retried call continues: same credential, tool and arguments.
+    pub fn find_live(&self, credential_id: &str, tool: &str, arguments_digest: &str) -> Option<Arc<Execution>> {
+        self.entries()
+            .values()
+            .map(|e| &e.execution)
+            .filter(|e| e.credential_id == credential_id && e.tool == tool && e.arguments_digest == arguments_digest)
+            .min_by_key(|e| e.created_at_ms)
+            .cloned()
+    }
+
+    /// The live execution and its state.
+    pub fn get(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
+        self.entries().get(id).map(|e| (e.execution.clone(), e.tx.borrow().clone()))
+    }
+
+    /// Watches a live execution's state.
+    pub fn subscribe(&self, id: &str) -> Option<(Arc<Execution>, watch::Receiver<Snapshot>)> {
+        self.entries().get(id).map(|e| (e.execution.clone(), e.tx.subscribe()))
+    }
+
+    /// The audit log's last word on an execution that is no longer live.
+    pub fn settled(&self, id: &str) -> Option<AuditEvent> {
+        self.inner.audit.latest(id).ok().flatten()
+    }
+
+    /// Records a decision. First decision wins; repeating it is a no-op.
+    pub fn decide(&self, id: &str, decision: Decision, actor: &str) -> std::result::Result<Snapshot, DecideError> {
+        let mut entries = self.entries();
+        let Some(entry) = entries.get(id) else {
+            drop(entries);
+            return match self.inner.audit.latest(id).map_err(|e| DecideError::Storage(e.to_string()))? {
+                None => Err(DecideError::NotFound),
+                Some(last) => {
+                    let state = last.execution_state();
+                    if decision.agrees_with(state) {
+                        let decided_by = self.inner.audit.decided_by(id).ok().flatten();
+                        Ok(Snapshot { state, actor: last.actor, detail: last.detail, decided_by })
+                    } else {
+                        Err(DecideError::Conflict(state.as_str()))
+                    }
+                }
+            };
+        };
+        let current = entry.tx.borrow().clone();
+        if current.state != State::Pending {
+            return if decision.agrees_with(current.state) {
+                Ok(current)
+            } else {
+                Err(DecideError::Conflict(current.state.as_str()))
+            };
+        }
+        let waited = self.inner.clock.now_ms() - entry.execution.created_at_ms;
+        let snapshot = self
+            .transition(&mut entries, id, decision.state(), Some(actor), None)
+            .expect("entry is present under the lock");
+        if decision == Decision::Accept
+            && let Some(entry) = entries.get_mut(id)
+        {
+            entry.approved_at_ms = Some(self.inner.clock.now_ms());
+        }
+        drop(entries);
+        if decision == Decision::Accept {
+            self.after(self.inner.limits.run_window, id, |store, id| {
+                store.expire_unrun(id, true);
+            });
+        }
+        let m = &self.inner.metrics;
+        m.decided(decision).fetch_add(1, Ordering::Relaxed);
+        m.observe_wait(waited);
+        Ok(snapshot)
+    }
+
+    /// Waits up to `limit` for the execution to leave `pending`; returns the
+    /// state then (still `pending` when the slice ended), or `None` if it is
+    /// not live.
+    pub async fn wait(&self, id: &str, limit: Duration) -> Option<Snapshot> {
+        let (_, mut rx) = self.subscribe(id)?;
+        let _ = tokio::time::timeout(limit, rx.wait_for(|s| s.state != State::Pending)).await;
+        // A closed channel still holds the last state it was sent.
+        let last = rx.borrow().clone();
+        Some(last)
+    }
+
+    /// Waits up to `limit` for a decision, unless `cancelled` resolves first
+    /// (the client cancelled the request holding the call): then the
+    /// execution is forgotten, as its client abandoned it. The one place a
+    /// held call waits.
+    pub async fn wait_or_forget(&self, id: &str, limit: Duration, cancelled: impl Future<Output = ()>) -> Waited {
+        tokio::select! {
+            seen = self.wait(id, limit) => match seen {
+                None => Waited::NotLive,
+                Some(s) if s.state == State::Pending => Waited::StillPending,
+                Some(s) => Waited::Moved(s),
+            },
+            _ = cancelled => {
+                self.forget(id, "the client cancelled its request");
+                Waited::Cancelled
+            }
+        }
+    }
+
+    /// Moves an approved execution to running; the caller then runs the tool
+    /// and calls [`ApprovalStore::finish`].
+    pub fn start_run(&self, id: &str) -> std::result::Result<Arc<Execution>, RunError> {
+        if self.expire_unrun(id, false) {
+            return Err(RunError::NotApproved(State::Expired.as_str()));
+        }
+        let mut entries = self.entries();
+        let entry = entries.get(id).ok_or(RunError::NotFound)?;
+        let state = entry.tx.borrow().state;
+        if state != State::Approved {
+            return Err(RunError::NotApproved(state.as_str()));
+        }
+        let execution = entry.execution.clone();
+        self.transition(&mut entries, id, State::Running, Some("agent"), None);
+        Ok(execution)
+    }
+
+    /// Settles a running execution.
+    pub fn finish(&self, id: &str, succeeded: bool, detail: Option<&str>) {
+        let mut entries = self.entries();
+        if entries.get(id).is_some_and(|e| e.tx.borrow().state == State::Running) {
+            let state = if succeeded { State::Completed } else { State::Failed };
+            self.transition(&mut entries, id, state, Some("agent"), detail);
+        }
+    }
+
+    /// Drops an execution its client abandoned (cancelled request). A running
+    /// call is left to finish and settle itself.
+    pub fn forget(&self, id: &str, reason: &str) -> bool {
+        let mut entries = self.entries();
+        let live = entries.get(id).is_some_and(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved));
+        if live {
+            self.transition(&mut entries, id, State::Cancelled, Some("system"), Some(reason));
+        }
+        live
+    }
+
+    /// Drops every not-yet-running execution of an ended MCP session.
+    pub fn forget_session(&self, session_id: &str) -> usize {
+        let mut entries = self.entries();
+        let ids: Vec<String> = entries
+            .values()
+            .filter(|e| e.execution.session_id.as_deref() == Some(session_id))
+            .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
+            .map(|e| e.execution.id.clone())
+            .collect();
+        for id in &ids {
+            self.transition(&mut entries, id, State::Cancelled, Some("system"), Some("the MCP session ended"));
+        }
+        ids.len()
+    }
+}
