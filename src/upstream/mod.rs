@@ -715,13 +715,13 @@ impl Upstreams {
         if let Some(args) = arguments.as_object() {
             params = params.with_arguments(args.clone());
         }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let in_flight = link.relay.track(origin);
+        in_flight.mark(&mut request);
         let handle = match link.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
             Ok(handle) => handle,
             Err(e) => return Ok(failed(link.why(&e))),
         };
-        in_flight.sent(handle.id.clone(), handle.progress_token.clone());
         match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, GetExtensions, Implementation,
-    JsonRpcMessage, JsonRpcNotification, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ResourceUpdatedNotificationParam,
-    ServerNotification, ServerRequest,
+    ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, GetExtensions, GetMeta,
+    Implementation, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ListRootsRequest, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
+    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, RequestHandle,
@@ -56,14 +56,18 @@ pub(crate) struct InFlightGuard {
     entry: u64,
 }
 
+/// Marks a forwarded request with its in-flight entry. It rides in the
+/// request's (never serialized) extensions down to [`InOrder::send`], which
+/// records the id and progress token rmcp gave the request before the
+/// upstream can see it, so nothing the upstream sends about the call can
+/// arrive before the call is known by its upstream id.
+#[derive(Clone, Copy)]
+struct CallEntry(u64);
+
 impl InFlightGuard {
-    /// Fills in what rmcp assigned when the request was sent.
-    pub(crate) fn sent(&self, upstream_id: RequestId, upstream_progress: ProgressToken) {
-        let mut calls = self.relay.calls.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(call) = calls.iter_mut().find(|c| c.entry == self.entry) {
-            call.upstream_id = Some(upstream_id);
-            call.upstream_progress = Some(upstream_progress);
-        }
+    /// Marks `request` as this call, for [`InOrder::send`] to recognise.
+    pub(crate) fn mark(&self, request: &mut ClientRequest) {
+        request.extensions_mut().insert(CallEntry(self.entry));
     }
 }
 
@@ -108,6 +112,15 @@ impl RelayState {
         &self.upstream
     }
 
+    /// Records what rmcp assigned to the call `entry` as it goes out.
+    fn sending(&self, entry: u64, upstream_id: RequestId, upstream_progress: Option<ProgressToken>) {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(call) = calls.iter_mut().find(|c| c.entry == entry) {
+            call.upstream_id = Some(upstream_id);
+            call.upstream_progress = upstream_progress;
+        }
+    }
+
     fn owner(&self) -> Option<Arc<Downstream>> {
         self.owner.as_ref().and_then(Weak::upgrade)
     }
@@ -147,31 +160,24 @@ impl RelayState {
     /// Passes a progress update to the agent request it is about, under the
     /// agent's own progress token (none: the agent did not ask for progress).
     async fn forward_progress(&self, params: ProgressNotificationParam) {
-        // rmcp assigns the upstream token as the call is sent, and the call's
-        // task records it just after; a very fast first update may beat that.
-        for attempt in 0..2 {
-            let found = {
-                let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-                calls
-                    .iter()
-                    .find(|c| c.upstream_progress.as_ref() == Some(&params.progress_token))
-                    .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
-            };
-            match found {
-                Some((downstream, Some(token))) => {
-                    if let Some(peer) = downstream.peer() {
-                        let mut forwarded = params;
-                        forwarded.progress_token = token;
-                        let _ = peer.notify_progress(forwarded).await;
-                    }
-                    return;
+        let found = {
+            let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            calls
+                .iter()
+                .find(|c| c.upstream_progress.as_ref() == Some(&params.progress_token))
+                .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
+        };
+        match found {
+            Some((downstream, Some(token))) => {
+                if let Some(peer) = downstream.peer() {
+                    let mut forwarded = params;
+                    forwarded.progress_token = token;
+                    let _ = peer.notify_progress(forwarded).await;
                 }
-                Some((_, None)) => return,
-                None if attempt == 0 => tokio::time::sleep(Duration::from_millis(20)).await,
-                None => {}
             }
+            Some((_, None)) => {}
+            None => tracing::debug!(upstream = %self.upstream, "progress for no call in flight dropped"),
         }
-        tracing::debug!(upstream = %self.upstream, "progress for no call in flight dropped");
     }
 
     /// Passes a log message to its audience, at the level the agent asked for.
@@ -193,6 +199,9 @@ impl RelayState {
 /// as they arrive, before whatever follows them. rmcp runs notification
 /// handlers as tasks of their own, so a call's last progress update could
 /// otherwise reach the agent after the call's result (and be lost to it).
+/// It also records each forwarded call's upstream request id and progress
+/// token as the call goes out (rmcp assigns both inside `send_request`, and
+/// the upstream may answer before that returns to the caller).
 pub(crate) struct InOrder<T> {
     inner: T,
     relay: Arc<RelayState>,
@@ -211,6 +220,11 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }) = &item
+            && let Some(CallEntry(entry)) = request.extensions().get::<CallEntry>()
+        {
+            self.relay.sending(*entry, id.clone(), request.get_meta().get_progress_token());
+        }
         self.inner.send(item)
     }
 
