@@ -156,6 +156,8 @@ pub(crate) struct Inner {
     /// checks that no other agent still wants the URI, which a concurrent
     /// subscribe must not slip past.
     subscribing: tokio::sync::Mutex<()>,
+    /// Which of the agents' SSE streams are open (relayed requests need one).
+    pub(crate) streams: session::AgentStreams,
 }
 
 /// All upstreams; cheap to clone.
@@ -435,6 +437,12 @@ impl Upstreams {
             .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         live.set_upstreams(all);
+    }
+
+    /// Where the agents' open SSE streams are recorded: give it to
+    /// [`session::WatchedSessions`] in front of rmcp's session manager.
+    pub fn agent_streams(&self) -> session::AgentStreams {
+        self.inner.streams.clone()
     }
 
     /// Registers an agent session so it hears list changes and resource updates.
