@@ -10,4 +10,5 @@ mod mcp_auth;
 mod mcp_transport;
 mod native;
 mod proxy;
+mod relay_stress;
 mod upstreams;
