@@ -673,6 +673,7 @@ async fn an_agent_that_disconnects_mid_call_leaves_no_upstream_waiting() {
     assert_eq!(response.status(), 200);
     drop(response);
     let ask = next_ask(&watcher, &before).await;
+    eprintln!("after the agent's connection dropped, the upstream's request ended: {ask}");
     let error = ask["error"].as_str().unwrap_or_else(|| panic!("the request did not fail: {ask}"));
     assert!(error.contains("roots/list could not be relayed"), "{error}");
     assert!(error.contains("the agent's stream for the call it belongs to is closed"), "{error}");
@@ -692,6 +693,7 @@ async fn an_agent_that_disconnects_mid_call_leaves_no_upstream_waiting() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     agent.cancel().await.unwrap();
     let again = next_ask(&watcher, &ask).await;
+    eprintln!("after the agent ended its session, the upstream's request ended: {again}");
     assert!(again["error"].is_string(), "the request did not fail: {again}");
     assert!(again["ms"].as_u64().unwrap() < 5000, "{again}");
 }
