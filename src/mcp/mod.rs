@@ -19,6 +19,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio_util::sync::CancellationToken;
 
 use crate::security::AllowList;
+use crate::upstream::session::WatchedSessions;
 
 /// What the MCP side needs from the server.
 #[derive(Clone)]
@@ -66,9 +67,11 @@ pub fn router(state: McpState, allow: &AllowList, shutdown: CancellationToken) -
         .with_max_request_body_bytes(state.max_body_bytes)
         .with_cancellation_token(shutdown);
     let factory_state = state.clone();
+    // Relayed upstream requests need to know which agent streams are open.
+    let sessions = WatchedSessions::new(state.sessions.manager().clone(), state.upstreams.agent_streams());
     let service = StreamableHttpService::new(
         move || Ok(handler::GatehouseMcp::new(factory_state.clone())),
-        state.sessions.manager().clone(),
+        Arc::new(sessions),
         config,
     );
     Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(state, auth::authenticate))

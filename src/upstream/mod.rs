@@ -157,6 +157,8 @@ pub(crate) struct Inner {
     /// checks that no other agent still wants the URI, which a concurrent
     /// subscribe must not slip past.
     subscribing: tokio::sync::Mutex<()>,
+    /// Which of the agents' SSE streams are open (relayed requests need one).
+    pub(crate) streams: session::AgentStreams,
 }
 
 /// All upstreams; cheap to clone.
@@ -438,6 +440,12 @@ impl Upstreams {
         live.set_upstreams(all);
     }
 
+    /// Where the agents' open SSE streams are recorded: give it to
+    /// [`session::WatchedSessions`] in front of rmcp's session manager.
+    pub fn agent_streams(&self) -> session::AgentStreams {
+        self.inner.streams.clone()
+    }
+
     /// Registers an agent session so it hears list changes and resource updates.
     pub fn register(&self, downstream: &Arc<Downstream>) {
         let mut all = self.inner.downstreams.lock().unwrap_or_else(|p| p.into_inner());
@@ -717,13 +725,13 @@ impl Upstreams {
         if let Some(args) = arguments.as_object() {
             params = params.with_arguments(args.clone());
         }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let in_flight = link.relay.track(origin);
+        in_flight.mark(&mut request);
         let handle = match link.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
             Ok(handle) => handle,
             Err(e) => return Ok(failed(link.why(&e))),
         };
-        in_flight.sent(handle.id.clone(), handle.progress_token.clone());
         match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),

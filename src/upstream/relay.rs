@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, GetExtensions, Implementation,
-    JsonRpcMessage, JsonRpcNotification, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ResourceUpdatedNotificationParam,
-    ServerNotification, ServerRequest,
+    ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, GetExtensions,
+    GetMeta, Implementation, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, ListRootsRequest, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
+    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions, RequestContext, RequestHandle,
@@ -26,7 +26,7 @@ use rmcp::transport::Transport;
 use rmcp::{ClientHandler, RoleClient};
 use tokio_util::sync::CancellationToken;
 
-use super::session::{Downstream, Origin};
+use super::session::{Delivery, Downstream, Origin, SessionStreams};
 use super::{Inner, Upstreams};
 
 /// A call forwarded on this connection and still running.
@@ -56,14 +56,18 @@ pub(crate) struct InFlightGuard {
     entry: u64,
 }
 
+/// Marks a forwarded request with its in-flight entry. It rides in the
+/// request's (never serialized) extensions down to [`InOrder::send`], which
+/// records the id and progress token rmcp gave the request before the
+/// upstream can see it, so nothing the upstream sends about the call can
+/// arrive before the call is known by its upstream id.
+#[derive(Clone, Copy)]
+struct CallEntry(u64);
+
 impl InFlightGuard {
-    /// Fills in what rmcp assigned when the request was sent.
-    pub(crate) fn sent(&self, upstream_id: RequestId, upstream_progress: ProgressToken) {
-        let mut calls = self.relay.calls.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(call) = calls.iter_mut().find(|c| c.entry == self.entry) {
-            call.upstream_id = Some(upstream_id);
-            call.upstream_progress = Some(upstream_progress);
-        }
+    /// Marks `request` as this call, for [`InOrder::send`] to recognise.
+    pub(crate) fn mark(&self, request: &mut ClientRequest) {
+        request.extensions_mut().insert(CallEntry(self.entry));
     }
 }
 
@@ -108,6 +112,15 @@ impl RelayState {
         &self.upstream
     }
 
+    /// Records what rmcp assigned to the call `entry` as it goes out.
+    fn sending(&self, entry: u64, upstream_id: RequestId, upstream_progress: Option<ProgressToken>) {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(call) = calls.iter_mut().find(|c| c.entry == entry) {
+            call.upstream_id = Some(upstream_id);
+            call.upstream_progress = upstream_progress;
+        }
+    }
+
     fn owner(&self) -> Option<Arc<Downstream>> {
         self.owner.as_ref().and_then(Weak::upgrade)
     }
@@ -116,21 +129,29 @@ impl RelayState {
     /// response stream carried it (HTTP), else the latest call in flight when
     /// every call in flight is the same agent's (a shared stdio upstream cannot
     /// say which call a request is about, and it must never reach another
-    /// agent), else the owning session with no request.
-    fn route(&self, extensions: &rmcp::model::Extensions) -> Option<(Arc<Downstream>, Option<RequestId>)> {
+    /// agent), else the owning session with no request; or why there is none.
+    fn route(
+        &self,
+        extensions: &rmcp::model::Extensions,
+    ) -> Result<(Arc<Downstream>, Option<RequestId>), &'static str> {
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         let on_stream = match extensions.get::<InboundStreamOrigin>() {
             Some(InboundStreamOrigin::OutboundRequest(id)) => calls.iter().find(|c| c.upstream_id.as_ref() == Some(id)),
             _ => None,
         };
         if let Some(call) = on_stream.or_else(|| single_agent(&calls)) {
-            return Some((call.origin.downstream.clone(), Some(call.origin.request_id.clone())));
+            return Ok((call.origin.downstream.clone(), Some(call.origin.request_id.clone())));
         }
-        if !calls.is_empty() && self.owner.is_none() {
-            return None;
-        }
+        let busy = !calls.is_empty();
         drop(calls);
-        self.owner().map(|d| (d, None))
+        match (&self.owner, self.owner()) {
+            (_, Some(owner)) => Ok((owner, None)),
+            (Some(_), None) => Err("the agent's session has ended"),
+            (None, None) if busy => {
+                Err("no single agent to answer it (several agents have calls in flight at this shared upstream)")
+            }
+            (None, None) => Err("no agent has a call in flight at this shared upstream"),
+        }
     }
 
     /// Who hears a session-wide message (a log line): the owning session, or
@@ -147,31 +168,24 @@ impl RelayState {
     /// Passes a progress update to the agent request it is about, under the
     /// agent's own progress token (none: the agent did not ask for progress).
     async fn forward_progress(&self, params: ProgressNotificationParam) {
-        // rmcp assigns the upstream token as the call is sent, and the call's
-        // task records it just after; a very fast first update may beat that.
-        for attempt in 0..2 {
-            let found = {
-                let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-                calls
-                    .iter()
-                    .find(|c| c.upstream_progress.as_ref() == Some(&params.progress_token))
-                    .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
-            };
-            match found {
-                Some((downstream, Some(token))) => {
-                    if let Some(peer) = downstream.peer() {
-                        let mut forwarded = params;
-                        forwarded.progress_token = token;
-                        let _ = peer.notify_progress(forwarded).await;
-                    }
-                    return;
+        let found = {
+            let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            calls
+                .iter()
+                .find(|c| c.upstream_progress.as_ref() == Some(&params.progress_token))
+                .map(|c| (c.origin.downstream.clone(), c.origin.progress.clone()))
+        };
+        match found {
+            Some((downstream, Some(token))) => {
+                if let Some(peer) = downstream.peer() {
+                    let mut forwarded = params;
+                    forwarded.progress_token = token;
+                    let _ = peer.notify_progress(forwarded).await;
                 }
-                Some((_, None)) => return,
-                None if attempt == 0 => tokio::time::sleep(Duration::from_millis(20)).await,
-                None => {}
             }
+            Some((_, None)) => {}
+            None => tracing::debug!(upstream = %self.upstream, "progress for no call in flight dropped"),
         }
-        tracing::debug!(upstream = %self.upstream, "progress for no call in flight dropped");
     }
 
     /// Passes a log message to its audience, at the level the agent asked for.
@@ -193,6 +207,9 @@ impl RelayState {
 /// as they arrive, before whatever follows them. rmcp runs notification
 /// handlers as tasks of their own, so a call's last progress update could
 /// otherwise reach the agent after the call's result (and be lost to it).
+/// It also records each forwarded call's upstream request id and progress
+/// token as the call goes out (rmcp assigns both inside `send_request`, and
+/// the upstream may answer before that returns to the caller).
 pub(crate) struct InOrder<T> {
     inner: T,
     relay: Arc<RelayState>,
@@ -211,6 +228,11 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }) = &item
+            && let Some(CallEntry(entry)) = request.extensions().get::<CallEntry>()
+        {
+            self.relay.sending(*entry, id.clone(), request.get_meta().get_progress_token());
+        }
         self.inner.send(item)
     }
 
@@ -254,9 +276,14 @@ impl Relay {
         Relay { state, capabilities }
     }
 
-    /// Sends `request` to the agent the upstream's request belongs to, on that
-    /// agent's request stream, and waits for the answer (or the upstream's
-    /// cancellation, which is passed on).
+    /// Sends `request` to the agent the upstream's request belongs to, on the
+    /// response stream of the agent's call (or its standalone stream when the
+    /// request belongs to no call), and waits for the answer, the upstream's
+    /// cancellation (passed on) or that stream closing. What cannot be
+    /// delivered (no single agent to ask, a capability the agent's client did
+    /// not declare, a closed stream, an ended session) is a JSON-RPC error to
+    /// the upstream at once, with a warning, never a wait the upstream can
+    /// only time out of.
     async fn ask(
         &self,
         mut request: ServerRequest,
@@ -264,36 +291,75 @@ impl Relay {
         what: &str,
         declared: fn(&ClientCapabilities) -> bool,
     ) -> Result<ClientResult, ErrorData> {
-        let Some((downstream, request_id)) = self.state.route(&ctx.extensions) else {
-            tracing::warn!(upstream = %self.state.upstream, what, "upstream request with no single agent to ask");
-            return Err(ErrorData::internal_error(format!("no single agent to answer {what}"), None));
+        let refuse = |code: ErrorCode, why: String| {
+            tracing::warn!(upstream = %self.state.upstream, what, %why, "upstream request not relayed");
+            ErrorData::new(code, format!("{what} could not be relayed: {why}"), None)
         };
+        let (downstream, request_id) =
+            self.state.route(&ctx.extensions).map_err(|why| refuse(ErrorCode::INTERNAL_ERROR, why.into()))?;
         if !declared(&downstream.capabilities()) {
-            let message = format!("the agent's client does not support {what}");
-            return Err(ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, message, None));
+            return Err(refuse(ErrorCode::METHOD_NOT_FOUND, format!("the agent's client does not support {what}")));
         }
         let Some(peer) = downstream.peer().cloned() else {
-            return Err(ErrorData::internal_error("the agent's session is not ready", None));
+            return Err(refuse(ErrorCode::INTERNAL_ERROR, "the agent's session is not ready".into()));
         };
-        if let Some(id) = request_id {
-            request.extensions_mut().insert(OriginatingRequestId(id));
+        let delivery = match request_id {
+            Some(id) => Delivery::Request(id),
+            None => Delivery::Standalone,
+        };
+        let streams = self.streams(&downstream);
+        if let Some(streams) = &streams
+            && !streams.is_open(&delivery)
+        {
+            return Err(refuse(ErrorCode::INTERNAL_ERROR, closed(&delivery).into()));
+        }
+        if let Delivery::Request(id) = &delivery {
+            request.extensions_mut().insert(OriginatingRequestId(id.clone()));
         }
         let ct = ctx.ct.clone();
         // In a task of its own: rmcp would otherwise mark the request as coming
         // from the *upstream's* request id, which the agent's session does not know.
         let sent = tokio::spawn(async move {
-            let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
-            await_or_cancel(handle, &ct, "cancelled by the upstream", None).await
+            let mut handle = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(Unanswered::Agent)?;
+            let gone = async {
+                match &streams {
+                    Some(streams) => streams.closed(&delivery).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Sent without rmcp's timeouts: the receiver is all there is to await.
+            tokio::select! {
+                answer = &mut handle.rx => {
+                    answer.map_err(|_| Unanswered::Agent(ServiceError::TransportClosed))?.map_err(Unanswered::Agent)
+                }
+                _ = ct.cancelled() => {
+                    let _ = handle.cancel(Some("cancelled by the upstream".into())).await;
+                    Err(Unanswered::Agent(ServiceError::Cancelled { reason: Some("cancelled by the upstream".into()) }))
+                }
+                _ = gone => {
+                    let _ = handle.cancel(Some(closed(&delivery).into())).await;
+                    Err(Unanswered::Closed(delivery))
+                }
+            }
         });
         match sent.await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(ServiceError::McpError(e))) => Err(e),
-            Ok(Err(e)) => {
-                tracing::warn!(upstream = %self.state.upstream, what, error = %e, "agent did not answer");
-                Err(ErrorData::internal_error(format!("the agent did not answer {what}: {e}"), None))
+            Ok(Err(Unanswered::Agent(ServiceError::McpError(e)))) => Err(e),
+            Ok(Err(Unanswered::Agent(e))) => {
+                Err(refuse(ErrorCode::INTERNAL_ERROR, format!("the agent did not answer: {e}")))
             }
-            Err(e) => Err(ErrorData::internal_error(format!("relay failed: {e}"), None)),
+            Ok(Err(Unanswered::Closed(delivery))) => Err(refuse(ErrorCode::INTERNAL_ERROR, closed(&delivery).into())),
+            Err(e) => Err(refuse(ErrorCode::INTERNAL_ERROR, format!("the relay failed: {e}"))),
         }
+    }
+
+    /// The open streams of `downstream`'s session (none for a stateless request).
+    fn streams(&self, downstream: &Downstream) -> Option<Arc<SessionStreams>> {
+        let session = downstream.session_id()?;
+        self.upstreams()?.inner.streams.session(session)
     }
 
     fn upstreams(&self) -> Option<Upstreams> {
@@ -308,6 +374,26 @@ impl Relay {
         }
         if let Some(upstreams) = self.upstreams() {
             upstreams.request_refresh(&self.state.upstream);
+        }
+    }
+}
+
+/// Why a relayed request got no answer.
+enum Unanswered {
+    /// rmcp's error: the session ended, the agent's JSON-RPC error, a cancellation.
+    Agent(ServiceError),
+    /// The stream it went out on closed first (the agent went away).
+    Closed(Delivery),
+}
+
+/// Why a request for `delivery` cannot reach the agent.
+fn closed(delivery: &Delivery) -> &'static str {
+    match delivery {
+        Delivery::Request(_) => {
+            "the agent's stream for the call it belongs to is closed (the agent disconnected or gave up the call)"
+        }
+        Delivery::Standalone => {
+            "it belongs to no call of the agent's, and the agent has no standalone (GET) stream open to receive it"
         }
     }
 }

@@ -12,5 +12,6 @@ mod native;
 mod operator;
 mod page_guards;
 mod proxy;
+mod relay_stress;
 mod throttling;
 mod upstreams;

@@ -26,13 +26,13 @@ use tokio::io::AsyncBufReadExt;
 use crate::helpers::*;
 
 /// The fixture as a child process on `port` (0: any).
-struct Fixture {
+pub(crate) struct Fixture {
     child: tokio::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Fixture {
-    async fn start(port: u16) -> Fixture {
+    pub(crate) async fn start(port: u16) -> Fixture {
         Self::start_with(port, &[]).await
     }
 
@@ -62,7 +62,7 @@ impl Fixture {
     }
 }
 
-fn everything(url: &str) -> UpstreamConfig {
+pub(crate) fn everything(url: &str) -> UpstreamConfig {
     UpstreamConfig {
         url: Some(url.parse().unwrap()),
         headers: [("x-upstream-key".to_string(), "configured-secret".to_string())].into(),
@@ -134,7 +134,7 @@ impl ClientHandler for Agent {
 }
 
 /// The fixture as a stdio child process, shared by all agents.
-fn everything_stdio() -> UpstreamConfig {
+pub(crate) fn everything_stdio() -> UpstreamConfig {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     UpstreamConfig {
         command: Some(root.join("tools/node_modules/.bin/node").display().to_string()),
@@ -182,7 +182,7 @@ async fn spawn_fronting(fixture: &Fixture, page_size: usize) -> TestApp {
     fronting(everything(&fixture.url), page_size).await
 }
 
-async fn fronting(upstream: UpstreamConfig, page_size: usize) -> TestApp {
+pub(crate) async fn fronting(upstream: UpstreamConfig, page_size: usize) -> TestApp {
     let app = spawn_app_with(move |c| {
         c.upstreams = vec![upstream];
         c.list_page_size = page_size;
@@ -600,4 +600,100 @@ async fn an_upstream_urls_credentials_and_query_never_show_in_its_last_error() {
     let live = app.core.live.upstreams().into_iter().find(|u| u.name == "private").unwrap();
     let shown = live.last_error.expect("published");
     assert!(shown.contains("127.0.0.1:1/mcp") && !shown.contains("secret"), "{shown}");
+}
+
+/// A call that must end within `NEVER_HANGS`, however it ends.
+const NEVER_HANGS: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn an_agent_whose_client_did_not_declare_sampling_gets_a_clear_error_at_once() {
+    // An HTTP upstream hears the agent's own capabilities: it does not even ask.
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 100).await;
+    let (agent, service) = connect(&app, &app.issue("alpha", None)).await;
+    let mut sampling = CallToolRequestParams::new("ev__test_sampling");
+    sampling = sampling.with_arguments(serde_json::json!({"prompt": "hello"}).as_object().unwrap().clone());
+    let result =
+        tokio::time::timeout(NEVER_HANGS, service.call_tool(sampling.clone())).await.expect("no hang").unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(result.content[0].as_text().unwrap().text.contains("does not support sampling"), "{result:?}");
+
+    // A shared stdio upstream was told everything is supported, and asks:
+    // Gatehouse answers it with an error at once, which ends the agent's call.
+    let app = fronting(everything_stdio(), 100).await;
+    let (_, service) = connect(&app, &app.issue("alpha", None)).await;
+    let refused = tokio::time::timeout(NEVER_HANGS, service.call_tool(sampling)).await.expect("no hang").unwrap_err();
+    let message = refused.to_string();
+    assert!(message.contains("sampling/createMessage could not be relayed"), "{message}");
+    assert!(message.contains("the agent's client does not support sampling/createMessage"), "{message}");
+    assert!(agent.heard().is_empty(), "{:?}", agent.heard());
+}
+
+/// Polls `probe_last_ask` until it differs from `before`; what it became.
+async fn next_ask(watcher: &RunningService<RoleClient, Agent>, before: &Value) -> Value {
+    let start = std::time::Instant::now();
+    while start.elapsed() < NEVER_HANGS {
+        let now: Value = serde_json::from_str(&call(watcher, "ev__probe_last_ask", Value::Null).await).unwrap();
+        if &now != before {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the upstream's request to the agent was still waiting after {NEVER_HANGS:?}");
+}
+
+#[tokio::test]
+async fn an_agent_that_disconnects_mid_call_leaves_no_upstream_waiting() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_fronting(&fixture, 100).await;
+    let (_, watcher) = connect_as(&app, &app.issue("watcher", None), "watcher").await;
+    let before: Value = serde_json::from_str(&call(&watcher, "ev__probe_last_ask", Value::Null).await).unwrap();
+
+    // The agent's connection drops (no DELETE: its session stays) while the
+    // upstream works on its call; then the upstream asks it for roots.
+    let token = app.issue("alpha", None);
+    let mut initialize = initialize_request("2025-11-25");
+    initialize["params"]["capabilities"] = serde_json::json!({"roots": {}});
+    let response = app.mcp(&token).json(&initialize).send().await.unwrap();
+    let sid = response.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    jsonrpc_messages(response).await;
+    let (status, _, _) =
+        app.call(&token, &sid, serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    assert_eq!(status, 202);
+    let call_body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "ev__probe_ask_later", "arguments": {"ms": 300}}});
+    let response = app
+        .mcp(&token)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&call_body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    drop(response);
+    let ask = next_ask(&watcher, &before).await;
+    eprintln!("after the agent's connection dropped, the upstream's request ended: {ask}");
+    let error = ask["error"].as_str().unwrap_or_else(|| panic!("the request did not fail: {ask}"));
+    assert!(error.contains("roots/list could not be relayed"), "{error}");
+    assert!(error.contains("the agent's stream for the call it belongs to is closed"), "{error}");
+    assert!(ask["ms"].as_u64().unwrap() < 5000, "{ask}");
+
+    // An agent whose client ends its session mid-call: the upstream's request fails as promptly.
+    let (_, agent) = connect_as(&app, &app.issue("beta", None), "beta").await;
+    let mut later = CallToolRequestParams::new("ev__probe_ask_later");
+    later = later.with_arguments(serde_json::json!({"ms": 300}).as_object().unwrap().clone());
+    let _pending = agent
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(later)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    agent.cancel().await.unwrap();
+    let again = next_ask(&watcher, &ask).await;
+    eprintln!("after the agent ended its session, the upstream's request ended: {again}");
+    assert!(again["error"].is_string(), "the request did not fail: {again}");
+    assert!(again["ms"].as_u64().unwrap() < 5000, "{again}");
 }
