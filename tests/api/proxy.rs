@@ -680,9 +680,10 @@ async fn an_agent_that_disconnects_mid_call_leaves_no_upstream_waiting() {
     assert!(ask["ms"].as_u64().unwrap() < 5000, "{ask}");
 
     // An agent whose client ends its session mid-call: the upstream's request fails as promptly.
+    let calls_before = call(&watcher, "ev__probe_ask_later_calls", Value::Null).await;
     let (_, agent) = connect_as(&app, &app.issue("beta", None), "beta").await;
     let mut later = CallToolRequestParams::new("ev__probe_ask_later");
-    later = later.with_arguments(serde_json::json!({"ms": 300}).as_object().unwrap().clone());
+    later = later.with_arguments(serde_json::json!({"ms": 1500}).as_object().unwrap().clone());
     let _pending = agent
         .send_cancellable_request(
             ClientRequest::CallToolRequest(CallToolRequest::new(later)),
@@ -690,7 +691,12 @@ async fn an_agent_that_disconnects_mid_call_leaves_no_upstream_waiting() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // End the session only once the upstream is working on the call.
+    let start = std::time::Instant::now();
+    while call(&watcher, "ev__probe_ask_later_calls", Value::Null).await == calls_before {
+        assert!(start.elapsed() < NEVER_HANGS, "the call never reached the upstream");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     agent.cancel().await.unwrap();
     let again = next_ask(&watcher, &ask).await;
     eprintln!("after the agent ended its session, the upstream's request ended: {again}");
