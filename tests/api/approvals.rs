@@ -29,33 +29,6 @@ fn owned_token(app: &TestApp, agent: &str) -> String {
     app.issue_owned(agent, "ada")
 }
 
-async fn tool_call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
-    let (status, _, messages) = app
-        .call(
-            token,
-            sid,
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": name, "arguments": args}}),
-        )
-        .await;
-    assert_eq!(status, 200);
-    messages
-        .iter()
-        .find(|m| m.get("id").is_some())
-        .cloned()
-        .unwrap_or_else(|| panic!("no reply to {name}: {messages:?}"))
-}
-
-async fn decide(app: &TestApp, cookie: &str, eid: &str, action: &str) -> reqwest::Response {
-    app.client
-        .post(format!("{}/api/executions/{eid}/resume", app.address))
-        .header("origin", &app.address)
-        .header("cookie", cookie)
-        .json(&json!({"action": action}))
-        .send()
-        .await
-        .unwrap()
-}
-
 const SET_RULE: &str = "gatehouse_policy_set";
 
 #[tokio::test]

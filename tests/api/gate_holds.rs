@@ -34,19 +34,6 @@ async fn users(app: &TestApp) -> (String, String) {
     (sign_in(app, "ada").await, sign_in(app, "bob").await)
 }
 
-async fn sign_in(app: &TestApp, name: &str) -> String {
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": name, "password": "correct horse battery"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{name} signs in");
-    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
-}
-
 fn issue(app: &TestApp, agent: &str, owner: Option<&str>, thread: Option<&str>) -> (String, String) {
     let issued = app
         .core
@@ -61,31 +48,8 @@ fn issue(app: &TestApp, agent: &str, owner: Option<&str>, thread: Option<&str>) 
     (issued.id, issued.token)
 }
 
-async fn tool_call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
-    let (status, _, messages) = app
-        .call(
-            token,
-            sid,
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": name, "arguments": args}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{messages:?}");
-    messages.iter().find(|m| m.get("id").is_some()).cloned().unwrap_or_else(|| panic!("no reply: {messages:?}"))
-}
-
 fn execution_id(reply: &Value) -> String {
     reply["result"]["structuredContent"]["executionId"].as_str().unwrap_or_else(|| panic!("not paused: {reply}")).into()
-}
-
-async fn decide(app: &TestApp, cookie: &str, eid: &str, action: &str) -> reqwest::Response {
-    app.client
-        .post(format!("{}/api/executions/{eid}/resume", app.address))
-        .header("origin", &app.address)
-        .header("cookie", cookie)
-        .json(&json!({"action": action}))
-        .send()
-        .await
-        .unwrap()
 }
 
 /// The "everything" fixture as a shared stdio upstream under `ev__`: its

@@ -175,6 +175,49 @@ pub async fn jsonrpc_messages(response: reqwest::Response) -> Vec<Value> {
     }
 }
 
+/// Signs `username` in (password `correct horse battery`); its session cookie.
+pub async fn sign_in(app: &TestApp, username: &str) -> String {
+    let r = app
+        .client
+        .post(format!("{}/api/auth/sign-in", app.address))
+        .header("origin", &app.address)
+        .json(&json!({"username": username, "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{username} signs in");
+    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
+}
+
+/// A `tools/call` in session `sid`; the reply (200 asserted).
+pub async fn tool_call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
+    let (status, _, messages) = app
+        .call(
+            token,
+            sid,
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": name, "arguments": args}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{messages:?}");
+    messages
+        .iter()
+        .find(|m| m.get("id").is_some())
+        .cloned()
+        .unwrap_or_else(|| panic!("no reply to {name}: {messages:?}"))
+}
+
+/// A browser decision on an execution, as the signed-in `cookie`.
+pub async fn decide(app: &TestApp, cookie: &str, eid: &str, action: &str) -> reqwest::Response {
+    app.client
+        .post(format!("{}/api/executions/{eid}/resume", app.address))
+        .header("origin", &app.address)
+        .header("cookie", cookie)
+        .json(&json!({"action": action}))
+        .send()
+        .await
+        .unwrap()
+}
+
 /// A config-file policy rule that lets calls matching `pattern` run at once.
 pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
     gatehouse_core::policy::Rule {

@@ -11,21 +11,6 @@ use serde_json::json;
 
 use crate::helpers::*;
 
-const PASSWORD: &str = "correct horse battery";
-
-async fn cookie_of(app: &TestApp, username: &str) -> String {
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": username, "password": PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
-}
-
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
@@ -39,12 +24,12 @@ async fn metrics_on_the_main_address_need_an_admin() {
     let r = app.client.get(&url).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert_eq!(r.json::<serde_json::Value>().await.unwrap()["error"], "unauthorized");
-    let bob = cookie_of(&app, "bob").await;
+    let bob = sign_in(&app, "bob").await;
     assert_eq!(app.client.get(&url).header("cookie", &bob).send().await.unwrap().status(), 403);
     let r = app.client.get(&url).bearer_auth("not-a-token").send().await.unwrap();
     assert_eq!(r.status(), 401);
 
-    let ada = cookie_of(&app, "ada").await;
+    let ada = sign_in(&app, "ada").await;
     let r = app.client.get(&url).header("cookie", &ada).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("gatehouse_approvals_pending 0"));
@@ -114,7 +99,7 @@ fn audit_rows(app: &TestApp) -> i64 {
 async fn expired_browser_sessions_and_old_audit_entries_are_swept() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = cookie_of(&app, "ada").await;
+    let ada = sign_in(&app, "ada").await;
     // A gated call leaves audit entries.
     let token = app.issue_owned("claude", "ada");
     let sid = app.open_session(&token).await;

@@ -13,19 +13,6 @@ use crate::helpers::*;
 
 const PASSWORD: &str = "correct horse battery";
 
-async fn cookie_of(app: &TestApp, username: &str) -> String {
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": username, "password": PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
-}
-
 async fn page(app: &TestApp, cookie: &str, path: &str) -> reqwest::Response {
     app.client.get(format!("{}{path}", app.address)).header("cookie", cookie).send().await.unwrap()
 }
@@ -48,7 +35,7 @@ fn assert_security_headers(r: &reqwest::Response) {
 async fn pages_allow_only_their_own_scripts_by_a_fresh_nonce() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = cookie_of(&app, "ada").await;
+    let ada = sign_in(&app, "ada").await;
     let mut nonces = Vec::new();
     for path in ["/", "/", "/approvals", "/sign-in"] {
         let r = page(&app, &ada, path).await;
@@ -119,7 +106,7 @@ async fn refusals_carry_the_security_headers_too() {
 async fn signed_in_pages_and_token_bearing_responses_are_never_stored() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = cookie_of(&app, "ada").await;
+    let ada = sign_in(&app, "ada").await;
     for path in ["/", "/approvals", "/upstreams", "/api/credentials"] {
         let r = page(&app, &ada, path).await;
         assert_eq!(r.status(), 200, "{path}");
@@ -230,7 +217,7 @@ async fn open_session_as(app: &TestApp, token: &str, client_name: &str) -> Strin
 async fn every_name_the_pages_show_has_its_hidden_characters_made_visible() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = cookie_of(&app, "ada").await;
+    let ada = sign_in(&app, "ada").await;
     // An agent named to read "claude-safe" backwards, with a zero-width space
     // in its thread and an isolate in its client's name.
     let agent = "claude\u{202E}efas-";
@@ -311,8 +298,8 @@ async fn an_upstreams_last_error_is_shown_to_admins_only() {
     let error = error.expect("the broken upstream reported an error");
     let needle: String = error.chars().take_while(|c| c.is_alphanumeric() || *c == ' ').collect();
     assert!(needle.len() >= 8, "{error}");
-    let ada = cookie_of(&app, "ada").await;
-    let bob = cookie_of(&app, "bob").await;
+    let ada = sign_in(&app, "ada").await;
+    let bob = sign_in(&app, "bob").await;
     let admin_view = page(&app, &ada, "/upstreams").await.text().await.unwrap();
     assert!(admin_view.contains("Last error"));
     assert!(admin_view.contains(&needle), "admins see the error {needle:?}");
