@@ -4,16 +4,15 @@
 
 #![recursion_limit = "256"]
 
-pub mod api;
-pub mod approvals;
-pub mod live;
+pub mod components;
 pub mod pages;
 pub mod redirect;
 pub mod reveal;
+pub mod server_fns;
 pub mod time_fmt;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, provide_meta_context};
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::{
     ParamSegment, SsrMode, StaticSegment,
     components::{Route, Router, Routes},
@@ -55,18 +54,25 @@ fn use_response_nonce() {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    let inbox = components::live::provide_live_inbox();
+    // Every page's title carries the pending count once a live stream has told it.
+    let formatter = move |text: String| match inbox.get().map(|i| i.pending.len()) {
+        Some(n) if n > 0 => format!("({n}) {text}"),
+        _ => text,
+    };
     view! {
         <Stylesheet id="gatehouse" href="/pkg/gatehouse.css"/>
+        <Title formatter/>
         <Router>
-            <Routes fallback=pages::NotFound>
+            <Routes fallback=pages::not_found::NotFound>
                 // Async SSR: the HTML carries the data, so pages work before
                 // (and without) hydration instead of showing a fallback.
-                <Route path=StaticSegment("") view=pages::HomePage ssr=SsrMode::Async/>
-                <Route path=StaticSegment("sign-in") view=pages::SignInPage/>
-                <Route path=StaticSegment("setup") view=pages::SetupPage/>
-                <Route path=StaticSegment("approvals") view=approvals::InboxPage ssr=SsrMode::Async/>
-                <Route path=StaticSegment("upstreams") view=pages::UpstreamsPage ssr=SsrMode::Async/>
-                <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=approvals::ResumePage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("") view=pages::home::HomePage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("sign-in") view=pages::sign_in::SignInPage/>
+                <Route path=StaticSegment("setup") view=pages::setup::SetupPage/>
+                <Route path=StaticSegment("approvals") view=pages::inbox::InboxPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("upstreams") view=pages::upstreams::UpstreamsPage ssr=SsrMode::Async/>
+                <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=pages::resume::ResumePage ssr=SsrMode::Async/>
             </Routes>
         </Router>
     }

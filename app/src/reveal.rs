@@ -2,8 +2,6 @@
 //! argument or name (of a tool, agent, upstream, client or owner) cannot hide
 //! or disguise what is being approved.
 
-use leptos::prelude::*;
-
 /// A run of ordinary text, or one character shown by its code point.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
@@ -64,30 +62,6 @@ pub fn visible(text: &str) -> String {
             Piece::Hidden(c) => format!("⟨{}⟩", code_point(c)),
         })
         .collect()
-}
-
-/// One hidden character, marked and titled with its code point.
-#[component]
-pub fn HiddenChar(c: char) -> impl IntoView {
-    view! {
-        <mark class="hidden-char" title=format!("hidden character {}", code_point(c))>{format!("⟨{}⟩", code_point(c))}</mark>
-    }
-}
-
-/// A name from outside (a tool, agent, upstream, client, owner, or an
-/// upstream's error): hidden characters shown as code points, and isolated
-/// (`<bdi>`) so right-to-left letters in it cannot reorder the text around it.
-#[component]
-pub fn Name(#[prop(into)] text: String) -> impl IntoView {
-    let pieces = reveal(&text);
-    view! {
-        <bdi>
-            {pieces.into_iter().map(|p| match p {
-                Piece::Text(t) => t.into_any(),
-                Piece::Hidden(c) => view! { <HiddenChar c/> }.into_any(),
-            }).collect_view()}
-        </bdi>
-    }
 }
 
 #[cfg(test)]

@@ -40,12 +40,12 @@ async function decide(gh: Gatehouse, cookie: string | undefined, eid: string, ac
   });
 }
 
-async function signInPage(page: Page, user: string) {
-  await page.goto(`${gh.url}/sign-in`);
+async function signInPage(page: Page, user: string, at: Gatehouse = gh) {
+  await page.goto(`${at.url}/sign-in`);
   await page.getByLabel("Username").fill(user);
   await page.getByLabel("Password").fill(PW);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page).toHaveURL(`${gh.url}/`);
+  await expect(page).toHaveURL(`${at.url}/`);
 }
 
 test.describe("TypeScript SDK client in browser mode", () => {
@@ -220,6 +220,41 @@ test.describe("the resume page in chromium", () => {
     await expect(item).toHaveCount(0);
     expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
     await client.close();
+  });
+});
+
+test.describe("pending count", () => {
+  let fresh: Gatehouse;
+  let freshAda: string;
+  test.beforeAll(async () => {
+    fresh = await spawnGatehouse();
+    fresh.addUser("ada", PW, true);
+    freshAda = await fresh.signIn("ada", PW);
+  });
+  test.afterAll(() => fresh.stop());
+
+  test("every page's navigation and tab title count the pending calls live", async ({ page }) => {
+    await signInPage(page, "ada", fresh);
+    await page.goto(`${fresh.url}/upstreams`);
+    await expect(page.locator(".live-status")).toHaveText("Live");
+    const count = page.getByRole("navigation", { name: "Main" }).getByTestId("pending-count");
+    await expect(count).toHaveCount(0);
+    await expect(page).toHaveTitle("Upstreams — Gatehouse");
+    const one = await pausedCall(fresh, "count-one", { pattern: "c1", action: "allow" });
+    const two = await pausedCall(fresh, "count-two", { pattern: "c2", action: "allow" });
+    await expect(count).toHaveText("2");
+    await expect(page).toHaveTitle("(2) Upstreams — Gatehouse");
+    // On a call's own page too (its stream carries the inbox beside the call).
+    await page.goto(`${fresh.url}/resume/${one.paused.executionId}`);
+    await expect(count).toHaveText("2");
+    await decide(fresh, freshAda, two.paused.executionId, "decline");
+    await expect(count).toHaveText("1");
+    await expect(page).toHaveTitle(/^\(1\) Approve gatehouse_policy_set\? — Gatehouse$/);
+    await decide(fresh, freshAda, one.paused.executionId, "decline");
+    await expect(count).toHaveCount(0);
+    await expect(page).toHaveTitle(/^gatehouse_policy_set: declined — Gatehouse$/);
+    await one.client.close();
+    await two.client.close();
   });
 });
 

@@ -48,6 +48,24 @@ impl ExecutionView {
     }
 }
 
+/// The approvals inbox as one person sees it: the body of
+/// `/api/approvals/events`' `inbox` events and of the inbox page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxView {
+    /// Server time when read (Unix ms), so relative times render the same
+    /// on the server and in the browser.
+    pub now_ms: i64,
+    /// Whether the viewer is an admin (who may decide admin-only calls).
+    pub is_admin: bool,
+    /// Pending executions the viewer may decide, soonest expiry first,
+    /// without their arguments (each call's own page shows them).
+    pub pending: Vec<ExecutionView>,
+}
+
+/// The SSE event name of an [`InboxView`] message.
+pub const INBOX_EVENT: &str = "inbox";
+
 /// Who decided and what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -11,6 +11,6 @@ pub mod routes;
 pub mod state;
 
 pub use credential::{CredentialStatus, CredentialView};
-pub use execution::{DecisionView, ExecutionView};
+pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
 pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};
 pub use state::{Decision, State};

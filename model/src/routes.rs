@@ -15,9 +15,10 @@ pub const API_SIGN_IN: &str = "/api/auth/sign-in";
 pub const API_SIGN_OUT: &str = "/api/auth/sign-out";
 /// The first-run setup form's target.
 pub const API_SETUP: &str = "/api/auth/setup";
-/// Every hub change (sessions, credentials, approvals, upstreams), as SSE.
+/// Every hub change (sessions, credentials, approvals, upstreams) by name,
+/// and the viewer's inbox as `inbox` events, as SSE.
 pub const LIVE_EVENTS: &str = "/api/live/events";
-/// "The inbox changed", as SSE.
+/// The viewer's inbox ([`crate::InboxView`]) now and on every change, as SSE `inbox` events.
 pub const APPROVAL_EVENTS: &str = "/api/approvals/events";
 
 /// The resume page of an execution; `mcp_session_id` tells the page which

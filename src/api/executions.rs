@@ -6,12 +6,11 @@ use axum::response::IntoResponse;
 use axum::response::sse::Event;
 use futures::StreamExt;
 use gatehouse_core::approvals::{AccessError, Decision, ExecutionView};
-use gatehouse_core::live::LiveEvent;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_stream::wrappers::WatchStream;
 
-use super::live::{EventStream, hub_events, sse};
+use super::live::{EventStream, inbox_event, inbox_updates, sse};
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
@@ -78,7 +77,8 @@ pub async fn resume_in_session(
 }
 
 /// `GET /api/executions/{eid}/events`: the execution's view (the JSON of
-/// `GET /api/executions/{eid}`) now, then on every change until it settles.
+/// `GET /api/executions/{eid}`) now, then on every change until it settles;
+/// beside it the viewer's inbox as `inbox` events (the navigation's count).
 pub async fn events(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
@@ -86,32 +86,26 @@ pub async fn events(
     slot: StreamSlot,
 ) -> Result<EventStream, ApiError> {
     let view = state.mcp.core.approvals.view_for(&user, &id)?;
-    // After the last state the stream stays open (keep-alives only), so
-    // browsers do not reconnect over and over to a settled execution.
+    let inbox = futures::stream::once(futures::future::ready(Ok(inbox_event(&state, &user))))
+        .chain(inbox_updates(&state, user.clone()));
+    // After the last state the stream stays open (keep-alives and inbox
+    // events only), so browsers do not reconnect over and over to a
+    // settled execution.
     let Some((_, rx)) = state.mcp.core.approvals.subscribe(&id) else {
         let event = view_event(&view);
-        return Ok(sse(
-            futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending()),
-            &state,
-            slot,
-        ));
+        let views = futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending());
+        return Ok(sse(futures::stream::select(views, inbox), &state, slot));
     };
     // Each change is read back through the directory, so a settled execution
     // is sent as the audit log has it: what a reload of the page would show.
     let approvals = state.mcp.core.approvals.clone();
-    let stream = WatchStream::new(rx).filter_map(move |_| {
+    let views = WatchStream::new(rx).filter_map(move |_| {
         let event = approvals.view_for(&user, &id).ok().map(|view| Ok(view_event(&view)));
         async move { event }
     });
-    Ok(sse(stream.chain(futures::stream::pending()), &state, slot))
+    Ok(sse(futures::stream::select(views.chain(futures::stream::pending()), inbox), &state, slot))
 }
 
 fn view_event(view: &ExecutionView) -> Event {
     Event::default().data(serde_json::to_string(view).unwrap_or_default())
-}
-
-/// `GET /api/approvals/events`: "the inbox changed" whenever an execution is
-/// paused, decided or settled; the page re-reads its list.
-pub async fn inbox_events(State(state): State<AppState>, SignedIn(_user): SignedIn, slot: StreamSlot) -> EventStream {
-    hub_events(&state, slot, |e| e == LiveEvent::ApprovalsChanged)
 }

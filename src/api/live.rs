@@ -2,6 +2,7 @@
 //! live hub, and the one way every SSE response here is built (keep-alives,
 //! ended at shutdown, counted against the browser session's stream limit).
 
+use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::time::Duration;
@@ -10,8 +11,11 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use axum::response::{IntoResponse, Response};
+
 use futures::{Stream, StreamExt};
 use gatehouse_core::live::LiveEvent;
+use gatehouse_core::model::INBOX_EVENT;
+use gatehouse_core::users::User;
 
 use crate::auth::{BrowserSession, SignedIn};
 use crate::error::ApiError;
@@ -54,22 +58,21 @@ pub fn sse(
 /// How long a burst of hub events is gathered into one message per kind.
 pub const COALESCE: Duration = Duration::from_millis(100);
 
-/// `hello`, then the names of the hub events `keep` accepts; a subscriber
-/// that fell behind gets `resync` (pages re-read everything on any event).
-/// A burst is coalesced: each kind is sent once per [`COALESCE`] window, so N
-/// executions opened at once cost a page one re-read, not N.
-pub fn hub_events(state: &AppState, slot: StreamSlot, keep: fn(LiveEvent) -> bool) -> EventStream {
-    let hello = futures::stream::once(async { Ok(Event::default().data("hello")) });
-    sse(hello.chain(coalesced(state.mcp.core.live.subscribe(), keep)), state, slot)
-}
+/// What a change of `LiveEvent` kinds looks like to a stream: the names
+/// of the kinds seen in one [`COALESCE`] window (`resync` when the
+/// subscriber fell behind and missed some).
+type Batch = BTreeSet<&'static str>;
 
-fn coalesced(
+/// The hub's events `keep` accepts, in bursts: each kind once per
+/// [`COALESCE`] window, so N executions opened at once cost a page one
+/// message, not N.
+fn batches(
     events: tokio::sync::broadcast::Receiver<LiveEvent>,
     keep: fn(LiveEvent) -> bool,
-) -> impl Stream<Item = Result<Event, Infallible>> {
+) -> impl Stream<Item = Batch> {
     use tokio::sync::broadcast::error::RecvError;
     futures::stream::unfold(events, move |mut events| async move {
-        let mut names = std::collections::BTreeSet::new();
+        let mut names = Batch::new();
         // The first event of a burst...
         while names.is_empty() {
             match events.recv().await {
@@ -78,7 +81,7 @@ fn coalesced(
                 }
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => {
-                    names.insert("resync");
+                    names.insert(RESYNC);
                 }
                 Err(RecvError::Closed) => return None,
             }
@@ -95,19 +98,60 @@ fn coalesced(
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => {
-                        names.insert("resync");
+                        names.insert(RESYNC);
                     }
                     Err(RecvError::Closed) => break,
                 },
             }
         }
-        let batch: Vec<Result<Event, Infallible>> = names.into_iter().map(|n| Ok(Event::default().data(n))).collect();
-        Some((futures::stream::iter(batch), events))
+        Some((names, events))
     })
-    .flatten()
 }
 
-/// `GET /api/live/events`: every change (sessions, credentials, approvals).
-pub async fn events(State(state): State<AppState>, SignedIn(_user): SignedIn, slot: StreamSlot) -> EventStream {
-    hub_events(&state, slot, |_| true)
+const RESYNC: &str = "resync";
+
+/// Whether a batch may have changed someone's inbox.
+fn touches_inbox(batch: &Batch) -> bool {
+    batch.contains(LiveEvent::ApprovalsChanged.name()) || batch.contains(RESYNC)
+}
+
+/// `user`'s inbox as an `inbox` event (read from memory: no database work).
+pub fn inbox_event(state: &AppState, user: &User) -> Event {
+    let inbox = state.mcp.core.approvals.inbox_for(user);
+    Event::default().event(INBOX_EVENT).data(serde_json::to_string(&inbox).unwrap_or_default())
+}
+
+/// `GET /api/live/events`: `hello`, the viewer's inbox, then the name of
+/// every kind of change (sessions, credentials, approvals, upstreams;
+/// pages re-read what they show), with a fresh `inbox` event whenever the
+/// approvals changed (the navigation's pending count).
+pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, slot: StreamSlot) -> EventStream {
+    let first = [Ok(Event::default().data("hello")), Ok(inbox_event(&state, &user))];
+    let hub = state.mcp.core.live.subscribe();
+    let changes = {
+        let state = state.clone();
+        batches(hub, |_| true).flat_map(move |batch| {
+            let mut out: Vec<Result<Event, Infallible>> = batch.iter().map(|n| Ok(Event::default().data(*n))).collect();
+            if touches_inbox(&batch) {
+                out.push(Ok(inbox_event(&state, &user)));
+            }
+            futures::stream::iter(out)
+        })
+    };
+    sse(futures::stream::iter(first).chain(changes), &state, slot)
+}
+
+/// `user`'s inbox again after every burst of changes to the approvals.
+pub fn inbox_updates(state: &AppState, user: User) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    let state = state.clone();
+    batches(state.mcp.core.live.subscribe(), |e| e == LiveEvent::ApprovalsChanged)
+        .map(move |_| Ok(inbox_event(&state, &user)))
+}
+
+/// `GET /api/approvals/events`: the viewer's inbox now and again after
+/// every burst of changes to the approvals, as `inbox` events.
+pub async fn inbox_events(State(state): State<AppState>, SignedIn(user): SignedIn, slot: StreamSlot) -> EventStream {
+    let first = inbox_event(&state, &user);
+    let changes = inbox_updates(&state, user);
+    sse(futures::stream::once(async move { Ok(first) }).chain(changes), &state, slot)
 }

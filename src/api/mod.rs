@@ -30,5 +30,5 @@ pub fn router() -> Router<AppState> {
         .route(&routes::execution_events("{eid}"), get(executions::events))
         .route("/api/mcp-sessions/{sid}/executions/{eid}", get(executions::get_in_session))
         .route("/api/mcp-sessions/{sid}/executions/{eid}/resume", post(executions::resume_in_session))
-        .route(routes::APPROVAL_EVENTS, get(executions::inbox_events))
+        .route(routes::APPROVAL_EVENTS, get(live::inbox_events))
 }

@@ -276,9 +276,12 @@ async fn the_inbox_lists_no_arguments_and_coalesces_events() {
     let mut stream =
         app.client.get(format!("{}/api/approvals/events", app.address)).header("cookie", &ada).send().await.unwrap();
     let mut seen = String::new();
-    while !seen.contains("hello") {
+    while !seen.contains("\n\n") {
         seen.push_str(&String::from_utf8_lossy(&stream.chunk().await.unwrap().unwrap()));
     }
+    assert!(seen.starts_with("event: inbox\ndata: {"), "the inbox first: {seen}");
+    assert!(seen.contains(r#""pending":[]"#), "nothing pending yet: {seen}");
+    seen.clear();
     // Fifty calls pause at once (ten credentials, five each).
     let mut first = None;
     for i in 0..10 {
@@ -303,8 +306,13 @@ async fn the_inbox_lists_no_arguments_and_coalesces_events() {
     while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, stream.chunk()).await {
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-    let changes = seen.matches("approvals_changed").count();
+    let changes = seen.matches("event: inbox").count();
     assert!((1..25).contains(&changes), "50 pauses came as {changes} inbox events");
+    // The last one lists all fifty, typed as the page reads them, without arguments.
+    let last = seen.rsplit("event: inbox\ndata: ").next().unwrap().lines().next().unwrap();
+    let last: gatehouse_core::model::InboxView = serde_json::from_str(last).unwrap();
+    assert_eq!(last.pending.len(), 50, "every pause is in the last inbox event");
+    assert!(last.pending.iter().all(|e| e.arguments.is_none()));
 
     // The inbox lists fifty calls without their arguments; each call's page shows them.
     let inbox = app.client.get(format!("{}/approvals", app.address)).header("cookie", &ada).send().await.unwrap();

@@ -1,7 +1,7 @@
 //! Who may see and decide an execution (the owner of its agent, or an admin;
 //! admins only for calls that change the gate), and the views they get.
 
-use gatehouse_model::{Decision, DecisionView, ExecutionView, State};
+use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
 
 use super::Execution;
 use super::store::{ApprovalStore, DecideError, Snapshot};
@@ -118,8 +118,12 @@ impl ApprovalStore {
         Ok(snapshot)
     }
 
-    /// Pending executions `user` may decide, oldest first.
-    pub fn pending_for(&self, user: &User) -> Vec<ExecutionView> {
+    /// `user`'s inbox: the pending executions they may decide, soonest expiry first.
+    pub fn inbox_for(&self, user: &User) -> InboxView {
+        InboxView { now_ms: self.now_ms(), is_admin: user.is_admin, pending: self.pending_for(user) }
+    }
+
+    fn pending_for(&self, user: &User) -> Vec<ExecutionView> {
         let entries = self.entries();
         let mut all: Vec<ExecutionView> = entries
             .values()

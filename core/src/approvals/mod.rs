@@ -20,7 +20,7 @@ mod store;
 
 pub use access::{AccessError, may_decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
-pub use gatehouse_model::{Decision, DecisionView, ExecutionView, State};
+pub use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
 pub use metrics::{ApprovalMetrics, WAIT_BUCKETS};
 pub use store::{ApprovalStore, DecideError, Limits, OpenError, RunError, Snapshot, Waited};
 

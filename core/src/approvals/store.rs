@@ -159,6 +159,11 @@ impl ApprovalStore {
         &self.inner.audit
     }
 
+    /// The store's "now" (Unix ms).
+    pub(super) fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
     pub(super) fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.inner.entries.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -3,7 +3,7 @@
 //! both sides; the bodies run only on the server, against the same stores the
 //! HTTP API uses.
 
-use gatehouse_model::{CredentialView, ExecutionView, McpSessionInfo, UpstreamInfo};
+use gatehouse_model::{CredentialView, ExecutionView, InboxView, McpSessionInfo, UpstreamInfo};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -133,22 +133,11 @@ pub async fn decide_execution(id: String, action: String) -> Result<String, Serv
     }
 }
 
-/// What the inbox shows.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Inbox {
-    /// Server time when read (Unix ms).
-    pub now_ms: i64,
-    /// Whether the viewer is an admin (who may decide admin-only calls).
-    pub is_admin: bool,
-    /// Pending executions the viewer may see, soonest expiry first.
-    pub pending: Vec<ExecutionView>,
-}
-
 /// The signed-in user's pending executions, soonest expiry first.
 #[server(prefix = "/api/fn", endpoint = "pending")]
-pub async fn list_pending() -> Result<Inbox, ServerFnError> {
+pub async fn list_pending() -> Result<InboxView, ServerFnError> {
     let (user, core) = server::context()?;
-    Ok(Inbox { now_ms: core.clock.now_ms(), is_admin: user.is_admin, pending: core.approvals.pending_for(&user) })
+    Ok(core.approvals.inbox_for(&user))
 }
 
 /// What the upstreams page shows.

@@ -1,5 +1,5 @@
-//! The resume page (one paused call: what, who, arguments, countdown,
-//! Approve/Decline, live state) and the approvals inbox.
+//! `/resume/{eid}`: one paused call (what, who, arguments, countdown,
+//! Approve/Decline), updated from the execution's live stream.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -7,67 +7,14 @@ use leptos_router::hooks::use_params_map;
 
 use gatehouse_model::{ExecutionView, State, routes};
 
-use crate::api::{DecideExecution, Lookup, get_execution, list_pending};
-use crate::live::{LiveState, LiveStatus, use_live_events};
-use crate::pages::Header;
-use crate::reveal::{HiddenChar, Name, Piece, reveal, visible};
+use crate::components::arguments::Arguments;
+use crate::components::clock::{countdown, use_now};
+use crate::components::header::Header;
+use crate::components::live::{LiveState, LiveStatus, use_live_events};
+use crate::components::name::Name;
+use crate::reveal::visible;
+use crate::server_fns::{DecideExecution, Lookup, get_execution};
 use crate::time_fmt::{exact, iso};
-
-/// "4:59" / "1:02:03" / "expired".
-fn countdown(remaining_ms: i64) -> String {
-    if remaining_ms <= 0 {
-        return "expired".into();
-    }
-    let s = remaining_ms / 1000;
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
-}
-
-/// A clock that ticks every second once hydrated (the server renders `start`).
-fn use_now(start: i64) -> ReadSignal<i64> {
-    let (now, set_now) = signal(start);
-    #[cfg(feature = "hydrate")]
-    {
-        let offset = start - js_sys_now();
-        set_now.set(js_sys_now() + offset);
-        let handle =
-            set_interval_with_handle(move || set_now.set(js_sys_now() + offset), std::time::Duration::from_secs(1));
-        if let Ok(handle) = handle {
-            on_cleanup(move || handle.clear());
-        }
-    }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = set_now;
-    now
-}
-
-#[cfg(feature = "hydrate")]
-fn js_sys_now() -> i64 {
-    web_sys::window().and_then(|w| w.performance()).map(|p| (p.time_origin() + p.now()) as i64).unwrap_or(0)
-}
-
-/// Arguments shown in full, hidden characters made visible.
-#[component]
-fn Arguments(text: String) -> impl IntoView {
-    let pieces = reveal(&text);
-    let hidden = pieces.iter().filter(|p| matches!(p, Piece::Hidden(_))).count();
-    view! {
-        {(hidden > 0).then(|| view! {
-            <p class="warning" role="note">
-                {format!("These arguments contain {hidden} invisible or direction-changing character{}; each is shown as its code point.", if hidden == 1 { "" } else { "s" })}
-            </p>
-        })}
-        <pre class="arguments" tabindex="0" aria-label="Arguments" dir="ltr">
-            {pieces.into_iter().map(|p| match p {
-                Piece::Text(t) => view! { <span>{t}</span> }.into_any(),
-                Piece::Hidden(c) => view! { <HiddenChar c/> }.into_any(),
-            }).collect_view()}
-        </pre>
-    }
-}
 
 fn state_label(state: State) -> &'static str {
     match state {
@@ -235,45 +182,5 @@ fn ResumeBody(
                     </ActionForm>
                 </div>
             })}
-    }
-}
-
-/// `/approvals`: pending calls, arriving and leaving live.
-#[component]
-pub fn InboxPage() -> impl IntoView {
-    let pending = Resource::new(|| (), |_| list_pending());
-    let live = use_live_events(routes::APPROVAL_EVENTS.to_string(), move |_| pending.refetch());
-    view! {
-        <Title text="Approvals — Gatehouse"/>
-        <Header/>
-        <main class="page">
-            <h1>"Waiting for approval"</h1>
-            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
-                {move || pending.get().map(|result| match result {
-                    Ok(inbox) if inbox.pending.is_empty() => view! { <p class="empty">"No call is waiting for a decision."</p> }.into_any(),
-                    Ok(inbox) => view! {
-                        <ul class="cards" aria-label="Pending approvals">
-                            {inbox.pending.into_iter().map(|e| view! {
-                                <li class="card" data-execution-id=e.execution_id.clone()>
-                                    <a class="tool-link" href=routes::resume(&e.execution_id, None)>
-                                        <strong><Name text=e.tool.clone()/></strong>
-                                    </a>
-                                    {e.admin_only.then(|| view! {
-                                        <span class="tag admin-only" title="It changes the gate for everyone">
-                                            {if e.decidable_by(inbox.is_admin) { "admin decision" } else { "needs an admin" }}
-                                        </span>
-                                    })}
-                                    <div class="meta">"from " <Name text=e.agent.clone()/>
-                                        {e.expires_at_ms.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{crate::time_fmt::relative(x, inbox.now_ms)}</time> })}
-                                    </div>
-                                </li>
-                            }).collect_view()}
-                        </ul>
-                    }.into_any(),
-                    Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
-                })}
-            </Suspense>
-            <LiveStatus state=live/>
-        </main>
     }
 }

@@ -1,8 +1,13 @@
-//! The browser end of the live stream: an `EventSource` on an SSE endpoint that
-//! calls back on every event. Pages use it to re-read their data; the approval
-//! page will use the same hook.
+//! The browser end of the live streams: an `EventSource` on an SSE endpoint
+//! that calls back on every unnamed message, and keeps the app-wide inbox
+//! (the `inbox` events every page stream carries) for the navigation's
+//! pending count, the tab title and the inbox page.
 
 use leptos::prelude::*;
+
+#[cfg(feature = "hydrate")]
+use gatehouse_model::INBOX_EVENT;
+use gatehouse_model::InboxView;
 
 /// Connection state of a live stream, for the status line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,8 +20,26 @@ pub enum LiveState {
     Reconnecting,
 }
 
+/// The latest inbox a live stream delivered (`None` until one did: the
+/// server renders without it, so hydration matches).
+#[derive(Debug, Clone, Copy)]
+pub struct LiveInbox(pub RwSignal<Option<InboxView>>);
+
+/// Makes the app-wide [`LiveInbox`] (once, at the root).
+pub fn provide_live_inbox() -> RwSignal<Option<InboxView>> {
+    let inbox = RwSignal::new(None);
+    provide_context(LiveInbox(inbox));
+    inbox
+}
+
+/// The app-wide inbox, as the live streams last delivered it.
+pub fn use_inbox() -> RwSignal<Option<InboxView>> {
+    use_context::<LiveInbox>().map(|l| l.0).unwrap_or_else(|| RwSignal::new(None))
+}
+
 /// Opens `url` as an `EventSource` once hydrated and calls `on_event` with each
-/// message's data. Returns the connection state. On the server it does nothing.
+/// unnamed message's data; `inbox` events update the app-wide inbox. Returns
+/// the connection state. On the server it does nothing.
 pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> ReadSignal<LiveState> {
     let (state, set_state) = signal(LiveState::Connecting);
     #[cfg(feature = "hydrate")]
@@ -24,6 +47,7 @@ pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> Read
         use std::rc::Rc;
         use wasm_bindgen::{JsCast, closure::Closure};
         let on_event = Rc::new(on_event);
+        let inbox = use_inbox();
         Effect::new(move |_| {
             let Ok(source) = web_sys::EventSource::new(&url) else {
                 set_state.set(LiveState::Reconnecting);
@@ -35,13 +59,20 @@ pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> Read
             let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
                 handler(e.data().as_string().unwrap_or_default());
             });
+            let on_inbox = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
+                if let Ok(view) = serde_json::from_str::<InboxView>(&e.data().as_string().unwrap_or_default()) {
+                    inbox.set(Some(view));
+                }
+            });
             source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
             source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
             source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+            let _ = source.add_event_listener_with_callback(INBOX_EVENT, on_inbox.as_ref().unchecked_ref());
             // The closures live as long as the page; the source closes with it.
             on_open.forget();
             on_error.forget();
             on_message.forget();
+            on_inbox.forget();
             let source = send_wrapper::SendWrapper::new(source);
             on_cleanup(move || source.close());
         });

@@ -1,0 +1,48 @@
+//! The header every signed-in page carries: navigation (with the live
+//! pending count on "Approvals") and sign-out.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_location;
+
+use gatehouse_model::routes;
+
+use crate::components::live::use_inbox;
+
+/// The console's sections, in the order the navigation shows them.
+const SECTIONS: &[(&str, &str)] = &[(routes::APPROVALS, "Approvals"), (routes::UPSTREAMS, "Upstreams")];
+
+/// Header with the product name, navigation and sign-out.
+#[component]
+pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView {
+    let inbox = use_inbox();
+    let pending = move || inbox.get().map(|i| i.pending.len()).filter(|n| *n > 0);
+    let path = use_location().pathname;
+    view! {
+        <header class="top">
+            <nav aria-label="Main">
+                <a class="brand" href=routes::HOME>"Gatehouse"</a>
+                {SECTIONS.iter().map(|(href, label)| {
+                    let current = move || path.with(|p| p.starts_with(href)).then_some("page");
+                    let is_approvals = *href == routes::APPROVALS;
+                    view! {
+                        <a href=*href aria-current=current>
+                            {*label}
+                            {is_approvals.then(|| view! {
+                                <Show when=move || pending().is_some()>
+                                    <span class="count" data-testid="pending-count"
+                                        aria-label=move || format!("{} waiting", pending().unwrap_or(0))>
+                                        {move || pending().unwrap_or(0)}
+                                    </span>
+                                </Show>
+                            })}
+                        </a>
+                    }
+                }).collect_view()}
+            </nav>
+            <form method="post" action=routes::API_SIGN_OUT class="sign-out">
+                {username.map(|u| view! { <span class="who">{u}</span> })}
+                <button type="submit" class="quiet">"Sign out"</button>
+            </form>
+        </header>
+    }
+}

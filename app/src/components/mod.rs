@@ -1,0 +1,8 @@
+//! Pieces the pages share.
+
+pub mod arguments;
+pub mod clock;
+pub mod header;
+pub mod live;
+pub mod name;
+pub mod when;

@@ -1,0 +1,10 @@
+//! One file per page. Forms post to the HTTP API or to server functions,
+//! so they work before hydration.
+
+pub mod home;
+pub mod inbox;
+pub mod not_found;
+pub mod resume;
+pub mod setup;
+pub mod sign_in;
+pub mod upstreams;
