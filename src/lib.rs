@@ -2,6 +2,10 @@
 //! before they act. This crate is the server: configuration, the HTTP router,
 //! the `/mcp` endpoint, the HTTP API and the embedded site.
 
+// Rendering the site's deeply nested view types on the server needs more
+// than the default query depth.
+#![recursion_limit = "512"]
+
 pub mod api;
 pub mod auth;
 pub mod cli;

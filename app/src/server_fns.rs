@@ -3,7 +3,9 @@
 //! both sides; the bodies run only on the server, against the same stores the
 //! HTTP API uses.
 
-use gatehouse_model::{CredentialView, ExecutionView, InboxView, McpSessionInfo, UpstreamInfo};
+use gatehouse_model::{
+    AuditEntry, CredentialView, ExecutionView, HistoryFilter, HistoryPage, InboxView, McpSessionInfo, UpstreamInfo,
+};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +91,22 @@ mod server {
         }
     }
 
+    /// Runs database work for the signed-in user on the blocking pool; an
+    /// access error sets the response status as the JSON API would.
+    pub async fn blocking<T: Send + 'static>(
+        work: impl FnOnce(User, gatehouse_core::Core) -> Result<T, AccessError> + Send + 'static,
+    ) -> Result<T, ServerFnError> {
+        let (user, core) = context()?;
+        match tokio::task::spawn_blocking(move || work(user, core)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                set_status(e.status_code());
+                Err(ServerFnError::new(e.to_string()))
+            }
+            Err(e) => Err(ServerFnError::new(e.to_string())),
+        }
+    }
+
     pub fn lookup(id: &str) -> Result<super::Lookup, ServerFnError> {
         let (user, core) = context()?;
         Ok(match core.approvals.view_for(&user, id) {
@@ -163,4 +181,22 @@ pub async fn list_upstreams() -> Result<UpstreamList, ServerFnError> {
         .map(|u| UpstreamInfo { last_error: if show_errors { u.last_error } else { None }, ..u })
         .collect();
     Ok(UpstreamList { show_errors, upstreams })
+}
+
+/// One page of the history the signed-in user may read, newest first;
+/// `query` is the page's query string (the filters and the cursor).
+#[server(prefix = "/api/fn", endpoint = "history")]
+pub async fn get_history(query: String) -> Result<HistoryPage, ServerFnError> {
+    let filter = HistoryFilter::from_query(&query).map_err(|e| {
+        server::set_status(400);
+        ServerFnError::new(format!("these filters do not parse: {e}"))
+    })?;
+    server::blocking(move |user, core| core.approvals.history_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE))
+        .await
+}
+
+/// Every audit entry of one execution, oldest first.
+#[server(prefix = "/api/fn", endpoint = "timeline")]
+pub async fn get_timeline(id: String) -> Result<Vec<AuditEntry>, ServerFnError> {
+    server::blocking(move |user, core| core.approvals.timeline_for(&user, &id)).await
 }

@@ -3,49 +3,14 @@
 
 use std::sync::Arc;
 
-use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
+use gatehouse_model::{AuditEntry, HistoryFilter, State};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{OptionalExtension, params, params_from_iter};
 
 use crate::clock::{Clock, rfc3339};
 use crate::db::Db;
+use crate::error::CoreError;
 use crate::error::Result;
-
-/// One audit entry.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditEvent {
-    /// The execution.
-    pub execution_id: String,
-    /// RFC 3339 time.
-    pub at: String,
-    /// The state entered (`pending`, `approved`, …, `abandoned`).
-    pub state: String,
-    /// Exposed tool name.
-    pub tool: String,
-    /// SHA-256 of the canonical arguments.
-    pub arguments_digest: String,
-    /// Agent name.
-    pub agent: String,
-    /// Owning user.
-    pub owner: Option<String>,
-    /// The credential that made the call.
-    pub credential_id: Option<String>,
-    /// That credential's thread.
-    pub thread: Option<String>,
-    /// Who caused it (`user:ada`, `agent`, `system`).
-    pub actor: Option<String>,
-    /// Extra words (error text, reason).
-    pub detail: Option<String>,
-}
-
-impl AuditEvent {
-    /// The state entered, typed: the one place stored names become states
-    /// (`abandoned`, written at start for what a previous run left open, reads
-    /// as cancelled).
-    pub fn execution_state(&self) -> crate::approvals::State {
-        crate::approvals::State::parse(&self.state).unwrap_or(crate::approvals::State::Cancelled)
-    }
-}
 
 /// What is written for one transition.
 pub struct Entry<'a> {
@@ -55,6 +20,8 @@ pub struct Entry<'a> {
     pub state: &'a str,
     /// Tool name.
     pub tool: &'a str,
+    /// The upstream it goes to (none for Gatehouse's own tools).
+    pub upstream: Option<&'a str>,
     /// Argument digest.
     pub arguments_digest: &'a str,
     /// Agent.
@@ -87,20 +54,28 @@ impl AuditLog {
     /// Appends one entry.
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
         self.db.conn().prepare_cached(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        )?.execute(params![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread])?;
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )?.execute(params![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream])?;
         Ok(())
     }
 
     /// The latest entry of an execution.
-    pub fn latest(&self, execution_id: &str) -> Result<Option<AuditEvent>> {
+    pub fn latest(&self, execution_id: &str) -> Result<Option<AuditEntry>> {
         let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread
-             FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1",
-        )?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1"
+        ))?;
         Ok(stmt.query_row([execution_id], row).optional()?)
+    }
+
+    /// Every entry of an execution, oldest first: its timeline.
+    pub fn timeline(&self, execution_id: &str) -> Result<Vec<AuditEntry>> {
+        let conn = self.db.conn();
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id"))?;
+        let rows = stmt.query_map([execution_id], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
     }
 
     /// Who took an execution out of pending (the approve, decline, expiry or
@@ -114,27 +89,62 @@ impl AuditLog {
         Ok(stmt.query_row([execution_id], |r| r.get(0)).optional()?.flatten())
     }
 
-    /// The newest `limit` entries, newest first, of everything an owner's
-    /// agents did.
-    pub fn recent_for_owner(&self, limit: usize, owner: &str) -> Result<Vec<AuditEvent>> {
+    /// Up to `limit` entries `scope` may read that `filter` lets through,
+    /// newest first (older than `filter.before`, when set).
+    pub fn search(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
+        let mut clauses: Vec<&str> = Vec::new();
+        let mut values: Vec<SqlValue> = Vec::new();
+        let mut add = |clause, value: SqlValue| {
+            clauses.push(clause);
+            values.push(value);
+        };
+        match scope {
+            HistoryScope::All => {}
+            HistoryScope::Owner(owner) => add("owner = ?", owner.clone().into()),
+            // Another owner-less credential is someone else, whatever its agent name.
+            HistoryScope::Credential(id) => add("credential_id = ? AND owner IS NULL", id.clone().into()),
+        }
+        if !filter.agent.is_empty() {
+            add("agent = ?", filter.agent.clone().into());
+        }
+        if !filter.tool.is_empty() {
+            add("tool = ?", filter.tool.clone().into());
+        }
+        match filter.upstream.as_str() {
+            "" => {}
+            // Gatehouse's own tools have no upstream.
+            "gatehouse" => add("upstream IS ?", SqlValue::Null),
+            name => add("upstream = ?", name.to_string().into()),
+        }
+        if !filter.outcome.is_empty() {
+            let state = filter.outcome_state().ok_or_else(|| CoreError::Invalid {
+                field: "outcome",
+                reason: format!("{:?} is not a state", filter.outcome),
+            })?;
+            // What a restart left open is stored as `abandoned` and reads as cancelled.
+            let clause = if state == State::Cancelled { "state IN (?, 'abandoned')" } else { "state = ?" };
+            add(clause, state.as_str().to_string().into());
+        }
+        if !filter.decider.is_empty() {
+            let actor =
+                if filter.decider.contains(':') { filter.decider.clone() } else { format!("user:{}", filter.decider) };
+            add("actor = ?", actor.into());
+        }
+        if !filter.from.is_empty() {
+            add("at >= ?", day_start_ms("from", &filter.from)?.into());
+        }
+        if !filter.to.is_empty() {
+            add("at < ?", (day_start_ms("to", &filter.to)? + DAY_MS).into());
+        }
+        if let Some(before) = filter.before {
+            add("id < ?", before.into());
+        }
+        values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        let filter_sql = if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        let sql = format!("SELECT {COLUMNS} FROM audit_events {filter_sql} ORDER BY id DESC LIMIT ?");
         let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread
-             FROM audit_events WHERE owner = ?1 ORDER BY id DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![owner, limit as i64], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
-    }
-
-    /// The newest `limit` entries, newest first, of one owner-less credential
-    /// (another owner-less credential is someone else, whatever its agent name).
-    pub fn recent_for_credential(&self, limit: usize, credential_id: &str) -> Result<Vec<AuditEvent>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread
-             FROM audit_events WHERE credential_id = ?1 AND owner IS NULL ORDER BY id DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![credential_id, limit as i64], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(values), row)?.collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
     }
 
@@ -142,8 +152,8 @@ impl AuditLog {
     pub fn abandon_unsettled(&self) -> Result<usize> {
         let now = self.clock.now_ms();
         Ok(self.db.conn().execute(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread)
-             SELECT a.execution_id, ?1, 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
+             SELECT a.execution_id, ?1, 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread, a.upstream
              FROM audit_events a
              WHERE a.id = (SELECT MAX(id) FROM audit_events b WHERE b.execution_id = a.execution_id)
                AND a.state IN ('pending', 'approved', 'running')",
@@ -173,24 +183,55 @@ impl AuditLog {
     }
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEvent> {
-    Ok(AuditEvent {
-        execution_id: r.get(0)?,
-        at: rfc3339(r.get(1)?),
-        state: r.get(2)?,
-        tool: r.get(3)?,
-        arguments_digest: r.get(4)?,
-        agent: r.get(5)?,
-        owner: r.get(6)?,
-        actor: r.get(7)?,
-        detail: r.get(8)?,
-        credential_id: r.get(9)?,
-        thread: r.get(10)?,
+/// Whose entries a reader may see.
+#[derive(Debug, Clone)]
+pub enum HistoryScope {
+    /// Everyone's (admins).
+    All,
+    /// Those of the agents this user owns.
+    Owner(String),
+    /// Those of one owner-less credential (an agent reading its own).
+    Credential(String),
+}
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+const COLUMNS: &str =
+    "id, execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream";
+
+/// Midnight UTC of a `YYYY-MM-DD` day, in Unix ms.
+fn day_start_ms(field: &'static str, day: &str) -> Result<i64> {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    let date = time::Date::parse(day, &format)
+        .map_err(|_| CoreError::Invalid { field, reason: format!("{day:?} is not a YYYY-MM-DD date") })?;
+    Ok(date.midnight().assume_utc().unix_timestamp() * 1000)
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEntry> {
+    let at_ms: i64 = r.get(2)?;
+    let state: String = r.get(3)?;
+    Ok(AuditEntry {
+        id: r.get(0)?,
+        execution_id: r.get(1)?,
+        at_ms,
+        at: rfc3339(at_ms),
+        // The one place stored names become states: `abandoned`, written at
+        // start for what a previous run left open, reads as cancelled.
+        state: State::parse(&state).unwrap_or(State::Cancelled),
+        tool: r.get(4)?,
+        arguments_digest: r.get(5)?,
+        agent: r.get(6)?,
+        owner: r.get(7)?,
+        actor: r.get(8)?,
+        detail: r.get(9)?,
+        credential_id: r.get(10)?,
+        thread: r.get(11)?,
+        upstream: r.get(12)?,
     })
 }
 
 #[cfg(test)]
-mod prune_tests {
+mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use std::time::Duration;
@@ -218,5 +259,64 @@ mod prune_tests {
         assert_eq!(log.prune_older_than(Duration::from_secs(90 * 24 * 3600)).unwrap(), 1);
         assert!(log.latest("exec_old").unwrap().is_none());
         assert!(log.latest("exec_new").unwrap().is_some());
+    }
+
+    #[test]
+    fn search_narrows_by_scope_and_filters_and_pages_by_id() {
+        let clock = Arc::new(ManualClock::new(1_764_460_800_000)); // 2025-11-30T00:00:00Z
+        let log = AuditLog::new(Db::open_in_memory().unwrap(), clock.clone());
+        let write = |eid: &str, state: &str, tool: &str, upstream: Option<&str>, owner: Option<&str>, actor: &str| {
+            log.record(Entry {
+                execution_id: eid,
+                state,
+                tool,
+                upstream,
+                arguments_digest: "d",
+                agent: "claude",
+                owner,
+                credential_id: Some("cred_1"),
+                thread: None,
+                actor: Some(actor),
+                detail: None,
+            })
+            .unwrap()
+        };
+        write("e1", "pending", "fs_write", Some("fs"), Some("ada"), "agent:claude");
+        write("e1", "approved", "fs_write", Some("fs"), Some("ada"), "user:ada");
+        clock.advance(Duration::from_secs(24 * 3600));
+        write("e2", "pending", "gatehouse_policy_set", None, Some("bob"), "agent:claude");
+        write("e2", "declined", "gatehouse_policy_set", None, Some("bob"), "user:root");
+        write("e3", "abandoned", "fs_write", Some("fs"), None, "system");
+
+        let all = |f: &HistoryFilter| log.search(f, &HistoryScope::All, 100).unwrap();
+        let ids = |v: Vec<AuditEntry>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(ids(all(&HistoryFilter::default())), vec![5, 4, 3, 2, 1], "newest first");
+        let ada = log.search(&HistoryFilter::default(), &HistoryScope::Owner("ada".into()), 100).unwrap();
+        assert_eq!(ids(ada), vec![2, 1], "an owner sees their own agents only");
+        let f = |build: fn(&mut HistoryFilter)| {
+            let mut f = HistoryFilter::default();
+            build(&mut f);
+            f
+        };
+        assert_eq!(ids(all(&f(|f| f.upstream = "fs".into()))), vec![5, 2, 1]);
+        assert_eq!(ids(all(&f(|f| f.upstream = "gatehouse".into()))), vec![4, 3], "own tools have no upstream");
+        assert_eq!(ids(all(&f(|f| f.outcome = "declined".into()))), vec![4]);
+        assert_eq!(ids(all(&f(|f| f.outcome = "cancelled".into()))), vec![5], "a restart's abandoned reads cancelled");
+        assert_eq!(all(&f(|f| f.outcome = "cancelled".into()))[0].state, State::Cancelled);
+        assert_eq!(ids(all(&f(|f| f.decider = "ada".into()))), vec![2], "a bare name is a user");
+        assert_eq!(ids(all(&f(|f| f.decider = "system".into()))), Vec::<i64>::new());
+        assert_eq!(ids(all(&f(|f| f.decider = "user:root".into()))), vec![4]);
+        assert_eq!(ids(all(&f(|f| f.to = "2025-11-30".into()))), vec![2, 1], "to includes the whole day");
+        assert_eq!(ids(all(&f(|f| f.from = "2025-12-01".into()))), vec![5, 4, 3]);
+        assert_eq!(ids(all(&f(|f| f.tool = "fs_write".into()))), vec![5, 2, 1]);
+        let page = log.search(&HistoryFilter { before: Some(4), ..Default::default() }, &HistoryScope::All, 2).unwrap();
+        assert_eq!(ids(page), vec![3, 2], "keyset: older than the cursor");
+        for bad in [f(|f| f.outcome = "maybe".into()), f(|f| f.from = "yesterday".into())] {
+            assert!(matches!(log.search(&bad, &HistoryScope::All, 10), Err(CoreError::Invalid { .. })), "{bad:?}");
+        }
+        assert_eq!(
+            log.timeline("e1").unwrap().iter().map(|e| e.state).collect::<Vec<_>>(),
+            vec![State::Pending, State::Approved]
+        );
     }
 }

@@ -132,6 +132,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit_events ADD COLUMN thread TEXT;
     CREATE INDEX audit_credential ON audit_events(credential_id);
     "#,
+    // 4: the history page filters by upstream and pages a user's entries newest first.
+    r#"
+    ALTER TABLE audit_events ADD COLUMN upstream TEXT;
+    CREATE INDEX audit_owner ON audit_events(owner, id);
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

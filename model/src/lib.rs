@@ -6,11 +6,13 @@
 
 pub mod credential;
 pub mod execution;
+pub mod history;
 pub mod live;
 pub mod routes;
 pub mod state;
 
 pub use credential::{CredentialStatus, CredentialView};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
+pub use history::{AuditEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};
 pub use state::{Decision, State};

@@ -7,6 +7,8 @@ pub const HOME: &str = "/";
 pub const APPROVALS: &str = "/approvals";
 /// The upstreams page.
 pub const UPSTREAMS: &str = "/upstreams";
+/// The history page (the audit log); filters go in its query string.
+pub const HISTORY: &str = "/history";
 /// The sign-in page.
 pub const SIGN_IN: &str = "/sign-in";
 /// The sign-in form's target.
@@ -45,6 +47,24 @@ pub fn execution_events(execution_id: &str) -> String {
     format!("/api/executions/{execution_id}/events")
 }
 
+/// The history page showing `filter` (a link that can be shared).
+pub fn history(filter: &crate::HistoryFilter) -> String {
+    with_query(HISTORY, &filter.to_query())
+}
+
+/// The audit log as JSON, one page per request (`before` pages back).
+pub const API_HISTORY: &str = "/api/history";
+
+/// The whole filtered history as a file to download.
+pub fn history_export(format: crate::ExportFormat, filter: &crate::HistoryFilter) -> String {
+    let filter = filter.at_page(None);
+    with_query(&format!("/api/history/export.{}", format.as_str()), &filter.to_query())
+}
+
+fn with_query(path: &str, query: &str) -> String {
+    if query.is_empty() { path.to_string() } else { format!("{path}?{query}") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +76,9 @@ mod tests {
         assert_eq!(execution("exec_1"), "/api/executions/exec_1");
         assert_eq!(execution_resume("exec_1"), "/api/executions/exec_1/resume");
         assert_eq!(execution_events("exec_1"), "/api/executions/exec_1/events");
+        let f = crate::HistoryFilter { tool: "rm".into(), before: Some(9), ..Default::default() };
+        assert_eq!(history(&f), "/history?tool=rm&before=9");
+        assert_eq!(history(&Default::default()), "/history");
+        assert_eq!(history_export(crate::ExportFormat::Csv, &f), "/api/history/export.csv?tool=rm");
     }
 }

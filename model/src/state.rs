@@ -24,9 +24,29 @@ pub enum State {
     Cancelled,
     /// Its credential was revoked before it ran.
     Revoked,
+    /// Audit only: a request (a resource read, a prompt) the policy let
+    /// through at once; it never pauses.
+    Allowed,
+    /// Audit only: a request the policy refused at once.
+    Blocked,
 }
 
 impl State {
+    /// Every state, in the order an execution can move through them.
+    pub const ALL: [State; 11] = [
+        State::Pending,
+        State::Approved,
+        State::Running,
+        State::Completed,
+        State::Failed,
+        State::Declined,
+        State::Expired,
+        State::Cancelled,
+        State::Revoked,
+        State::Allowed,
+        State::Blocked,
+    ];
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -39,6 +59,8 @@ impl State {
             State::Expired => "expired",
             State::Cancelled => "cancelled",
             State::Revoked => "revoked",
+            State::Allowed => "allowed",
+            State::Blocked => "blocked",
         }
     }
 
@@ -54,6 +76,8 @@ impl State {
             "expired" => State::Expired,
             "cancelled" | "abandoned" => State::Cancelled,
             "revoked" => State::Revoked,
+            "allowed" => State::Allowed,
+            "blocked" => State::Blocked,
             _ => return None,
         })
     }
@@ -62,7 +86,14 @@ impl State {
     pub fn is_settled(self) -> bool {
         matches!(
             self,
-            State::Completed | State::Failed | State::Declined | State::Expired | State::Cancelled | State::Revoked
+            State::Completed
+                | State::Failed
+                | State::Declined
+                | State::Expired
+                | State::Cancelled
+                | State::Revoked
+                | State::Allowed
+                | State::Blocked
         )
     }
 }

@@ -23,6 +23,7 @@ impl From<AccessError> for ApiError {
             AccessError::Forbidden => ApiError::Forbidden(e.to_string()),
             AccessError::AdminRequired => ApiError::AdminRequired(e.to_string()),
             AccessError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            AccessError::Invalid(_) => ApiError::BadRequest(e.to_string()),
             AccessError::Storage(detail) => ApiError::Internal(detail),
         }
     }

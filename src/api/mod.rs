@@ -3,6 +3,7 @@
 
 pub mod credentials;
 pub mod executions;
+pub mod history;
 pub mod live;
 
 use axum::Router;
@@ -31,4 +32,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/mcp-sessions/{sid}/executions/{eid}", get(executions::get_in_session))
         .route("/api/mcp-sessions/{sid}/executions/{eid}/resume", post(executions::resume_in_session))
         .route(routes::APPROVAL_EVENTS, get(live::inbox_events))
+        .route(routes::API_HISTORY, get(history::page))
+        .route("/api/history/export.jsonl", get(history::export_jsonl))
+        .route("/api/history/export.csv", get(history::export_csv))
 }

@@ -2,7 +2,7 @@
 //! `resources/subscribe`, `prompts/get`, `completion/complete` — are decided
 //! by `resource:<uri pattern>` and `prompt:<name pattern>` rules and audited.
 
-use gatehouse_core::approvals::digest;
+use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::policy::{Action, Subject};
@@ -28,8 +28,9 @@ pub fn check(
     let name = subject.name();
     let recorded = state.core.approvals.audit().record(audit::Entry {
         execution_id: &gatehouse_core::secret::new_id("req"),
-        state: if allowed { "allowed" } else { "blocked" },
+        state: if allowed { State::Allowed.as_str() } else { State::Blocked.as_str() },
         tool: &name,
+        upstream: None,
         arguments_digest: &digest(arguments),
         agent: &credential.agent,
         owner: credential.owner.as_deref(),

@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
+use gatehouse_core::audit::HistoryScope;
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::credentials::Credential;
+use gatehouse_core::model::HistoryFilter;
 use gatehouse_core::policy::{Action, Hints};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
@@ -217,10 +219,11 @@ pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> 
                 // An agent reads its owner's entries; an owner-less one only its
                 // own credential's (another owner-less credential is someone else).
                 let audit = state.core.approvals.audit();
-                match caller.credential.owner.as_deref() {
-                    Some(owner) => audit.recent_for_owner(limit, owner),
-                    None => audit.recent_for_credential(limit, &caller.credential.id),
-                }
+                let scope = match &caller.credential.owner {
+                    Some(owner) => HistoryScope::Owner(owner.clone()),
+                    None => HistoryScope::Credential(caller.credential.id.clone()),
+                };
+                audit.search(&HistoryFilter::default(), &scope, limit)
                 .map(|entries| CallToolResult::structured(json!({ "entries": entries })))
                 .map_err(|e| e.to_string())
             }

@@ -104,8 +104,16 @@ async fn a_gated_call_pauses_and_runs_once_approved() {
     assert_eq!(conflict.json::<Value>().await.unwrap()["error"], "conflict");
     assert_eq!(app.core.approvals.len(), 0, "settled entries leave the store");
 
-    let audit: Vec<String> =
-        app.core.approvals.audit().recent_for_owner(10, "ada").unwrap().into_iter().rev().map(|e| e.state).collect();
+    let audit: Vec<String> = app
+        .core
+        .approvals
+        .audit()
+        .search(&Default::default(), &gatehouse_core::audit::HistoryScope::Owner("ada".into()), 10)
+        .unwrap()
+        .into_iter()
+        .rev()
+        .map(|e| e.state.to_string())
+        .collect();
     assert_eq!(audit, ["pending", "approved", "running", "completed"]);
 }
 
@@ -223,7 +231,7 @@ async fn ending_the_session_cancels_its_pending_calls_and_nothing_leaks() {
         .unwrap();
     app.wait_for_sessions(|n| n == 0).await;
     assert_eq!(app.core.approvals.len(), 0);
-    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "cancelled");
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "cancelled");
     assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 409, "a decision after teardown is not kept");
     let metrics = app.metrics().await;
     assert!(metrics.contains("gatehouse_approval_store_entries 0"), "{metrics}");
@@ -313,6 +321,6 @@ async fn a_client_cancelling_its_resume_cancels_the_execution() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(app.core.approvals.len(), 0, "the cancelled execution left the store");
-    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "cancelled");
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "cancelled");
     waiting.abort();
 }

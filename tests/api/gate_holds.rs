@@ -155,8 +155,13 @@ async fn a_client_form_answer_never_decides_unless_trusted_and_never_as_a_person
     assert_ne!(ran.is_error, Some(true), "{ran:?}");
     assert!(ran.content[0].as_text().unwrap().text.contains("simple text"), "{ran:?}");
     assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
-    let approved = app.core.approvals.audit().recent_for_owner(10, "ada").unwrap();
-    let decision = approved.iter().find(|e| e.state == "approved").expect("an approval");
+    let approved = app
+        .core
+        .approvals
+        .audit()
+        .search(&Default::default(), &gatehouse_core::audit::HistoryScope::Owner("ada".into()), 10)
+        .unwrap();
+    let decision = approved.iter().find(|e| e.state.as_str() == "approved").expect("an approval");
     assert_eq!(decision.actor.as_deref(), Some("agent:form-agent via client"), "never recorded as a person");
 
     // ...but never a call a rule (or the gate itself) reserves for a person.
@@ -368,7 +373,7 @@ async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions
         .unwrap();
     assert!(revoked.status().is_success(), "{}", revoked.status());
     wait_until("the execution settles as revoked", || app.core.approvals.get(&eid).is_none()).await;
-    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "revoked");
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "revoked");
     app.wait_for_sessions(|n| n == 0).await;
 
     // A revocation from another process (the CLI) is noticed too.
@@ -383,7 +388,7 @@ async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions
         .unwrap();
     assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
     wait_until("the CLI's revocation is swept", || app.core.approvals.get(&eid).is_none()).await;
-    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "revoked");
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "revoked");
 }
 
 // ---------------------------------------------------------------------------
@@ -412,7 +417,7 @@ async fn a_tool_whose_definition_changed_after_approval_does_not_run() {
     let refused = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert_eq!(refused["result"]["structuredContent"]["error"], "tool_changed", "{refused}");
-    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state, "failed");
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "failed");
 
     // Asked anew, the new definition runs once approved.
     let paused = tool_call(&app, &token, &sid, "ev__probe_mutable", json!({})).await;
@@ -605,8 +610,13 @@ async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
         app.call(&token, &sid, request(5, "resources/read", json!({"uri": "file:///etc/passwd"}))).await;
     assert!(guessed[0]["error"]["message"].as_str().unwrap().contains("not found"), "never a guess: {guessed:?}");
 
-    let audit = app.core.approvals.audit().recent_for_owner(20, "ada").unwrap();
-    let seen: Vec<(String, String)> = audit.iter().map(|e| (e.state.clone(), e.tool.clone())).collect();
+    let audit = app
+        .core
+        .approvals
+        .audit()
+        .search(&Default::default(), &gatehouse_core::audit::HistoryScope::Owner("ada".into()), 20)
+        .unwrap();
+    let seen: Vec<(String, String)> = audit.iter().map(|e| (e.state.to_string(), e.tool.clone())).collect();
     for expected in [
         ("allowed", "resource:test://static-text"),
         ("blocked", "resource:test://static-binary"),

@@ -6,6 +6,7 @@ mod browser;
 mod cli;
 mod gate_holds;
 mod helpers;
+mod history;
 mod mcp_auth;
 mod mcp_transport;
 mod native;

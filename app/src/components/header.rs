@@ -9,7 +9,8 @@ use gatehouse_model::routes;
 use crate::components::live::use_inbox;
 
 /// The console's sections, in the order the navigation shows them.
-const SECTIONS: &[(&str, &str)] = &[(routes::APPROVALS, "Approvals"), (routes::UPSTREAMS, "Upstreams")];
+const SECTIONS: &[(&str, &str)] =
+    &[(routes::APPROVALS, "Approvals"), (routes::HISTORY, "History"), (routes::UPSTREAMS, "Upstreams")];
 
 /// Header with the product name, navigation and sign-out.
 #[component]
@@ -19,8 +20,8 @@ pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView
     let path = use_location().pathname;
     view! {
         <header class="top">
+            <a class="brand" href=routes::HOME>"Gatehouse"</a>
             <nav aria-label="Main">
-                <a class="brand" href=routes::HOME>"Gatehouse"</a>
                 {SECTIONS.iter().map(|(href, label)| {
                     let current = move || path.with(|p| p.starts_with(href)).then_some("page");
                     let is_approvals = *href == routes::APPROVALS;

@@ -76,8 +76,8 @@ fn Home(overview: Overview) -> impl IntoView {
                     view! { <p class="empty">"No credential has been issued yet."</p> }.into_any()
                 } else {
                     view! {
-                        <div class="table-wrap">
-                        <table aria-label="Agent credentials">
+                        <div class="table-wrap" tabindex="0" role="region" aria-label="Agent credentials (scrolls sideways)">
+                        <table class="responsive" aria-label="Agent credentials">
                             <thead><tr>
                                 <th scope="col">"Agent"</th><th scope="col">"Thread"</th>
                                 <th scope="col">"Status"</th><th scope="col">"Last sign of life"</th>
@@ -88,14 +88,14 @@ fn Home(overview: Overview) -> impl IntoView {
                                 let active = c.status == CredentialStatus::Active;
                                 view! {
                                     <tr data-credential-id=c.id.clone()>
-                                        <td><Name text=c.agent/></td>
-                                        <td>{match c.thread {
+                                        <td data-label="Agent"><Name text=c.agent/></td>
+                                        <td data-label="Thread">{match c.thread {
                                             Some(t) => view! { <Name text=t/> }.into_any(),
                                             None => "—".into_any(),
                                         }}</td>
-                                        <td><span class=format!("status {}", c.status)>{c.status.as_str()}</span></td>
-                                        <td><When ms=c.last_seen_ms now_ms/></td>
-                                        <td>{active.then(|| view! { <When ms=c.expires_ms now_ms/> })}</td>
+                                        <td data-label="Status"><span class=format!("status {}", c.status)>{c.status.as_str()}</span></td>
+                                        <td data-label="Last sign of life"><When ms=c.last_seen_ms now_ms/></td>
+                                        <td data-label="Lapses">{active.then(|| view! { <When ms=c.expires_ms now_ms/> })}</td>
                                     </tr>
                                 }
                             }).collect_view()}

@@ -12,8 +12,9 @@ use crate::components::clock::{countdown, use_now};
 use crate::components::header::Header;
 use crate::components::live::{LiveState, LiveStatus, use_live_events};
 use crate::components::name::Name;
+use crate::components::when::When;
 use crate::reveal::visible;
-use crate::server_fns::{DecideExecution, Lookup, get_execution};
+use crate::server_fns::{DecideExecution, Lookup, get_execution, get_timeline};
 use crate::time_fmt::{exact, iso};
 
 fn state_label(state: State) -> &'static str {
@@ -27,6 +28,9 @@ fn state_label(state: State) -> &'static str {
         State::Expired => "Expired",
         // A revoked credential's call reads as cancelled, as it always has.
         State::Cancelled | State::Revoked => "Cancelled",
+        // Never the state of a paused call; only of a request in the history.
+        State::Allowed => "Allowed by policy",
+        State::Blocked => "Blocked by policy",
     }
 }
 
@@ -82,10 +86,13 @@ fn Resume(
 ) -> impl IntoView {
     // One clock for the page: it keeps ticking while the view changes.
     let now = use_now(now_ms);
+    let id = current.with_untracked(|c| c.execution_id.clone());
+    let state = Memo::new(move |_| current.get().state);
     view! {
         <Header/>
         <main class="page resume">
             {move || view! { <ResumeBody execution=current.get() now is_admin decide/> }.into_any()}
+            <Timeline id state now/>
             <LiveStatus state=live/>
         </main>
     }
@@ -182,5 +189,38 @@ fn ResumeBody(
                     </ActionForm>
                 </div>
             })}
+    }
+}
+
+/// Every audit entry of the execution, oldest first; read again whenever
+/// its state changes.
+#[component]
+fn Timeline(id: String, state: Memo<State>, now: ReadSignal<i64>) -> impl IntoView {
+    let timeline = Resource::new(move || state.get(), move |_| get_timeline(id.clone()));
+    view! {
+        <section aria-labelledby="timeline-h" class="timeline-section">
+            <h2 id="timeline-h">"Timeline"</h2>
+            <Transition fallback=|| view! { <p>"Loading…"</p> }>
+                {move || timeline.get().map(|result| match result {
+                    Ok(entries) => view! {
+                        <ol class="timeline" aria-label="Timeline">
+                            {entries.into_iter().map(|e| {
+                                let by = e.actor.clone().unwrap_or_default();
+                                let by = by.strip_prefix("user:").map(str::to_string).unwrap_or(by);
+                                view! {
+                                    <li data-state=e.state.as_str()>
+                                        <When ms=e.at_ms now_ms=now.get_untracked()/>
+                                        " " <span class=format!("badge {}", e.state)>{e.state.as_str()}</span>
+                                        {(!by.is_empty()).then(|| view! { <span class="by">" by " <Name text=by/></span> })}
+                                        {e.detail.map(|d| view! { <div class="meta"><Name text=d/></div> })}
+                                    </li>
+                                }
+                            }).collect_view()}
+                        </ol>
+                    }.into_any(),
+                    Err(e) => view! { <p class="hint">"The timeline could not be read: " {e.to_string()}</p> }.into_any(),
+                })}
+            </Transition>
+        </section>
     }
 }

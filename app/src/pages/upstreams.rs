@@ -31,8 +31,8 @@ pub fn UpstreamsPage() -> impl IntoView {
                     Ok(list) => {
                         let show_errors = list.show_errors;
                         view! {
-                        <div class="table-wrap">
-                        <table aria-label="Upstreams">
+                        <div class="table-wrap" tabindex="0" role="region" aria-label="Upstreams (scrolls sideways)">
+                        <table class="responsive" aria-label="Upstreams">
                             <thead><tr>
                                 <th scope="col">"Name"</th><th scope="col">"Transport"</th><th scope="col">"Health"</th>
                                 <th scope="col">"Tools"</th><th scope="col">"Restarts"</th>
@@ -43,13 +43,13 @@ pub fn UpstreamsPage() -> impl IntoView {
                                 let (row_name, class) = (u.name.clone(), if u.health == "up" { "status active" } else { "status revoked" });
                                 view! {
                                 <tr data-upstream=row_name>
-                                    <td><Name text=u.name/></td>
-                                    <td>{u.transport}</td>
-                                    <td><span class=class>{u.health}</span></td>
-                                    <td>{u.tools}</td>
-                                    <td>{u.restarts}</td>
+                                    <td data-label="Name"><Name text=u.name/></td>
+                                    <td data-label="Transport">{u.transport}</td>
+                                    <td data-label="Health"><span class=class>{u.health}</span></td>
+                                    <td data-label="Tools">{u.tools}</td>
+                                    <td data-label="Restarts">{u.restarts}</td>
                                     {show_errors.then(|| view! {
-                                        <td class="error-cell"><Name text=u.last_error.unwrap_or_default()/></td>
+                                        <td data-label="Last error" class="error-cell"><Name text=u.last_error.unwrap_or_default()/></td>
                                     })}
                                 </tr>
                             }}).collect_view()}

@@ -1,11 +1,15 @@
 //! Who may see and decide an execution (the owner of its agent, or an admin;
 //! admins only for calls that change the gate), and the views they get.
 
-use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
+use gatehouse_model::{
+    AuditEntry, Decision, DecisionView, ExecutionView, HistoryFilter, HistoryPage, InboxView, State,
+};
 
 use super::Execution;
 use super::store::{ApprovalStore, DecideError, Snapshot};
+use crate::audit::HistoryScope;
 use crate::clock::rfc3339;
+use crate::error::CoreError;
 use crate::users::User;
 
 /// Why a person may not see or decide an execution.
@@ -23,9 +27,21 @@ pub enum AccessError {
     /// Only an admin may decide it (it changes the gate for everyone).
     #[error("this call changes the gate for everyone: an admin must decide it")]
     AdminRequired,
+    /// The request is malformed (a filter that names no state, a bad date).
+    #[error("{0}")]
+    Invalid(String),
     /// Storage failed.
     #[error("{0}")]
     Storage(String),
+}
+
+impl From<CoreError> for AccessError {
+    fn from(e: CoreError) -> Self {
+        match e {
+            CoreError::Invalid { .. } => AccessError::Invalid(e.to_string()),
+            e => AccessError::Storage(e.to_string()),
+        }
+    }
 }
 
 impl AccessError {
@@ -36,6 +52,7 @@ impl AccessError {
             AccessError::NotFound => 404,
             AccessError::Forbidden | AccessError::AdminRequired => 403,
             AccessError::Conflict(_) => 409,
+            AccessError::Invalid(_) => 400,
             AccessError::Storage(_) => 500,
         }
     }
@@ -83,12 +100,12 @@ impl ApprovalStore {
         if !may_decide(user, last.owner.as_deref()) {
             return Err(AccessError::Forbidden);
         }
-        let state = last.execution_state();
+        let state = last.state;
         Ok(ExecutionView {
             execution_id: last.execution_id,
             state,
             tool: last.tool,
-            upstream: None,
+            upstream: last.upstream,
             arguments: None,
             arguments_digest: last.arguments_digest,
             agent: last.agent,
@@ -134,5 +151,35 @@ impl ApprovalStore {
             .collect();
         all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
         all
+    }
+
+    /// One page (`limit` entries, newest first) of the history `user` may
+    /// read: everyone's for admins, their own agents' otherwise. Reads the
+    /// database: call it off the async runtime's threads.
+    pub fn history_for(
+        &self,
+        user: &User,
+        filter: &HistoryFilter,
+        limit: usize,
+    ) -> std::result::Result<HistoryPage, AccessError> {
+        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::Owner(user.username.clone()) };
+        // One more than shown tells whether an older page exists.
+        let mut entries = self.inner.audit.search(filter, &scope, limit + 1)?;
+        let next_before = (entries.len() > limit).then(|| {
+            entries.truncate(limit);
+            entries.last().map(|e| e.id)
+        });
+        Ok(HistoryPage { now_ms: self.now_ms(), entries, next_before: next_before.flatten() })
+    }
+
+    /// Every audit entry of one execution, oldest first, if `user` may see
+    /// it. Reads the database: call it off the async runtime's threads.
+    pub fn timeline_for(&self, user: &User, id: &str) -> std::result::Result<Vec<AuditEntry>, AccessError> {
+        let timeline = self.inner.audit.timeline(id)?;
+        let first = timeline.first().ok_or(AccessError::NotFound)?;
+        if !may_decide(user, first.owner.as_deref()) {
+            return Err(AccessError::Forbidden);
+        }
+        Ok(timeline)
     }
 }

@@ -102,7 +102,7 @@ mod tests {
         assert_eq!(store.wait(&e.id, Duration::from_millis(20)).await.unwrap().state, State::Pending);
         assert_eq!(store.forget_session("s"), 1);
         assert!(store.is_empty());
-        assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, "cancelled");
+        assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, State::Cancelled);
     }
 
     #[tokio::test]
@@ -124,7 +124,8 @@ mod tests {
             LiveHub::new(),
         )
         .unwrap();
-        assert_eq!(second.audit().latest(&e.id).unwrap().unwrap().state, "abandoned");
+        let last = second.audit().latest(&e.id).unwrap().unwrap();
+        assert_eq!((last.state, last.detail.as_deref()), (State::Cancelled, Some("the server restarted")));
     }
 
     #[tokio::test]
@@ -146,7 +147,7 @@ mod tests {
         let other = store.open(NewExecution { credential_id: "cred_2".into(), ..new_execution("t") }).unwrap();
         assert_eq!(store.credential_ids(), vec!["cred_1".to_string(), "cred_2".to_string()]);
         assert_eq!(store.forget_credential("cred_1"), 1);
-        assert_eq!(store.audit().latest(&a.id).unwrap().unwrap().state, "revoked");
+        assert_eq!(store.audit().latest(&a.id).unwrap().unwrap().state, State::Revoked);
         assert!(store.get(&other.id).is_some(), "another credential's execution is untouched");
         assert_eq!(store.decide(&a.id, Decision::Accept, "user:ada"), Err(DecideError::Conflict("revoked")));
     }
@@ -158,7 +159,7 @@ mod tests {
         store.decide(&e.id, Decision::Accept, "user:ada").unwrap();
         tokio::time::sleep(Duration::from_millis(60)).await;
         assert!(store.start_run(&e.id).is_err(), "an approval past its run window does not run");
-        assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, "expired");
+        assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, State::Expired);
         assert!(store.is_empty());
     }
 
@@ -256,9 +257,9 @@ mod tests {
             let (id, seen, decided) = round.await.unwrap();
             let last = store.audit().latest(&id).unwrap().unwrap();
             // A waiter that arrived after the execution settled reads the audit log, as resume does.
-            let seen = seen.map(|s| s.state).unwrap_or_else(|| State::parse(&last.state).unwrap());
+            let seen = seen.map(|s| s.state).unwrap_or(last.state);
             assert_ne!(seen, State::Pending, "the waiter got an outcome");
-            let final_state = State::parse(&last.state).unwrap();
+            let final_state = last.state;
             assert!(final_state.is_settled(), "{id} ended {final_state:?}");
             match decided {
                 Ok(s) => {

@@ -11,11 +11,12 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
-use crate::audit::{self, AuditEvent, AuditLog};
+use crate::audit::{self, AuditLog};
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
+use gatehouse_model::AuditEntry;
 
 /// The state of an execution at one moment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -195,6 +196,7 @@ impl ApprovalStore {
             execution_id: &execution.id,
             state: state.as_str(),
             tool: &execution.tool,
+            upstream: execution.upstream.as_deref(),
             arguments_digest: &execution.arguments_digest,
             agent: &execution.agent,
             owner: execution.owner.as_deref(),
@@ -369,7 +371,7 @@ impl ApprovalStore {
     }
 
     /// The audit log's last word on an execution that is no longer live.
-    pub fn settled(&self, id: &str) -> Option<AuditEvent> {
+    pub fn settled(&self, id: &str) -> Option<AuditEntry> {
         self.inner.audit.latest(id).ok().flatten()
     }
 
@@ -381,7 +383,7 @@ impl ApprovalStore {
             return match self.inner.audit.latest(id).map_err(|e| DecideError::Storage(e.to_string()))? {
                 None => Err(DecideError::NotFound),
                 Some(last) => {
-                    let state = last.execution_state();
+                    let state = last.state;
                     if decision.agrees_with(state) {
                         let decided_by = self.inner.audit.decided_by(id).ok().flatten();
                         Ok(Snapshot { state, actor: last.actor, detail: last.detail, decided_by })

@@ -1,0 +1,100 @@
+// The console as a person sees it: every page passes an accessibility scan
+// (axe: no serious or critical violation) at phone and desktop width, in
+// light and dark, and is photographed. Screenshots go to test-results/, or
+// to docs/screenshots/ with GATEHOUSE_SCREENSHOTS=docs (what the README shows).
+import { test, expect, type Page } from "@playwright/test";
+import AxeBuilder from "@axe-core/playwright";
+import { join } from "node:path";
+import { spawnGatehouse, connectClient, root, type Gatehouse } from "./gatehouse";
+
+const PW = "a long enough password";
+let gh: Gatehouse;
+let cookie = "";
+let pendingId = "";
+let settledId = "";
+const closers: (() => Promise<void>)[] = [];
+
+const shots =
+  process.env.GATEHOUSE_SCREENSHOTS === "docs"
+    ? join(root, "docs", "screenshots")
+    : join(root, "end2end", "test-results", "screenshots");
+
+test.beforeAll(async () => {
+  gh = await spawnGatehouse();
+  gh.addUser("ada", PW, true);
+  const ada = await gh.signIn("ada", PW);
+  cookie = ada;
+  // Something to show: a settled call, a pending one, a connected agent.
+  for (const [agent, action] of [["claude-code", "decline"], ["cursor", ""]] as const) {
+    const issued = gh.issueToken(agent, ["--owner", "ada", "--thread", `${agent}-main`]);
+    const { client } = await connectClient(issued.endpoint, issued.token, `${agent}-client`);
+    closers.push(() => client.close());
+    const r = await client.callTool({ name: "gatehouse_policy_set", arguments: { pattern: `${agent}_*`, action: "allow" } });
+    const eid = (r.structuredContent as any).executionId as string;
+    if (action) {
+      const d = await fetch(`${gh.url}/api/executions/${eid}/resume`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: gh.url, cookie: ada },
+        body: JSON.stringify({ action }),
+      });
+      expect(d.status).toBe(200);
+      settledId = eid;
+    } else {
+      pendingId = eid;
+    }
+  }
+});
+test.afterAll(async () => {
+  for (const close of closers) await close();
+  gh.stop();
+});
+
+/** The page signed in as ada (one browser session for the whole file). */
+async function signIn(page: Page) {
+  const [name, value] = cookie.split("=", 2);
+  await page.context().addCookies([{ name, value, url: gh.url }]);
+}
+
+const pages: [string, () => string][] = [
+  ["home", () => "/"],
+  ["approvals", () => "/approvals"],
+  ["resume", () => `/resume/${pendingId}`],
+  ["resume-settled", () => `/resume/${settledId}`],
+  ["history", () => "/history"],
+  ["upstreams", () => "/upstreams"],
+];
+
+for (const [name, path] of pages) {
+  test(`${name}: no serious accessibility violation; photographed at 390 and 1280, light and dark`, async ({ browser }) => {
+    for (const colorScheme of ["light", "dark"] as const) {
+      for (const [width, height] of [[390, 844], [1280, 800]]) {
+        const context = await browser.newContext({ viewport: { width, height }, colorScheme });
+        const page = await context.newPage();
+        await signIn(page);
+        await page.goto(`${gh.url}${path()}`);
+        await expect(page.locator(".live-status")).toHaveText("Live");
+        await expect(page.getByRole("alert"), "nothing failed to load").toHaveCount(0);
+        const scan = await new AxeBuilder({ page }).analyze();
+        const bad = scan.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+        expect(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join(", ")})`)).toEqual([]);
+        // Nothing wider than the screen: a phone never scrolls sideways.
+        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        expect(overflow).toBeLessThanOrEqual(0);
+        await page.screenshot({ path: join(shots, `${name}-${width}-${colorScheme}.png`), fullPage: true });
+        await context.close();
+      }
+    }
+  });
+}
+
+test("sign-in: no serious accessibility violation", async ({ browser }) => {
+  for (const colorScheme of ["light", "dark"] as const) {
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme });
+    const page = await context.newPage();
+    await page.goto(`${gh.url}/sign-in`);
+    const scan = await new AxeBuilder({ page }).analyze();
+    expect(scan.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => v.id)).toEqual([]);
+    await page.screenshot({ path: join(shots, `sign-in-390-${colorScheme}.png`) });
+    await context.close();
+  }
+});

@@ -1,0 +1,188 @@
+//! The audit log for people: one page of history as JSON, and the whole
+//! filtered view as a file (JSON Lines or CSV). Admins read everyone's;
+//! others their own agents'. All reads run on the blocking pool.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use gatehouse_core::approvals::AccessError;
+use gatehouse_core::model::{AuditEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
+use gatehouse_core::users::User;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::auth::SignedIn;
+use crate::error::{ApiError, ApiJson};
+use crate::state::AppState;
+
+/// Entries read from the database per step of an export.
+const EXPORT_BATCH: usize = 1_000;
+/// The most entries one export holds (the retention window bounds it too).
+pub const EXPORT_MAX: usize = 100_000;
+
+/// The filter in a query string; a malformed one is a JSON 400.
+fn parse(query: Option<String>) -> Result<HistoryFilter, ApiError> {
+    serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+        .map_err(|e| ApiError::BadRequest(format!("invalid history filter: {e}")))
+}
+
+/// One page of `user`'s history, read on the blocking pool.
+pub async fn read_page(
+    state: &AppState,
+    user: User,
+    filter: HistoryFilter,
+    limit: usize,
+) -> Result<HistoryPage, AccessError> {
+    let approvals = state.core().approvals.clone();
+    tokio::task::spawn_blocking(move || approvals.history_for(&user, &filter, limit))
+        .await
+        .map_err(|e| AccessError::Storage(e.to_string()))?
+}
+
+/// `GET /api/history?agent=&tool=&upstream=&outcome=&decider=&from=&to=&before=`:
+/// one page, newest first, with the cursor of the next.
+pub async fn page(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    RawQuery(query): RawQuery,
+) -> Result<ApiJson<HistoryPage>, ApiError> {
+    Ok(ApiJson(read_page(&state, user, parse(query)?, HISTORY_PAGE_SIZE).await?))
+}
+
+/// `GET /api/history/export.jsonl?…`: the filtered history, one JSON object per line.
+pub async fn export_jsonl(state: State<AppState>, user: SignedIn, query: RawQuery) -> Result<Response, ApiError> {
+    export(state, user, query, ExportFormat::Jsonl).await
+}
+
+/// `GET /api/history/export.csv?…`: the filtered history as CSV with a header row.
+pub async fn export_csv(state: State<AppState>, user: SignedIn, query: RawQuery) -> Result<Response, ApiError> {
+    export(state, user, query, ExportFormat::Csv).await
+}
+
+/// Streams the export page by page (newest first) so memory stays flat
+/// however long the history; it stops when the client goes away.
+async fn export(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    RawQuery(query): RawQuery,
+    format: ExportFormat,
+) -> Result<Response, ApiError> {
+    let filter = parse(query)?.at_page(None);
+    // A bad filter answers 400 here, not as a broken download.
+    read_page(&state, user.clone(), filter.clone(), 1).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(4);
+    let approvals = state.core().approvals.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut before = None;
+        let mut written = 0;
+        let mut out = Vec::new();
+        if format == ExportFormat::Csv {
+            csv_row(&mut out, &CSV_HEADER.map(str::to_string));
+        }
+        while written < EXPORT_MAX {
+            let page =
+                match approvals.history_for(&user, &filter.at_page(before), EXPORT_BATCH.min(EXPORT_MAX - written)) {
+                    Ok(page) => page,
+                    Err(e) => {
+                        // The response has started: the file ends short, and the log says why.
+                        tracing::error!(error = %e, "history export failed part way");
+                        return;
+                    }
+                };
+            for entry in &page.entries {
+                match format {
+                    ExportFormat::Jsonl => {
+                        serde_json::to_writer(&mut out, entry).unwrap_or_default();
+                        out.push(b'\n');
+                    }
+                    ExportFormat::Csv => csv_row(&mut out, &csv_fields(entry)),
+                }
+            }
+            written += page.entries.len();
+            if tx.blocking_send(Ok(Bytes::from(std::mem::take(&mut out)))).is_err() {
+                return;
+            }
+            match page.next_before {
+                Some(next) => before = Some(next),
+                None => return,
+            }
+        }
+    });
+    let (content_type, name) = match format {
+        ExportFormat::Jsonl => ("application/jsonl; charset=utf-8", "gatehouse-history.jsonl"),
+        ExportFormat::Csv => ("text/csv; charset=utf-8", "gatehouse-history.csv"),
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
+        ],
+        Body::from_stream(ReceiverStream::new(rx)),
+    )
+        .into_response())
+}
+
+const CSV_HEADER: [&str; 13] = [
+    "id",
+    "at",
+    "execution_id",
+    "state",
+    "tool",
+    "upstream",
+    "agent",
+    "owner",
+    "thread",
+    "credential_id",
+    "actor",
+    "detail",
+    "arguments_digest",
+];
+
+fn csv_fields(e: &AuditEntry) -> [String; 13] {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+    [
+        e.id.to_string(),
+        e.at.clone(),
+        e.execution_id.clone(),
+        e.state.as_str().to_string(),
+        e.tool.clone(),
+        opt(&e.upstream),
+        e.agent.clone(),
+        opt(&e.owner),
+        opt(&e.thread),
+        opt(&e.credential_id),
+        opt(&e.actor),
+        opt(&e.detail),
+        e.arguments_digest.clone(),
+    ]
+}
+
+/// Appends one CSV record. Agents choose their names and tools' names come
+/// from upstreams, so a cell a spreadsheet would run as a formula (`=`, `+`,
+/// `-`, `@`, tab, carriage return first) is written with a leading `'`.
+fn csv_row(out: &mut Vec<u8>, fields: &[String]) {
+    let mut writer = csv::WriterBuilder::new().from_writer(Vec::new());
+    let guarded = fields
+        .iter()
+        .map(|f| if f.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{f}") } else { f.clone() });
+    if writer.write_record(guarded).is_ok()
+        && let Ok(bytes) = writer.into_inner()
+    {
+        out.extend_from_slice(&bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_cells_are_quoted_and_formulas_defused() {
+        let mut out = Vec::new();
+        csv_row(&mut out, &["=HYPERLINK(\"x\")".into(), "a,b".into(), "-1".into(), "plain".into()]);
+        assert_eq!(String::from_utf8(out).unwrap(), "\"'=HYPERLINK(\"\"x\"\")\",\"a,b\",'-1,plain\n");
+    }
+}

@@ -1,0 +1,150 @@
+//! The history: the audit log as people read it (JSON pages, exports, the
+//! page and each execution's timeline), scoped to the reader.
+
+use gatehouse_core::audit::Entry;
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+/// Writes an audit entry as the gate would.
+fn record(app: &TestApp, eid: &str, state: &str, tool: &str, agent: &str, owner: Option<&str>, actor: &str) {
+    app.core
+        .approvals
+        .audit()
+        .record(Entry {
+            execution_id: eid,
+            state,
+            tool,
+            upstream: (tool != "gatehouse_policy_set").then_some("fs"),
+            arguments_digest: "digest",
+            agent,
+            owner,
+            credential_id: Some("cred"),
+            thread: None,
+            actor: Some(actor),
+            detail: None,
+        })
+        .unwrap();
+}
+
+async fn get(app: &TestApp, cookie: &str, path: &str) -> reqwest::Response {
+    app.client.get(format!("{}{path}", app.address)).header("cookie", cookie).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn history_is_scoped_filtered_and_paged_newest_first() {
+    let app = spawn_app().await;
+    app.add_user("root", true).await;
+    app.add_user("ada", false).await;
+    let (root, ada) = (sign_in(&app, "root").await, sign_in(&app, "ada").await);
+    for i in 0..60 {
+        record(&app, &format!("exec_a{i:02}"), "pending", "fs_write", "ada-bot", Some("ada"), "agent");
+    }
+    record(&app, "exec_b", "declined", "gatehouse_policy_set", "bob-bot", Some("bob"), "user:root");
+
+    assert_eq!(app.client.get(format!("{}/api/history", app.address)).send().await.unwrap().status(), 401);
+
+    // A plain user reads their own agents' entries only, fifty a page.
+    let page: Value = get(&app, &ada, "/api/history").await.json().await.unwrap();
+    let entries = page["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 50);
+    assert_eq!(entries[0]["executionId"], "exec_a59", "newest first");
+    assert!(entries.iter().all(|e| e["owner"] == "ada"));
+    let next = page["nextBefore"].as_i64().expect("an older page");
+    let older: Value = get(&app, &ada, &format!("/api/history?before={next}")).await.json().await.unwrap();
+    assert_eq!(older["entries"].as_array().unwrap().len(), 10);
+    assert_eq!(older["entries"][9]["executionId"], "exec_a00");
+    assert!(older["nextBefore"].is_null(), "the last page says so");
+    let theirs: Value = get(&app, &ada, "/api/history?agent=bob-bot").await.json().await.unwrap();
+    assert_eq!(theirs["entries"], json!([]), "another user's agent is not in a user's history");
+
+    // An admin reads everyone's, and every filter narrows.
+    let declined: Value = get(&app, &root, "/api/history?outcome=declined&decider=root").await.json().await.unwrap();
+    assert_eq!(declined["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(declined["entries"][0]["agent"], "bob-bot");
+    assert_eq!(declined["entries"][0]["state"], "declined");
+    let own_tools: Value = get(&app, &root, "/api/history?upstream=gatehouse").await.json().await.unwrap();
+    assert_eq!(own_tools["entries"].as_array().unwrap().len(), 1, "built-in tools have no upstream");
+
+    // A filter that means nothing is a JSON 400, not an empty page.
+    for bad in ["outcome=maybe", "before=soon", "from=yesterday"] {
+        let r = get(&app, &root, &format!("/api/history?{bad}")).await;
+        assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(r.json::<Value>().await.unwrap()["error"], "bad_request", "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn exports_hold_the_whole_filtered_view_and_defuse_spreadsheet_formulas() {
+    let app = spawn_app().await;
+    app.add_user("ada", false).await;
+    let ada = sign_in(&app, "ada").await;
+    for i in 0..1_234 {
+        record(&app, &format!("exec_{i}"), "completed", "fs_read", "ada-bot", Some("ada"), "agent");
+    }
+    record(&app, "exec_evil", "declined", "=HYPERLINK(\"http://evil\")", "ada-bot", Some("ada"), "user:ada");
+    record(&app, "exec_other", "declined", "fs_read", "bob-bot", Some("bob"), "user:bob");
+
+    let r = get(&app, &ada, "/api/history/export.jsonl?tool=fs_read").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/jsonl; charset=utf-8");
+    assert!(r.headers()["content-disposition"].to_str().unwrap().contains("gatehouse-history.jsonl"));
+    let body = r.text().await.unwrap();
+    let lines: Vec<Value> = body.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 1_234, "every page of the filtered view, not just the first");
+    assert!(lines.iter().all(|l| l["owner"] == "ada" && l["tool"] == "fs_read"));
+
+    let csv = get(&app, &ada, "/api/history/export.csv?outcome=declined").await;
+    assert_eq!(csv.headers()["content-type"], "text/csv; charset=utf-8");
+    let csv = csv.text().await.unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(rows[0].starts_with("id,at,execution_id,state,tool,upstream,agent"), "{}", rows[0]);
+    assert_eq!(rows.len(), 2, "the header and ada's one declined call: {csv}");
+    assert!(rows[1].contains(r#""'=HYPERLINK(""http://evil"")""#), "a formula is written as text: {}", rows[1]);
+
+    let r = get(&app, &ada, "/api/history/export.csv?outcome=maybe").await;
+    assert_eq!(r.status(), 400, "a bad filter fails before the download starts");
+}
+
+#[tokio::test]
+async fn the_history_page_and_an_executions_timeline_render_on_the_server() {
+    let app = spawn_app().await;
+    app.add_user("ada", false).await;
+    app.add_user("bob", false).await;
+    let (ada, bob) = (sign_in(&app, "ada").await, sign_in(&app, "bob").await);
+    let token = app.issue_owned("ada-bot", "ada");
+    let sid = app.open_session(&token).await;
+    let paused =
+        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "x_*", "action": "allow"})).await;
+    let eid = paused["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    assert_eq!(decide(&app, &ada, &eid, "decline").await.status(), 403, "an admin-only call");
+    app.add_user("root", true).await;
+    let root = sign_in(&app, "root").await;
+    assert_eq!(decide(&app, &root, &eid, "decline").await.status(), 200);
+
+    let page = get(&app, &ada, "/history?outcome=declined").await.text().await.unwrap();
+    assert!(page.contains(&format!(r#"data-execution-id="{eid}""#)), "the declined call is listed");
+    assert!(page.contains(&format!(r#"href="/resume/{eid}""#)), "and links to its page");
+    assert!(page.contains(r#"<option value="declined" selected"#), "the form shows the filter");
+    assert!(page.contains("/api/history/export.csv?outcome=declined"), "exports keep the filter");
+    let other = get(&app, &bob, "/history").await.text().await.unwrap();
+    assert!(!other.contains(&eid), "another user's history does not list it");
+    assert!(other.contains("Nothing has been audited yet"), "an empty history says what will appear");
+
+    let timeline = get(&app, &ada, &format!("/resume/{eid}")).await.text().await.unwrap();
+    let section = &timeline[timeline.find(r#"aria-label="Timeline""#).expect("a timeline")..];
+    let pending = section.find(r#"data-state="pending""#).expect("pending step");
+    let declined = section.find(r#"data-state="declined""#).expect("declined step");
+    assert!(pending < declined, "oldest first");
+    assert!(section[declined..].contains("root"), "the decline names who made it");
+    let r = app
+        .client
+        .post(format!("{}/api/fn/timeline", app.address))
+        .header("cookie", &bob)
+        .header("origin", &app.address)
+        .form(&[("id", eid.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "another user cannot read its timeline");
+}
