@@ -33,11 +33,11 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     pub client: reqwest::Client,
     pub upstreams: gatehouse::upstream::Upstreams,
+    pub dir: tempfile::TempDir,
     /// The handlers' state, for routing requests without the listener
     /// (`tests/fuzz.rs` does).
     #[allow(dead_code)]
     pub state: AppState,
-    pub dir: tempfile::TempDir,
     shutdown: CancellationToken,
 }
 
@@ -75,8 +75,8 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
         clock,
         client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
         upstreams,
-        state,
         dir,
+        state,
         shutdown,
     }
 }
