@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Approval benchmarks (wake latency, memory with many watched pending calls)
 # against the release binary. Usage: scripts/bench-approvals.sh [approvals] [watchers]
+# (The example starts the binary, issues its token and signs in itself.)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 cd "$root"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
-cargo build --release --bin gatehouse --example bench_approvals >&2
+build_release bench_approvals
 ulimit -n "$(ulimit -Hn)"  # the watchers need one socket each, on both sides
-"$CARGO_TARGET_DIR/release/examples/bench_approvals" "$CARGO_TARGET_DIR/release/gatehouse" "${1:-1000}" "${2:-10000}"
+"$rel/examples/bench_approvals" "$bin" "${1:-1000}" "${2:-10000}"

@@ -4,21 +4,14 @@
 # (Streamable HTTP upstream, prefix ref__, policy allow), in the same run.
 # Usage: scripts/bench-upstream.sh [seconds per run, default 10]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 cd "$root"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 secs=${1:-10}
-cargo build --release --bin gatehouse --example bench_rmcp_reference --example bench_rmcp_client >&2
-rel="$CARGO_TARGET_DIR/release"
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+build_release bench_rmcp_reference bench_rmcp_client
 
-wait_for() { for _ in $(seq 100); do grep -q "listening on" "$1" 2>/dev/null && return; sleep 0.1; done; }
-"$rel/examples/bench_rmcp_reference" 127.0.0.1:0 >"$work/ref.out" 2>&1 &
-pids+=($!); wait_for "$work/ref.out"
-ref=$(grep -o 'http://[0-9.:]*' "$work/ref.out" | head -1)
+start ref "$rel/examples/bench_rmcp_reference" 127.0.0.1:0
+ref=$(url_of ref)
 cat >"$work/gatehouse.toml" <<TOML
 [[upstream]]
 name = "ref"
@@ -28,19 +21,12 @@ url = "$ref/mcp"
 pattern = "ref__*"
 action = "allow"
 TOML
-GATEHOUSE_LOG=warn "$rel/gatehouse" --config "$work/gatehouse.toml" --listen 127.0.0.1:0 --data-dir "$work/data" >"$work/gh.out" 2>&1 &
-pids+=($!); wait_for "$work/gh.out"
-gh=$(grep -o 'listening on http://[0-9.:]*' "$work/gh.out" | awk '{print $3}')
-token=$("$rel/gatehouse" --data-dir "$work/data" token issue --agent bench --json | sed 's/.*"token":"\([^"]*\)".*/\1/')
+GATEHOUSE_LOG=warn start_gatehouse --config "$work/gatehouse.toml"
+gh=$(url_of gatehouse)
+token=$(issue_token bench)
 
-initialize() { # url, token → session id
-  curl -s -D - -o /dev/null -X POST "$1/mcp" -H "authorization: Bearer $2" \
-    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
-    -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wrk","version":"1"}}}' \
-    | awk 'tolower($1)=="mcp-session-id:"{print $2}' | tr -d '\r'
-}
-ref_sid=$(initialize "$ref" "")
-gh_sid=$(initialize "$gh" "$token")
+ref_sid=$(mcp_initialize "$ref" "")
+gh_sid=$(mcp_initialize "$gh" "$token")
 # The upstream's tools appear once its client has connected.
 for _ in $(seq 100); do
   curl -s -X POST "$gh/mcp" -H "authorization: Bearer $token" -H "mcp-session-id: $gh_sid" -H 'mcp-protocol-version: 2025-11-25' \
@@ -49,15 +35,11 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
-run() { # url, token, sid, tool, connections → "rps p50 p99 errors"
-  TOKEN=$2 SID=$3 TOOL=$4 wrk -t $(( $5 > 1 ? 2 : 1 )) -c "$5" -d "${secs}s" --latency -s benches/wrk/tools_call.lua "$1/mcp" \
-    | awk '/^RESULT/{split($2,a,"=");split($3,b,"=");split($4,c,"=");split($5,d,"=");split($6,e,"="); print a[2], b[2], c[2], d[2]+e[2]}'
-}
 echo "| path | conns | req/s | p50 ms | p99 ms | errors |"
 echo "|---|---|---|---|---|---|"
 for c in 1 32; do
-  read -r dq dp50 dp99 derr <<<"$(run "$ref" "" "$ref_sid" gatehouse_status $c)"
-  read -r gq gp50 gp99 gerr <<<"$(run "$gh" "$token" "$gh_sid" ref__gatehouse_status $c)"
+  read -r dq dp50 dp99 derr <<<"$(wrk_tools_call "$secs" "$ref" "" "$ref_sid" gatehouse_status $c)"
+  read -r gq gp50 gp99 gerr <<<"$(wrk_tools_call "$secs" "$gh" "$token" "$gh_sid" ref__gatehouse_status $c)"
   echo "| straight to the upstream | $c | $dq | $dp50 | $dp99 | $derr |"
   echo "| through Gatehouse | $c | $gq | $gp50 | $gp99 | $gerr |"
   awk -v dq="$dq" -v gq="$gq" -v d50="$dp50" -v g50="$gp50" -v d99="$dp99" -v g99="$gp99" -v c="$c" \

@@ -7,24 +7,13 @@
 # none). A scenario that fails fails the run: no retries (a retry hid relays
 # lost under load, issue #15); each failure is reported with its errors.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${GATEHOUSE_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/gatehouse}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 node="$root/tools/node_modules/.bin/node"
 suite="$root/tools/node_modules/.bin/conformance"
 
-work=$(mktemp -d)
-cleanup() { kill "${gh_pid:-}" "${proxy_pid:-}" "${fixture_pid:-}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-
-wait_for() { # file pattern
-  for _ in $(seq 150); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
-
-"$node" "$root/end2end/fixtures/everything_server.mjs" --port 0 >"$work/fixture" 2>"$work/fixture.err" &
-fixture_pid=$!
-wait_for "$work/fixture" "listening on" || { echo "fixture did not start"; cat "$work/fixture.err"; exit 1; }
-upstream=$(grep -o 'http://[0-9.:]*/mcp' "$work/fixture")
+start fixture "$node" "$root/end2end/fixtures/everything_server.mjs" --port 0
+upstream="$(url_of fixture)/mcp"
 
 # The suite's clients all come through one token (the auth proxy's), and many
 # of its scenarios open a session without ending it: one credential stands in
@@ -46,13 +35,11 @@ pattern = "json_schema_*"
 action = "allow"
 EOF
 
-"$bin" --config "$work/gatehouse.toml" --listen 127.0.0.1:0 --data-dir "$work/data" >"$work/out" 2>"$work/err" &
-gh_pid=$!
-wait_for "$work/out" "listening on" || { echo "gatehouse did not start"; cat "$work/err"; exit 1; }
-url=$(grep -o 'listening on http://[0-9.:]*' "$work/out" | awk '{print $3}')
-token=$("$bin" --data-dir "$work/data" token issue --agent conformance --json | "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).token))')
+start_gatehouse --config "$work/gatehouse.toml"
+url=$(url_of gatehouse)
+token=$(issue_token conformance)
 # /metrics needs an admin: an admin API token reads it.
-metrics_token=$("$bin" --data-dir "$work/data" api-token issue --name conformance --json | "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).token))')
+metrics_token=$(issue_api_token conformance)
 # The upstream's tools must be listed before the suite starts.
 for _ in $(seq 100); do
   curl -fsS -H "Authorization: Bearer $metrics_token" "$url/metrics" 2>/dev/null | grep -q 'gatehouse_upstream_up{upstream="everything",health="up"} 1' && break
@@ -60,9 +47,7 @@ for _ in $(seq 100); do
 done
 
 port=$((20000 + RANDOM % 20000))
-"$node" "$root/end2end/conformance/auth-proxy.mjs" "$port" "$url" "$token" >"$work/proxy" 2>&1 &
-proxy_pid=$!
-wait_for "$work/proxy" "auth proxy" || { echo "auth proxy did not start"; cat "$work/proxy"; exit 1; }
+start_until "auth proxy" proxy "$node" "$root/end2end/conformance/auth-proxy.mjs" "$port" "$url" "$token"
 target="http://localhost:$port/mcp"
 
 mapfile -t scenarios < <("$node" "$suite" list 2>/dev/null | sed -n '/^Server scenarios/,/^$/p' | grep -o '^  - [a-z0-9-]*' | sed 's/^  - //')
@@ -72,7 +57,7 @@ mapfile -t scenarios < <("$node" "$suite" list 2>/dev/null | sed -n '/^Server sc
 # results, or with a failed check, fails the run.
 passed=0; failed=0; failures=()
 for s in "${scenarios[@]}"; do
-  checks=$(cat "$work/results"/server-"$s"-2*/checks.json 2>/dev/null)
+  checks=$(cat "$work/results/server-$s"-2*/checks.json 2>/dev/null)
   if [ -n "$checks" ] && ! grep -q '"status": *"FAILURE"' <<<"$checks"; then
     passed=$((passed + 1)); continue
   fi

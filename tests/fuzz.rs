@@ -6,23 +6,22 @@
 //! `GATEHOUSE_FUZZ_CASES` sets how many requests (default 3,000 in the test
 //! suite; BENCHMARKS.md records a run of 1,000,000).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use gatehouse::config::Config;
 use gatehouse::router::app;
-use gatehouse::startup::Application;
-use gatehouse_core::credentials::IssueRequest;
-use gatehouse_core::{Core, Db, SystemClock};
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+// The integration tests' `spawn_app` (only part of it is used here).
+#[allow(dead_code)]
+#[path = "api/helpers.rs"]
+mod helpers;
 
 const METHODS: &[&str] = &[
     "initialize",
@@ -188,27 +187,19 @@ struct Target {
     other_token: String,
     session: String,
     runtime: tokio::runtime::Runtime,
-    _dir: tempfile::TempDir,
-    _shutdown: CancellationToken,
+    _app: helpers::TestApp,
 }
 
 impl Target {
+    /// A fresh server (its requests go straight to its router, not over a
+    /// socket), two agents' tokens, and the first one's session.
     fn new() -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let config =
-            Config { listen: "127.0.0.1:0".parse().unwrap(), data_dir: dir.path().to_path_buf(), ..Config::default() };
-        let shutdown = CancellationToken::new();
-        let (router, core) = runtime.block_on(async {
-            let core = Core::new(Db::open(dir.path()).unwrap(), Arc::new(SystemClock), config.settings()).unwrap();
-            let application = Application::build_with_core(&config, core.clone(), shutdown.clone()).await.unwrap();
-            (app(application.state().clone()), core)
-        });
-        let token = core.credentials.issue(IssueRequest { agent: "fuzz".into(), ..Default::default() }).unwrap().token;
-        let other_token =
-            core.credentials.issue(IssueRequest { agent: "other".into(), ..Default::default() }).unwrap().token;
-        let mut target =
-            Self { router, token, other_token, session: String::new(), runtime, _dir: dir, _shutdown: shutdown };
+        let test_app = runtime.block_on(helpers::spawn_app());
+        let router = app(test_app.state.clone());
+        let token = test_app.issue("fuzz", None);
+        let other_token = test_app.issue("other", None);
+        let mut target = Self { router, token, other_token, session: String::new(), runtime, _app: test_app };
         let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"0"}}});
         let response =
             target.send(Method::POST, "/mcp", Some(&target.token.clone()), None, init.to_string().into_bytes());

@@ -6,17 +6,11 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-fn api_token(app: &TestApp) -> String {
-    app.core.api_tokens.issue("orchestrator").unwrap().token
-}
-
 #[tokio::test]
 async fn orchestrator_lifecycle_issue_touch_revoke() {
     let app = spawn_app().await;
-    let admin = api_token(&app);
-    let api = |method: reqwest::Method, path: &str| {
-        app.client.request(method, format!("{}{path}", app.address)).bearer_auth(&admin)
-    };
+    let admin = app.api_token("orchestrator");
+    let api = |method: reqwest::Method, path: &str| app.client.request(method, app.url(path)).bearer_auth(&admin);
 
     let response = api(reqwest::Method::POST, "/api/credentials")
         .json(&json!({"agent": "claude", "thread": "th-1", "provider": "ps-1"}))
@@ -40,14 +34,11 @@ async fn orchestrator_lifecycle_issue_touch_revoke() {
     assert_eq!(app.mcp(&token).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 200);
 
     // Re-issuing for the thread revokes the first token.
-    let second: Value = api(reqwest::Method::POST, "/api/credentials")
-        .json(&json!({"agent": "claude", "thread": "th-1"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let issue = |body: Value| {
+        let request = api(reqwest::Method::POST, "/api/credentials").json(&body);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let second = issue(json!({"agent": "claude", "thread": "th-1"})).await;
     assert_eq!(app.mcp(&token).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 401);
     let second_token = second["token"].as_str().unwrap();
 
@@ -56,14 +47,7 @@ async fn orchestrator_lifecycle_issue_touch_revoke() {
     assert_eq!(app.mcp(second_token).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 401);
 
     // Revoke by id; a second revoke is a 404 with a JSON body.
-    let third: Value = api(reqwest::Method::POST, "/api/credentials")
-        .json(&json!({"agent": "x"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let third = issue(json!({"agent": "x"})).await;
     let id = third["id"].as_str().unwrap();
     assert_eq!(api(reqwest::Method::DELETE, &format!("/api/credentials/{id}")).send().await.unwrap().status(), 200);
     let again = api(reqwest::Method::DELETE, &format!("/api/credentials/{id}")).send().await.unwrap();
@@ -77,12 +61,12 @@ async fn orchestrator_lifecycle_issue_touch_revoke() {
 #[tokio::test]
 async fn touching_one_thread_does_not_keep_another_alive() {
     let app = spawn_app().await;
-    let admin = api_token(&app);
+    let admin = app.api_token("orchestrator");
     let a = app.issue("a", Some("A"));
     let _b = app.issue("b", Some("B"));
     for _ in 0..3 {
         app.clock.advance(Duration::from_secs(30 * 60));
-        app.client.post(format!("{}/api/threads/B/touch", app.address)).bearer_auth(&admin).send().await.unwrap();
+        app.client.post(app.url("/api/threads/B/touch")).bearer_auth(&admin).send().await.unwrap();
     }
     assert_eq!(app.mcp(&a).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 401);
 }
@@ -91,7 +75,7 @@ async fn touching_one_thread_does_not_keep_another_alive() {
 async fn the_admin_api_needs_an_admin() {
     let app = spawn_app().await;
     let body = json!({"agent": "x"});
-    let url = format!("{}/api/credentials", app.address);
+    let url = app.url("/api/credentials");
     let r = app.client.post(&url).json(&body).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "unauthorized");
@@ -106,8 +90,8 @@ async fn the_admin_api_needs_an_admin() {
 #[tokio::test]
 async fn bad_bodies_get_json_errors() {
     let app = spawn_app().await;
-    let admin = api_token(&app);
-    let url = format!("{}/api/credentials", app.address);
+    let admin = app.api_token("orchestrator");
+    let url = app.url("/api/credentials");
     for body in [r#"{"agent": 5}"#, "not json", r#"{"agent":"a","surprise":1}"#, r#"{"agent":"  "}"#] {
         let r = app
             .client

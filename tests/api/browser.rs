@@ -23,46 +23,24 @@ async fn pages_redirect_to_sign_in_and_carry_framing_guards() {
 async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let url = format!("{}/api/auth/sign-in", app.address);
-    let origin = app.address.clone();
-    let bad = app
-        .client
-        .post(&url)
-        .header("origin", &origin)
-        .json(&json!({"username":"ada","password":"nope nope"}))
-        .send()
-        .await
-        .unwrap();
+    let bad = app.sign_in_with("ada", "nope nope").await;
     assert_eq!(bad.status(), 401);
-    let r = app
-        .client
-        .post(&url)
-        .header("origin", &origin)
-        .json(&json!({"username":"ada","password":"correct horse battery"}))
-        .send()
-        .await
-        .unwrap();
+    let r = app.sign_in_with("ada", PASSWORD).await;
     assert_eq!(r.status(), 200);
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(cookie.starts_with("gatehouse_session="), "{cookie}");
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax") && cookie.contains("Path=/"), "{cookie}");
     let session = cookie.split(';').next().unwrap().to_string();
 
-    let home = app.client.get(format!("{}/", app.address)).header("cookie", &session).send().await.unwrap();
+    let home = app.get_as(&session, "/").await;
     assert_eq!(home.status(), 200);
     let html = home.text().await.unwrap();
     assert!(html.contains("Connected MCP sessions"), "home renders on the server");
 
-    let out = app
-        .client
-        .post(format!("{}/api/auth/sign-out", app.address))
-        .header("origin", &origin)
-        .header("cookie", &session)
-        .send()
-        .await
-        .unwrap();
+    let out =
+        app.same_origin(reqwest::Method::POST, "/api/auth/sign-out").header("cookie", &session).send().await.unwrap();
     assert_eq!(out.status(), 200);
-    let home = app.client.get(format!("{}/", app.address)).header("cookie", &session).send().await.unwrap();
+    let home = app.get_as(&session, "/").await;
     assert_eq!(home.status(), 303, "the ended session no longer signs in");
 }
 
@@ -70,34 +48,17 @@ async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
 async fn form_sign_in_redirects_to_next_and_refuses_open_redirects() {
     let app = spawn_app().await;
     app.add_user("ada", false).await;
-    let url = format!("{}/api/auth/sign-in", app.address);
-    let r = app
-        .client
-        .post(&url)
-        .header("origin", &app.address)
-        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "/?x=1")])
-        .send()
-        .await
-        .unwrap();
+    let form = |password: &'static str, next: &'static str| {
+        app.same_origin(reqwest::Method::POST, "/api/auth/sign-in")
+            .form(&[("username", "ada"), ("password", password), ("next", next)])
+            .send()
+    };
+    let r = form(PASSWORD, "/?x=1").await.unwrap();
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/?x=1");
-    let r = app
-        .client
-        .post(&url)
-        .header("origin", &app.address)
-        .form(&[("username", "ada"), ("password", "correct horse battery"), ("next", "//evil.example/")])
-        .send()
-        .await
-        .unwrap();
+    let r = form(PASSWORD, "//evil.example/").await.unwrap();
     assert_eq!(r.headers()["location"], "/");
-    let r = app
-        .client
-        .post(&url)
-        .header("origin", &app.address)
-        .form(&[("username", "ada"), ("password", "wrong password"), ("next", "/")])
-        .send()
-        .await
-        .unwrap();
+    let r = form("wrong password", "/").await.unwrap();
     assert_eq!(r.status(), 303);
     assert!(r.headers()["location"].to_str().unwrap().starts_with("/sign-in?error=1"));
 }
@@ -107,7 +68,7 @@ async fn state_changing_requests_from_another_origin_are_refused() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
     let url = format!("{}/api/auth/sign-in", app.address);
-    let body = json!({"username":"ada","password":"correct horse battery"});
+    let body = json!({"username":"ada","password":PASSWORD});
     let r = app.client.post(&url).header("origin", "https://evil.example").json(&body).send().await.unwrap();
     assert_eq!(r.status(), 403);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "forbidden_origin");
@@ -115,13 +76,8 @@ async fn state_changing_requests_from_another_origin_are_refused() {
     let r = app.client.post(&url).header("origin", "http://127.0.0.1:1").json(&body).send().await.unwrap();
     assert_eq!(r.status(), 403);
     // A cookie-borne POST without any Origin is refused too.
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-out", app.address))
-        .header("cookie", "gatehouse_session=x")
-        .send()
-        .await
-        .unwrap();
+    let r =
+        app.client.post(app.url("/api/auth/sign-out")).header("cookie", "gatehouse_session=x").send().await.unwrap();
     assert_eq!(r.status(), 403);
 }
 
@@ -129,25 +85,15 @@ async fn state_changing_requests_from_another_origin_are_refused() {
 async fn setup_link_creates_the_admin_once() {
     let app = spawn_app().await;
     let token = app.core.users.new_setup_token().unwrap().unwrap();
-    let url = format!("{}/api/auth/setup", app.address);
-    let r = app
-        .client
-        .post(&url)
-        .header("origin", &app.address)
-        .json(&json!({"token": token, "username": "root", "password": "long enough pw"}))
-        .send()
-        .await
-        .unwrap();
+    let setup = |username: &str| {
+        app.same_origin(reqwest::Method::POST, "/api/auth/setup")
+            .json(&json!({"token": token, "username": username, "password": "long enough pw"}))
+            .send()
+    };
+    let r = setup("root").await.unwrap();
     assert_eq!(r.status(), 201);
     assert!(r.headers()["set-cookie"].to_str().unwrap().contains("HttpOnly"));
-    let r = app
-        .client
-        .post(&url)
-        .header("origin", &app.address)
-        .json(&json!({"token": token, "username": "root2", "password": "long enough pw"}))
-        .send()
-        .await
-        .unwrap();
+    let r = setup("root2").await.unwrap();
     assert_eq!(r.status(), 400);
     assert_eq!(app.core.users.count().unwrap(), 1);
 }
@@ -160,7 +106,7 @@ async fn https_public_url_uses_host_prefixed_secure_cookies() {
         .client
         .post(format!("{}/api/auth/sign-in", app.address))
         .header("origin", "https://gate.example.com")
-        .json(&json!({"username":"ada","password":"correct horse battery"}))
+        .json(&json!({"username":"ada","password":PASSWORD}))
         .send()
         .await
         .unwrap();
@@ -175,17 +121,8 @@ async fn live_events_need_a_session_and_stream_changes() {
     let r = app.client.get(format!("{}/api/live/events", app.address)).send().await.unwrap();
     assert_eq!(r.status(), 401);
     app.add_user("ada", true).await;
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username":"ada","password":"correct horse battery"}))
-        .send()
-        .await
-        .unwrap();
-    let session = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-    let mut stream =
-        app.client.get(format!("{}/api/live/events", app.address)).header("cookie", session).send().await.unwrap();
+    let session = app.sign_in("ada").await;
+    let mut stream = app.get_as(&session, "/api/live/events").await;
     assert_eq!(stream.status(), 200);
     let first = stream.chunk().await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("hello"));
@@ -213,68 +150,35 @@ async fn unknown_paths_get_a_json_404_under_api_and_a_page_elsewhere() {
 #[tokio::test]
 async fn a_call_only_an_admin_may_decide_says_so_on_the_inbox_and_the_resume_page() {
     let app = spawn_app().await;
-    app.add_user("ada", true).await;
-    app.add_user("bob", false).await;
-    let mut cookies = Vec::new();
-    for name in ["ada", "bob"] {
-        let r = app
-            .client
-            .post(format!("{}/api/auth/sign-in", app.address))
-            .header("origin", &app.address)
-            .json(&json!({"username": name, "password": "correct horse battery"}))
-            .send()
-            .await
-            .unwrap();
-        cookies.push(r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string());
-    }
-    let (ada, bob) = (&cookies[0], &cookies[1]);
+    let (ada, bob) = app.ada_and_bob().await;
     // Bob's agent asks to change the gate for everyone: only an admin decides.
     let token = app.issue_owned("bobs-agent", "bob");
     let sid = app.open_session(&token).await;
-    let (_, _, messages) = app
-        .call(
-            &token,
-            &sid,
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
-                   "params":{"name":"gatehouse_policy_set","arguments":{"pattern":"x*","action":"allow"}}}),
-        )
-        .await;
-    let eid = messages.iter().find(|m| m["id"] == 7).unwrap()["result"]["structuredContent"]["executionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let reply = app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern":"x*","action":"allow"})).await;
+    let eid = execution_id(&reply);
     let page = |cookie: &str, path: String| {
-        let request = app.client.get(format!("{}{path}", app.address)).header("cookie", cookie.to_string());
+        let request = app.client.get(app.url(&path)).header("cookie", cookie.to_string());
         async move { request.send().await.unwrap().text().await.unwrap() }
     };
-    let inbox = page(bob, "/approvals".into()).await;
+    let inbox = page(&bob, "/approvals".into()).await;
     assert!(inbox.contains(&eid) && inbox.contains("needs an admin"), "{inbox}");
-    let resume = page(bob, format!("/resume/{eid}")).await;
+    let resume = page(&bob, format!("/resume/{eid}")).await;
     assert!(resume.contains("only an admin can decide it"), "{resume}");
     assert!(
         resume.contains("Waiting for an admin&#x27;s decision") || resume.contains("Waiting for an admin's decision")
     );
     assert!(!resume.contains(">Approve<"), "no Approve button for a user who cannot decide");
-    let admin_resume = page(ada, format!("/resume/{eid}")).await;
+    let admin_resume = page(&ada, format!("/resume/{eid}")).await;
     assert!(admin_resume.contains(">Approve<"), "the admin can decide");
-    assert!(page(ada, "/approvals".into()).await.contains("admin decision"));
+    assert!(page(&ada, "/approvals".into()).await.contains("admin decision"));
 }
 
 #[tokio::test]
 async fn the_inbox_lists_no_arguments_and_coalesces_events() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": "ada", "password": "correct horse battery"}))
-        .send()
-        .await
-        .unwrap();
-    let ada = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-    let mut stream =
-        app.client.get(format!("{}/api/approvals/events", app.address)).header("cookie", &ada).send().await.unwrap();
+    let ada = app.sign_in("ada").await;
+    let mut stream = app.get_as(&ada, "/api/approvals/events").await;
     let mut seen = String::new();
     while !seen.contains("\n\n") {
         seen.push_str(&String::from_utf8_lossy(&stream.chunk().await.unwrap().unwrap()));
@@ -288,17 +192,11 @@ async fn the_inbox_lists_no_arguments_and_coalesces_events() {
         let token = app.issue_owned(&format!("agent-{i}"), "ada");
         let sid = app.open_session(&token).await;
         for j in 0..5 {
-            let (_, _, messages) = app
-                .call(
-                    &token,
-                    &sid,
-                    json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gatehouse_policy_set",
-                        "arguments":{"pattern": format!("ARGUMENT-MARKER-{i}-{j}"), "action":"allow"}}}),
-                )
+            let pattern = format!("ARGUMENT-MARKER-{i}-{j}");
+            let reply = app
+                .tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": pattern, "action":"allow"}))
                 .await;
-            first.get_or_insert_with(|| {
-                messages[0]["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string()
-            });
+            first.get_or_insert_with(|| execution_id(&reply));
         }
     }
     // Whatever arrives in the next second: far fewer messages than pauses.
@@ -315,11 +213,10 @@ async fn the_inbox_lists_no_arguments_and_coalesces_events() {
     assert!(last.pending.iter().all(|e| e.arguments.is_none()));
 
     // The inbox lists fifty calls without their arguments; each call's page shows them.
-    let inbox = app.client.get(format!("{}/approvals", app.address)).header("cookie", &ada).send().await.unwrap();
-    let inbox = inbox.text().await.unwrap();
+    let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
     assert!(inbox.contains("agent-9"), "the inbox lists the calls");
     assert!(!inbox.contains("ARGUMENT-MARKER"), "no arguments in the list");
     let eid = first.unwrap();
-    let page = app.client.get(format!("{}/resume/{eid}", app.address)).header("cookie", &ada).send().await.unwrap();
+    let page = app.get_as(&ada, &format!("/resume/{eid}")).await;
     assert!(page.text().await.unwrap().contains("ARGUMENT-MARKER-0-0"), "the call's own page shows them");
 }

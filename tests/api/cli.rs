@@ -8,14 +8,10 @@ use serde_json::Value;
 
 use crate::helpers::*;
 
-fn gatehouse(app: &TestApp, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gatehouse")).arg("--data-dir").arg(app.dir.path()).args(args).output().unwrap()
-}
-
 #[tokio::test]
 async fn token_issue_list_revoke_work_while_the_server_runs() {
     let app = spawn_app().await;
-    let out = gatehouse(&app, &["token", "issue", "--agent", "cli-agent", "--thread", "T", "--json"]);
+    let out = app.cli(&["token", "issue", "--agent", "cli-agent", "--thread", "T", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in ["id", "token", "agent", "thread", "endpoint", "authorization"] {
@@ -24,20 +20,20 @@ async fn token_issue_list_revoke_work_while_the_server_runs() {
     let token = issued["token"].as_str().unwrap().to_string();
     app.open_session(&token).await;
 
-    let list: Vec<Value> = serde_json::from_slice(&gatehouse(&app, &["token", "list", "--json"]).stdout).unwrap();
+    let list: Vec<Value> = serde_json::from_slice(&app.cli(&["token", "list", "--json"]).stdout).unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["status"], "active");
     assert!(
-        !String::from_utf8_lossy(&gatehouse(&app, &["token", "list", "--json"]).stdout).contains(&token),
+        !String::from_utf8_lossy(&app.cli(&["token", "list", "--json"]).stdout).contains(&token),
         "tokens are never listed"
     );
 
-    let out = gatehouse(&app, &["token", "revoke", "--thread", "T"]);
+    let out = app.cli(&["token", "revoke", "--thread", "T"]);
     assert!(out.status.success());
     let response = app.mcp(&token).json(&initialize_request("2025-11-25")).send().await.unwrap();
     assert_eq!(response.status(), 401, "a CLI revoke takes effect in the running server");
 
-    let out = gatehouse(&app, &["token", "revoke", "cred_nope"]);
+    let out = app.cli(&["token", "revoke", "cred_nope"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cred_nope"));
 }
@@ -45,9 +41,8 @@ async fn token_issue_list_revoke_work_while_the_server_runs() {
 #[tokio::test]
 async fn user_add_reads_the_password_from_stdin() {
     let app = spawn_app().await;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .arg("--data-dir")
-        .arg(app.dir.path())
+    let mut child = app
+        .cli_command()
         .args(["user", "add", "grace", "--admin", "--password-stdin"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

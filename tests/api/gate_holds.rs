@@ -4,21 +4,17 @@
 //! other than what was approved, and cannot exhaust the server. Each test
 //! fails if its defence is removed.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use gatehouse::config::UpstreamConfig;
-use gatehouse_core::credentials::IssueRequest;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, Implementation, ProtocolVersion,
+    CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -27,52 +23,11 @@ use crate::helpers::*;
 // ---------------------------------------------------------------------------
 // Helpers
 
-/// An admin "ada" and a plain user "bob", signed in; their cookies.
-async fn users(app: &TestApp) -> (String, String) {
-    app.add_user("ada", true).await;
-    app.add_user("bob", false).await;
-    (sign_in(app, "ada").await, sign_in(app, "bob").await)
-}
-
-fn issue(app: &TestApp, agent: &str, owner: Option<&str>, thread: Option<&str>) -> (String, String) {
-    let issued = app
-        .core
-        .credentials
-        .issue(IssueRequest {
-            agent: agent.into(),
-            owner: owner.map(Into::into),
-            thread: thread.map(Into::into),
-            ..Default::default()
-        })
-        .unwrap();
-    (issued.id, issued.token)
-}
-
-fn execution_id(reply: &Value) -> String {
-    reply["result"]["structuredContent"]["executionId"].as_str().unwrap_or_else(|| panic!("not paused: {reply}")).into()
-}
-
-/// The "everything" fixture as a shared stdio upstream under `ev__`: its
-/// unannotated tools (`ev__test_simple_text`, `ev__probe_mutable`) wait for a
+/// An app fronting the "everything" fixture as a shared stdio upstream under
+/// `ev__`: its unannotated tools (`ev__test_simple_text`, `ev__probe_mutable`) wait for a
 /// person by default, and none of them changes the gate.
-fn everything_stdio() -> UpstreamConfig {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    UpstreamConfig {
-        command: Some(root.join("tools/node_modules/.bin/node").display().to_string()),
-        args: vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()],
-        prefix: Some("ev__".into()),
-        ..upstream_named("everything")
-    }
-}
-
 async fn fronting(configure: impl FnOnce(&mut gatehouse::config::Config)) -> TestApp {
-    let app = spawn_app_with(|c| {
-        c.upstreams = vec![everything_stdio()];
-        configure(c);
-    })
-    .await;
-    wait_until("the fixture's tools appear", || app.upstreams.find("ev__probe_mutable").is_some()).await;
-    app
+    spawn_app_fronting(everything_stdio(), configure).await
 }
 
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
@@ -111,18 +66,12 @@ impl ClientHandler for FormApprover {
 
 async fn form_client(app: &TestApp, token: &str) -> (FormApprover, RunningService<RoleClient, FormApprover>) {
     let approver = FormApprover::default();
-    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp?elicitation_mode=native", app.address))
-        .auth_header(token);
-    let service = approver.clone().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connects");
+    let service = app.connect_at("/mcp?elicitation_mode=native", approver.clone(), token).await;
     (approver, service)
 }
 
 async fn call_tool(service: &RunningService<RoleClient, FormApprover>, name: &str, args: Value) -> CallToolResult {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    if let Some(args) = args.as_object() {
-        params = params.with_arguments(args.clone());
-    }
-    service.call_tool(params).await.expect("the call answers")
+    service.call_tool(tool_params(name, args)).await.expect("the call answers")
 }
 
 fn structured(result: &CallToolResult) -> Value {
@@ -137,7 +86,7 @@ async fn a_client_form_answer_never_decides_unless_trusted_and_never_as_a_person
     // Off by default: the form-only client gets the browser answer.
     let app = fronting(|_| {}).await;
     app.add_user("ada", true).await;
-    let (_, token) = issue(&app, "form-agent", Some("ada"), None);
+    let token = app.issue_owned("form-agent", "ada");
     let (approver, client) = form_client(&app, &token).await;
     let paused = call_tool(&client, "ev__test_simple_text", json!({})).await;
     assert_eq!(structured(&paused)["status"], "user_approval_required", "{paused:?}");
@@ -149,7 +98,7 @@ async fn a_client_form_answer_never_decides_unless_trusted_and_never_as_a_person
     // Trusted: the client's answer decides an ordinary gated call, audited as the agent.
     let app = fronting(|c| c.limits.trust_client_forms = true).await;
     app.add_user("ada", true).await;
-    let (_, token) = issue(&app, "form-agent", Some("ada"), None);
+    let token = app.issue_owned("form-agent", "ada");
     let (approver, client) = form_client(&app, &token).await;
     let ran = call_tool(&client, "ev__test_simple_text", json!({})).await;
     assert_ne!(ran.is_error, Some(true), "{ran:?}");
@@ -176,20 +125,9 @@ async fn a_client_form_answer_never_decides_unless_trusted_and_never_as_a_person
 async fn model_decisions_need_the_switch_and_never_reach_gate_changing_tools() {
     let app = fronting(|c| c.allow_model_decisions = true).await;
     app.add_user("ada", true).await;
-    let (_, token) = issue(&app, "self-decider", Some("ada"), None);
+    let token = app.issue_owned("self-decider", "ada");
     let model = |name: &str, args: Value| {
-        app.client
-            .post(format!("{}/mcp?elicitation_mode=model", app.address))
-            .bearer_auth(&token)
-            .header("accept", ACCEPT_BOTH)
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", name)
-            .json(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name": name, "arguments": args,
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                          "io.modelcontextprotocol/clientCapabilities": {},
-                          "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}}}}))
-            .send()
+        app.modern_tool_call(&token, "model", json!({}), name, json!({"arguments": args})).send()
     };
     let result = |r: reqwest::Response| async move { jsonrpc_messages(r).await.remove(0)["result"].clone() };
 
@@ -214,32 +152,22 @@ async fn model_decisions_need_the_switch_and_never_reach_gate_changing_tools() {
 #[tokio::test]
 async fn only_an_admin_approves_a_gate_changing_call_and_the_owner_is_told_so() {
     let app = spawn_app().await;
-    let (ada, bob) = users(&app).await;
-    let (_, token) = issue(&app, "bobs-agent", Some("bob"), None);
+    let (ada, bob) = app.ada_and_bob().await;
+    let token = app.issue_owned("bobs-agent", "bob");
     let sid = app.open_session(&token).await;
-    let paused =
-        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "*", "action": "allow"})).await;
+    let paused = app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": "*", "action": "allow"})).await;
     let eid = execution_id(&paused);
 
     // Bob owns the agent: he sees the call, marked admin-only, but cannot approve it.
-    let detail: Value = app
-        .client
-        .get(format!("{}/api/executions/{eid}", app.address))
-        .header("cookie", &bob)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail: Value = app.get_as(&bob, &format!("/api/executions/{eid}")).await.json().await.unwrap();
     assert_eq!(detail["adminOnly"], true, "{detail}");
-    let refused = decide(&app, &bob, &eid, "accept").await;
+    let refused = app.decide(&bob, &eid, "accept").await;
     assert_eq!(refused.status(), 403);
     assert_eq!(refused.json::<Value>().await.unwrap()["error"], "admin_required");
     assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
 
-    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200, "an admin may");
-    let ran = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(app.decide(&ada, &eid, "accept").await.status(), 200, "an admin may");
+    let ran = app.tool_call(&token, &sid, "resume", json!({"executionId": eid})).await;
     assert_eq!(ran["result"]["isError"], false, "{ran}");
 }
 
@@ -249,21 +177,15 @@ async fn only_an_admin_approves_a_gate_changing_call_and_the_owner_is_told_so() 
 #[tokio::test]
 async fn a_session_id_is_bound_at_initialize_and_refused_to_any_other_credential() {
     let app = spawn_app().await;
-    let (_, owner) = issue(&app, "claude", None, None);
-    let (_, thief) = issue(&app, "claude", None, None);
+    let owner = app.issue("claude", None);
+    let thief = app.issue("claude", None);
     // Initialize only: the id is bound before `notifications/initialized`.
     let response = app.mcp(&owner).json(&initialize_request("2025-11-25")).send().await.unwrap();
     let sid = response.headers()["mcp-session-id"].to_str().unwrap().to_string();
     drop(response);
 
-    let stolen = app
-        .mcp(&thief)
-        .header("mcp-session-id", &sid)
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
+    let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    let stolen = app.in_session(&thief, &sid).json(&initialized).send().await.unwrap();
     assert_eq!(stolen.status(), 404, "before initialized");
     let get = app
         .client
@@ -275,19 +197,9 @@ async fn a_session_id_is_bound_at_initialize_and_refused_to_any_other_credential
         .await
         .unwrap();
     assert_eq!(get.status(), 404, "GET");
-    let delete = app
-        .client
-        .delete(format!("{}/mcp", app.address))
-        .bearer_auth(&thief)
-        .header("mcp-session-id", &sid)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(delete.status(), 404, "DELETE");
+    assert_eq!(app.end_session(&thief, &sid).await.status(), 404, "DELETE");
     let made_up = app
-        .mcp(&owner)
-        .header("mcp-session-id", "not-a-session")
-        .header("mcp-protocol-version", "2025-11-25")
+        .in_session(&owner, "not-a-session")
         .json(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
         .send()
         .await
@@ -295,14 +207,7 @@ async fn a_session_id_is_bound_at_initialize_and_refused_to_any_other_credential
     assert_eq!(made_up.status(), 404, "an unbound id");
 
     // The owner's session still works after all that.
-    let ack = app
-        .mcp(&owner)
-        .header("mcp-session-id", &sid)
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
+    let ack = app.in_session(&owner, &sid).json(&initialized).send().await.unwrap();
     assert_eq!(ack.status(), 202);
     let (status, _, pong) = app.call(&owner, &sid, json!({"jsonrpc":"2.0","id":3,"method":"ping"})).await;
     assert_eq!((status.as_u16(), pong[0]["result"].clone()), (200, json!({})));
@@ -311,62 +216,58 @@ async fn a_session_id_is_bound_at_initialize_and_refused_to_any_other_credential
 #[tokio::test]
 async fn only_the_opening_credential_or_its_thread_successor_resumes() {
     let app = spawn_app().await;
-    let (ada, _) = users(&app).await;
-    let (_, first) = issue(&app, "claude", Some("ada"), Some("thread-1"));
+    let (ada, _) = app.ada_and_bob().await;
+    let (_, first) = app.issue_credential("claude", Some("ada"), Some("thread-1"));
     let sid = app.open_session(&first).await;
-    let paused =
-        tool_call(&app, &first, &sid, "gatehouse_policy_set", json!({"pattern": "r*", "action": "allow"})).await;
+    let paused = app.tool_call(&first, &sid, "gatehouse_policy_set", json!({"pattern": "r*", "action": "allow"})).await;
     let eid = execution_id(&paused);
 
     // Same agent name and owner, but another credential: someone else.
-    let (_, namesake) = issue(&app, "claude", Some("ada"), None);
+    let namesake = app.issue_owned("claude", "ada");
     let namesake_sid = app.open_session(&namesake).await;
-    let refused = tool_call(&app, &namesake, &namesake_sid, "resume", json!({"executionId": eid})).await;
+    let refused = app.tool_call(&namesake, &namesake_sid, "resume", json!({"executionId": eid})).await;
     assert_eq!(refused["result"]["structuredContent"]["error"], "execution_forbidden", "{refused}");
 
     // Re-issued for the same thread (the orchestrator's next turn): it continues.
-    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200);
-    let (_, successor) = issue(&app, "claude", Some("ada"), Some("thread-1"));
+    assert_eq!(app.decide(&ada, &eid, "accept").await.status(), 200);
+    let (_, successor) = app.issue_credential("claude", Some("ada"), Some("thread-1"));
     let successor_sid = app.open_session(&successor).await;
-    let resumed = tool_call(&app, &successor, &successor_sid, "resume", json!({"executionId": eid})).await;
+    let resumed = app.tool_call(&successor, &successor_sid, "resume", json!({"executionId": eid})).await;
     assert_eq!(resumed["result"]["isError"], false, "{resumed}");
     assert_eq!(resumed["result"]["structuredContent"]["pattern"], "r*");
 
     // Once settled, the namesake cannot even learn how it ended.
-    let after = tool_call(&app, &namesake, &namesake_sid, "resume", json!({"executionId": eid})).await;
+    let after = app.tool_call(&namesake, &namesake_sid, "resume", json!({"executionId": eid})).await;
     assert_eq!(after["result"]["structuredContent"]["error"], "execution_not_found", "{after}");
 }
 
 #[tokio::test]
 async fn owner_less_credentials_never_read_each_others_audit_entries() {
     let app = spawn_app().await;
-    let (_, a) = issue(&app, "same-name", None, None);
-    let (_, b) = issue(&app, "same-name", None, None);
+    let a = app.issue("same-name", None);
+    let b = app.issue("same-name", None);
     let sid_a = app.open_session(&a).await;
-    tool_call(&app, &a, &sid_a, "gatehouse_policy_set", json!({"pattern": "secret_*", "action": "allow"})).await;
+    app.tool_call(&a, &sid_a, "gatehouse_policy_set", json!({"pattern": "secret_*", "action": "allow"})).await;
     let sid_b = app.open_session(&b).await;
-    let seen = tool_call(&app, &b, &sid_b, "gatehouse_audit_recent", json!({"limit": 50})).await;
+    let seen = app.tool_call(&b, &sid_b, "gatehouse_audit_recent", json!({"limit": 50})).await;
     assert_eq!(seen["result"]["structuredContent"]["entries"], json!([]), "{seen}");
-    let own = tool_call(&app, &a, &sid_a, "gatehouse_audit_recent", json!({"limit": 50})).await;
+    let own = app.tool_call(&a, &sid_a, "gatehouse_audit_recent", json!({"limit": 50})).await;
     assert_eq!(own["result"]["structuredContent"]["entries"].as_array().unwrap().len(), 1, "{own}");
 }
 
 #[tokio::test]
 async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions() {
     let app = spawn_app().await;
-    users(&app).await;
-    let (id, token) = issue(&app, "doomed", Some("ada"), None);
+    app.ada_and_bob().await;
+    let (id, token) = app.issue_credential("doomed", Some("ada"), None);
     let sid = app.open_session(&token).await;
     app.wait_for_sessions(|n| n == 1).await;
-    let paused =
-        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "d", "action": "allow"})).await;
+    let paused = app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": "d", "action": "allow"})).await;
     let eid = execution_id(&paused);
 
-    let admin = sign_in(&app, "ada").await;
+    let admin = app.sign_in("ada").await;
     let revoked = app
-        .client
-        .delete(format!("{}/api/credentials/{id}", app.address))
-        .header("origin", &app.address)
+        .same_origin(reqwest::Method::DELETE, &format!("/api/credentials/{id}"))
         .header("cookie", &admin)
         .send()
         .await
@@ -377,15 +278,11 @@ async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions
     app.wait_for_sessions(|n| n == 0).await;
 
     // A revocation from another process (the CLI) is noticed too.
-    let (_, other) = issue(&app, "doomed-too", Some("ada"), None);
+    let other = app.issue_owned("doomed-too", "ada");
     let sid = app.open_session(&other).await;
-    let paused =
-        tool_call(&app, &other, &sid, "gatehouse_policy_set", json!({"pattern": "e", "action": "allow"})).await;
+    let paused = app.tool_call(&other, &sid, "gatehouse_policy_set", json!({"pattern": "e", "action": "allow"})).await;
     let eid = execution_id(&paused);
-    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["--data-dir", app.dir.path().to_str().unwrap(), "token", "revoke", "--all"])
-        .output()
-        .unwrap();
+    let cli = app.cli(&["token", "revoke", "--all"]);
     assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
     wait_until("the CLI's revocation is swept", || app.core.approvals.get(&eid).is_none()).await;
     assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "revoked");
@@ -397,33 +294,33 @@ async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions
 #[tokio::test]
 async fn a_tool_whose_definition_changed_after_approval_does_not_run() {
     let app = fronting(|_| {}).await;
-    let (ada, _) = users(&app).await;
-    let (_, token) = issue(&app, "claude", Some("ada"), None);
+    let (ada, _) = app.ada_and_bob().await;
+    let token = app.issue_owned("claude", "ada");
     let sid = app.open_session(&token).await;
-    let paused = tool_call(&app, &token, &sid, "ev__probe_mutable", json!({})).await;
+    let paused = app.tool_call(&token, &sid, "ev__probe_mutable", json!({})).await;
     let eid = execution_id(&paused);
     let execution = app.core.approvals.get(&eid).unwrap().0;
     assert_eq!(execution.upstream.as_deref(), Some("everything"));
     assert_eq!(execution.upstream_tool.as_deref(), Some("probe_mutable"));
-    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200);
+    assert_eq!(app.decide(&ada, &eid, "accept").await.status(), 200);
 
     // The upstream redefines the tool between the approval and the run.
     let before = app.upstreams.find("ev__probe_mutable").unwrap().tool.description.clone();
-    tool_call(&app, &token, &sid, "ev__probe_redefine", json!({})).await;
+    app.tool_call(&token, &sid, "ev__probe_redefine", json!({})).await;
     wait_until("the catalogue refreshes", || {
         app.upstreams.find("ev__probe_mutable").is_some_and(|t| t.tool.description != before)
     })
     .await;
-    let refused = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    let refused = app.tool_call(&token, &sid, "resume", json!({"executionId": eid})).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert_eq!(refused["result"]["structuredContent"]["error"], "tool_changed", "{refused}");
     assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "failed");
 
     // Asked anew, the new definition runs once approved.
-    let paused = tool_call(&app, &token, &sid, "ev__probe_mutable", json!({})).await;
+    let paused = app.tool_call(&token, &sid, "ev__probe_mutable", json!({})).await;
     let eid = execution_id(&paused);
-    decide(&app, &ada, &eid, "accept").await;
-    let ran = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    app.decide(&ada, &eid, "accept").await;
+    let ran = app.tool_call(&token, &sid, "resume", json!({"executionId": eid})).await;
     assert_ne!(ran["result"]["isError"], true, "{ran}");
     assert!(ran["result"]["content"][0]["text"].as_str().unwrap().contains("version 2"), "{ran}");
 }
@@ -431,15 +328,15 @@ async fn a_tool_whose_definition_changed_after_approval_does_not_run() {
 #[tokio::test]
 async fn an_approval_not_used_within_the_run_window_expires() {
     let app = spawn_app_with(|c| c.limits.run_window = Duration::from_millis(300)).await;
-    let (ada, _) = users(&app).await;
-    let (_, token) = issue(&app, "slow", Some("ada"), None);
+    let (ada, _) = app.ada_and_bob().await;
+    let token = app.issue_owned("slow", "ada");
     let sid = app.open_session(&token).await;
     let paused =
-        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "late", "action": "allow"})).await;
+        app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": "late", "action": "allow"})).await;
     let eid = execution_id(&paused);
-    assert_eq!(decide(&app, &ada, &eid, "accept").await.status(), 200);
+    assert_eq!(app.decide(&ada, &eid, "accept").await.status(), 200);
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let resumed = tool_call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
+    let resumed = app.tool_call(&token, &sid, "resume", json!({"executionId": eid})).await;
     assert_eq!(resumed["result"]["structuredContent"]["error"], "execution_expired", "{resumed}");
     assert!(app.core.policy.rules().unwrap().is_empty(), "it never ran");
     assert_eq!(app.core.approvals.len(), 0);
@@ -455,34 +352,27 @@ async fn live_executions_and_gated_arguments_are_bounded_per_credential() {
         c.limits.max_gated_arguments_bytes = 1024;
     })
     .await;
-    let (_, token) = issue(&app, "greedy", None, None);
+    let token = app.issue("greedy", None);
     let sid = app.open_session(&token).await;
     for i in 0..2 {
-        let r = tool_call(
-            &app,
-            &token,
-            &sid,
-            "gatehouse_policy_set",
-            json!({"pattern": format!("p{i}"), "action": "allow"}),
-        )
-        .await;
+        let r = app
+            .tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": format!("p{i}"), "action": "allow"}))
+            .await;
         assert_eq!(r["result"]["structuredContent"]["status"], "user_approval_required");
     }
-    let third =
-        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "p3", "action": "allow"})).await;
+    let third = app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": "p3", "action": "allow"})).await;
     assert_eq!(third["result"]["isError"], true);
     assert_eq!(third["result"]["structuredContent"]["limit"], "max_executions_per_credential", "{third}");
     assert_eq!(app.core.approvals.len(), 2);
 
     // Another credential is not affected.
-    let (_, other) = issue(&app, "other", None, None);
+    let other = app.issue("other", None);
     let other_sid = app.open_session(&other).await;
     let big = "x".repeat(2048);
-    let r =
-        tool_call(&app, &other, &other_sid, "gatehouse_policy_set", json!({"pattern": big, "action": "allow"})).await;
+    let r = app.tool_call(&other, &other_sid, "gatehouse_policy_set", json!({"pattern": big, "action": "allow"})).await;
     assert_eq!(r["result"]["structuredContent"]["limit"], "max_gated_arguments_bytes", "{r}");
     let r =
-        tool_call(&app, &other, &other_sid, "gatehouse_policy_set", json!({"pattern": "ok", "action": "allow"})).await;
+        app.tool_call(&other, &other_sid, "gatehouse_policy_set", json!({"pattern": "ok", "action": "allow"})).await;
     assert_eq!(r["result"]["structuredContent"]["status"], "user_approval_required");
 }
 
@@ -493,8 +383,8 @@ async fn sessions_are_bounded_per_credential_and_in_all_and_client_info_is_cut()
         c.limits.max_sessions = 3;
     })
     .await;
-    let (_, a) = issue(&app, "a", None, None);
-    let (_, b) = issue(&app, "b", None, None);
+    let a = app.issue("a", None);
+    let b = app.issue("b", None);
     let first = app.open_session(&a).await;
     app.open_session(&a).await;
     let refused = app.mcp(&a).json(&initialize_request("2025-11-25")).send().await.unwrap();
@@ -509,15 +399,7 @@ async fn sessions_are_bounded_per_credential_and_in_all_and_client_info_is_cut()
     assert!(body["error"]["message"].as_str().unwrap().contains("max_sessions"), "{body}");
 
     // Ending a session frees its place.
-    let ended = app
-        .client
-        .delete(format!("{}/mcp", app.address))
-        .bearer_auth(&a)
-        .header("mcp-session-id", &first)
-        .send()
-        .await
-        .unwrap();
-    assert!(ended.status().is_success());
+    assert!(app.end_session(&a, &first).await.status().is_success());
     let mut init = initialize_request("2025-11-25");
     init["params"]["clientInfo"]["name"] = json!("n".repeat(10_000));
     let response = app.mcp(&b).json(&init).send().await.unwrap();
@@ -590,7 +472,7 @@ async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
     })
     .await;
     app.add_user("ada", true).await;
-    let (_, token) = issue(&app, "reader", Some("ada"), None);
+    let token = app.issue_owned("reader", "ada");
     let sid = app.open_session(&token).await;
     let request =
         |id: u32, method: &str, params: Value| json!({"jsonrpc":"2.0","id": id,"method": method,"params": params});
@@ -632,11 +514,9 @@ async fn a_resource_uri_two_upstreams_both_offer_goes_to_neither() {
     let twin = UpstreamConfig { prefix: Some("tw__".into()), ..everything_stdio() };
     let twin = UpstreamConfig { name: "twin".into(), ..twin };
     let app = spawn_app_with(|c| c.upstreams = vec![everything_stdio(), twin]).await;
-    wait_until("both fixtures list their tools", || {
-        app.upstreams.find("ev__probe_mutable").is_some() && app.upstreams.find("tw__probe_mutable").is_some()
-    })
-    .await;
-    let (_, token) = issue(&app, "reader", None, None);
+    app.wait_for_upstream_tool("ev__probe_mutable").await;
+    app.wait_for_upstream_tool("tw__probe_mutable").await;
+    let token = app.issue("reader", None);
     let sid = app.open_session(&token).await;
     let read = json!({"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://static-text"}});
     let (_, _, answer) = app.call(&token, &sid, read).await;

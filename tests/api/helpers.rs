@@ -1,17 +1,30 @@
-//! `spawn_app` and small MCP helpers shared by the tests.
+//! `spawn_app` and the `TestApp` every test drives the server with: users and
+//! sign-in, credentials, raw MCP requests and tool calls, decisions, rmcp
+//! clients; and the "everything" fixture as an upstream.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse::config::Config;
+use gatehouse::config::{Config, UpstreamConfig};
 use gatehouse::startup::Application;
+use gatehouse::state::AppState;
 use gatehouse_core::credentials::IssueRequest;
 use gatehouse_core::{Core, Db, ManualClock};
 use reqwest::header::HeaderMap;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+/// The password of every user [`TestApp::add_user`] adds.
+pub const PASSWORD: &str = "correct horse battery";
 
 /// A server running in this process on a free port with its own data dir.
 pub struct TestApp {
@@ -21,6 +34,10 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub upstreams: gatehouse::upstream::Upstreams,
     pub dir: tempfile::TempDir,
+    /// The handlers' state, for routing requests without the listener
+    /// (`tests/fuzz.rs` does).
+    #[allow(dead_code)]
+    pub state: AppState,
     shutdown: CancellationToken,
 }
 
@@ -49,6 +66,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let shutdown = CancellationToken::new();
     let app = Application::build_with_core(&config, core.clone(), shutdown.clone()).await.unwrap();
     let upstreams = app.state().mcp.upstreams.clone();
+    let state = app.state().clone();
     let host = app.address().to_string();
     tokio::spawn(app.run());
     TestApp {
@@ -58,54 +76,164 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
         client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
         upstreams,
         dir,
+        state,
         shutdown,
     }
 }
 
+/// An app fronting `upstream` (the "everything" fixture, over either
+/// transport), configured further by `configure`; ready once the fixture's
+/// tools are listed.
+pub async fn spawn_app_fronting(upstream: UpstreamConfig, configure: impl FnOnce(&mut Config)) -> TestApp {
+    let probe = format!("{}probe_whoami", upstream.prefix());
+    let app = spawn_app_with(|c| {
+        c.upstreams = vec![upstream];
+        configure(c);
+    })
+    .await;
+    app.wait_for_upstream_tool(&probe).await;
+    app
+}
+
 impl TestApp {
-    /// Adds a user whose password is `correct horse battery`.
+    /// This server's URL for `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+
+    // -----------------------------------------------------------------------
+    // The browser side
+
+    /// Adds a user whose password is [`PASSWORD`].
     pub async fn add_user(&self, name: &str, admin: bool) {
         let users = self.core.users.clone();
         let name = name.to_string();
-        tokio::task::spawn_blocking(move || users.add(&name, "correct horse battery", admin).unwrap()).await.unwrap();
+        tokio::task::spawn_blocking(move || users.add(&name, PASSWORD, admin).unwrap()).await.unwrap();
+    }
+
+    /// A request sent as a page of this site sends it (with its Origin).
+    pub fn same_origin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, self.url(path)).header("origin", &self.address)
+    }
+
+    /// A JSON sign-in as `username` with `password`, from this site.
+    pub fn sign_in_request(&self, username: &str, password: &str) -> reqwest::RequestBuilder {
+        self.same_origin(reqwest::Method::POST, "/api/auth/sign-in")
+            .json(&json!({"username": username, "password": password}))
+    }
+
+    /// [`Self::sign_in_request`], sent.
+    pub async fn sign_in_with(&self, username: &str, password: &str) -> reqwest::Response {
+        self.sign_in_request(username, password).send().await.unwrap()
+    }
+
+    /// Signs `username` in (password [`PASSWORD`]); its session cookie.
+    pub async fn sign_in(&self, username: &str) -> String {
+        let r = self.sign_in_with(username, PASSWORD).await;
+        assert_eq!(r.status(), 200, "{username} signs in");
+        session_cookie(&r)
+    }
+
+    /// An admin "ada" and a plain user "bob", signed in; their cookies.
+    pub async fn ada_and_bob(&self) -> (String, String) {
+        self.add_user("ada", true).await;
+        self.add_user("bob", false).await;
+        (self.sign_in("ada").await, self.sign_in("bob").await)
+    }
+
+    /// A GET of `path` with the browser session `cookie`.
+    pub async fn get_as(&self, cookie: &str, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).header("cookie", cookie).send().await.unwrap()
+    }
+
+    /// A browser decision on an execution, as the signed-in `cookie`.
+    pub async fn decide(&self, cookie: &str, eid: &str, action: &str) -> reqwest::Response {
+        self.same_origin(reqwest::Method::POST, &format!("/api/executions/{eid}/resume"))
+            .header("cookie", cookie)
+            .json(&json!({"action": action}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    // -----------------------------------------------------------------------
+    // Credentials
+
+    /// A credential for `agent`, optionally owned and in a thread: (id, token).
+    pub fn issue_credential(&self, agent: &str, owner: Option<&str>, thread: Option<&str>) -> (String, String) {
+        let issued = self
+            .core
+            .credentials
+            .issue(IssueRequest {
+                agent: agent.into(),
+                owner: owner.map(Into::into),
+                thread: thread.map(Into::into),
+                ..Default::default()
+            })
+            .unwrap();
+        (issued.id, issued.token)
     }
 
     /// A token for `agent` owned by `owner`.
     pub fn issue_owned(&self, agent: &str, owner: &str) -> String {
-        self.core
-            .credentials
-            .issue(IssueRequest { agent: agent.into(), owner: Some(owner.into()), ..Default::default() })
-            .unwrap()
-            .token
+        self.issue_credential(agent, Some(owner), None).1
     }
 
+    /// A token for `agent` (owned by nobody), optionally in `thread`.
     pub fn issue(&self, agent: &str, thread: Option<&str>) -> String {
-        self.core
-            .credentials
-            .issue(IssueRequest { agent: agent.into(), thread: thread.map(Into::into), ..Default::default() })
-            .unwrap()
-            .token
+        self.issue_credential(agent, None, thread).1
     }
 
+    /// The `gatehouse` binary's command line on this server's data dir.
+    pub fn cli_command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        command.arg("--data-dir").arg(self.dir.path());
+        command
+    }
+
+    /// Runs `gatehouse --data-dir <this server's> <args>`; its output.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        self.cli_command().args(args).output().unwrap()
+    }
+
+    /// An admin API token named `name`.
+    pub fn api_token(&self, name: &str) -> String {
+        self.core.api_tokens.issue(name).unwrap().token
+    }
+
+    // -----------------------------------------------------------------------
+    // MCP over HTTP
+
+    /// A POST to `path` (`/mcp` and its query) that accepts JSON and SSE, with no token.
+    pub fn mcp_at(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.post(self.url(path)).header("accept", ACCEPT_BOTH).header("content-type", "application/json")
+    }
+
+    /// A POST to `/mcp` with `token`.
     pub fn mcp(&self, token: &str) -> reqwest::RequestBuilder {
-        self.client
-            .post(format!("{}/mcp", self.address))
-            .bearer_auth(token)
-            .header("accept", ACCEPT_BOTH)
-            .header("content-type", "application/json")
+        self.mcp_at("/mcp").bearer_auth(token)
+    }
+
+    /// A POST to `/mcp` with `token` within session `sid` (2025-11-25).
+    pub fn in_session(&self, token: &str, sid: &str) -> reqwest::RequestBuilder {
+        self.mcp(token).header("mcp-session-id", sid).header("mcp-protocol-version", "2025-11-25")
     }
 
     /// initialize + notifications/initialized; returns the session id.
     pub async fn open_session(&self, token: &str) -> String {
-        let response = self.mcp(token).json(&initialize_request("2025-11-25")).send().await.unwrap();
+        self.open_session_with(token, initialize_request("2025-11-25")).await
+    }
+
+    /// [`Self::open_session`] with an initialize request of one's own.
+    pub async fn open_session_with(&self, token: &str, initialize: Value) -> String {
+        let version = initialize["params"]["protocolVersion"].clone();
+        let response = self.mcp(token).json(&initialize).send().await.unwrap();
         assert_eq!(response.status(), 200);
         let sid = response.headers()["mcp-session-id"].to_str().unwrap().to_string();
         let body = jsonrpc_messages(response).await;
-        assert_eq!(body[0]["result"]["protocolVersion"], "2025-11-25");
+        assert_eq!(body[0]["result"]["protocolVersion"], version);
         let ack = self
-            .mcp(token)
-            .header("mcp-session-id", &sid)
-            .header("mcp-protocol-version", "2025-11-25")
+            .in_session(token, &sid)
             .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .send()
             .await
@@ -116,17 +244,51 @@ impl TestApp {
 
     /// A request within a session, returning the JSON-RPC messages it produced.
     pub async fn call(&self, token: &str, sid: &str, body: Value) -> (reqwest::StatusCode, HeaderMap, Vec<Value>) {
-        let response = self
-            .mcp(token)
-            .header("mcp-session-id", sid)
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let response = self.in_session(token, sid).json(&body).send().await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
         (status, headers, jsonrpc_messages(response).await)
+    }
+
+    /// A `tools/call` in session `sid`; the reply (200 asserted).
+    pub async fn tool_call(&self, token: &str, sid: &str, name: &str, args: Value) -> Value {
+        let (status, _, messages) = self.call(token, sid, tool_call_request(7, name, args)).await;
+        assert_eq!(status, 200, "{messages:?}");
+        messages
+            .iter()
+            .find(|m| m.get("id").is_some())
+            .cloned()
+            .unwrap_or_else(|| panic!("no reply to {name}: {messages:?}"))
+    }
+
+    /// A sessionless 2026-07-28 `tools/call` of `name` to
+    /// `/mcp?elicitation_mode={mode}` from a client declaring `capabilities`;
+    /// `params` are the call's other params (`arguments`, `requestState`).
+    pub fn modern_tool_call(
+        &self,
+        token: &str,
+        mode: &str,
+        capabilities: Value,
+        name: &str,
+        mut params: Value,
+    ) -> reqwest::RequestBuilder {
+        params["name"] = json!(name);
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}
+        });
+        self.mcp_at(&format!("/mcp?elicitation_mode={mode}"))
+            .bearer_auth(token)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+    }
+
+    /// A DELETE of `/mcp` session `sid` with `token`.
+    pub async fn end_session(&self, token: &str, sid: &str) -> reqwest::Response {
+        self.client.delete(self.url("/mcp")).bearer_auth(token).header("mcp-session-id", sid).send().await.unwrap()
     }
 
     /// Waits (briefly) until the live registry agrees with `predicate`.
@@ -142,10 +304,39 @@ impl TestApp {
 
     /// `/metrics` as an admin API token reads it (the main address wants an admin).
     pub async fn metrics(&self) -> String {
-        let api = self.core.api_tokens.issue("metrics").unwrap();
-        let r = self.client.get(format!("{}/metrics", self.address)).bearer_auth(&api.token).send().await.unwrap();
+        let r = self.client.get(self.url("/metrics")).bearer_auth(self.api_token("metrics")).send().await.unwrap();
         assert_eq!(r.status(), 200);
         r.text().await.unwrap()
+    }
+
+    // -----------------------------------------------------------------------
+    // rmcp clients and upstreams
+
+    /// An rmcp client with `handler`, connected to `/mcp` with `token`.
+    pub async fn connect<H: ClientHandler>(&self, handler: H, token: &str) -> RunningService<RoleClient, H> {
+        self.connect_at("/mcp", handler, token).await
+    }
+
+    /// [`Self::connect`] to `path` (`/mcp` with a query).
+    pub async fn connect_at<H: ClientHandler>(
+        &self,
+        path: &str,
+        handler: H,
+        token: &str,
+    ) -> RunningService<RoleClient, H> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url(path)).auth_header(token);
+        handler.serve(StreamableHttpClientTransport::from_config(config)).await.expect("connects")
+    }
+
+    /// Waits (up to 30 s) until an upstream's tool `name` is listed.
+    pub async fn wait_for_upstream_tool(&self, name: &str) {
+        for _ in 0..600 {
+            if self.upstreams.find(name).is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("upstream tool {name} never appeared: {:?}", self.upstreams.status());
     }
 }
 
@@ -154,6 +345,25 @@ pub fn initialize_request(version: &str) -> Value {
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "itest", "version": "1.0"}}
     })
+}
+
+/// The JSON-RPC `tools/call` request `id` of `name` with `args`.
+pub fn tool_call_request(id: u64, name: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}})
+}
+
+/// rmcp's params of a call to `name` with `args` (none if not an object).
+pub fn tool_params(name: &str, args: Value) -> CallToolRequestParams {
+    let params = CallToolRequestParams::new(name.to_string());
+    match args {
+        Value::Object(args) => params.with_arguments(args),
+        _ => params,
+    }
+}
+
+/// The execution id of a `tools/call` reply that waits for a person.
+pub fn execution_id(reply: &Value) -> String {
+    reply["result"]["structuredContent"]["executionId"].as_str().unwrap_or_else(|| panic!("not paused: {reply}")).into()
 }
 
 /// JSON-RPC messages of a response, whether JSON or SSE.
@@ -175,47 +385,9 @@ pub async fn jsonrpc_messages(response: reqwest::Response) -> Vec<Value> {
     }
 }
 
-/// Signs `username` in (password `correct horse battery`); its session cookie.
-pub async fn sign_in(app: &TestApp, username: &str) -> String {
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": username, "password": "correct horse battery"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{username} signs in");
-    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
-}
-
-/// A `tools/call` in session `sid`; the reply (200 asserted).
-pub async fn tool_call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
-    let (status, _, messages) = app
-        .call(
-            token,
-            sid,
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": name, "arguments": args}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{messages:?}");
-    messages
-        .iter()
-        .find(|m| m.get("id").is_some())
-        .cloned()
-        .unwrap_or_else(|| panic!("no reply to {name}: {messages:?}"))
-}
-
-/// A browser decision on an execution, as the signed-in `cookie`.
-pub async fn decide(app: &TestApp, cookie: &str, eid: &str, action: &str) -> reqwest::Response {
-    app.client
-        .post(format!("{}/api/executions/{eid}/resume", app.address))
-        .header("origin", &app.address)
-        .header("cookie", cookie)
-        .json(&json!({"action": action}))
-        .send()
-        .await
-        .unwrap()
+/// The session cookie a sign-in response sets (`name=value`).
+pub fn session_cookie(response: &reqwest::Response) -> String {
+    response.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
 }
 
 /// A config-file policy rule that lets calls matching `pattern` run at once.
@@ -230,6 +402,82 @@ pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
 
 /// An enabled `[[upstream]]` named `name` with nothing else set (add a
 /// `command` or a `url`).
-pub fn upstream_named(name: &str) -> gatehouse::config::UpstreamConfig {
-    gatehouse::config::UpstreamConfig { name: name.into(), ..Default::default() }
+pub fn upstream_named(name: &str) -> UpstreamConfig {
+    UpstreamConfig { name: name.into(), ..Default::default() }
+}
+
+/// The absolute path of `path` in this repository, as a string.
+pub fn repo_path(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path).display().to_string()
+}
+
+/// The tools folder's node (22).
+pub const NODE: &str = "tools/node_modules/.bin/node";
+/// The tools folder's Python (with the MCP SDK).
+pub const PYTHON: &str = "tools/.venv/bin/python";
+const EVERYTHING: &str = "end2end/fixtures/everything_server.mjs";
+
+/// The "everything" fixture as a stdio child process under `ev__`, shared by
+/// all agents.
+pub fn everything_stdio() -> UpstreamConfig {
+    UpstreamConfig {
+        command: Some(repo_path(NODE)),
+        args: vec![repo_path(EVERYTHING), "--stdio".into()],
+        prefix: Some("ev__".into()),
+        ..upstream_named("everything")
+    }
+}
+
+/// The "everything" fixture at `url` (Streamable HTTP) under `ev__`, with a
+/// configured header.
+pub fn everything(url: &str) -> UpstreamConfig {
+    UpstreamConfig {
+        url: Some(url.parse().unwrap()),
+        headers: [("x-upstream-key".to_string(), "configured-secret".to_string())].into(),
+        prefix: Some("ev__".into()),
+        ..upstream_named("everything")
+    }
+}
+
+/// Lets the "everything" fixture's `test_*` tools run at once (they carry no
+/// annotations).
+pub fn allow_test_tools(config: &mut Config) {
+    config.policy = vec![allow_rule("ev__test_*")];
+}
+
+/// The "everything" fixture as a Streamable HTTP server, a child process on
+/// `port` (0: any).
+pub struct Fixture {
+    pub child: tokio::process::Child,
+    pub url: String,
+}
+
+impl Fixture {
+    pub async fn start(port: u16) -> Fixture {
+        Self::start_with(port, &[]).await
+    }
+
+    pub async fn start_with(port: u16, extra: &[&str]) -> Fixture {
+        let mut child = tokio::process::Command::new(repo_path(NODE))
+            .arg(repo_path(EVERYTHING))
+            .args(["--port", &port.to_string()])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node from the tools folder");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("fixture starts")
+            .unwrap()
+            .expect("a listening line");
+        let url = line.rsplit(' ').next().unwrap().to_string();
+        Fixture { child, url }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap()
+    }
 }

@@ -27,16 +27,12 @@ fn record(app: &TestApp, eid: &str, state: &str, tool: &str, agent: &str, owner:
         .unwrap();
 }
 
-async fn get(app: &TestApp, cookie: &str, path: &str) -> reqwest::Response {
-    app.client.get(format!("{}{path}", app.address)).header("cookie", cookie).send().await.unwrap()
-}
-
 #[tokio::test]
 async fn history_is_scoped_filtered_and_paged_newest_first() {
     let app = spawn_app().await;
     app.add_user("root", true).await;
     app.add_user("ada", false).await;
-    let (root, ada) = (sign_in(&app, "root").await, sign_in(&app, "ada").await);
+    let (root, ada) = (app.sign_in("root").await, app.sign_in("ada").await);
     for i in 0..60 {
         record(&app, &format!("exec_a{i:02}"), "pending", "fs_write", "ada-bot", Some("ada"), "agent");
     }
@@ -45,30 +41,30 @@ async fn history_is_scoped_filtered_and_paged_newest_first() {
     assert_eq!(app.client.get(format!("{}/api/history", app.address)).send().await.unwrap().status(), 401);
 
     // A plain user reads their own agents' entries only, fifty a page.
-    let page: Value = get(&app, &ada, "/api/history").await.json().await.unwrap();
+    let page: Value = app.get_as(&ada, "/api/history").await.json().await.unwrap();
     let entries = page["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 50);
     assert_eq!(entries[0]["executionId"], "exec_a59", "newest first");
     assert!(entries.iter().all(|e| e["owner"] == "ada"));
     let next = page["nextBefore"].as_i64().expect("an older page");
-    let older: Value = get(&app, &ada, &format!("/api/history?before={next}")).await.json().await.unwrap();
+    let older: Value = app.get_as(&ada, &format!("/api/history?before={next}")).await.json().await.unwrap();
     assert_eq!(older["entries"].as_array().unwrap().len(), 10);
     assert_eq!(older["entries"][9]["executionId"], "exec_a00");
     assert!(older["nextBefore"].is_null(), "the last page says so");
-    let theirs: Value = get(&app, &ada, "/api/history?agent=bob-bot").await.json().await.unwrap();
+    let theirs: Value = app.get_as(&ada, "/api/history?agent=bob-bot").await.json().await.unwrap();
     assert_eq!(theirs["entries"], json!([]), "another user's agent is not in a user's history");
 
     // An admin reads everyone's, and every filter narrows.
-    let declined: Value = get(&app, &root, "/api/history?outcome=declined&decider=root").await.json().await.unwrap();
+    let declined: Value = app.get_as(&root, "/api/history?outcome=declined&decider=root").await.json().await.unwrap();
     assert_eq!(declined["entries"].as_array().unwrap().len(), 1);
     assert_eq!(declined["entries"][0]["agent"], "bob-bot");
     assert_eq!(declined["entries"][0]["state"], "declined");
-    let own_tools: Value = get(&app, &root, "/api/history?upstream=gatehouse").await.json().await.unwrap();
+    let own_tools: Value = app.get_as(&root, "/api/history?upstream=gatehouse").await.json().await.unwrap();
     assert_eq!(own_tools["entries"].as_array().unwrap().len(), 1, "built-in tools have no upstream");
 
     // A filter that means nothing is a JSON 400, not an empty page.
     for bad in ["outcome=maybe", "before=soon", "from=yesterday"] {
-        let r = get(&app, &root, &format!("/api/history?{bad}")).await;
+        let r = app.get_as(&root, &format!("/api/history?{bad}")).await;
         assert_eq!(r.status(), 400, "{bad}");
         assert_eq!(r.json::<Value>().await.unwrap()["error"], "bad_request", "{bad}");
     }
@@ -78,14 +74,14 @@ async fn history_is_scoped_filtered_and_paged_newest_first() {
 async fn exports_hold_the_whole_filtered_view_and_defuse_spreadsheet_formulas() {
     let app = spawn_app().await;
     app.add_user("ada", false).await;
-    let ada = sign_in(&app, "ada").await;
+    let ada = app.sign_in("ada").await;
     for i in 0..1_234 {
         record(&app, &format!("exec_{i}"), "completed", "fs_read", "ada-bot", Some("ada"), "agent");
     }
     record(&app, "exec_evil", "declined", "=HYPERLINK(\"http://evil\")", "ada-bot", Some("ada"), "user:ada");
     record(&app, "exec_other", "declined", "fs_read", "bob-bot", Some("bob"), "user:bob");
 
-    let r = get(&app, &ada, "/api/history/export.jsonl?tool=fs_read").await;
+    let r = app.get_as(&ada, "/api/history/export.jsonl?tool=fs_read").await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], "application/jsonl; charset=utf-8");
     assert!(r.headers()["content-disposition"].to_str().unwrap().contains("gatehouse-history.jsonl"));
@@ -94,7 +90,7 @@ async fn exports_hold_the_whole_filtered_view_and_defuse_spreadsheet_formulas() 
     assert_eq!(lines.len(), 1_234, "every page of the filtered view, not just the first");
     assert!(lines.iter().all(|l| l["owner"] == "ada" && l["tool"] == "fs_read"));
 
-    let csv = get(&app, &ada, "/api/history/export.csv?outcome=declined").await;
+    let csv = app.get_as(&ada, "/api/history/export.csv?outcome=declined").await;
     assert_eq!(csv.headers()["content-type"], "text/csv; charset=utf-8");
     let csv = csv.text().await.unwrap();
     let rows: Vec<&str> = csv.lines().collect();
@@ -102,7 +98,7 @@ async fn exports_hold_the_whole_filtered_view_and_defuse_spreadsheet_formulas() 
     assert_eq!(rows.len(), 2, "the header and ada's one declined call: {csv}");
     assert!(rows[1].contains(r#""'=HYPERLINK(""http://evil"")""#), "a formula is written as text: {}", rows[1]);
 
-    let r = get(&app, &ada, "/api/history/export.csv?outcome=maybe").await;
+    let r = app.get_as(&ada, "/api/history/export.csv?outcome=maybe").await;
     assert_eq!(r.status(), 400, "a bad filter fails before the download starts");
 }
 
@@ -111,27 +107,27 @@ async fn the_history_page_and_an_executions_timeline_render_on_the_server() {
     let app = spawn_app().await;
     app.add_user("ada", false).await;
     app.add_user("bob", false).await;
-    let (ada, bob) = (sign_in(&app, "ada").await, sign_in(&app, "bob").await);
+    let (ada, bob) = (app.sign_in("ada").await, app.sign_in("bob").await);
     let token = app.issue_owned("ada-bot", "ada");
     let sid = app.open_session(&token).await;
     let paused =
-        tool_call(&app, &token, &sid, "gatehouse_policy_set", json!({"pattern": "x_*", "action": "allow"})).await;
-    let eid = paused["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
-    assert_eq!(decide(&app, &ada, &eid, "decline").await.status(), 403, "an admin-only call");
+        app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": "x_*", "action": "allow"})).await;
+    let eid = execution_id(&paused);
+    assert_eq!(app.decide(&ada, &eid, "decline").await.status(), 403, "an admin-only call");
     app.add_user("root", true).await;
-    let root = sign_in(&app, "root").await;
-    assert_eq!(decide(&app, &root, &eid, "decline").await.status(), 200);
+    let root = app.sign_in("root").await;
+    assert_eq!(app.decide(&root, &eid, "decline").await.status(), 200);
 
-    let page = get(&app, &ada, "/history?outcome=declined").await.text().await.unwrap();
+    let page = app.get_as(&ada, "/history?outcome=declined").await.text().await.unwrap();
     assert!(page.contains(&format!(r#"data-execution-id="{eid}""#)), "the declined call is listed");
     assert!(page.contains(&format!(r#"href="/resume/{eid}""#)), "and links to its page");
     assert!(page.contains(r#"<option value="declined" selected"#), "the form shows the filter");
     assert!(page.contains("/api/history/export.csv?outcome=declined"), "exports keep the filter");
-    let other = get(&app, &bob, "/history").await.text().await.unwrap();
+    let other = app.get_as(&bob, "/history").await.text().await.unwrap();
     assert!(!other.contains(&eid), "another user's history does not list it");
     assert!(other.contains("Nothing has been audited yet"), "an empty history says what will appear");
 
-    let timeline = get(&app, &ada, &format!("/resume/{eid}")).await.text().await.unwrap();
+    let timeline = app.get_as(&ada, &format!("/resume/{eid}")).await.text().await.unwrap();
     let section = &timeline[timeline.find(r#"aria-label="Timeline""#).expect("a timeline")..];
     let pending = section.find(r#"data-state="pending""#).expect("pending step");
     let declined = section.find(r#"data-state="declined""#).expect("declined step");

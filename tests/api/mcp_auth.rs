@@ -18,14 +18,7 @@ async fn assert_rejected(response: reqwest::Response, reason: &str) {
 #[tokio::test]
 async fn missing_and_unknown_tokens_are_401() {
     let app = spawn_app().await;
-    let response = app
-        .client
-        .post(format!("{}/mcp", app.address))
-        .header("accept", ACCEPT_BOTH)
-        .json(&initialize_request("2025-11-25"))
-        .send()
-        .await
-        .unwrap();
+    let response = app.mcp_at("/mcp").json(&initialize_request("2025-11-25")).send().await.unwrap();
     assert_rejected(response, "missing_bearer_token").await;
     let response = app.mcp("made-up-token").json(&initialize_request("2025-11-25")).send().await.unwrap();
     assert_rejected(response, "unknown_or_expired_token").await;
@@ -35,14 +28,8 @@ async fn missing_and_unknown_tokens_are_401() {
 async fn tokens_in_the_query_string_are_not_accepted() {
     let app = spawn_app().await;
     let token = app.issue("a", None);
-    let response = app
-        .client
-        .post(format!("{}/mcp?access_token={token}", app.address))
-        .header("accept", ACCEPT_BOTH)
-        .json(&initialize_request("2025-11-25"))
-        .send()
-        .await
-        .unwrap();
+    let response =
+        app.mcp_at(&format!("/mcp?access_token={token}")).json(&initialize_request("2025-11-25")).send().await.unwrap();
     assert_rejected(response, "missing_bearer_token").await;
 }
 
@@ -52,13 +39,8 @@ async fn revoked_credentials_stop_working_mid_session() {
     let token = app.issue("a", Some("t"));
     let sid = app.open_session(&token).await;
     app.core.credentials.revoke_thread("t").unwrap();
-    let response = app
-        .mcp(&token)
-        .header("mcp-session-id", &sid)
-        .json(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
-        .send()
-        .await
-        .unwrap();
+    let response =
+        app.in_session(&token, &sid).json(&json!({"jsonrpc":"2.0","id":2,"method":"ping"})).send().await.unwrap();
     assert_rejected(response, "unknown_or_expired_token").await;
 }
 
@@ -73,13 +55,8 @@ async fn credentials_lapse_without_signs_of_life_and_traffic_keeps_them_alive() 
         assert_eq!(status, 200, "traffic within the window keeps it alive");
     }
     app.clock.advance(Duration::from_secs(3600));
-    let response = app
-        .mcp(&token)
-        .header("mcp-session-id", &sid)
-        .json(&json!({"jsonrpc":"2.0","id":3,"method":"ping"}))
-        .send()
-        .await
-        .unwrap();
+    let response =
+        app.in_session(&token, &sid).json(&json!({"jsonrpc":"2.0","id":3,"method":"ping"})).send().await.unwrap();
     assert_rejected(response, "unknown_or_expired_token").await;
 }
 

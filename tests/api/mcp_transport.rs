@@ -18,13 +18,7 @@ async fn initialize_issues_a_session_and_tools_are_listed_and_called() {
     assert_eq!(status_tool["annotations"]["readOnlyHint"], true);
     assert!(status_tool["description"].as_str().unwrap().len() > 20);
 
-    let (_, _, messages) = app
-        .call(
-            &token,
-            &sid,
-            json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"gatehouse_status","arguments":{}}}),
-        )
-        .await;
+    let (_, _, messages) = app.call(&token, &sid, tool_call_request(3, "gatehouse_status", json!({}))).await;
     let result = &messages[0]["result"];
     assert_eq!(result["isError"], false);
     let s = &result["structuredContent"];
@@ -74,14 +68,7 @@ async fn delete_ends_the_session() {
     let token = app.issue("a", None);
     let sid = app.open_session(&token).await;
     app.wait_for_sessions(|n| n == 1).await;
-    let response = app
-        .client
-        .delete(format!("{}/mcp", app.address))
-        .bearer_auth(&token)
-        .header("mcp-session-id", &sid)
-        .send()
-        .await
-        .unwrap();
+    let response = app.end_session(&token, &sid).await;
     assert!(response.status().is_success(), "{}", response.status());
     let (status, _, _) = app.call(&token, &sid, json!({"jsonrpc":"2.0","id":2,"method":"ping"})).await;
     assert_eq!(status, 404);
@@ -137,7 +124,7 @@ async fn get_opens_an_sse_stream() {
     let sid = app.open_session(&token).await;
     let response = app
         .client
-        .get(format!("{}/mcp", app.address))
+        .get(app.url("/mcp"))
         .bearer_auth(&token)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &sid)
@@ -185,13 +172,7 @@ async fn unknown_tools_get_a_jsonrpc_error() {
     let app = spawn_app().await;
     let token = app.issue("a", None);
     let sid = app.open_session(&token).await;
-    let (_, _, messages) = app
-        .call(
-            &token,
-            &sid,
-            json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope","arguments":{}}}),
-        )
-        .await;
+    let (_, _, messages) = app.call(&token, &sid, tool_call_request(5, "nope", json!({}))).await;
     assert_eq!(messages[0]["error"]["code"], -32602);
 }
 

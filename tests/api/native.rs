@@ -7,36 +7,14 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-fn owned(app: &TestApp, agent: &str) -> String {
-    app.issue_owned(agent, "ada")
-}
-
 /// A stateless 2026-07-28 `tools/call` in `mode`; returns its result.
 async fn modern(app: &TestApp, token: &str, mode: &str, name: &str, args: Value, request_state: Option<&str>) -> Value {
-    let mut params = json!({
-        "name": name,
-        "arguments": args,
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}
-        }
-    });
+    let mut params = json!({"arguments": args});
     if let Some(state) = request_state {
         params["requestState"] = json!(state);
     }
-    let response = app
-        .client
-        .post(format!("{}/mcp?elicitation_mode={mode}", app.address))
-        .bearer_auth(token)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-        .send()
-        .await
-        .unwrap();
+    let capabilities = json!({"elicitation": {"url": {}}});
+    let response = app.modern_tool_call(token, mode, capabilities, name, params).send().await.unwrap();
     assert_eq!(response.status(), 200);
     jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
 }
@@ -49,7 +27,7 @@ async fn modern_call(app: &TestApp, token: &str, args: Value, request_state: Opt
 async fn setup() -> (TestApp, String) {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let token = owned(&app, "py-agent");
+    let token = app.issue_owned("py-agent", "ada");
     (app, token)
 }
 
@@ -99,7 +77,7 @@ async fn tampered_other_credential_and_changed_arguments_are_refused() {
     let r = modern_call(&app, &token, args.clone(), Some(std::str::from_utf8(&tampered).unwrap())).await;
     assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "{r}");
 
-    let other = owned(&app, "py-agent");
+    let other = app.issue_owned("py-agent", "ada");
     let r = modern_call(&app, &other, args.clone(), Some(&state)).await;
     assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "another credential: {r}");
 
@@ -112,7 +90,7 @@ async fn tampered_other_credential_and_changed_arguments_are_refused() {
 async fn an_expired_request_state_is_refused() {
     let app = spawn_app_with(|c| c.approval_ttl = Duration::from_millis(1500)).await;
     app.add_user("ada", true).await;
-    let token = owned(&app, "py-agent");
+    let token = app.issue_owned("py-agent", "ada");
     let args = json!({"pattern": "late", "action": "allow"});
     let first = modern_call(&app, &token, args.clone(), None).await;
     let state = first["requestState"].as_str().unwrap().to_string();
@@ -127,7 +105,7 @@ async fn an_expired_request_state_is_refused() {
 async fn a_human_only_rule_refuses_the_models_decision() {
     let app = spawn_app_with(|c| c.allow_model_decisions = true).await;
     app.add_user("ada", true).await;
-    let token = owned(&app, "self-decider");
+    let token = app.issue_owned("self-decider", "ada");
     // gatehouse_policy_remove changes the gate for everyone: always human_only.
     let paused = modern(&app, &token, "model", "gatehouse_policy_remove", json!({"pattern": "m"}), None).await;
     let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
@@ -140,18 +118,7 @@ async fn a_human_only_rule_refuses_the_models_decision() {
 async fn a_re_issued_credential_continues_its_threads_request_state() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let issue = |thread: &str| {
-        app.core
-            .credentials
-            .issue(gatehouse_core::credentials::IssueRequest {
-                agent: "py-agent".into(),
-                owner: Some("ada".into()),
-                thread: Some(thread.into()),
-                ..Default::default()
-            })
-            .unwrap()
-            .token
-    };
+    let issue = |thread: &str| app.issue_credential("py-agent", Some("ada"), Some(thread)).1;
     let first = issue("t1");
     let args = json!({"pattern": "turns", "action": "allow"});
     let paused = modern_call(&app, &first, args.clone(), None).await;

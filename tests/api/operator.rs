@@ -18,23 +18,19 @@ fn mode(path: &Path) -> u32 {
 #[tokio::test]
 async fn metrics_on_the_main_address_need_an_admin() {
     let app = spawn_app().await;
-    app.add_user("ada", true).await;
-    app.add_user("bob", false).await;
-    let url = format!("{}/metrics", app.address);
+    let (ada, bob) = app.ada_and_bob().await;
+    let url = app.url("/metrics");
     let r = app.client.get(&url).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert_eq!(r.json::<serde_json::Value>().await.unwrap()["error"], "unauthorized");
-    let bob = sign_in(&app, "bob").await;
-    assert_eq!(app.client.get(&url).header("cookie", &bob).send().await.unwrap().status(), 403);
+    assert_eq!(app.get_as(&bob, "/metrics").await.status(), 403);
     let r = app.client.get(&url).bearer_auth("not-a-token").send().await.unwrap();
     assert_eq!(r.status(), 401);
 
-    let ada = sign_in(&app, "ada").await;
-    let r = app.client.get(&url).header("cookie", &ada).send().await.unwrap();
+    let r = app.get_as(&ada, "/metrics").await;
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("gatehouse_approvals_pending 0"));
-    let api = app.core.api_tokens.issue("prometheus").unwrap();
-    let r = app.client.get(&url).bearer_auth(&api.token).send().await.unwrap();
+    let r = app.client.get(&url).bearer_auth(app.api_token("prometheus")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("gatehouse_credentials_rejected_total"));
 }
@@ -99,19 +95,11 @@ fn audit_rows(app: &TestApp) -> i64 {
 async fn expired_browser_sessions_and_old_audit_entries_are_swept() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = sign_in(&app, "ada").await;
+    let ada = app.sign_in("ada").await;
     // A gated call leaves audit entries.
     let token = app.issue_owned("claude", "ada");
     let sid = app.open_session(&token).await;
-    let (status, _, _) = app
-        .call(
-            &token,
-            &sid,
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
-                   "params":{"name":"gatehouse_policy_set","arguments":{"pattern":"x*","action":"allow"}}}),
-        )
-        .await;
-    assert_eq!(status, 200);
+    app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern":"x*","action":"allow"})).await;
     assert!(audit_rows(&app) >= 1);
     let retention = gatehouse::config::Config::default().audit_retention;
     assert_eq!(retention, Duration::from_secs(90 * 24 * 3600), "90 days unless configured");
@@ -126,7 +114,7 @@ async fn expired_browser_sessions_and_old_audit_entries_are_swept() {
     let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
     assert_eq!(swept.sessions, 1);
     assert_eq!(app.core.users.stored_sessions().unwrap(), 0);
-    assert_eq!(app.client.get(format!("{}/", app.address)).header("cookie", &ada).send().await.unwrap().status(), 303);
+    assert_eq!(app.get_as(&ada, "/").await.status(), 303);
     assert!(audit_rows(&app) >= 1, "audit entries are kept for the retention");
 
     // Past the retention the audit entries go too.

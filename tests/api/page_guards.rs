@@ -11,12 +11,6 @@ use serde_json::json;
 
 use crate::helpers::*;
 
-const PASSWORD: &str = "correct horse battery";
-
-async fn page(app: &TestApp, cookie: &str, path: &str) -> reqwest::Response {
-    app.client.get(format!("{}{path}", app.address)).header("cookie", cookie).send().await.unwrap()
-}
-
 fn header<'a>(r: &'a reqwest::Response, name: &str) -> &'a str {
     r.headers().get(name).map(|v| v.to_str().unwrap()).unwrap_or_else(|| panic!("no {name} header"))
 }
@@ -35,10 +29,10 @@ fn assert_security_headers(r: &reqwest::Response) {
 async fn pages_allow_only_their_own_scripts_by_a_fresh_nonce() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = sign_in(&app, "ada").await;
+    let ada = app.sign_in("ada").await;
     let mut nonces = Vec::new();
     for path in ["/", "/", "/approvals", "/sign-in"] {
-        let r = page(&app, &ada, path).await;
+        let r = app.get_as(&ada, path).await;
         assert_eq!(r.status(), 200, "{path}");
         let csp = header(&r, "content-security-policy").to_string();
         for directive in [
@@ -86,7 +80,7 @@ async fn refusals_carry_the_security_headers_too() {
     // A cross-site POST.
     let r = app
         .client
-        .post(format!("{}/api/auth/sign-in", app.address))
+        .post(app.url("/api/auth/sign-in"))
         .header("origin", "https://evil.example")
         .json(&json!({"username": "ada", "password": PASSWORD}))
         .send()
@@ -106,16 +100,14 @@ async fn refusals_carry_the_security_headers_too() {
 async fn signed_in_pages_and_token_bearing_responses_are_never_stored() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = sign_in(&app, "ada").await;
+    let ada = app.sign_in("ada").await;
     for path in ["/", "/approvals", "/upstreams", "/api/credentials"] {
-        let r = page(&app, &ada, path).await;
+        let r = app.get_as(&ada, path).await;
         assert_eq!(r.status(), 200, "{path}");
         assert_eq!(header(&r, "cache-control"), "no-store", "{path}");
     }
     let issued = app
-        .client
-        .post(format!("{}/api/credentials", app.address))
-        .header("origin", &app.address)
+        .same_origin(reqwest::Method::POST, "/api/credentials")
         .header("cookie", &ada)
         .json(&json!({"agent": "claude"}))
         .send()
@@ -123,19 +115,11 @@ async fn signed_in_pages_and_token_bearing_responses_are_never_stored() {
         .unwrap();
     assert_eq!(issued.status(), 201);
     assert_eq!(header(&issued, "cache-control"), "no-store");
-    let api = app.core.api_tokens.issue("orchestrator").unwrap();
-    let listed =
-        app.client.get(format!("{}/api/credentials", app.address)).bearer_auth(&api.token).send().await.unwrap();
+    let api = app.api_token("orchestrator");
+    let listed = app.client.get(app.url("/api/credentials")).bearer_auth(&api).send().await.unwrap();
     assert_eq!(listed.status(), 200);
     assert_eq!(header(&listed, "cache-control"), "no-store");
-    let sign_in = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": "ada", "password": PASSWORD}))
-        .send()
-        .await
-        .unwrap();
+    let sign_in = app.sign_in_with("ada", PASSWORD).await;
     assert_eq!(header(&sign_in, "cache-control"), "no-store");
 }
 
@@ -157,9 +141,7 @@ async fn after_sign_in_the_browser_stays_on_this_site() {
     let app = spawn_app().await;
     app.add_user("ada", false).await;
     let after = |next: &'static str| {
-        app.client
-            .post(format!("{}/api/auth/sign-in", app.address))
-            .header("origin", &app.address)
+        app.same_origin(reqwest::Method::POST, "/api/auth/sign-in")
             .form(&[("username", "ada"), ("password", PASSWORD), ("next", next)])
             .send()
     };
@@ -182,76 +164,33 @@ async fn after_sign_in_the_browser_stays_on_this_site() {
         assert_eq!(r.headers()["location"], good);
     }
     // The sign-in page does not carry a foreign `next` into its form either.
-    let html = app
-        .client
-        .get(format!("{}/sign-in?next=%2F%09%2Fevil.com", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = app.client.get(app.url("/sign-in?next=%2F%09%2Fevil.com")).send().await.unwrap();
+    let html = page.text().await.unwrap();
     assert!(html.contains(r#"name="next" value="/""#), "{html}");
-}
-
-/// initialize with a chosen client name, then notifications/initialized.
-async fn open_session_as(app: &TestApp, token: &str, client_name: &str) -> String {
-    let mut init = initialize_request("2025-11-25");
-    init["params"]["clientInfo"]["name"] = json!(client_name);
-    let r = app.mcp(token).json(&init).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let ack = app
-        .mcp(token)
-        .header("mcp-session-id", &sid)
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ack.status(), 202);
-    sid
 }
 
 #[tokio::test]
 async fn every_name_the_pages_show_has_its_hidden_characters_made_visible() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = sign_in(&app, "ada").await;
+    let ada = app.sign_in("ada").await;
     // An agent named to read "claude-safe" backwards, with a zero-width space
     // in its thread and an isolate in its client's name.
     let agent = "claude\u{202E}efas-";
-    let token = app
-        .core
-        .credentials
-        .issue(gatehouse_core::credentials::IssueRequest {
-            agent: agent.into(),
-            thread: Some("t\u{200B}1".into()),
-            owner: Some("ada".into()),
-            ..Default::default()
-        })
-        .unwrap()
-        .token;
-    let sid = open_session_as(&app, &token, "cli\u{2066}ent\u{FEFF}").await;
-    let (status, _, messages) = app
-        .call(
-            &token,
-            &sid,
-            json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
-                   "params":{"name":"gatehouse_policy_set","arguments":{"pattern":"x*","action":"allow"}}}),
-        )
-        .await;
-    assert_eq!(status, 200);
-    let reply = messages.iter().find(|m| m["id"] == 7).unwrap();
-    let eid = reply["result"]["structuredContent"]["executionId"].as_str().unwrap().to_string();
+    let (_, token) = app.issue_credential(agent, Some("ada"), Some("t\u{200B}1"));
+    let mut init = initialize_request("2025-11-25");
+    init["params"]["clientInfo"]["name"] = json!("cli\u{2066}ent\u{FEFF}");
+    let sid = app.open_session_with(&token, init).await;
+    let reply = app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern":"x*","action":"allow"})).await;
+    let eid = execution_id(&reply);
 
-    let home = page(&app, &ada, "/").await.text().await.unwrap();
+    let home = app.get_as(&ada, "/").await.text().await.unwrap();
     for shown in ["⟨U+202E⟩", "⟨U+200B⟩", "⟨U+2066⟩", "⟨U+FEFF⟩"] {
         assert!(home.contains(shown), "home shows {shown}");
     }
     let mut pages = vec![("/".to_string(), home)];
     for path in ["/approvals".to_string(), format!("/resume/{eid}")] {
-        let html = page(&app, &ada, &path).await.text().await.unwrap();
+        let html = app.get_as(&ada, &path).await.text().await.unwrap();
         assert!(html.contains("⟨U+202E⟩"), "{path} shows the override in the agent's name");
         pages.push((path, html));
     }
@@ -285,8 +224,7 @@ async fn an_upstreams_last_error_is_shown_to_admins_only() {
         }]
     })
     .await;
-    app.add_user("ada", true).await;
-    app.add_user("bob", false).await;
+    let (ada, bob) = app.ada_and_bob().await;
     let mut error = None;
     for _ in 0..200 {
         error = app.core.live.upstreams().into_iter().find_map(|u| u.last_error);
@@ -298,19 +236,15 @@ async fn an_upstreams_last_error_is_shown_to_admins_only() {
     let error = error.expect("the broken upstream reported an error");
     let needle: String = error.chars().take_while(|c| c.is_alphanumeric() || *c == ' ').collect();
     assert!(needle.len() >= 8, "{error}");
-    let ada = sign_in(&app, "ada").await;
-    let bob = sign_in(&app, "bob").await;
-    let admin_view = page(&app, &ada, "/upstreams").await.text().await.unwrap();
+    let admin_view = app.get_as(&ada, "/upstreams").await.text().await.unwrap();
     assert!(admin_view.contains("Last error"));
     assert!(admin_view.contains(&needle), "admins see the error {needle:?}");
-    let user_view = page(&app, &bob, "/upstreams").await.text().await.unwrap();
+    let user_view = app.get_as(&bob, "/upstreams").await.text().await.unwrap();
     assert!(user_view.contains("broken"), "everyone sees the upstream and its health");
     assert!(!user_view.contains(&needle), "a non-admin never gets the error");
     assert!(!user_view.contains("Last error"));
     let via_fn = app
-        .client
-        .post(format!("{}/api/fn/upstreams", app.address))
-        .header("origin", &app.address)
+        .same_origin(reqwest::Method::POST, "/api/fn/upstreams")
         .header("cookie", &bob)
         .header("content-type", "application/x-www-form-urlencoded")
         .send()
@@ -353,14 +287,7 @@ async fn a_failed_sign_in_never_logs_what_was_typed_as_the_name() {
     app.add_user("ada", false).await;
     // A password typed into the name field, with a terminal escape for good measure.
     let typed = "Tr0ub4dor&3-secret\u{1b}[2J\r\nfake log line";
-    let r = app
-        .client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": typed, "password": "whatever it is"}))
-        .send()
-        .await
-        .unwrap();
+    let r = app.sign_in_with(typed, "whatever it is").await;
     assert_eq!(r.status(), 401);
     let text = logs.text();
     assert!(text.contains("sign-in refused"), "{text}");

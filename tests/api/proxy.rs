@@ -5,7 +5,6 @@
 
 #![allow(deprecated)] // roots, logging and subscriptions are 2025-11-25 features
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,59 +16,10 @@ use rmcp::model::{
     SubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 
 use crate::helpers::*;
-
-/// The fixture as a child process on `port` (0: any).
-pub(crate) struct Fixture {
-    child: tokio::process::Child,
-    pub(crate) url: String,
-}
-
-impl Fixture {
-    pub(crate) async fn start(port: u16) -> Fixture {
-        Self::start_with(port, &[]).await
-    }
-
-    async fn start_with(port: u16, extra: &[&str]) -> Fixture {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut child = tokio::process::Command::new(root.join("tools/node_modules/.bin/node"))
-            .arg(root.join("end2end/fixtures/everything_server.mjs"))
-            .args(["--port", &port.to_string()])
-            .args(extra)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node from the tools folder");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("fixture starts")
-            .unwrap()
-            .expect("a listening line");
-        let url = line.rsplit(' ').next().unwrap().to_string();
-        Fixture { child, url }
-    }
-
-    fn port(&self) -> u16 {
-        self.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap()
-    }
-}
-
-pub(crate) fn everything(url: &str) -> UpstreamConfig {
-    UpstreamConfig {
-        url: Some(url.parse().unwrap()),
-        headers: [("x-upstream-key".to_string(), "configured-secret".to_string())].into(),
-        prefix: Some("ev__".into()),
-        ..upstream_named("everything")
-    }
-}
 
 /// What the agent's client heard, in order.
 #[derive(Clone, Default)]
@@ -133,17 +83,6 @@ impl ClientHandler for Agent {
     }
 }
 
-/// The fixture as a stdio child process, shared by all agents.
-pub(crate) fn everything_stdio() -> UpstreamConfig {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    UpstreamConfig {
-        command: Some(root.join("tools/node_modules/.bin/node").display().to_string()),
-        args: vec![root.join("end2end/fixtures/everything_server.mjs").display().to_string(), "--stdio".into()],
-        prefix: Some("ev__".into()),
-        ..upstream_named("everything")
-    }
-}
-
 async fn connect(app: &TestApp, token: &str) -> (Agent, RunningService<RoleClient, Agent>) {
     connect_as(app, token, "home").await
 }
@@ -151,8 +90,7 @@ async fn connect(app: &TestApp, token: &str) -> (Agent, RunningService<RoleClien
 /// A client for agent `token` whose root is `file:///agent/<name>`.
 async fn connect_as(app: &TestApp, token: &str, name: &str) -> (Agent, RunningService<RoleClient, Agent>) {
     let agent = Agent { name: name.into(), ..Agent::default() };
-    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
-    let service = agent.clone().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connects");
+    let service = app.connect(agent.clone(), token).await;
     (agent, service)
 }
 
@@ -168,11 +106,7 @@ async fn until_waiting(service: &RunningService<RoleClient, Agent>, n: u32) {
 }
 
 async fn call(service: &RunningService<RoleClient, Agent>, name: &str, args: Value) -> String {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    if let Some(args) = args.as_object() {
-        params = params.with_arguments(args.clone());
-    }
-    let result = service.call_tool(params).await.expect("the call answers");
+    let result = service.call_tool(tool_params(name, args)).await.expect("the call answers");
     assert_ne!(result.is_error, Some(true), "{name} failed: {result:?}");
     assert!(result.structured_content.is_none(), "{name} did not run at once: {result:?}");
     result.content[0].as_text().expect("text").text.clone()
@@ -182,21 +116,14 @@ async fn spawn_fronting(fixture: &Fixture, page_size: usize) -> TestApp {
     fronting(everything(&fixture.url), page_size).await
 }
 
-pub(crate) async fn fronting(upstream: UpstreamConfig, page_size: usize) -> TestApp {
-    let app = spawn_app_with(move |c| {
-        c.upstreams = vec![upstream];
+/// An app fronting `upstream` with `page_size` items a list page, whose
+/// `ev__test_*` tools run at once.
+async fn fronting(upstream: UpstreamConfig, page_size: usize) -> TestApp {
+    spawn_app_fronting(upstream, |c| {
+        allow_test_tools(c);
         c.list_page_size = page_size;
-        // The conformance fixtures carry no annotations; let them run.
-        c.policy = vec![allow_rule("ev__test_*")];
     })
-    .await;
-    for _ in 0..300 {
-        if app.upstreams.find("ev__probe_whoami").is_some() {
-            return app;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the fixture's tools never appeared: {:?}", app.upstreams.status());
+    .await
 }
 
 #[tokio::test]
@@ -284,9 +211,7 @@ async fn roots_progress_logs_and_cancellation_travel_between_agent_and_upstream(
     assert_eq!(changes, before + 1, "roots/list_changed reached the upstream once");
 
     // Progress comes back under the agent's own token (rmcp's client sends one).
-    let mut params = CallToolRequestParams::new("ev__test_tool_with_progress");
-    params = params.with_arguments(Default::default());
-    service.call_tool(params).await.unwrap();
+    service.call_tool(tool_params("ev__test_tool_with_progress", serde_json::json!({}))).await.unwrap();
     agent.wait_for("three progress updates", |h| h.iter().filter(|e| e.starts_with("progress")).count() >= 3).await;
 
     // Log messages at the level the agent asked for.
@@ -296,8 +221,7 @@ async fn roots_progress_logs_and_cancellation_travel_between_agent_and_upstream(
 
     // The agent cancels a long call: the upstream hears it.
     let before = call(&service, "ev__probe_cancellations", Value::Null).await;
-    let mut wait = CallToolRequestParams::new("ev__probe_wait");
-    wait = wait.with_arguments(serde_json::json!({"ms": 30000}).as_object().unwrap().clone());
+    let wait = tool_params("ev__probe_wait", serde_json::json!({"ms": 30000}));
     let handle = service
         .send_cancellable_request(
             ClientRequest::CallToolRequest(CallToolRequest::new(wait)),
@@ -331,15 +255,14 @@ async fn resource_updates_and_list_changes_reach_the_agent() {
 
     // A policy change (here: blocking a tool hides it) is announced too.
     // (Policy changes need a person's approval: given here through the store.)
-    let mut set = CallToolRequestParams::new("gatehouse_policy_set");
-    set = set.with_arguments(
-        serde_json::json!({"pattern": "ev__test_audio_content", "action": "block"}).as_object().unwrap().clone(),
+    let set = tool_params(
+        "gatehouse_policy_set",
+        serde_json::json!({"pattern": "ev__test_audio_content", "action": "block"}),
     );
     let pending = service.call_tool(set).await.unwrap();
     let id = pending.structured_content.unwrap()["executionId"].as_str().unwrap().to_string();
     app.core.approvals.decide(&id, gatehouse_core::approvals::Decision::Accept, "user:test").unwrap();
-    let mut resume = CallToolRequestParams::new("resume");
-    resume = resume.with_arguments(serde_json::json!({"executionId": id}).as_object().unwrap().clone());
+    let resume = tool_params("resume", serde_json::json!({"executionId": id}));
     let done = service.call_tool(resume).await.unwrap();
     assert_eq!(done.structured_content.unwrap()["action"], "block");
     agent.wait_for("tools/list_changed", |h| h.contains(&"tools changed".to_string())).await;
@@ -394,9 +317,7 @@ async fn an_upstream_that_restarted_and_forgot_the_session_is_reinitialised() {
     // The restarted upstream answers 404 for the old session; the next calls
     // get a new one (allowing the supervisor a moment to reconnect too).
     for _ in 0..100 {
-        let mut params = CallToolRequestParams::new("ev__probe_whoami");
-        params = params.with_arguments(Default::default());
-        if let Ok(result) = service.call_tool(params).await
+        if let Ok(result) = service.call_tool(tool_params("ev__probe_whoami", serde_json::json!({}))).await
             && result.is_error != Some(true)
         {
             let after = session(result.content[0].as_text().unwrap().text.clone());
@@ -468,8 +389,7 @@ async fn a_shared_stdio_upstream_never_asks_another_agent() {
 
     // Alpha has a call in flight at the shared upstream while beta's call asks for roots:
     // the upstream cannot say whose call it is about, so nobody is asked.
-    let mut wait = CallToolRequestParams::new("ev__probe_wait");
-    wait = wait.with_arguments(serde_json::json!({"ms": 30000}).as_object().unwrap().clone());
+    let wait = tool_params("ev__probe_wait", serde_json::json!({"ms": 30000}));
     let alpha_wait = alpha_service
         .send_cancellable_request(
             ClientRequest::CallToolRequest(CallToolRequest::new(wait)),
@@ -571,16 +491,9 @@ async fn an_oversized_http_response_is_refused_and_the_upstream_stays_usable() {
         ..upstream_named("big")
     };
     let app = spawn_app_with(move |c| c.upstreams = vec![upstream]).await;
-    for _ in 0..600 {
-        if app.upstreams.find("big__huge").is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.wait_for_upstream_tool("big__huge").await;
     let (_, service) = connect(&app, &app.issue("alpha", None)).await;
-    let mut huge = CallToolRequestParams::new("big__huge");
-    huge = huge.with_arguments(Default::default());
-    let refused = service.call_tool(huge).await.expect("an answer");
+    let refused = service.call_tool(tool_params("big__huge", serde_json::json!({}))).await.expect("an answer");
     assert_eq!(refused.is_error, Some(true), "{refused:?}");
     let message = refused.content[0].as_text().unwrap().text.clone();
     assert!(message.contains("larger than max_response_bytes (1048576 bytes)"), "{message}");
@@ -611,8 +524,7 @@ async fn an_agent_whose_client_did_not_declare_sampling_gets_a_clear_error_at_on
     let fixture = Fixture::start(0).await;
     let app = spawn_fronting(&fixture, 100).await;
     let (agent, service) = connect(&app, &app.issue("alpha", None)).await;
-    let mut sampling = CallToolRequestParams::new("ev__test_sampling");
-    sampling = sampling.with_arguments(serde_json::json!({"prompt": "hello"}).as_object().unwrap().clone());
+    let sampling = tool_params("ev__test_sampling", serde_json::json!({"prompt": "hello"}));
     let result =
         tokio::time::timeout(NEVER_HANGS, service.call_tool(sampling.clone())).await.expect("no hang").unwrap();
     assert_eq!(result.is_error, Some(true), "{result:?}");
@@ -660,16 +572,8 @@ async fn an_agent_that_disconnects_mid_call_leaves_no_upstream_waiting() {
     let (status, _, _) =
         app.call(&token, &sid, serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
     assert_eq!(status, 202);
-    let call_body = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "ev__probe_ask_later", "arguments": {"ms": 300}}});
-    let response = app
-        .mcp(&token)
-        .header("mcp-session-id", &sid)
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&call_body)
-        .send()
-        .await
-        .unwrap();
+    let call_body = tool_call_request(7, "ev__probe_ask_later", serde_json::json!({"ms": 300}));
+    let response = app.in_session(&token, &sid).json(&call_body).send().await.unwrap();
     assert_eq!(response.status(), 200);
     drop(response);
     let ask = next_ask(&watcher, &before).await;
@@ -682,8 +586,7 @@ async fn an_agent_that_disconnects_mid_call_leaves_no_upstream_waiting() {
     // An agent whose client ends its session mid-call: the upstream's request fails as promptly.
     let calls_before = call(&watcher, "ev__probe_ask_later_calls", Value::Null).await;
     let (_, agent) = connect_as(&app, &app.issue("beta", None), "beta").await;
-    let mut later = CallToolRequestParams::new("ev__probe_ask_later");
-    later = later.with_arguments(serde_json::json!({"ms": 1500}).as_object().unwrap().clone());
+    let later = tool_params("ev__probe_ask_later", serde_json::json!({"ms": 1500}));
     let _pending = agent
         .send_cancellable_request(
             ClientRequest::CallToolRequest(CallToolRequest::new(later)),

@@ -14,20 +14,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, FormElicitationCapability, Implementation, ListRootsResult, LoggingMessageNotificationParam,
-    NumberOrString, ProgressNotificationParam, ProgressToken, ProtocolVersion, Root, RootsCapabilities,
-    SamplingCapability, SamplingMessage, ServerResult,
+    CallToolRequest, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, Implementation, ListRootsResult, LoggingMessageNotificationParam, NumberOrString,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, Root, RootsCapabilities, SamplingCapability,
+    SamplingMessage, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-use crate::proxy::{Fixture, everything, everything_stdio, fronting};
 
 /// Agents at once, each with its own session.
 const AGENTS: usize = 8;
@@ -126,9 +123,7 @@ impl ClientHandler for Agent {
 type Session = RunningService<RoleClient, Agent>;
 
 async fn connect(app: &TestApp, agent: &Agent) -> Session {
-    let token = app.issue(&agent.name, None);
-    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.address)).auth_header(token);
-    agent.clone().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connects")
+    app.connect(agent.clone(), &app.issue(&agent.name, None)).await
 }
 
 /// One call's outcome: its result (or why there is none), how long it
@@ -153,12 +148,8 @@ impl Outcome {
 
 /// Calls `name` with `args`, failing (not waiting) after [`NEVER_HANGS`].
 async fn timed_call(service: &Session, name: &str, args: Value) -> Outcome {
-    let mut params = CallToolRequestParams::new(name.to_string());
-    if let Some(args) = args.as_object() {
-        params = params.with_arguments(args.clone());
-    }
     let start = Instant::now();
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(tool_params(name, args)));
     let handle = match service.peer().send_request_with_option(request, PeerRequestOptions::no_options()).await {
         Ok(handle) => handle,
         Err(e) => {
@@ -244,7 +235,7 @@ async fn eventually(done: impl Fn() -> bool) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_agents_relaying_at_once_each_get_every_request_of_their_own_and_no_other() {
     let fixture = Fixture::start(0).await;
-    let app = fronting(everything(&fixture.url), 100).await;
+    let app = spawn_app_fronting(everything(&fixture.url), allow_test_tools).await;
     let started = Instant::now();
     let mut runs = Vec::new();
     for i in 0..AGENTS {
@@ -301,7 +292,7 @@ async fn many_agents_relaying_at_once_each_get_every_request_of_their_own_and_no
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_sharing_a_stdio_upstream_are_asked_only_about_their_own_calls_or_refused_at_once() {
     const STDIO_ROUNDS: usize = 10;
-    let app = fronting(everything_stdio(), 100).await;
+    let app = spawn_app_fronting(everything_stdio(), allow_test_tools).await;
     let mut agents = Vec::new();
     for i in 0..AGENTS {
         let agent = Agent::new(&format!("agent{i}"));

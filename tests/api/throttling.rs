@@ -9,24 +9,6 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-const PASSWORD: &str = "correct horse battery";
-
-async fn sign_in(app: &TestApp, username: &str, password: &str) -> reqwest::Response {
-    app.client
-        .post(format!("{}/api/auth/sign-in", app.address))
-        .header("origin", &app.address)
-        .json(&json!({"username": username, "password": password}))
-        .send()
-        .await
-        .unwrap()
-}
-
-async fn cookie_of(app: &TestApp, username: &str) -> String {
-    let r = sign_in(app, username, PASSWORD).await;
-    assert_eq!(r.status(), 200);
-    r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
-}
-
 fn retry_after(r: &reqwest::Response) -> u64 {
     r.headers()["retry-after"].to_str().unwrap().parse().unwrap()
 }
@@ -37,10 +19,10 @@ async fn failed_sign_ins_lock_the_username_with_a_growing_wait_and_a_success_res
     app.add_user("ada", false).await;
     app.add_user("bob", false).await;
     for _ in 0..5 {
-        assert_eq!(sign_in(&app, "ada", "wrong password").await.status(), 401);
+        assert_eq!(app.sign_in_with("ada", "wrong password").await.status(), 401);
     }
     // Locked: even the right password is refused, before any hashing.
-    let r = sign_in(&app, "ada", PASSWORD).await;
+    let r = app.sign_in_with("ada", PASSWORD).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     let first = retry_after(&r);
     assert!(first >= 1);
@@ -48,23 +30,23 @@ async fn failed_sign_ins_lock_the_username_with_a_growing_wait_and_a_success_res
     assert_eq!(body["error"], "too_many_attempts");
     assert!(body["message"].as_str().unwrap().contains("username"), "{body}");
     // Another user from the same address is not affected.
-    assert_eq!(sign_in(&app, "bob", PASSWORD).await.status(), 200);
+    assert_eq!(app.sign_in_with("bob", PASSWORD).await.status(), 200);
 
     // After the wait, one more failure locks it again, for longer.
     app.clock.advance(Duration::from_secs(first));
-    assert_eq!(sign_in(&app, "ada", "wrong password").await.status(), 401);
-    let r = sign_in(&app, "ada", PASSWORD).await;
+    assert_eq!(app.sign_in_with("ada", "wrong password").await.status(), 401);
+    let r = app.sign_in_with("ada", PASSWORD).await;
     assert_eq!(r.status(), 429);
     let second = retry_after(&r);
     assert!(second > first, "the wait grows: {first} s, then {second} s");
 
     // A success resets the username's count.
     app.clock.advance(Duration::from_secs(second));
-    assert_eq!(sign_in(&app, "ada", PASSWORD).await.status(), 200);
+    assert_eq!(app.sign_in_with("ada", PASSWORD).await.status(), 200);
     for _ in 0..4 {
-        assert_eq!(sign_in(&app, "ada", "wrong password").await.status(), 401);
+        assert_eq!(app.sign_in_with("ada", "wrong password").await.status(), 401);
     }
-    assert_eq!(sign_in(&app, "ada", PASSWORD).await.status(), 200, "four failures after a success do not lock");
+    assert_eq!(app.sign_in_with("ada", PASSWORD).await.status(), 200, "four failures after a success do not lock");
 }
 
 #[tokio::test]
@@ -73,9 +55,7 @@ async fn failures_from_one_address_lock_it_whatever_the_name_or_forwarded_for_he
     app.add_user("ada", false).await;
     for n in 0..20 {
         let r = app
-            .client
-            .post(format!("{}/api/auth/sign-in", app.address))
-            .header("origin", &app.address)
+            .same_origin(reqwest::Method::POST, "/api/auth/sign-in")
             .header("x-forwarded-for", format!("203.0.113.{n}"))
             .json(&json!({"username": format!("guess{n}"), "password": "wrong password"}))
             .send()
@@ -83,7 +63,7 @@ async fn failures_from_one_address_lock_it_whatever_the_name_or_forwarded_for_he
             .unwrap();
         assert_eq!(r.status(), 401);
     }
-    let r = sign_in(&app, "ada", PASSWORD).await;
+    let r = app.sign_in_with("ada", PASSWORD).await;
     assert_eq!(r.status(), 429);
     assert!(retry_after(&r) >= 1);
     let body: Value = r.json().await.unwrap();
@@ -97,9 +77,7 @@ async fn a_locked_form_sign_in_goes_back_to_the_page_saying_how_long_to_wait() {
     let app = spawn_app().await;
     app.add_user("ada", false).await;
     let form = |password: &'static str| {
-        app.client
-            .post(format!("{}/api/auth/sign-in", app.address))
-            .header("origin", &app.address)
+        app.same_origin(reqwest::Method::POST, "/api/auth/sign-in")
             .form(&[("username", "ada"), ("password", password), ("next", "/approvals")])
             .send()
     };
@@ -120,9 +98,7 @@ async fn setup_tokens_are_checked_before_hashing_guesses_are_limited_and_links_e
     let app = spawn_app().await;
     let token = app.core.users.new_setup_token().unwrap().unwrap();
     let setup = |token: String| {
-        app.client
-            .post(format!("{}/api/auth/setup", app.address))
-            .header("origin", &app.address)
+        app.same_origin(reqwest::Method::POST, "/api/auth/setup")
             .json(&json!({"token": token, "username": "root", "password": "long enough pw"}))
             .send()
     };
@@ -160,18 +136,8 @@ async fn password_hashes_run_at_most_two_per_core_at_once() {
     }
     let mut sign_ins = tokio::task::JoinSet::new();
     for name in names {
-        let (client, url, origin) =
-            (app.client.clone(), format!("{}/api/auth/sign-in", app.address), app.address.clone());
-        sign_ins.spawn(async move {
-            client
-                .post(url)
-                .header("origin", origin)
-                .json(&json!({"username": name, "password": PASSWORD}))
-                .send()
-                .await
-                .unwrap()
-                .status()
-        });
+        let request = app.sign_in_request(&name, PASSWORD);
+        sign_ins.spawn(async move { request.send().await.unwrap().status() });
     }
     while let Some(status) = sign_ins.join_next().await {
         assert_eq!(status.unwrap(), 200);
@@ -180,39 +146,35 @@ async fn password_hashes_run_at_most_two_per_core_at_once() {
     assert!((1..=limit).contains(&peak), "{peak} hashes ran at once, limit {limit}");
 }
 
-async fn stream(app: &TestApp, cookie: &str, path: &str) -> reqwest::Response {
-    app.client.get(format!("{}{path}", app.address)).header("cookie", cookie).send().await.unwrap()
-}
-
 #[tokio::test]
 async fn a_browser_session_holds_at_most_16_live_streams() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
-    let ada = cookie_of(&app, "ada").await;
+    let ada = app.sign_in("ada").await;
     let mut open = Vec::new();
     for n in 0..16 {
         let path = ["/api/live/events", "/api/approvals/events"][n % 2];
-        let r = stream(&app, &ada, path).await;
+        let r = app.get_as(&ada, path).await;
         assert_eq!(r.status(), 200, "stream {n}");
         open.push(r);
     }
-    let r = stream(&app, &ada, "/api/live/events").await;
+    let r = app.get_as(&ada, "/api/live/events").await;
     assert_eq!(r.status(), 429);
     assert!(retry_after(&r) >= 1);
     assert_eq!(r.headers()["content-type"], "application/json");
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "too_many_streams");
-    let r = stream(&app, &ada, "/api/executions/exec_unknown/events").await;
+    let r = app.get_as(&ada, "/api/executions/exec_unknown/events").await;
     assert_eq!(r.status(), 429, "execution streams count too");
 
     // Another session of the same user has its own streams.
-    let other = cookie_of(&app, "ada").await;
-    assert_eq!(stream(&app, &other, "/api/live/events").await.status(), 200);
+    let other = app.sign_in("ada").await;
+    assert_eq!(app.get_as(&other, "/api/live/events").await.status(), 200);
 
     // A stream that ends gives its place back.
     drop(open.pop());
     let mut reopened = None;
     for _ in 0..200 {
-        let r = stream(&app, &ada, "/api/live/events").await;
+        let r = app.get_as(&ada, "/api/live/events").await;
         if r.status() == 200 {
             reopened = Some(r);
             break;

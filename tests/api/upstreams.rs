@@ -1,7 +1,7 @@
 //! A real stdio upstream (`@modelcontextprotocol/server-filesystem` under the
 //! tools folder's node) behind the gate.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use gatehouse::config::UpstreamConfig;
@@ -9,16 +9,11 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-fn tools_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tools")
-}
-
 fn files_upstream(root: &Path) -> UpstreamConfig {
-    let tools = tools_dir();
     UpstreamConfig {
-        command: Some(tools.join("node_modules/.bin/node").display().to_string()),
+        command: Some(repo_path(NODE)),
         args: vec![
-            tools.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js").display().to_string(),
+            repo_path("tools/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"),
             root.display().to_string(),
         ],
         ..upstream_named("files")
@@ -52,13 +47,7 @@ async fn wait_for_tool(app: &TestApp, token: &str, sid: &str, name: &str) {
 }
 
 async fn call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) -> Value {
-    let (_, _, messages) = app
-        .call(
-            token,
-            sid,
-            json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name": name, "arguments": args}}),
-        )
-        .await;
+    let (_, _, messages) = app.call(token, sid, tool_call_request(9, name, args)).await;
     messages.into_iter().find(|m| m["id"] == 9).expect("a reply")["result"].clone()
 }
 
@@ -118,7 +107,7 @@ async fn a_killed_upstream_comes_back_and_the_next_call_works() {
     std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
     // While it is down the call fails cleanly: an error result, or an unknown
     // tool once its tools are withdrawn (or, if it already restarted, it works).
-    let request = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files__list_directory","arguments":{"path": dir}}});
+    let request = tool_call_request(9, "files__list_directory", json!({"path": dir}));
     let (_, _, messages) = app.call(&token, &sid, request).await;
     let during = messages.into_iter().find(|m| m["id"] == 9).expect("a reply");
     assert!(during["result"].is_object() || during["error"].is_object(), "{during}");
@@ -139,10 +128,9 @@ async fn a_killed_upstream_comes_back_and_the_next_call_works() {
 
 /// The Python-SDK fixture (`end2end/fixtures/slow_server.py`) as a stdio upstream.
 fn slow_upstream() -> UpstreamConfig {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     UpstreamConfig {
-        command: Some(root.join("tools/.venv/bin/python").display().to_string()),
-        args: vec![root.join("end2end/fixtures/slow_server.py").display().to_string()],
+        command: Some(repo_path(PYTHON)),
+        args: vec![repo_path("end2end/fixtures/slow_server.py")],
         ..upstream_named("slow")
     }
 }
@@ -165,11 +153,7 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
     let pid = app.upstreams.status()[0].pid.expect("running");
 
     let in_flight = {
-        let req = app
-            .mcp(&token)
-            .header("mcp-session-id", &sid)
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&json!({"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"slow__sleep","arguments":{"seconds": 30}}}));
+        let req = app.in_session(&token, &sid).json(&tool_call_request(31, "slow__sleep", json!({"seconds": 30})));
         tokio::spawn(async move { jsonrpc_messages(req.send().await.unwrap()).await })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -220,14 +204,9 @@ async fn upstream_prompts_and_resources_are_listed_and_served() {
 
 /// The misbehaving fixture (`end2end/fixtures/hostile_server.py`) as stdio upstream `name`.
 fn hostile(name: &str, args: &[&str]) -> UpstreamConfig {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut all = vec![root.join("end2end/fixtures/hostile_server.py").display().to_string()];
+    let mut all = vec![repo_path("end2end/fixtures/hostile_server.py")];
     all.extend(args.iter().map(|a| a.to_string()));
-    UpstreamConfig {
-        command: Some(root.join("tools/.venv/bin/python").display().to_string()),
-        args: all,
-        ..upstream_named(name)
-    }
+    UpstreamConfig { command: Some(repo_path(PYTHON)), args: all, ..upstream_named(name) }
 }
 
 fn status_of(app: &TestApp, name: &str) -> gatehouse::upstream::Status {
