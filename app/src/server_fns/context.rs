@@ -1,0 +1,61 @@
+//! What every server function starts from (server side only): the signed-in
+//! user, the stores, blocking work off the async threads, and the status an
+//! error answers with.
+
+use gatehouse_core::approvals::AccessError;
+use gatehouse_core::users::User;
+use leptos::prelude::*;
+
+/// The signed-in user and the stores, or an error.
+pub fn context() -> Result<(User, gatehouse_core::Core), ServerFnError> {
+    let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
+    let user = parts.extensions.get::<User>().cloned().ok_or_else(|| ServerFnError::new("not signed in"))?;
+    let core = use_context::<gatehouse_core::Core>().ok_or_else(|| ServerFnError::new("no core"))?;
+    Ok((user, core))
+}
+
+/// Sets the HTTP status of the page (or server function) response, as
+/// the approval error says ([`AccessError::status_code`]).
+pub fn set_status(code: u16) {
+    if let (Some(response), Ok(code)) =
+        (use_context::<leptos_axum::ResponseOptions>(), http::StatusCode::from_u16(code))
+    {
+        response.set_status(code);
+    }
+}
+
+/// Runs database work for the signed-in user on the blocking pool; an
+/// access error sets the response status as the JSON API would.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce(User, gatehouse_core::Core) -> Result<T, AccessError> + Send + 'static,
+) -> Result<T, ServerFnError> {
+    let (user, core) = context()?;
+    match tokio::task::spawn_blocking(move || work(user, core)).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => {
+            set_status(e.status_code());
+            Err(ServerFnError::new(e.to_string()))
+        }
+        Err(e) => Err(ServerFnError::new(e.to_string())),
+    }
+}
+
+pub fn lookup(id: &str) -> Result<crate::server_fns::executions::Lookup, ServerFnError> {
+    let (user, core) = context()?;
+    Ok(match core.approvals.view_for(&user, id) {
+        Ok(view) => crate::server_fns::executions::Lookup::Found {
+            execution: Box::new(view),
+            now_ms: core.clock.now_ms(),
+            is_admin: user.is_admin,
+        },
+        Err(e @ AccessError::Forbidden) => {
+            set_status(e.status_code());
+            crate::server_fns::executions::Lookup::Forbidden
+        }
+        Err(e @ AccessError::NotFound) => {
+            set_status(e.status_code());
+            crate::server_fns::executions::Lookup::NotFound
+        }
+        Err(e) => return Err(ServerFnError::new(e.to_string())),
+    })
+}
