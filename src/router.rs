@@ -17,9 +17,13 @@ use crate::{api, auth, mcp, metrics, security, site};
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
     let mcp = mcp::router(state.mcp.clone(), &state.allow, state.shutdown.clone());
-    let core = state.mcp.core.clone();
+    let (core, minted) = (state.mcp.core.clone(), state.minted.clone());
+    let context = move || {
+        provide_context(core.clone());
+        provide_context(minted.clone());
+    };
     let pages = Router::<AppState>::new()
-        .leptos_routes_with_context(&state, generate_route_list(App), move || provide_context(core.clone()), {
+        .leptos_routes_with_context(&state, generate_route_list(App), context, {
             let options = state.leptos_options.clone();
             move || shell(options.clone())
         })

@@ -29,6 +29,8 @@ pub struct AppState {
     pub allow: AllowList,
     /// Failed sign-in and live-stream limits of the browser side.
     pub throttles: crate::throttle::Throttles,
+    /// Tokens minted in the browser, held until their page shows them once.
+    pub minted: gatehouse_app::server_fns::MintedTokens,
 }
 
 impl AppState {
@@ -38,11 +40,13 @@ impl AppState {
         crate::upstream::link::install_crypto_provider();
         let upstreams = crate::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
         let throttles = crate::throttle::Throttles::new(core.clock.clone());
+        let base_url = config.base_url(bound);
         Ok(Self {
+            minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
             mcp: McpState {
                 max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),
-                base_url: config.base_url(bound),
+                base_url,
                 codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir)?),
                 allow_model_decisions: config.allow_model_decisions,
                 native_url: config.native_url,

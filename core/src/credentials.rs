@@ -15,7 +15,16 @@ use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
 
-pub use gatehouse_model::{CredentialStatus, CredentialView};
+pub use gatehouse_model::{CredentialStatus, CredentialView, RevokeScope};
+
+/// Whose credentials an action may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owned<'a> {
+    /// Anyone's (an admin acting on every owner's).
+    ByAnyone,
+    /// Only those with exactly this owner (`None`: owner-less ones).
+    By(Option<&'a str>),
+}
 
 /// What the caller asks for when issuing.
 #[derive(Debug, Clone, Default)]
@@ -198,9 +207,12 @@ impl CredentialStore {
             }
         }
         if let Some(thread) = &request.thread {
+            // Only the same owner's thread: a user naming another user's
+            // thread must not revoke that user's agents.
             tx.execute(
-                "UPDATE credentials SET revoked_at = ?1, revoked_reason = 'reissued' WHERE thread = ?2 AND revoked_at IS NULL",
-                params![now, thread],
+                "UPDATE credentials SET revoked_at = ?1, revoked_reason = 'reissued'
+                 WHERE thread = ?2 AND owner IS ?3 AND revoked_at IS NULL",
+                params![now, thread, request.owner],
             )?;
         }
         tx.execute(
@@ -271,15 +283,23 @@ impl CredentialStore {
     }
 
     fn revoke_where(&self, condition: &str, arg: Option<&str>) -> Result<usize> {
+        match arg {
+            Some(arg) => self.revoke_matching(condition, &[&arg]),
+            None => self.revoke_matching(condition, &[]),
+        }
+    }
+
+    /// Revokes the live credentials `condition` matches (`?1` is now, the
+    /// rest are `args` from `?2` on).
+    fn revoke_matching(&self, condition: &str, args: &[&dyn rusqlite::ToSql]) -> Result<usize> {
         let now = self.clock.now_ms();
         let sql = format!(
             "UPDATE credentials SET revoked_at = ?1, revoked_reason = 'revoked' WHERE revoked_at IS NULL AND {condition}"
         );
+        let mut all: Vec<&dyn rusqlite::ToSql> = vec![&now];
+        all.extend_from_slice(args);
         let conn = self.db.conn();
-        let n = match arg {
-            Some(arg) => conn.execute(&sql, params![now, arg])?,
-            None => conn.execute(&sql, params![now])?,
-        };
+        let n = conn.execute(&sql, all.as_slice())?;
         drop(conn);
         if n > 0 {
             self.live.publish(LiveEvent::CredentialsChanged);
@@ -300,6 +320,21 @@ impl CredentialStore {
     /// Revokes every credential of a provider session.
     pub fn revoke_provider_session(&self, provider_session: &str) -> Result<usize> {
         self.revoke_where("provider_session = ?2", Some(provider_session))
+    }
+
+    /// Revokes what `scope` and `target` name (one credential, a thread, or
+    /// an agent's) among the credentials `owned` lets through. Returns how
+    /// many were revoked.
+    pub fn revoke_owned(&self, scope: RevokeScope, target: &str, owned: Owned<'_>) -> Result<usize> {
+        let column = match scope {
+            RevokeScope::Credential => "id",
+            RevokeScope::Thread => "thread",
+            RevokeScope::Agent => "agent",
+        };
+        match owned {
+            Owned::ByAnyone => self.revoke_matching(&format!("{column} = ?2"), &[&target]),
+            Owned::By(owner) => self.revoke_matching(&format!("{column} = ?2 AND owner IS ?3"), &[&target, &owner]),
+        }
     }
 
     /// Revokes every credential.
@@ -352,6 +387,7 @@ impl CredentialStore {
         CredentialView {
             status,
             created_at: rfc3339(credential.created_at_ms),
+            created_ms: credential.created_at_ms,
             last_seen_at: rfc3339(credential.last_seen_ms),
             expires_at: rfc3339(expires),
             last_seen_ms: credential.last_seen_ms,
@@ -502,5 +538,44 @@ mod tests {
             store.issue(IssueRequest { agent: "a".into(), owner: Some("ghost".into()), ..Default::default() }),
             Err(CoreError::Invalid { field: "owner", .. })
         ));
+    }
+
+    #[test]
+    fn revoking_and_reissuing_never_reach_another_owners_credentials() {
+        let (store, _) = store();
+        for user in ["ada", "bob"] {
+            store
+                .db
+                .conn()
+                .execute(
+                    "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, 'x', 0, 0)",
+                    [user],
+                )
+                .unwrap();
+        }
+        let mint = |agent: &str, thread: Option<&str>, owner: &str| {
+            store
+                .issue(IssueRequest {
+                    agent: agent.into(),
+                    thread: thread.map(Into::into),
+                    owner: Some(owner.into()),
+                    ..Default::default()
+                })
+                .unwrap()
+        };
+        let adas = mint("claude", Some("main"), "ada");
+        // Bob naming ada's thread gets his own credential; ada's lives on.
+        let bobs = mint("claude", Some("main"), "bob");
+        assert!(store.get(&adas.id).unwrap().unwrap().revoked_at_ms.is_none(), "re-issue stays within one owner");
+        assert_eq!(store.revoke_owned(RevokeScope::Credential, &adas.id, Owned::By(Some("bob"))).unwrap(), 0);
+        assert_eq!(store.revoke_owned(RevokeScope::Thread, "main", Owned::By(Some("bob"))).unwrap(), 1);
+        assert!(store.get(&bobs.id).unwrap().unwrap().revoked_at_ms.is_some());
+        assert!(store.get(&adas.id).unwrap().unwrap().revoked_at_ms.is_none(), "ada's thread is hers");
+        let second = mint("claude", None, "ada");
+        let other = mint("claude", None, "bob");
+        assert_eq!(store.revoke_owned(RevokeScope::Agent, "claude", Owned::By(Some("ada"))).unwrap(), 2);
+        assert!(store.get(&other.id).unwrap().unwrap().revoked_at_ms.is_none(), "bob's claude is another agent");
+        assert!(store.get(&second.id).unwrap().unwrap().revoked_at_ms.is_some());
+        assert_eq!(store.revoke_owned(RevokeScope::Agent, "claude", Owned::ByAnyone).unwrap(), 1);
     }
 }

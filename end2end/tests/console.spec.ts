@@ -60,6 +60,7 @@ const pages: [string, () => string][] = [
   ["approvals", () => "/approvals"],
   ["resume", () => `/resume/${pendingId}`],
   ["resume-settled", () => `/resume/${settledId}`],
+  ["agents", () => "/agents"],
   ["history", () => "/history"],
   ["upstreams", () => "/upstreams"],
 ];

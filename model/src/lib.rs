@@ -11,7 +11,7 @@ pub mod live;
 pub mod routes;
 pub mod state;
 
-pub use credential::{CredentialStatus, CredentialView};
+pub use credential::{ClientConfig, CredentialStatus, CredentialView, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
 pub use history::{AuditEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};

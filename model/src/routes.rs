@@ -9,6 +9,15 @@ pub const APPROVALS: &str = "/approvals";
 pub const UPSTREAMS: &str = "/upstreams";
 /// The history page (the audit log); filters go in its query string.
 pub const HISTORY: &str = "/history";
+/// The agents and credentials page.
+pub const AGENTS: &str = "/agents";
+
+/// The agents page showing the credential just minted as `id` (its token
+/// itself never goes in a URL).
+pub fn agents_minted(id: &str) -> String {
+    format!("{AGENTS}?minted={id}")
+}
+
 /// The sign-in page.
 pub const SIGN_IN: &str = "/sign-in";
 /// The sign-in form's target.

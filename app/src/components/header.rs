@@ -9,8 +9,12 @@ use gatehouse_model::routes;
 use crate::components::live::use_inbox;
 
 /// The console's sections, in the order the navigation shows them.
-const SECTIONS: &[(&str, &str)] =
-    &[(routes::APPROVALS, "Approvals"), (routes::HISTORY, "History"), (routes::UPSTREAMS, "Upstreams")];
+const SECTIONS: &[(&str, &str)] = &[
+    (routes::APPROVALS, "Approvals"),
+    (routes::AGENTS, "Agents"),
+    (routes::HISTORY, "History"),
+    (routes::UPSTREAMS, "Upstreams"),
+];
 
 /// Header with the product name, navigation and sign-out.
 #[component]

@@ -2,6 +2,7 @@
 
 pub mod arguments;
 pub mod clock;
+pub mod copy;
 pub mod header;
 pub mod live;
 pub mod name;

@@ -3,14 +3,20 @@
 //! The types compile on both sides; the bodies run only on the server,
 //! against the same stores the HTTP API uses.
 
+pub mod agents;
 #[cfg(feature = "ssr")]
 mod context;
 pub mod executions;
 pub mod history;
+#[cfg(feature = "ssr")]
+mod minted;
 pub mod overview;
 pub mod upstreams;
 
+pub use agents::*;
 pub use executions::*;
 pub use history::*;
+#[cfg(feature = "ssr")]
+pub use minted::MintedTokens;
 pub use overview::*;
 pub use upstreams::*;
