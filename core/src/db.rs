@@ -137,6 +137,19 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit_events ADD COLUMN upstream TEXT;
     CREATE INDEX audit_owner ON audit_events(owner, id);
     "#,
+    // 5: who changed the configuration (rules, tool pins, users) and when.
+    r#"
+    CREATE TABLE changes (
+        id      INTEGER PRIMARY KEY,
+        at      INTEGER NOT NULL,
+        actor   TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        target  TEXT NOT NULL,
+        action  TEXT NOT NULL,
+        detail  TEXT
+    );
+    CREATE INDEX changes_subject ON changes(subject, id);
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

@@ -8,6 +8,7 @@
 pub mod api_tokens;
 pub mod approvals;
 pub mod audit;
+pub mod changes;
 pub mod clock;
 pub mod credentials;
 pub mod db;
@@ -42,6 +43,8 @@ pub struct Core {
     pub api_tokens: api_tokens::ApiTokenStore,
     /// Live MCP sessions and the event fan-out the pages subscribe to.
     pub live: live::LiveHub,
+    /// Who changed the configuration (rules, tool pins, users) and when.
+    pub changes: changes::ChangeLog,
     /// Policy rules (config and database).
     pub policy: policy::PolicyStore,
     /// Paused executions and their decisions.
@@ -93,6 +96,7 @@ impl Core {
                 live.clone(),
             )?,
             policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules),
+            changes: changes::ChangeLog::new(db.clone(), clock.clone()),
             credentials: credentials::CredentialStore::new(
                 db.clone(),
                 clock.clone(),

@@ -158,3 +158,25 @@ mod tests {
         assert_eq!(empty, HistoryFilter::default());
     }
 }
+
+/// One change to the gate's configuration: who changed what, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeEntry {
+    /// Position in the log.
+    pub id: i64,
+    /// When, Unix ms.
+    pub at_ms: i64,
+    /// When, RFC 3339.
+    pub at: String,
+    /// Who: `user:ada`, `agent:claude (approved by user:root)`, `cli`.
+    pub actor: String,
+    /// What kind of thing: `policy`, `tool`, `user`.
+    pub subject: String,
+    /// Which one (a pattern, a tool, a user name).
+    pub target: String,
+    /// What happened (`set`, `remove`, `accept`, …).
+    pub action: String,
+    /// The new value or a reason.
+    pub detail: Option<String>,
+}

@@ -13,6 +13,6 @@ pub mod state;
 
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
-pub use history::{AuditEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
+pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};
 pub use state::{Decision, State};
