@@ -635,7 +635,7 @@ impl Config {
         let mut config = config;
         for (i, rule) in file.policy.unwrap_or_default().into_iter().enumerate() {
             let key = format!("policy[{i}]");
-            let action = gatehouse_core::policy::Action::parse(&rule.action)
+            let action = gatehouse_core::policy::parse_action(&rule.action)
                 .map_err(|e| ConfigError::Value { key: format!("{key}.action"), message: e.to_string() })?;
             gatehouse_core::policy::validate_pattern(&rule.pattern)
                 .map_err(|e| ConfigError::Value { key: format!("{key}.pattern"), message: e.to_string() })?;

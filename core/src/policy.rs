@@ -14,40 +14,14 @@ use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{CoreError, Result};
 
-/// What happens to a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// Runs at once.
-    Allow,
-    /// Waits for a person.
-    RequireApproval,
-    /// Hidden from `tools/list` and refused.
-    Block,
-}
+pub use gatehouse_model::{Action, Basis};
 
-impl Action {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Allow => "allow",
-            Action::RequireApproval => "require_approval",
-            Action::Block => "block",
-        }
-    }
-
-    /// Parses `allow | require_approval | block`.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "allow" => Ok(Action::Allow),
-            "require_approval" => Ok(Action::RequireApproval),
-            "block" => Ok(Action::Block),
-            other => Err(CoreError::Invalid {
-                field: "action",
-                reason: format!("{other:?} is not one of allow, require_approval, block"),
-            }),
-        }
-    }
+/// An action from its wire name, or why not.
+pub fn parse_action(s: &str) -> Result<Action> {
+    Action::parse(s).ok_or_else(|| CoreError::Invalid {
+        field: "action",
+        reason: format!("{s:?} is not one of allow, require_approval, block"),
+    })
 }
 
 /// One rule.
@@ -89,13 +63,16 @@ pub fn validate_pattern(pattern: &str) -> Result<()> {
     Ok(())
 }
 
-/// The annotation hints that feed the default.
+/// What the tool itself says, and whether it changes the gate.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Hints {
     /// `readOnlyHint`
     pub read_only: Option<bool>,
     /// `destructiveHint`
     pub destructive: Option<bool>,
+    /// It changes the gate for everyone (Gatehouse's own rule tools): never
+    /// allowed without a person, whatever the rules say.
+    pub changes_gate: bool,
 }
 
 /// The verdict for one tool.
@@ -107,6 +84,8 @@ pub struct Verdict {
     pub human_only: bool,
     /// Which rule decided (`None`: the annotation default).
     pub rule: Option<String>,
+    /// Why, as the console says it.
+    pub basis: Basis,
 }
 
 /// Rules from the config file (fixed) and SQLite (changeable).
@@ -149,7 +128,7 @@ impl PolicyStore {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut all: Vec<Rule> = self.config_rules.as_ref().clone();
         for (pattern, action, human_only) in db_rules {
-            all.push(Rule { pattern, action: Action::parse(&action)?, human_only, source: "database".into() });
+            all.push(Rule { pattern, action: parse_action(&action)?, human_only, source: "database".into() });
         }
         Ok(all)
     }
@@ -224,26 +203,35 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             action: strictest.action,
             human_only: matching.iter().any(|r| r.human_only),
             rule: Some(strictest.pattern.clone()),
+            basis: Basis::Rule(strictest.pattern.clone()),
         },
-        None => Verdict { action: Action::Allow, human_only: false, rule: None },
+        None => Verdict { action: Action::Allow, human_only: false, rule: None, basis: Basis::NotDestructive },
     }
 }
 
 /// The decision procedure over a rule list (pure; unit-tested).
 pub fn decide_with(rules: &[Rule], tool: &str, hints: Hints) -> Verdict {
     let matching: Vec<&Rule> = rules.iter().filter(|r| matches(&r.pattern, tool)).collect();
-    let human_only = matching.iter().any(|r| r.human_only);
-    if let Some(strictest) = matching.iter().max_by_key(|r| r.action) {
-        return Verdict { action: strictest.action, human_only, rule: Some(strictest.pattern.clone()) };
-    }
-    let action = if hints.read_only == Some(true) {
-        Action::Allow
-    } else if hints.destructive.unwrap_or(true) {
-        Action::RequireApproval
+    let human_only = matching.iter().any(|r| r.human_only) || hints.changes_gate;
+    let verdict = if let Some(strictest) = matching.iter().max_by_key(|r| r.action) {
+        let rule = Some(strictest.pattern.clone());
+        Verdict { action: strictest.action, human_only, rule, basis: Basis::Rule(strictest.pattern.clone()) }
     } else {
-        Action::Allow
+        let (action, basis) = if hints.read_only == Some(true) {
+            (Action::Allow, Basis::ReadOnly)
+        } else if hints.destructive.unwrap_or(true) {
+            (Action::RequireApproval, Basis::MayDestroy)
+        } else {
+            (Action::Allow, Basis::NotDestructive)
+        };
+        Verdict { action, human_only, rule: None, basis }
     };
-    Verdict { action, human_only, rule: None }
+    // No rule lets an agent change the gate for everyone without a person
+    // (a rule may still block it).
+    if hints.changes_gate && verdict.action == Action::Allow {
+        return Verdict { action: Action::RequireApproval, basis: Basis::ChangesGate, ..verdict };
+    }
+    verdict
 }
 
 #[cfg(test)]
@@ -256,10 +244,10 @@ mod tests {
 
     #[test]
     fn annotations_give_the_default() {
-        let ro = Hints { read_only: Some(true), destructive: None };
+        let ro = Hints { read_only: Some(true), ..Default::default() };
         assert_eq!(decide_with(&[], "t", ro).action, Action::Allow);
         assert_eq!(decide_with(&[], "t", Hints::default()).action, Action::RequireApproval, "destructive by default");
-        let safe = Hints { read_only: Some(false), destructive: Some(false) };
+        let safe = Hints { read_only: Some(false), destructive: Some(false), ..Default::default() };
         assert_eq!(decide_with(&[], "t", safe).action, Action::Allow);
     }
 
@@ -296,5 +284,16 @@ mod tests {
         assert!(validate_pattern("a*b*").is_err());
         assert!(validate_pattern("").is_err());
         assert!(validate_pattern("files__*").is_ok());
+    }
+
+    #[test]
+    fn a_tool_that_changes_the_gate_always_asks_a_person_but_can_be_blocked() {
+        let gate = Hints { changes_gate: true, read_only: Some(true), ..Default::default() };
+        let v = decide_with(&[rule("*", Action::Allow)], "gatehouse_policy_set", gate);
+        assert_eq!((v.action, v.human_only, v.basis), (Action::RequireApproval, true, Basis::ChangesGate));
+        let v = decide_with(&[rule("gatehouse_*", Action::Block)], "gatehouse_policy_set", gate);
+        assert_eq!((v.action, v.basis), (Action::Block, Basis::Rule("gatehouse_*".into())));
+        let v = decide_with(&[], "fs_write", Hints::default());
+        assert_eq!((v.action, v.basis), (Action::RequireApproval, Basis::MayDestroy));
     }
 }

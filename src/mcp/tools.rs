@@ -188,7 +188,11 @@ pub fn find(name: &str) -> Option<&'static Tool> {
 /// The annotation hints policy reads.
 pub fn hints(tool: &Tool) -> Hints {
     let a = tool.annotations.as_ref();
-    Hints { read_only: a.and_then(|a| a.read_only_hint), destructive: a.and_then(|a| a.destructive_hint) }
+    Hints {
+        read_only: a.and_then(|a| a.read_only_hint),
+        destructive: a.and_then(|a| a.destructive_hint),
+        changes_gate: changes_gate(&tool.name),
+    }
 }
 
 fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToolResult> {

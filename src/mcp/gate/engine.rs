@@ -133,15 +133,11 @@ pub async fn call(
             return url_elicitation::continue_after_url_error(state, caller, &execution).await;
         }
     }
-    let mut verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
+    let verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     let changes_gate = tools::changes_gate(call.name);
-    if changes_gate && verdict.action == Action::Allow {
-        // No rule lets an agent change the gate for everyone without a person.
-        verdict.action = Action::RequireApproval;
-    }
     match verdict.action {
         Action::Allow => Ok(run_target(state, caller, &target, &call.arguments).await?.into()),
         Action::Block => {
@@ -174,7 +170,7 @@ pub async fn call(
                 thread: caller.credential.thread.clone(),
                 owner: caller.credential.owner.clone(),
                 session_id: caller.session_id.clone(),
-                human_only: verdict.human_only || changes_gate,
+                human_only: verdict.human_only,
                 admin_only: changes_gate,
             });
             let execution = match opened {
