@@ -20,4 +20,3 @@ pub mod state;
 pub mod telemetry;
 pub mod throttle;
 pub mod tool_error;
-pub mod upstream;

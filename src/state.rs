@@ -35,8 +35,8 @@ impl AppState {
     /// The state for a server reachable at `bound` (its links use the public
     /// URL if configured); starts the configured upstreams.
     pub fn new(config: &Config, core: Core, bound: SocketAddr, shutdown: CancellationToken) -> anyhow::Result<Self> {
-        crate::upstream::link::install_crypto_provider();
-        let upstreams = crate::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
+        crate::mcp::upstream::link::install_crypto_provider();
+        let upstreams = crate::mcp::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
         let throttles = crate::throttle::Throttles::new(core.clock.clone());
         Ok(Self {
             mcp: McpState {

@@ -8,6 +8,7 @@ pub mod paging;
 pub mod sessions;
 pub mod subjects;
 pub mod tools;
+pub mod upstream;
 
 use std::sync::Arc;
 
@@ -18,8 +19,8 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::upstream::session::WatchedSessions;
 use crate::security::AllowList;
-use crate::upstream::session::WatchedSessions;
 
 /// What the MCP side needs from the server.
 #[derive(Clone)]
@@ -39,7 +40,7 @@ pub struct McpState {
     /// How native mode asks URL-capable 2025-11-25 clients.
     pub native_url: crate::config::NativeUrl,
     /// Upstream MCP servers.
-    pub upstreams: crate::upstream::Upstreams,
+    pub upstreams: crate::mcp::upstream::Upstreams,
     /// Items per page of the merged lists.
     pub list_page_size: usize,
     /// Which credential each session belongs to; the session caps.
