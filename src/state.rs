@@ -36,7 +36,10 @@ impl AppState {
     /// URL if configured); starts the configured upstreams.
     pub fn new(config: &Config, core: Core, bound: SocketAddr, shutdown: CancellationToken) -> anyhow::Result<Self> {
         crate::mcp::upstream::link::install_crypto_provider();
-        let upstreams = crate::mcp::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
+        // The built-in tools' names, which no upstream tool may shadow.
+        let reserved = crate::mcp::tools::all().iter().map(|t| t.name.to_string()).collect();
+        let upstreams =
+            crate::mcp::upstream::Upstreams::start(&config.upstreams, reserved, core.live.clone(), shutdown.clone());
         let throttles = crate::throttle::Throttles::new(core.clock.clone());
         Ok(Self {
             mcp: McpState {

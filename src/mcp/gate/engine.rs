@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{Mode, announce, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
-use crate::mcp::upstream::UpstreamTool;
+use crate::mcp::upstream::catalogue::UpstreamTool;
 use crate::tool_error::{ToolErrorCode, error_result};
 
 /// Where an exposed tool runs.

@@ -130,7 +130,7 @@ impl Link {
         }
         match response_too_large(e) {
             Some(max) => format!("the upstream's response was larger than max_response_bytes ({max} bytes)"),
-            None => super::error_chain(e),
+            None => super::errors::error_chain(e),
         }
     }
 }
@@ -225,7 +225,7 @@ async fn connect_now(
 ) -> Result<Connection, LinkError> {
     let initialize_failed = |e: rmcp::service::ClientInitializeError| LinkError::Initialize {
         at: at.to_string(),
-        message: super::error_chain(&e),
+        message: super::errors::error_chain(&e),
     };
     if let Some(command) = &config.command {
         let (transport, pid) = spawn_child(config, command, &watch)?;
@@ -336,7 +336,7 @@ fn http_client(config: &UpstreamConfig) -> Result<upstream_http::Client, LinkErr
         let certs = upstream_http::Certificate::from_pem_bundle(&pem).map_err(|e| ca_error(e.to_string()))?;
         builder = builder.tls_certs_merge(certs);
     }
-    builder.build().map_err(|e| LinkError::Client(super::error_chain(&e)))
+    builder.build().map_err(|e| LinkError::Client(super::errors::error_chain(&e)))
 }
 
 /// A stdio child and the transport over its stdin and (guarded) stdout.
