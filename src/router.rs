@@ -16,7 +16,7 @@ use crate::{api, auth, mcp, metrics, security, site};
 
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
-    let mcp = mcp::router(state.mcp.clone(), &state.allow, state.shutdown.clone());
+    let mcp = mcp::router(state.mcp.clone(), &state.allow);
     let core = state.mcp.core.clone();
     let pages = Router::<AppState>::new()
         .leptos_routes_with_context(&state, generate_route_list(App), move || provide_context(core.clone()), {

@@ -13,5 +13,6 @@ mod operator;
 mod page_guards;
 mod proxy;
 mod relay_stress;
+mod shutdown;
 mod throttling;
 mod upstreams;

@@ -13,7 +13,7 @@ fn tools_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tools")
 }
 
-fn files_upstream(root: &Path) -> UpstreamConfig {
+pub(crate) fn files_upstream(root: &Path) -> UpstreamConfig {
     let tools = tools_dir();
     UpstreamConfig {
         command: Some(tools.join("node_modules/.bin/node").display().to_string()),

@@ -149,7 +149,7 @@ impl Upstreams {
         }
         let upstreams = self.clone();
         let name = name.to_string();
-        tokio::spawn(async move {
+        self.inner.tasks.spawn(async move {
             let _one_at_a_time = gate.running.lock().await;
             gate.queued.store(false, Ordering::Release);
             upstreams.refresh(&name).await;

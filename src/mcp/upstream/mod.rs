@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use gatehouse_core::live::{LiveHub, UpstreamInfo};
+use tokio_util::task::TaskTracker;
 
 use crate::config::UpstreamConfig;
 use catalogue::{Catalog, RefreshGate, expose, summary};
@@ -107,6 +108,9 @@ pub(crate) struct Inner {
     subscribing: tokio::sync::Mutex<()>,
     /// Which of the agents' SSE streams are open (relayed requests need one).
     pub(crate) streams: session::AgentStreams,
+    /// The application's background tasks: everything this side spawns is
+    /// tracked here, so shutdown can wait for it.
+    tasks: TaskTracker,
 }
 
 /// All upstreams; cheap to clone.

@@ -51,7 +51,7 @@ impl Upstreams {
             if !downstream.stateful() {
                 continue;
             }
-            tokio::spawn(async move {
+            self.inner.tasks.spawn(async move {
                 let _ = peer.notify_tool_list_changed().await;
                 let _ = peer.notify_prompt_list_changed().await;
                 let _ = peer.notify_resource_list_changed().await;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use gatehouse_core::live::LiveHub;
 use rmcp::model::{ClientCapabilities, ElicitationCapability, RootsCapabilities, SamplingCapability};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::catalogue::{Catalog, load_catalog};
 use super::errors::{error_chain, sanitize};
@@ -79,17 +80,19 @@ impl Upstreams {
     /// Health changes are published to `live` for the upstreams page; no
     /// upstream tool is exposed under a name in `reserved` (the built-in
     /// tools, given so that this side needs nothing from the tool handlers).
+    /// Every task the upstreams spawn, now or later, is tracked by `tasks`.
     pub fn start(
         configs: &[UpstreamConfig],
         reserved: HashSet<String>,
         live: LiveHub,
         shutdown: CancellationToken,
+        tasks: TaskTracker,
     ) -> Self {
-        let upstreams = Upstreams { inner: Arc::new(Inner { live: Some(live), reserved, ..Inner::default() }) };
+        let upstreams = Upstreams { inner: Arc::new(Inner { live: Some(live), reserved, tasks, ..Inner::default() }) };
         for config in configs {
             upstreams.slots_mut().insert(config.name.clone(), Slot::new(config));
             if config.enabled {
-                tokio::spawn(upstreams.clone().supervise(config.clone(), shutdown.clone()));
+                upstreams.inner.tasks.spawn(upstreams.clone().supervise(config.clone(), shutdown.clone()));
             }
         }
         upstreams.publish();
