@@ -168,8 +168,8 @@ fn serve(config: Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
-        crate::shutdown::cancel_on_signal(shutdown.clone());
-        let app = Application::build(&config, shutdown).await?;
+        let app = Application::build(&config, shutdown.clone()).await?;
+        crate::shutdown::cancel_on_signal(shutdown, &app.state().mcp.tasks);
         print_banner(&config, &app)?;
         app.run().await
     })

@@ -132,7 +132,7 @@ pub struct UpstreamConfig {
     #[serde(default = "yes")]
     pub enabled: bool,
     /// Names of Gatehouse's own environment variables a stdio child also gets
-    /// (besides [`crate::upstream::link::INHERITED_ENV`] and `env`).
+    /// (besides [`crate::mcp::upstream::link::INHERITED_ENV`] and `env`).
     #[serde(default)]
     pub inherit_env: Vec<String>,
     /// Longest line (one JSON-RPC message) a stdio child may write; a longer

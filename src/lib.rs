@@ -24,4 +24,3 @@ pub mod state;
 pub mod telemetry;
 pub mod throttle;
 pub mod tool_error;
-pub mod upstream;

@@ -87,7 +87,7 @@ pub fn render(state: &AppState) -> String {
             "gatehouse_upstream_up{{upstream=\"{}\",health=\"{}\"}} {}",
             u.name,
             u.health.as_str(),
-            u8::from(u.health == crate::upstream::Health::Up)
+            u8::from(u.health == crate::mcp::upstream::supervision::Health::Up)
         );
     }
     out.push_str("# HELP gatehouse_upstream_tools Tools an upstream exposes.\n# TYPE gatehouse_upstream_tools gauge\n");

@@ -16,7 +16,7 @@ use crate::{api, auth, mcp, metrics, security, site};
 
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
-    let mcp = mcp::router(state.mcp.clone(), &state.allow, state.shutdown.clone());
+    let mcp = mcp::router(state.mcp.clone(), &state.allow);
     let (core, minted) = (state.mcp.core.clone(), state.minted.clone());
     let context = move || {
         provide_context(core.clone());

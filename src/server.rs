@@ -9,12 +9,13 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 /// How long shutdown waits for open connections to finish their requests.
@@ -29,11 +30,34 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
 }
 
-/// Serves `router` on `listener` until `shutdown`, then drains.
-pub async fn serve(listener: TcpListener, router: Router, limits: ConnectionLimits, shutdown: CancellationToken) {
+/// hyper's executor for what a connection spawns (HTTP/2 streams), on the
+/// application's tracker instead of bare `tokio::spawn`, so shutdown waits
+/// for those too.
+#[derive(Clone)]
+struct TrackedExecutor(TaskTracker);
+
+impl<F> hyper::rt::Executor<F> for TrackedExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        self.0.spawn(future);
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown`, then drains; each
+/// connection (and each HTTP/2 stream hyper spawns) is a task on `tasks`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TrackedExecutor(tasks.clone()));
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new());
     loop {
@@ -68,7 +92,7 @@ pub async fn serve(listener: TcpListener, router: Router, limits: ConnectionLimi
         });
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned();
         let connection = graceful.watch(connection);
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }

@@ -2,10 +2,12 @@
 //! stops accepting and the MCP service ends its sessions and streams.
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-/// Cancels `token` when the process is asked to stop.
-pub fn cancel_on_signal(token: CancellationToken) {
-    tokio::spawn(async move {
+/// Cancels `token` when the process is asked to stop; the listening task is
+/// one of `tasks` (it ends with `token` however that is cancelled).
+pub fn cancel_on_signal(token: CancellationToken, tasks: &TaskTracker) {
+    tasks.spawn(async move {
         let ctrl_c = async {
             let _ = tokio::signal::ctrl_c().await;
         };

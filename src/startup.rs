@@ -4,12 +4,14 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
 use gatehouse_core::{Core, Db, SystemClock};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::site;
@@ -84,7 +86,9 @@ impl Application {
         &self.state
     }
 
-    /// Serves until the shutdown token is cancelled, then drains.
+    /// Serves until the shutdown token is cancelled, then drains: the open
+    /// connections (up to [`crate::server::DRAIN_TIMEOUT`]), then every
+    /// background task (up to [`TASKS_DRAIN_TIMEOUT`]).
     pub async fn run(self) -> anyhow::Result<()> {
         if !site::has_front_end() {
             tracing::warn!(
@@ -93,33 +97,50 @@ impl Application {
         }
         tracing::info!(address = %self.address, "listening");
         let state = self.state;
-        let shutdown = state.shutdown.clone();
-        let sweeper = tokio::spawn(crate::mcp::sessions::sweeper(
+        let shutdown = state.mcp.shutdown.clone();
+        let tasks = state.mcp.tasks.clone();
+        let sweeper = tasks.spawn(crate::mcp::sessions::sweeper(
             state.core().clone(),
             state.mcp.sessions.clone(),
             shutdown.clone(),
         ));
         let housekeeping =
-            tokio::spawn(crate::housekeeping::run(state.core().clone(), self.audit_retention, shutdown.clone()));
+            tasks.spawn(crate::housekeeping::run(state.core().clone(), self.audit_retention, shutdown.clone()));
         let limits = crate::server::ConnectionLimits {
             max_connections: state.mcp.limits.max_connections,
             header_read_timeout: state.mcp.limits.header_read_timeout,
         };
         let metrics = self.metrics_listener.map(|listener| {
             tracing::info!(address = ?listener.local_addr().ok(), "serving /metrics without authentication");
-            tokio::spawn(crate::server::serve(
+            tasks.spawn(crate::server::serve(
                 listener,
                 crate::metrics::metrics_router(state.clone()),
                 limits,
                 shutdown.clone(),
+                tasks.clone(),
             ))
         });
-        crate::server::serve(self.listener, self.router, limits, shutdown).await;
+        crate::server::serve(self.listener, self.router, limits, shutdown, tasks.clone()).await;
+        drain(&tasks).await;
+        // Finished by now; awaited for a panic in any of them.
         sweeper.await?;
         housekeeping.await?;
         if let Some(metrics) = metrics {
             metrics.await?;
         }
         Ok(())
+    }
+}
+
+/// How long shutdown waits for background tasks once the connections have drained.
+pub const TASKS_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Closes `tasks` (waiting ends once none runs) and waits for them (each
+/// ends at shutdown or within its own bound), logging any still running
+/// after [`TASKS_DRAIN_TIMEOUT`] rather than holding the process.
+async fn drain(tasks: &TaskTracker) {
+    tasks.close();
+    if tokio::time::timeout(TASKS_DRAIN_TIMEOUT, tasks.wait()).await.is_err() {
+        tracing::warn!(remaining = tasks.len(), "background tasks still running after the drain timeout");
     }
 }

@@ -9,6 +9,7 @@ use axum::extract::FromRef;
 use gatehouse_core::Core;
 use leptos::config::LeptosOptions;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::mcp::McpState;
@@ -23,8 +24,6 @@ pub struct AppState {
     pub https: bool,
     /// Leptos site settings.
     pub leptos_options: LeptosOptions,
-    /// Cancelled at shutdown; long-lived streams end with it.
-    pub shutdown: CancellationToken,
     /// Accepted hosts and origins.
     pub allow: AllowList,
     /// Failed sign-in and live-stream limits of the browser side.
@@ -35,10 +34,20 @@ pub struct AppState {
 
 impl AppState {
     /// The state for a server reachable at `bound` (its links use the public
-    /// URL if configured); starts the configured upstreams.
+    /// URL if configured); starts the configured upstreams, their tasks
+    /// tracked by the new `mcp.tasks` that the server drains at shutdown.
     pub fn new(config: &Config, core: Core, bound: SocketAddr, shutdown: CancellationToken) -> anyhow::Result<Self> {
-        crate::upstream::link::install_crypto_provider();
-        let upstreams = crate::upstream::Upstreams::start(&config.upstreams, core.live.clone(), shutdown.clone());
+        crate::mcp::upstream::link::install_crypto_provider();
+        // The built-in tools' names, which no upstream tool may shadow.
+        let reserved = crate::mcp::tools::all().iter().map(|t| t.name.to_string()).collect();
+        let tasks = TaskTracker::new();
+        let upstreams = crate::mcp::upstream::Upstreams::start(
+            &config.upstreams,
+            reserved,
+            core.live.clone(),
+            shutdown.clone(),
+            tasks.clone(),
+        );
         let throttles = crate::throttle::Throttles::new(core.clock.clone());
         let base_url = config.base_url(bound);
         Ok(Self {
@@ -58,11 +67,12 @@ impl AppState {
                     config.limits.max_sessions,
                 ),
                 limits: config.limits.clone(),
+                tasks,
+                shutdown,
                 core,
             },
             https: config.https(),
             leptos_options: leptos_options(),
-            shutdown,
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
             throttles,
         })

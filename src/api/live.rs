@@ -47,7 +47,7 @@ pub fn sse(
     state: &AppState,
     slot: StreamSlot,
 ) -> EventStream {
-    let shutdown = state.shutdown.clone();
+    let shutdown = state.mcp.shutdown.clone();
     let stream = stream.take_until(async move { shutdown.cancelled_owned().await }).map(move |event| {
         let _held = &slot;
         event

@@ -23,7 +23,7 @@ use super::gate::Mode;
 use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
 use super::{McpState, gate, paging, subjects};
-use crate::upstream::session::{Downstream, Origin};
+use crate::mcp::upstream::session::{Downstream, Origin};
 use gatehouse_core::policy::Subject;
 use rmcp::model::Reference;
 

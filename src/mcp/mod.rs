@@ -8,6 +8,7 @@ pub mod paging;
 pub mod sessions;
 pub mod subjects;
 pub mod tools;
+pub mod upstream;
 
 use std::sync::Arc;
 
@@ -17,9 +18,10 @@ use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
+use crate::mcp::upstream::session::WatchedSessions;
 use crate::security::AllowList;
-use crate::upstream::session::WatchedSessions;
 
 /// What the MCP side needs from the server.
 #[derive(Clone)]
@@ -39,13 +41,20 @@ pub struct McpState {
     /// How native mode asks URL-capable 2025-11-25 clients.
     pub native_url: crate::config::NativeUrl,
     /// Upstream MCP servers.
-    pub upstreams: crate::upstream::Upstreams,
+    pub upstreams: crate::mcp::upstream::Upstreams,
     /// Items per page of the merged lists.
     pub list_page_size: usize,
     /// Which credential each session belongs to; the session caps.
     pub sessions: Arc<sessions::SessionBindings>,
     /// Trust switches and caps.
     pub limits: crate::config::Limits,
+    /// Every background task the server spawns (upstream supervisors and
+    /// relays, the session sweeper, housekeeping, connections, URL
+    /// elicitations): [`crate::startup::Application::run`] closes it and waits
+    /// for it after the server has drained, so none is cut off mid-way.
+    pub tasks: TaskTracker,
+    /// Cancelled at shutdown; long-lived streams and tasks end with it.
+    pub shutdown: CancellationToken,
 }
 
 /// rmcp's session manager: an idle session is closed (and its pending calls
@@ -59,13 +68,14 @@ pub fn session_manager(approval_ttl: std::time::Duration) -> Arc<LocalSessionMan
     Arc::new(sessions)
 }
 
-/// The `/mcp` routes: authentication in front of rmcp's service.
-pub fn router(state: McpState, allow: &AllowList, shutdown: CancellationToken) -> Router {
+/// The `/mcp` routes: authentication in front of rmcp's service, whose
+/// sessions and streams end at shutdown.
+pub fn router(state: McpState, allow: &AllowList) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allow.hosts().to_vec())
         .with_allowed_origins(allow.mcp_origins().to_vec())
         .with_max_request_body_bytes(state.max_body_bytes)
-        .with_cancellation_token(shutdown);
+        .with_cancellation_token(state.shutdown.clone());
     let factory_state = state.clone();
     // Relayed upstream requests need to know which agent streams are open.
     let sessions = WatchedSessions::new(state.sessions.manager().clone(), state.upstreams.agent_streams());

@@ -32,7 +32,7 @@ pub struct TestApp {
     pub core: Core,
     pub clock: Arc<ManualClock>,
     pub client: reqwest::Client,
-    pub upstreams: gatehouse::upstream::Upstreams,
+    pub upstreams: gatehouse::mcp::upstream::Upstreams,
     pub dir: tempfile::TempDir,
     /// The handlers' state, for routing requests without the listener
     /// (`tests/fuzz.rs` does).

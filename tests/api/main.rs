@@ -14,5 +14,6 @@ mod operator;
 mod page_guards;
 mod proxy;
 mod relay_stress;
+mod shutdown;
 mod throttling;
 mod upstreams;

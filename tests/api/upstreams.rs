@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-fn files_upstream(root: &Path) -> UpstreamConfig {
+pub(crate) fn files_upstream(root: &Path) -> UpstreamConfig {
     UpstreamConfig {
         command: Some(repo_path(NODE)),
         args: vec![
@@ -113,7 +113,7 @@ async fn a_killed_upstream_comes_back_and_the_next_call_works() {
     assert!(during["result"].is_object() || during["error"].is_object(), "{during}");
     for _ in 0..200 {
         let s = app_status(&app);
-        if s.health == gatehouse::upstream::Health::Up && s.pid.is_some_and(|p| p != pid) {
+        if s.health == gatehouse::mcp::upstream::supervision::Health::Up && s.pid.is_some_and(|p| p != pid) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -135,7 +135,7 @@ fn slow_upstream() -> UpstreamConfig {
     }
 }
 
-fn app_status(app: &TestApp) -> gatehouse::upstream::Status {
+fn app_status(app: &TestApp) -> gatehouse::mcp::upstream::supervision::Status {
     app.upstreams.status().into_iter().find(|s| s.name == "files").unwrap()
 }
 
@@ -165,7 +165,7 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
 
     for _ in 0..200 {
         let s = &app.upstreams.status()[0];
-        if s.health == gatehouse::upstream::Health::Up && s.pid != Some(pid) {
+        if s.health == gatehouse::mcp::upstream::supervision::Health::Up && s.pid != Some(pid) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -209,7 +209,7 @@ fn hostile(name: &str, args: &[&str]) -> UpstreamConfig {
     UpstreamConfig { command: Some(repo_path(PYTHON)), args: all, ..upstream_named(name) }
 }
 
-fn status_of(app: &TestApp, name: &str) -> gatehouse::upstream::Status {
+fn status_of(app: &TestApp, name: &str) -> gatehouse::mcp::upstream::supervision::Status {
     app.upstreams.status().into_iter().find(|s| s.name == name).expect("configured")
 }
 
@@ -313,7 +313,7 @@ async fn a_stdio_child_gets_a_cleared_environment_plus_its_configured_env() {
     let env: serde_json::Map<String, Value> = serde_json::from_str(&text_of(&result)).expect("the child's environment");
     assert_eq!(env["CONFIGURED"], "yes");
     assert!(!env.contains_key("GATEHOUSE_TEST_SECRET"), "{env:?}");
-    let inherited = gatehouse::upstream::link::INHERITED_ENV;
+    let inherited = gatehouse::mcp::upstream::link::INHERITED_ENV;
     let foreign: Vec<&String> = env.keys().filter(|k| *k != "CONFIGURED" && !inherited.contains(&k.as_str())).collect();
     assert!(foreign.is_empty(), "only the allowlist and env reach the child: {foreign:?}");
     if let Ok(path) = std::env::var("PATH") {
@@ -334,7 +334,7 @@ async fn a_child_writing_an_overlong_line_is_failed_and_restarted() {
 
     until("a new child", || {
         let s = status_of(&app, "loud");
-        (s.health == gatehouse::upstream::Health::Up && s.pid.is_some_and(|p| p != pid)).then_some(())
+        (s.health == gatehouse::mcp::upstream::supervision::Health::Up && s.pid.is_some_and(|p| p != pid)).then_some(())
     })
     .await;
     let fine = call(&app, &token, &sid, "loud__shout", json!({"bytes": 1000})).await;
@@ -364,7 +364,7 @@ async fn connect_and_list_timeouts_fail_the_upstream_naming_the_limit() {
     let hang_error = until("hang fails", || status_of(&app, "hang").last_error).await;
     assert!(hang_error.contains("no complete catalogue within list_timeout (1s)"), "{hang_error}");
     for name in ["mute", "hang"] {
-        assert_ne!(status_of(&app, name).health, gatehouse::upstream::Health::Up);
+        assert_ne!(status_of(&app, name).health, gatehouse::mcp::upstream::supervision::Health::Up);
     }
 }
 
@@ -397,7 +397,7 @@ async fn endless_lists_are_cut_at_max_list_pages_and_max_list_items() {
     for (name, tools, limit) in [("pages", 6, "max_list_pages (3)"), ("items", 20, "max_list_items (20)")] {
         let status = until("listed", || {
             let s = status_of(&app, name);
-            (s.health == gatehouse::upstream::Health::Up).then_some(s)
+            (s.health == gatehouse::mcp::upstream::supervision::Health::Up).then_some(s)
         })
         .await;
         assert_eq!(status.tools, tools, "{status:?}");

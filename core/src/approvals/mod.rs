@@ -106,6 +106,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn no_expiry_timer_outlives_its_store() {
+        let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let before = tasks();
+        let store = store(Duration::from_secs(3600));
+        store.open(new_execution("s")).unwrap();
+        let e = store.open(new_execution("s")).unwrap();
+        store.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
+        drop(store);
+        // An aborted task ends when the runtime next polls it.
+        for _ in 0..100 {
+            if tasks() == before {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("{} timers still wait after their store was dropped", tasks() - before);
+    }
+
+    #[tokio::test]
     async fn restart_marks_unsettled_executions_abandoned() {
         let db = Db::open_in_memory().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);

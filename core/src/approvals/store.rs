@@ -9,6 +9,7 @@ use std::time::Duration;
 use gatehouse_model::{Decision, State};
 use serde::Serialize;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
 use crate::audit::{self, AuditLog};
@@ -112,6 +113,9 @@ pub(super) struct Inner {
     limits: Limits,
     live: LiveHub,
     metrics: ApprovalMetrics,
+    /// Expiry timers waiting to fire; aborted when the store is dropped
+    /// (a `JoinSet` aborts its tasks on drop), so none outlives it.
+    timers: Mutex<JoinSet<()>>,
 }
 
 /// The shared in-process approval store.
@@ -136,6 +140,7 @@ impl ApprovalStore {
                 limits: Limits { run_window: limits.run_window.min(limits.ttl), ..limits },
                 live,
                 metrics: ApprovalMetrics::default(),
+                timers: Mutex::default(),
             }),
         })
     }
@@ -276,12 +281,16 @@ impl ApprovalStore {
         Ok(execution)
     }
 
-    /// Runs `then` on this store after `delay`, unless the store is gone by
-    /// then. Each timer is bounded by its delay and holds no strong reference.
+    /// Runs `then` on this store after `delay`. The timer holds no strong
+    /// reference (a waiting timer never keeps the store alive) and is one of
+    /// the store's `timers`, so it is aborted when the store goes.
     fn after(&self, delay: Duration, id: &str, then: fn(&ApprovalStore, &str)) {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let id = id.to_string();
-        tokio::spawn(async move {
+        let mut timers = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
+        // Let go of timers that have fired: the set holds only waiting ones.
+        while timers.try_join_next().is_some() {}
+        timers.spawn(async move {
             tokio::time::sleep(delay).await;
             if let Some(inner) = weak.upgrade() {
                 then(&ApprovalStore { inner }, &id);

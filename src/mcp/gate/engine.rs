@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::{Mode, announce, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
+use crate::mcp::upstream::catalogue::UpstreamTool;
 use crate::tool_error::{ToolErrorCode, error_result};
-use crate::upstream::UpstreamTool;
 
 /// Where an exposed tool runs.
 enum Target {

@@ -65,12 +65,16 @@ pub async fn continue_after_url_error(
     }
 }
 
-/// Tells the client (on its session stream) when the person has decided, so it retries.
+/// Tells the client (on its session stream) when the person has decided, so it
+/// retries; gives up at shutdown, when nobody is left to decide.
 pub fn notify_when_decided(state: &McpState, execution: &Execution, ctx: &RequestContext<RoleServer>) {
     let (store, peer, id) = (state.core.approvals.clone(), ctx.peer.clone(), execution.id.clone());
-    let ttl = store.ttl();
-    tokio::spawn(async move {
-        let decided = store.wait(&id, ttl + Duration::from_secs(1)).await;
+    let (ttl, shutdown) = (store.ttl(), state.shutdown.clone());
+    state.tasks.spawn(async move {
+        let decided = tokio::select! {
+            decided = store.wait(&id, ttl + Duration::from_secs(1)) => decided,
+            _ = shutdown.cancelled() => return,
+        };
         if decided.is_some_and(|s| s.state != State::Pending) {
             let complete = ServerNotification::CustomNotification(CustomNotification::new(
                 "notifications/elicitation/complete",
@@ -101,7 +105,7 @@ pub async fn hold_with_url(
     let ttl = store.ttl();
     let (elicit_id, elicit_url) = (id.clone(), url.clone());
     let mut elicit =
-        tokio::spawn(async move { peer.elicit_url_with_timeout(message, elicit_url, elicit_id, Some(ttl)).await });
+        state.tasks.spawn(async move { peer.elicit_url_with_timeout(message, elicit_url, elicit_id, Some(ttl)).await });
     let progress_token = ctx.meta.get_progress_token();
     let mut elicit_done = false;
     let mut ticks = 0u32;

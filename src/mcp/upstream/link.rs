@@ -20,6 +20,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio_util::task::TaskTracker;
 
 use super::relay::{InOrder, Relay, RelayState};
 use crate::config::UpstreamConfig;
@@ -130,7 +131,7 @@ impl Link {
         }
         match response_too_large(e) {
             Some(max) => format!("the upstream's response was larger than max_response_bytes ({max} bytes)"),
-            None => super::error_chain(e),
+            None => super::errors::error_chain(e),
         }
     }
 }
@@ -225,10 +226,10 @@ async fn connect_now(
 ) -> Result<Connection, LinkError> {
     let initialize_failed = |e: rmcp::service::ClientInitializeError| LinkError::Initialize {
         at: at.to_string(),
-        message: super::error_chain(&e),
+        message: super::errors::error_chain(&e),
     };
     if let Some(command) = &config.command {
-        let (transport, pid) = spawn_child(config, command, &watch)?;
+        let (transport, pid) = spawn_child(config, command, &watch, &relay.state.tasks)?;
         let service = relay.clone().serve(InOrder::new(transport, relay.state.clone())).await.map_err(|e| {
             // The child may have been failed by us; say so rather than "connection closed".
             match watch.violation() {
@@ -267,11 +268,13 @@ async fn connect_now(
 
 /// Starts a stdio child with a cleared environment (plus [`INHERITED_ENV`],
 /// `inherit_env` and `env`), its stdout read through a line-length guard and
-/// its stderr kept as a bounded tail.
+/// its stderr kept as a bounded tail (read by a task on `tasks`, which
+/// ends when the child closes its stderr).
 fn spawn_child(
     config: &UpstreamConfig,
     command: &str,
     watch: &ChildWatch,
+    tasks: &TaskTracker,
 ) -> Result<(ChildTransport, Option<u32>), LinkError> {
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(&config.args).env_clear();
@@ -295,7 +298,7 @@ fn spawn_child(
     let stdout = child.stdout.take().ok_or_else(missing)?;
     let stdin = child.stdin.take().ok_or_else(missing)?;
     let stderr = child.stderr.take().ok_or_else(missing)?;
-    tokio::spawn(capture_stderr(config.name.clone(), stderr, watch.stderr.clone()));
+    tasks.spawn(capture_stderr(config.name.clone(), stderr, watch.stderr.clone()));
     let stdout = LineLimit { inner: stdout, max: config.max_line_bytes, run: 0, tripped: watch.overlong.clone() };
     // rmcp's own cap (which drops a long line and carries on) stays above
     // ours, so ours decides: a long line fails the connection.
@@ -336,7 +339,7 @@ fn http_client(config: &UpstreamConfig) -> Result<upstream_http::Client, LinkErr
         let certs = upstream_http::Certificate::from_pem_bundle(&pem).map_err(|e| ca_error(e.to_string()))?;
         builder = builder.tls_certs_merge(certs);
     }
-    builder.build().map_err(|e| LinkError::Client(super::error_chain(&e)))
+    builder.build().map_err(|e| LinkError::Client(super::errors::error_chain(&e)))
 }
 
 /// A stdio child and the transport over its stdin and (guarded) stdout.

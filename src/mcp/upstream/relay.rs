@@ -25,6 +25,7 @@ use rmcp::service::{
 use rmcp::transport::Transport;
 use rmcp::{ClientHandler, RoleClient};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::session::{Delivery, Downstream, Origin, SessionStreams};
 use super::{Inner, Upstreams};
@@ -48,6 +49,9 @@ pub(crate) struct RelayState {
     upstreams: Weak<Inner>,
     calls: Mutex<Vec<InFlight>>,
     next_entry: AtomicU64,
+    /// The application's background tasks (the upstreams' tracker): what
+    /// this connection spawns is drained at shutdown with the rest.
+    pub(crate) tasks: TaskTracker,
 }
 
 /// Removes an in-flight entry when the forwarded call ends, however it ends.
@@ -91,6 +95,7 @@ impl RelayState {
             upstreams: Arc::downgrade(&upstreams.inner),
             calls: Mutex::new(Vec::new()),
             next_entry: AtomicU64::new(0),
+            tasks: upstreams.inner.tasks.clone(),
         })
     }
 
@@ -319,7 +324,7 @@ impl Relay {
         let ct = ctx.ct.clone();
         // In a task of its own: rmcp would otherwise mark the request as coming
         // from the *upstream's* request id, which the agent's session does not know.
-        let sent = tokio::spawn(async move {
+        let sent = self.state.tasks.spawn(async move {
             let mut handle = peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
                 .await

@@ -1,0 +1,464 @@
+//! The merged catalogue: what each upstream offers (listed page by page,
+//! within bounds, names checked and prefixed), what of it is exposed (names
+//! two upstreams or a built-in tool share are not), re-listing when an
+//! upstream says its lists changed, and finding the upstream that offers a
+//! tool, prompt or resource.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
+use rmcp::service::Peer;
+
+use super::errors::{error_chain, sanitize};
+use super::{Slot, Upstreams};
+use crate::config::UpstreamConfig;
+
+/// What an upstream offers, tool and prompt names prefixed.
+#[derive(Default, Clone)]
+pub(super) struct Catalog {
+    pub(super) tools: Vec<Tool>,
+    pub(super) prompts: Vec<Prompt>,
+    pub(super) resources: Vec<Resource>,
+    pub(super) templates: Vec<ResourceTemplate>,
+}
+
+/// Coalesces catalogue refreshes of one upstream: one runs, at most one
+/// waits (and lists after every change announced before it starts).
+#[derive(Default)]
+pub(super) struct RefreshGate {
+    queued: AtomicBool,
+    running: tokio::sync::Mutex<()>,
+}
+
+/// A tool of an upstream, as exposed.
+#[derive(Debug, Clone)]
+pub struct UpstreamTool {
+    /// The upstream's name.
+    pub upstream: String,
+    /// The tool's own name at the upstream.
+    pub name: String,
+    /// The tool as listed to clients (prefixed name).
+    pub tool: Tool,
+}
+
+/// Longest exposed tool or prompt name.
+const MAX_NAME_LEN: usize = 128;
+
+/// How many refused names or name collisions one message quotes.
+const QUOTED_NAMES: usize = 3;
+
+/// Whether an upstream's tool or prompt may be exposed under `exposed`:
+/// 1 to 128 of `A-Z a-z 0-9 _ . -` (its own name not empty).
+fn valid_name(own: &str, exposed: &str) -> bool {
+    !own.is_empty()
+        && exposed.len() <= MAX_NAME_LEN
+        && exposed.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The first few of `items` joined by `separator`, and how many more there are.
+pub(super) fn summary(items: &[String], separator: &str) -> String {
+    let mut text = items.iter().take(QUOTED_NAMES).map(String::as_str).collect::<Vec<_>>().join(separator);
+    if items.len() > QUOTED_NAMES {
+        text.push_str(&format!(" (and {} more)", items.len() - QUOTED_NAMES));
+    }
+    text
+}
+
+/// A name from an upstream as it may be quoted: escaped and cut short.
+fn quoted(name: &str) -> String {
+    let cut: String = name.chars().take(64).collect();
+    if cut.len() < name.len() { format!("{cut:?}…") } else { format!("{cut:?}") }
+}
+
+/// Recomputes what every upstream exposes from what each offers: a tool or
+/// prompt name that two upstreams offer is exposed by neither (whichever
+/// started first), and one that a built-in tool has (`reserved`) is not
+/// exposed at all.
+pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<String>) {
+    let mut tool_owners: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut prompt_owners: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, slot) in slots.iter() {
+        for tool in &slot.offered.tools {
+            tool_owners.entry(tool.name.as_ref()).or_default().push(name);
+        }
+        for prompt in &slot.offered.prompts {
+            prompt_owners.entry(prompt.name.as_str()).or_default().push(name);
+        }
+    }
+    let collision = |kind: &str, exposed: &str, owners: &[&str], me: &str| -> Option<String> {
+        if kind == "tool" && reserved.contains(exposed) {
+            return Some(format!(
+                "tool {} of upstream {me} would shadow a built-in Gatehouse tool; not exposed",
+                quoted(exposed)
+            ));
+        }
+        let mut others: Vec<&str> = owners.iter().copied().filter(|o| *o != me).collect();
+        others.sort_unstable();
+        (!others.is_empty()).then(|| {
+            format!(
+                "{kind} {} is offered by upstreams {me} and {}; neither exposes it",
+                quoted(exposed),
+                others.join(", ")
+            )
+        })
+    };
+    let mut computed: Vec<(String, Catalog, Vec<String>)> = Vec::new();
+    for (name, slot) in slots.iter() {
+        let mut conflicts = Vec::new();
+        let mut catalog = Catalog {
+            resources: slot.offered.resources.clone(),
+            templates: slot.offered.templates.clone(),
+            ..Catalog::default()
+        };
+        for tool in &slot.offered.tools {
+            match collision("tool", &tool.name, &tool_owners[tool.name.as_ref()], name) {
+                Some(conflict) => conflicts.push(conflict),
+                None => catalog.tools.push(tool.clone()),
+            }
+        }
+        for prompt in &slot.offered.prompts {
+            match collision("prompt", &prompt.name, &prompt_owners[prompt.name.as_str()], name) {
+                Some(conflict) => conflicts.push(conflict),
+                None => catalog.prompts.push(prompt.clone()),
+            }
+        }
+        computed.push((name.clone(), catalog, conflicts));
+    }
+    for (name, catalog, conflicts) in computed {
+        let Some(slot) = slots.get_mut(&name) else { continue };
+        if !conflicts.is_empty() && conflicts != slot.conflicts {
+            tracing::warn!(upstream = %name, collisions = conflicts.len(), "{}", summary(&conflicts, "; "));
+        }
+        slot.catalog = catalog;
+        slot.conflicts = conflicts;
+    }
+}
+
+impl Upstreams {
+    /// An upstream said its lists changed: re-list it, one refresh at a time
+    /// (a storm of notifications costs one listing running and one waiting).
+    pub(crate) fn request_refresh(&self, name: &str) {
+        let Some(gate) = self.slots().get(name).map(|s| s.refresh.clone()) else { return };
+        if gate.queued.swap(true, Ordering::AcqRel) {
+            // One is waiting to start; it will see this change too.
+            return;
+        }
+        let upstreams = self.clone();
+        let name = name.to_string();
+        self.inner.tasks.spawn(async move {
+            let _one_at_a_time = gate.running.lock().await;
+            gate.queued.store(false, Ordering::Release);
+            upstreams.refresh(&name).await;
+        });
+    }
+
+    /// Re-lists an upstream after it said its lists changed, and tells the agents.
+    async fn refresh(&self, name: &str) {
+        let Some((link, config)) = self.slots().get(name).and_then(|s| Some((s.link.clone()?, s.config.clone())))
+        else {
+            return;
+        };
+        match load_catalog(&config, &link.peer).await {
+            Ok(listing) => {
+                tracing::info!(upstream = %name, tools = listing.catalog.tools.len(), "upstream lists changed");
+                // Only if the connection listed is still the one in use (not
+                // replaced by a restart meanwhile).
+                self.update(name, |s| {
+                    if s.link.as_ref().is_some_and(|l| Arc::ptr_eq(&l.relay, &link.relay)) {
+                        s.offered = listing.catalog;
+                        s.list_problems = listing.problems;
+                    }
+                });
+                self.announce_lists_changed();
+            }
+            Err(e) => tracing::warn!(upstream = %name, error = %sanitize(&e.to_string()), "upstream re-list failed"),
+        }
+    }
+
+    /// Every exposed upstream tool.
+    pub fn tools(&self) -> Vec<UpstreamTool> {
+        let slots = self.slots();
+        let mut all = Vec::new();
+        for (name, slot) in slots.iter() {
+            let prefix = slot.config.prefix();
+            for tool in &slot.catalog.tools {
+                all.push(UpstreamTool {
+                    upstream: name.clone(),
+                    name: tool.name.strip_prefix(prefix.as_str()).unwrap_or(&tool.name).to_string(),
+                    tool: tool.clone(),
+                });
+            }
+        }
+        all.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
+        all
+    }
+
+    /// The upstream tool exposed as `exposed`, if any.
+    pub fn find(&self, exposed: &str) -> Option<UpstreamTool> {
+        // On every call: look the one tool up instead of copying and sorting them all.
+        let slots = self.slots();
+        slots.iter().find_map(|(name, slot)| {
+            let tool = slot.catalog.tools.iter().find(|t| t.name == exposed)?;
+            let prefix = slot.config.prefix();
+            Some(UpstreamTool {
+                upstream: name.clone(),
+                name: exposed.strip_prefix(prefix.as_str()).unwrap_or(exposed).to_string(),
+                tool: tool.clone(),
+            })
+        })
+    }
+
+    /// Every upstream prompt, under its upstream's prefix.
+    pub fn prompts(&self) -> Vec<Prompt> {
+        let mut all: Vec<Prompt> = self.slots().values().flat_map(|s| s.catalog.prompts.iter().cloned()).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Every upstream resource (URIs as the upstream gives them).
+    pub fn resources(&self) -> Vec<Resource> {
+        let mut all: Vec<Resource> = self.slots().values().flat_map(|s| s.catalog.resources.iter().cloned()).collect();
+        all.sort_by(|a, b| a.uri.cmp(&b.uri));
+        all
+    }
+
+    /// Every upstream resource template.
+    pub fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        let mut all: Vec<ResourceTemplate> =
+            self.slots().values().flat_map(|s| s.catalog.templates.iter().cloned()).collect();
+        all.sort_by(|a, b| a.uri_template.cmp(&b.uri_template));
+        all
+    }
+
+    /// The upstream offering the prompt exposed as `exposed`, and its own name for it.
+    pub(super) fn prompt_owner(&self, exposed: &str) -> Option<(String, String)> {
+        self.slots().iter().find_map(|(name, s)| {
+            let prefix = s.config.prefix();
+            s.catalog
+                .prompts
+                .iter()
+                .any(|p| p.name == exposed)
+                .then(|| (name.clone(), exposed.strip_prefix(prefix.as_str()).unwrap_or(exposed).to_string()))
+        })
+    }
+
+    /// The upstream that serves `uri`: the one that listed it, else the one
+    /// with a template whose fixed part it starts with. Never a guess: a URI no
+    /// upstream offers, or one several offer, is sent to none of them.
+    pub(super) fn resource_owner(&self, uri: &str) -> Option<String> {
+        let slots = self.slots();
+        let one = |owners: Vec<&String>| match owners.as_slice() {
+            [only] => Some((*only).clone()),
+            [] => None,
+            several => {
+                // Two upstreams claiming one URI: sending it to either could
+                // hand one upstream's reads to the other, so neither gets it.
+                tracing::warn!(uri = ?uri, upstreams = ?several, "resource URI offered by several upstreams; refused");
+                None
+            }
+        };
+        let listed: Vec<&String> = slots
+            .iter()
+            .filter(|(_, s)| s.catalog.resources.iter().any(|r| r.uri == uri))
+            .map(|(name, _)| name)
+            .collect();
+        if !listed.is_empty() {
+            return one(listed);
+        }
+        one(slots
+            .iter()
+            .filter(|(_, s)| {
+                s.catalog.templates.iter().any(|t| {
+                    let fixed = t.uri_template.split('{').next().unwrap_or_default();
+                    t.uri_template == uri || (!fixed.is_empty() && uri.starts_with(fixed))
+                })
+            })
+            .map(|(name, _)| name)
+            .collect())
+    }
+}
+
+/// Why an upstream's catalogue could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ListError {
+    /// `tools/list` failed.
+    #[error("tools/list failed: {0}")]
+    Tools(String),
+    /// The whole listing took longer than `list_timeout`.
+    #[error("no complete catalogue within list_timeout ({})", humantime::format_duration(*.0))]
+    Timeout(Duration),
+}
+
+/// A catalogue as listed, and what the listing refused or cut short.
+pub(super) struct Listing {
+    pub(super) catalog: Catalog,
+    pub(super) problems: Vec<String>,
+}
+
+/// Everything an upstream offers, within `list_timeout`, with tool and
+/// prompt names under its prefix; names that may not be exposed are refused
+/// and long lists cut at `max_list_pages` / `max_list_items`.
+pub(super) async fn load_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Result<Listing, ListError> {
+    tokio::time::timeout(config.list_timeout, list_catalog(config, peer))
+        .await
+        .map_err(|_| ListError::Timeout(config.list_timeout))?
+}
+
+async fn list_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Result<Listing, ListError> {
+    let caps = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
+    let mut problems = Vec::new();
+    let tools = list_pages(config, "tools", &mut problems, |p| async move {
+        peer.list_tools(p).await.map(|r| (r.tools, r.next_cursor))
+    })
+    .await
+    .map_err(|e| ListError::Tools(error_chain(&e)))?;
+    let tools = checked_names(
+        config,
+        "tool",
+        tools,
+        &mut problems,
+        |t| t.name.to_string(),
+        |t, exposed| {
+            t.name = exposed.into();
+        },
+    );
+    let prompts = if caps.prompts.is_some() {
+        let listed = list_pages(config, "prompts", &mut problems, |p| async move {
+            peer.list_prompts(p).await.map(|r| (r.prompts, r.next_cursor))
+        })
+        .await;
+        let prompts = optional(config, "prompts", listed, &mut problems);
+        checked_names(config, "prompt", prompts, &mut problems, |p| p.name.clone(), |p, exposed| p.name = exposed)
+    } else {
+        Vec::new()
+    };
+    let (resources, templates) = if caps.resources.is_some() {
+        let listed = list_pages(config, "resources", &mut problems, |p| async move {
+            peer.list_resources(p).await.map(|r| (r.resources, r.next_cursor))
+        })
+        .await;
+        let resources = optional(config, "resources", listed, &mut problems);
+        let listed = list_pages(config, "resource templates", &mut problems, |p| async move {
+            peer.list_resource_templates(p).await.map(|r| (r.resource_templates, r.next_cursor))
+        })
+        .await;
+        (resources, optional(config, "resources/templates", listed, &mut problems))
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    Ok(Listing { catalog: Catalog { tools, prompts, resources, templates }, problems })
+}
+
+/// A list an upstream may fail to give (prompts, resources): its failure
+/// is noted, and nothing listed.
+fn optional<T>(
+    config: &UpstreamConfig,
+    what: &str,
+    listed: Result<Vec<T>, rmcp::service::ServiceError>,
+    problems: &mut Vec<String>,
+) -> Vec<T> {
+    listed.unwrap_or_else(|e| {
+        let problem = sanitize(&format!("{what}/list failed: {}", error_chain(&e)));
+        tracing::warn!(upstream = %config.name, "{problem}");
+        problems.push(problem);
+        Vec::new()
+    })
+}
+
+/// Follows one list's pages, stopping (with a problem noted) after
+/// `max_list_pages` pages or `max_list_items` items.
+async fn list_pages<T, F, Fut>(
+    config: &UpstreamConfig,
+    what: &str,
+    problems: &mut Vec<String>,
+    mut page: F,
+) -> Result<Vec<T>, rmcp::service::ServiceError>
+where
+    F: FnMut(Option<PaginatedRequestParams>) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), rmcp::service::ServiceError>>,
+{
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for pages in 1.. {
+        let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let (got, next) = page(params).await?;
+        items.extend(got);
+        let cut = if items.len() > config.max_list_items {
+            items.truncate(config.max_list_items);
+            Some(format!("max_list_items ({})", config.max_list_items))
+        } else if next.is_some() && pages >= config.max_list_pages {
+            Some(format!("max_list_pages ({})", config.max_list_pages))
+        } else {
+            None
+        };
+        if let Some(limit) = cut {
+            let problem = format!("{what} list cut at {limit}; the rest is not exposed");
+            tracing::warn!(upstream = %config.name, "{problem}");
+            problems.push(problem);
+            break;
+        }
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    Ok(items)
+}
+
+/// Puts `items` under the upstream's prefix, refusing those whose name may
+/// not be exposed ([`valid_name`]) or that the upstream lists twice.
+fn checked_names<T>(
+    config: &UpstreamConfig,
+    kind: &str,
+    items: Vec<T>,
+    problems: &mut Vec<String>,
+    name: impl Fn(&T) -> String,
+    rename: impl Fn(&mut T, String),
+) -> Vec<T> {
+    let prefix = config.prefix();
+    let mut seen = std::collections::HashSet::new();
+    let mut refused = Vec::new();
+    let mut kept = Vec::new();
+    for mut item in items {
+        let own = name(&item);
+        let exposed = format!("{prefix}{own}");
+        if !valid_name(&own, &exposed) || !seen.insert(exposed.clone()) {
+            refused.push(quoted(&own));
+            continue;
+        }
+        rename(&mut item, exposed);
+        kept.push(item);
+    }
+    if !refused.is_empty() {
+        let problem = format!(
+            "{kind} names refused (not 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 _ . -, or listed twice): {}",
+            summary(&refused, ", ")
+        );
+        // One line however many: a hostile list must not flood the log.
+        tracing::warn!(upstream = %config.name, refused = refused.len(), "{problem}");
+        problems.push(problem);
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_short_and_plain() {
+        assert!(valid_name("read_file", "files__read_file"));
+        assert!(valid_name("a.b-c", "a.b-c"));
+        assert!(!valid_name("", "files__"));
+        assert!(!valid_name("read file", "files__read file"));
+        assert!(!valid_name("naïve", "naïve"));
+        assert!(!valid_name("x\n", "x\n"));
+        let long = "x".repeat(MAX_NAME_LEN + 1);
+        assert!(!valid_name(&long, &long));
+        assert!(valid_name(&long[1..], &long[1..]));
+    }
+}

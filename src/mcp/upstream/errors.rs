@@ -1,0 +1,75 @@
+//! Error text from upstreams as Gatehouse shows it: one line with its
+//! causes, and never a secret an upstream's URL carries.
+
+/// An error and its causes, on one line (a cause already quoted by the
+/// message before it is not repeated).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text = format!("{text}: {part}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `text` with every URL's credentials (`user:pass@`), query and fragment
+/// removed, so an upstream's error never shows a secret its URL carries.
+pub fn sanitize(text: &str) -> String {
+    let ends_url = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let scheme = rest[..at].bytes().rev().take_while(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b)).count();
+        out.push_str(&rest[..at + 3]);
+        rest = &rest[at + 3..];
+        if scheme == 0 {
+            continue;
+        }
+        let (url, after) = rest.split_at(rest.find(ends_url).unwrap_or(rest.len()));
+        let (authority, path) = url.split_at(url.find(['/', '?', '#']).unwrap_or(url.len()));
+        out.push_str(authority.rsplit_once('@').map_or(authority, |(_, host)| host));
+        match path.find(['?', '#']) {
+            Some(query) => {
+                out.push_str(&path[..query]);
+                // Punctuation closing the text around the URL stays: "(http://h/p?k=v)".
+                let cut = &path[query..];
+                out.push_str(&cut[cut.trim_end_matches([')', ']', '}', '.', ',', ';', ':']).len()..]);
+            }
+            None => out.push_str(path),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_removes_url_credentials_queries_and_fragments() {
+        assert_eq!(
+            sanitize("error sending request for url (http://user:secret@127.0.0.1:1/mcp?key=secret)"),
+            "error sending request for url (http://127.0.0.1:1/mcp)"
+        );
+        assert_eq!(sanitize("https://tok@h.example/a/b#frag and more"), "https://h.example/a/b and more");
+        assert_eq!(sanitize("http://a:b@h?x=1"), "http://h");
+        assert_eq!(sanitize("\"https://u:p@x:8443/p?q=s\": refused"), "\"https://x:8443/p\": refused");
+        assert_eq!(sanitize("two: http://a@h/x?1 https://b@k/y?2."), "two: http://h/x https://k/y.");
+        let plain = "connection refused (os error 111); no URL here: a@b ?q";
+        assert_eq!(sanitize(plain), plain);
+        assert_eq!(sanitize("weird ://x@y?z"), "weird ://x@y?z");
+    }
+
+    #[test]
+    fn error_chains_do_not_repeat_a_quoted_cause() {
+        let inner = std::io::Error::other("refused");
+        let outer = super::super::link::LinkError::Spawn { command: "x".into(), source: inner };
+        assert_eq!(error_chain(&outer), "cannot start \"x\": refused");
+    }
+}

@@ -1,0 +1,256 @@
+//! Forwarding an agent's request to the upstream that offers what it names
+//! (on the agent's own upstream session or the shared connection), within
+//! the upstream's `call_timeout`, and mapping what comes back: the upstream's
+//! JSON-RPC errors pass through, transport failures become tool errors.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequestParams, CompleteResult,
+    ErrorData, GetPromptRequestParams, GetPromptResult, LoggingLevel, ReadResourceRequestParams, ReadResourceResult,
+    Reference, ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::{Peer, PeerRequestOptions};
+
+use super::Upstreams;
+use super::catalogue::UpstreamTool;
+use super::errors::sanitize;
+use super::link::Link;
+use super::relay;
+use super::session::{Downstream, Origin};
+use crate::tool_error::{ToolErrorCode, error_result};
+
+/// The answer to a call its agent cancelled (which nobody reads).
+fn cancelled() -> CallToolResult {
+    error_result(ToolErrorCode::Cancelled, "cancelled by the agent", serde_json::Value::Null)
+}
+
+/// The error `what` gets when the upstream could not be reached or failed.
+fn upstream_error(what: &str, e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(sanitize(&format!("upstream {what} failed: {e}")), None)
+}
+
+/// The error `what` gets when the upstream has not answered within `call_timeout`.
+fn timed_out(what: &str, timeout: Duration) -> ErrorData {
+    ErrorData::internal_error(
+        format!("upstream {what} failed: no answer within call_timeout ({})", humantime::format_duration(timeout)),
+        None,
+    )
+}
+
+/// `request` on `link`, or an error once its `call_timeout` passes
+/// (dropping an rmcp request future cancels it at the upstream).
+async fn within<T>(
+    link: &Link,
+    what: &str,
+    request: impl Future<Output = Result<T, rmcp::service::ServiceError>>,
+) -> Result<T, ErrorData> {
+    let timeout = link.call_timeout;
+    match tokio::time::timeout(timeout, request).await {
+        Ok(answer) => answer.map_err(|e| pass_error(what, e)),
+        Err(_) => {
+            let upstream = link.relay.upstream();
+            tracing::warn!(upstream, what, timeout = %humantime::format_duration(timeout), "upstream request timed out");
+            Err(timed_out(what, timeout))
+        }
+    }
+}
+
+/// An upstream's JSON-RPC error passes through as it is; anything else is ours.
+fn pass_error(what: &str, e: rmcp::service::ServiceError) -> ErrorData {
+    match e {
+        rmcp::service::ServiceError::McpError(e) => e,
+        e => upstream_error(what, e),
+    }
+}
+
+/// Whether the upstream at the other end of `peer` declared logging.
+pub(super) fn supports_logging(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info().is_some_and(|i| i.capabilities.logging.is_some())
+}
+
+impl Upstreams {
+    /// Calls `tool` at its upstream for the agent request `origin`: progress
+    /// and server→client requests flow back to that request, its cancellation
+    /// flows on. A call in flight when the upstream dies gets an error result;
+    /// the upstream's own JSON-RPC error is passed through as it is.
+    pub async fn call(
+        &self,
+        tool: &UpstreamTool,
+        arguments: &serde_json::Value,
+        origin: &Origin,
+    ) -> Result<CallToolResult, ErrorData> {
+        let failed = |message: String| {
+            let message = sanitize(&message);
+            self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(upstream = %tool.upstream, tool = %tool.name, message = ?message, "upstream call failed");
+            error_result(
+                ToolErrorCode::UpstreamFailed,
+                format!("upstream {} could not run {}: {message}", tool.upstream, tool.name),
+                serde_json::json!({"upstream": tool.upstream, "message": message}),
+            )
+        };
+        let link = tokio::select! {
+            link = self.link(&tool.upstream, &origin.downstream) => match link {
+                Ok(link) => link,
+                Err(e) => return Ok(failed(e)),
+            },
+            _ = origin.ct.cancelled() => return Ok(cancelled()),
+        };
+        let mut params = CallToolRequestParams::new(tool.name.clone());
+        if let Some(args) = arguments.as_object() {
+            params = params.with_arguments(args.clone());
+        }
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let in_flight = link.relay.track(origin);
+        in_flight.mark(&mut request);
+        let handle = match link.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
+            Ok(handle) => handle,
+            Err(e) => return Ok(failed(link.why(&e))),
+        };
+        match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),
+            Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
+            Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled()),
+            Err(rmcp::service::ServiceError::Timeout { timeout }) => Ok(failed(format!(
+                "no answer within call_timeout ({}); cancelled at the upstream",
+                humantime::format_duration(timeout)
+            ))),
+            Err(e) => Ok(failed(link.why(&e))),
+        }
+    }
+
+    /// `prompts/get` for an exposed prompt name.
+    pub async fn get_prompt(
+        &self,
+        exposed: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        downstream: &Arc<Downstream>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let (upstream, name) = self
+            .prompt_owner(exposed)
+            .ok_or_else(|| ErrorData::invalid_params(format!("Unknown prompt: {exposed}"), None))?;
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("prompts/get", e))?;
+        let mut params = GetPromptRequestParams::new(name);
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        within(&link, "prompts/get", link.peer.get_prompt(params)).await
+    }
+
+    /// `resources/read`, at the upstream that serves `uri`.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        downstream: &Arc<Downstream>,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let upstream = self
+            .resource_owner(uri)
+            .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/read", e))?;
+        within(&link, "resources/read", link.peer.read_resource(ReadResourceRequestParams::new(uri))).await
+    }
+
+    /// `completion/complete` for a prompt argument or a resource template.
+    pub async fn complete(
+        &self,
+        mut params: CompleteRequestParams,
+        downstream: &Arc<Downstream>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let upstream = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let (upstream, name) = self
+                    .prompt_owner(&prompt.name)
+                    .ok_or_else(|| ErrorData::invalid_params(format!("Unknown prompt: {}", prompt.name), None))?;
+                prompt.name = name;
+                upstream
+            }
+            Reference::Resource(resource) => self
+                .resource_owner(&resource.uri)
+                .ok_or_else(|| ErrorData::invalid_params(format!("Unknown resource: {}", resource.uri), None))?,
+            _ => return Err(ErrorData::invalid_params("unknown completion reference", None)),
+        };
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("completion/complete", e))?;
+        if link.peer.peer_info().is_none_or(|i| i.capabilities.completions.is_none()) {
+            // Nothing to suggest: an empty completion rather than an error.
+            return Ok(CompleteResult::default());
+        }
+        within(&link, "completion/complete", link.peer.complete(params)).await
+    }
+
+    /// `resources/subscribe`: remembered for the agent, passed to the upstream
+    /// that serves `uri` (on the agent's own session, or the shared one).
+    pub async fn subscribe(&self, uri: &str, downstream: &Arc<Downstream>) -> Result<(), ErrorData> {
+        if !downstream.stateful() {
+            // Updates are sent to a session; a stateless request has none.
+            return Err(ErrorData::invalid_request("resources/subscribe needs an MCP session", None));
+        }
+        let upstream = self
+            .resource_owner(uri)
+            .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/subscribe", e))?;
+        let _serial = self.inner.subscribing.lock().await;
+        downstream.subscribe(uri);
+        let subscribed =
+            within(&link, "resources/subscribe", link.peer.subscribe(SubscribeRequestParams::new(uri))).await;
+        if subscribed.is_err() {
+            downstream.unsubscribe(uri);
+        }
+        subscribed
+    }
+
+    /// `resources/unsubscribe`; a shared connection stays subscribed while
+    /// another agent still is.
+    pub async fn unsubscribe(&self, uri: &str, downstream: &Arc<Downstream>) -> Result<(), ErrorData> {
+        let Some(upstream) = self.resource_owner(uri) else {
+            downstream.unsubscribe(uri);
+            return Ok(());
+        };
+        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/unsubscribe", e))?;
+        let _serial = self.inner.subscribing.lock().await;
+        downstream.unsubscribe(uri);
+        if link.shared() && self.downstreams().iter().any(|d| d.subscribed(uri)) {
+            return Ok(());
+        }
+        within(&link, "resources/unsubscribe", link.peer.unsubscribe(UnsubscribeRequestParams::new(uri))).await
+    }
+
+    /// `logging/setLevel`: kept for the agent (messages from shared
+    /// connections are filtered by it) and passed to its own upstream sessions.
+    pub async fn set_level(&self, level: LoggingLevel, downstream: &Arc<Downstream>) {
+        downstream.set_level(level);
+        for cell in downstream.link_cells() {
+            let link = cell.lock().await.clone();
+            if let Some(link) = link
+                && supports_logging(&link.peer)
+            {
+                let _ = within(&link, "logging/setLevel", link.peer.set_level(SetLevelRequestParams::new(level))).await;
+            }
+        }
+    }
+
+    /// The agent's roots changed: its own upstream sessions hear it (and ask
+    /// again). A shared connection does not: whose roots would it ask for?
+    pub async fn roots_changed(&self, downstream: &Arc<Downstream>) {
+        for cell in downstream.link_cells() {
+            let link = cell.lock().await.clone();
+            if let Some(link) = link {
+                let _ = tokio::time::timeout(link.call_timeout, link.peer.notify_roots_list_changed()).await;
+            }
+        }
+    }
+
+    /// Subscribes `peer` (a new connection to upstream `name`) to those of
+    /// `uris` that `name` serves, each within `timeout`.
+    pub(super) async fn resubscribe(&self, name: &str, peer: &Peer<RoleClient>, uris: Vec<String>, timeout: Duration) {
+        for uri in uris {
+            if self.resource_owner(&uri).as_deref() == Some(name) {
+                let _ = tokio::time::timeout(timeout, peer.subscribe(SubscribeRequestParams::new(uri))).await;
+            }
+        }
+    }
+}

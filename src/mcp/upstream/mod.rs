@@ -1,0 +1,172 @@
+//! Upstream MCP servers behind the gate, proxied transparently.
+//!
+//! Each `[[upstream]]` has one supervised shared connection (a stdio child
+//! process, or a Streamable HTTP client) that lists its tools, prompts and
+//! resources under the upstream's prefix and is restarted with backoff when
+//! it dies ([`supervision`]). What they offer is merged into one catalogue
+//! ([`catalogue`]); an agent's requests are sent to the upstream that offers
+//! what they name (`forwarding`). An agent's MCP session gets sessions of
+//! its own at HTTP upstreams (`registry`, [`session::Downstream`]), so
+//! per-session state never crosses agents; stdio upstreams are one process
+//! shared by all. What an upstream sends to its client is relayed to the
+//! agent whose request caused it ([`relay`]), over one connection ([`link`]).
+
+// Logging, subscriptions and server→client requests are deprecated by
+// SEP-2577 but are the 2025-11-25 protocol upstreams and agents speak.
+#![allow(deprecated)]
+
+pub mod catalogue;
+pub mod errors;
+mod forwarding;
+pub mod link;
+mod registry;
+pub mod relay;
+pub mod session;
+pub mod supervision;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use gatehouse_core::live::{LiveHub, UpstreamInfo};
+use tokio_util::task::TaskTracker;
+
+use crate::config::UpstreamConfig;
+use catalogue::{Catalog, RefreshGate, expose, summary};
+use errors::sanitize;
+use link::{ChildWatch, Link};
+use session::Downstream;
+use supervision::Health;
+
+/// One upstream: its config, health and what it offers.
+struct Slot {
+    config: UpstreamConfig,
+    health: Health,
+    /// Why the connection last failed or ended (sanitized).
+    last_error: Option<String>,
+    /// What it offers, its names checked and its lists capped.
+    offered: Catalog,
+    /// What of that is exposed: `offered` less the names another upstream
+    /// or a built-in tool also has ([`expose`]).
+    catalog: Catalog,
+    /// What its last listing refused or cut short.
+    list_problems: Vec<String>,
+    /// Names it offers that collide with another upstream's or a built-in.
+    conflicts: Vec<String>,
+    link: Option<Link>,
+    restarts: u64,
+    pid: Option<u32>,
+    /// A stdio child's stderr tail (of the current or last process).
+    child: Option<ChildWatch>,
+    /// One catalogue refresh at a time.
+    refresh: Arc<RefreshGate>,
+}
+
+impl Slot {
+    /// A slot for `config`, nothing connected or listed yet.
+    fn new(config: &UpstreamConfig) -> Self {
+        Slot {
+            config: config.clone(),
+            health: if config.enabled { Health::Down } else { Health::Disabled },
+            last_error: None,
+            offered: Catalog::default(),
+            catalog: Catalog::default(),
+            list_problems: Vec::new(),
+            conflicts: Vec::new(),
+            link: None,
+            restarts: 0,
+            pid: None,
+            child: None,
+            refresh: Arc::default(),
+        }
+    }
+
+    /// Everything wrong with it, as shown: its last error, then what its
+    /// listing refused, then its name collisions.
+    fn shown_error(&self) -> Option<String> {
+        let conflicts = (!self.conflicts.is_empty()).then(|| summary(&self.conflicts, "; "));
+        let all: Vec<&str> =
+            self.last_error.iter().chain(&self.list_problems).chain(&conflicts).map(String::as_str).collect();
+        (!all.is_empty()).then(|| sanitize(&all.join("; ")))
+    }
+}
+
+/// What every part of the upstream side shares.
+#[derive(Default)]
+pub(crate) struct Inner {
+    slots: RwLock<HashMap<String, Slot>>,
+    calls_failed: AtomicU64,
+    live: Option<LiveHub>,
+    /// Names of Gatehouse's built-in tools, which no upstream tool may shadow
+    /// (given, so this side needs nothing from the tool handlers).
+    reserved: HashSet<String>,
+    /// Every agent session, for list-change and resource-update notifications.
+    downstreams: Mutex<Vec<Weak<Downstream>>>,
+    /// Serialises (un)subscribing: an unsubscribe on a shared connection
+    /// checks that no other agent still wants the URI, which a concurrent
+    /// subscribe must not slip past.
+    subscribing: tokio::sync::Mutex<()>,
+    /// Which of the agents' SSE streams are open (relayed requests need one).
+    pub(crate) streams: session::AgentStreams,
+    /// The application's background tasks: everything this side spawns is
+    /// tracked here, so shutdown can wait for it.
+    tasks: TaskTracker,
+}
+
+/// All upstreams; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Upstreams {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Upstreams {
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Slot>> {
+        self.inner.slots.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn slots_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Slot>> {
+        self.inner.slots.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes one upstream's slot, then recomputes what every upstream
+    /// exposes (one's catalogue decides what another's collides with).
+    fn update(&self, name: &str, f: impl FnOnce(&mut Slot)) {
+        {
+            let mut slots = self.slots_mut();
+            if let Some(slot) = slots.get_mut(name) {
+                f(slot);
+            }
+            expose(&mut slots, &self.inner.reserved);
+        }
+        self.publish();
+    }
+
+    /// Shows every upstream's health on the upstreams page.
+    fn publish(&self) {
+        let Some(live) = &self.inner.live else { return };
+        let mut all: Vec<UpstreamInfo> = self
+            .slots()
+            .iter()
+            .map(|(name, s)| UpstreamInfo {
+                name: name.clone(),
+                health: s.health.as_str().to_string(),
+                transport: if s.config.command.is_some() { "stdio" } else { "http" }.to_string(),
+                tools: s.catalog.tools.len(),
+                restarts: s.restarts,
+                last_error: s.shown_error(),
+            })
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        live.set_upstreams(all);
+    }
+
+    /// Whether any upstream is configured (then prompts, resources and completions are offered).
+    pub fn any(&self) -> bool {
+        !self.slots().is_empty()
+    }
+
+    /// Upstream calls that ended in a transport error.
+    pub fn calls_failed(&self) -> u64 {
+        self.inner.calls_failed.load(Ordering::Relaxed)
+    }
+}

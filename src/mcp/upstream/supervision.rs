@@ -1,0 +1,218 @@
+//! Keeping each upstream's shared connection up: start a supervisor per
+//! enabled upstream, connect, list, wait for the connection to end, back off
+//! and start again; and the health that shows for it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_core::live::LiveHub;
+use rmcp::model::{ClientCapabilities, ElicitationCapability, RootsCapabilities, SamplingCapability};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::catalogue::{Catalog, load_catalog};
+use super::errors::{error_chain, sanitize};
+use super::link::{self, ChildWatch, Link};
+use super::relay::{Relay, RelayState};
+use super::{Inner, Slot, Upstreams};
+use crate::config::UpstreamConfig;
+
+/// Health of one upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Connected; its tools are exposed.
+    Up,
+    /// Not connected yet.
+    Down,
+    /// It failed or ended; waiting out the backoff, or starting again.
+    Restarting,
+    /// Disabled in the config.
+    Disabled,
+}
+
+impl Health {
+    /// The name shown in metrics and pages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Up => "up",
+            Health::Down => "down",
+            Health::Restarting => "restarting",
+            Health::Disabled => "disabled",
+        }
+    }
+}
+
+/// One upstream's health, for pages and metrics.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// Name.
+    pub name: String,
+    /// Health.
+    pub health: Health,
+    /// Last error, if it failed.
+    pub last_error: Option<String>,
+    /// Tools it exposes now.
+    pub tools: usize,
+    /// Restarts since start.
+    pub restarts: u64,
+    /// Process id of a stdio upstream while it runs.
+    pub pid: Option<u32>,
+    /// The latest of a stdio upstream's stderr (at most `stderr_tail_bytes`).
+    pub stderr_tail: Option<String>,
+}
+
+/// The longest wait between two attempts to start an upstream.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What a shared connection declares: everything an agent might answer;
+/// requests that find no capable agent get an error.
+fn shared_capabilities() -> ClientCapabilities {
+    let mut caps = ClientCapabilities::default();
+    caps.sampling = Some(SamplingCapability::default());
+    caps.elicitation = Some(ElicitationCapability::default());
+    caps.roots = Some(RootsCapabilities::default());
+    caps
+}
+
+impl Upstreams {
+    /// Starts a supervisor per enabled upstream; they stop at `shutdown`.
+    /// Health changes are published to `live` for the upstreams page; no
+    /// upstream tool is exposed under a name in `reserved` (the built-in
+    /// tools, given so that this side needs nothing from the tool handlers).
+    /// Every task the upstreams spawn, now or later, is tracked by `tasks`.
+    pub fn start(
+        configs: &[UpstreamConfig],
+        reserved: HashSet<String>,
+        live: LiveHub,
+        shutdown: CancellationToken,
+        tasks: TaskTracker,
+    ) -> Self {
+        let upstreams = Upstreams { inner: Arc::new(Inner { live: Some(live), reserved, tasks, ..Inner::default() }) };
+        for config in configs {
+            upstreams.slots_mut().insert(config.name.clone(), Slot::new(config));
+            if config.enabled {
+                upstreams.inner.tasks.spawn(upstreams.clone().supervise(config.clone(), shutdown.clone()));
+            }
+        }
+        upstreams.publish();
+        upstreams
+    }
+
+    /// Health of every upstream, by name.
+    pub fn status(&self) -> Vec<Status> {
+        let mut all: Vec<Status> = self
+            .slots()
+            .iter()
+            .map(|(name, s)| Status {
+                name: name.clone(),
+                health: s.health,
+                last_error: s.shown_error(),
+                tools: s.catalog.tools.len(),
+                restarts: s.restarts,
+                pid: s.pid,
+                stderr_tail: s.child.as_ref().map(ChildWatch::stderr_tail),
+            })
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Records why upstream `name` failed (sanitized) and logs it.
+    fn fail(&self, name: &str, what: &str, error: String) {
+        let error = sanitize(&error);
+        tracing::warn!(upstream = %name, %error, "{what}");
+        self.update(name, |s| s.last_error = Some(error));
+    }
+
+    /// Keeps one upstream connected: connect, list what it offers, wait for
+    /// it to end, back off (1 s doubling to 30 s, reset after a healthy
+    /// minute), repeat.
+    async fn supervise(self, config: UpstreamConfig, shutdown: CancellationToken) {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let started = tokio::time::Instant::now();
+            let relay = RelayState::new(&config.name, None, &self);
+            let watch = config.command.is_some().then(|| ChildWatch::new(&config));
+            self.update(&config.name, |s| s.child = watch.clone());
+            let connecting = link::connect(&config, Relay::new(relay.clone(), shared_capabilities()), watch.as_ref());
+            let connected = tokio::select! {
+                connected = connecting => connected,
+                _ = shutdown.cancelled() => return,
+            };
+            match connected {
+                Ok(connection) => {
+                    let service = connection.service;
+                    self.update(&config.name, |s| s.pid = connection.pid);
+                    let peer = service.peer().clone();
+                    match load_catalog(&config, &peer).await {
+                        Ok(listing) => {
+                            let catalog = listing.catalog;
+                            tracing::info!(upstream = %config.name, tools = catalog.tools.len(), prompts = catalog.prompts.len(), resources = catalog.resources.len(), "upstream up");
+                            let link = Link {
+                                peer: peer.clone(),
+                                relay,
+                                session: None,
+                                call_timeout: config.call_timeout,
+                                watch: watch.clone(),
+                            };
+                            self.update(&config.name, |s| {
+                                s.health = Health::Up;
+                                s.offered = catalog;
+                                s.list_problems = listing.problems;
+                                s.link = Some(link);
+                                s.last_error = None;
+                            });
+                            self.announce_lists_changed();
+                            // After a restart: what agents had subscribed to on the
+                            // shared connection (their own HTTP sessions renew theirs).
+                            let shared_subscriptions: Vec<String> = self
+                                .downstreams()
+                                .iter()
+                                .filter(|d| config.url.is_none() || !d.stateful())
+                                .flat_map(|d| d.subscriptions())
+                                .collect();
+                            self.resubscribe(&config.name, &peer, shared_subscriptions, config.call_timeout).await;
+                            tokio::select! {
+                                quit = service.waiting() => {
+                                    let reason = watch.as_ref().and_then(ChildWatch::violation).unwrap_or_else(|| format!("{quit:?}"));
+                                    self.fail(&config.name, "upstream ended", format!("ended: {reason}"));
+                                }
+                                _ = shutdown.cancelled() => return,
+                            }
+                        }
+                        Err(e) => {
+                            self.fail(&config.name, "upstream listing failed", e.to_string());
+                            let _ = service.cancel().await;
+                        }
+                    }
+                }
+                Err(e) => self.fail(&config.name, "upstream failed to start", error_chain(&e)),
+            }
+            if let Some(line) = watch.as_ref().and_then(ChildWatch::last_line) {
+                tracing::warn!(upstream = %config.name, stderr = %sanitize(&line), "upstream's last stderr line");
+            }
+            let mut was_up = false;
+            self.update(&config.name, |s| {
+                was_up = s.health == Health::Up;
+                s.health = Health::Restarting;
+                s.offered = Catalog::default();
+                s.list_problems.clear();
+                s.link = None;
+                s.pid = None;
+                s.restarts += 1;
+            });
+            if was_up {
+                self.announce_lists_changed();
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                backoff = Duration::from_secs(1);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+}
