@@ -18,9 +18,11 @@ use crate::{api, auth, mcp, metrics, security, site};
 pub fn app(state: AppState) -> Router {
     let mcp = mcp::router(state.mcp.clone(), &state.allow);
     let (core, minted) = (state.mcp.core.clone(), state.minted.clone());
+    let tools: std::sync::Arc<dyn gatehouse_app::server_fns::ToolCatalog> = std::sync::Arc::new(state.mcp.clone());
     let context = move || {
         provide_context(core.clone());
         provide_context(minted.clone());
+        provide_context(tools.clone());
     };
     let pages = Router::<AppState>::new()
         .leptos_routes_with_context(&state, generate_route_list(App), context, {

@@ -14,7 +14,7 @@ use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{CoreError, Result};
 
-pub use gatehouse_model::{Action, Basis};
+pub use gatehouse_model::{Action, Basis, ToolGate, ToolInfo};
 
 /// An action from its wire name, or why not.
 pub fn parse_action(s: &str) -> Result<Action> {
@@ -207,6 +207,14 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
         },
         None => Verdict { action: Action::Allow, human_only: false, rule: None, basis: Basis::NotDestructive },
     }
+}
+
+/// What the gate does with `tool` under `rules`, and why: what the console
+/// shows, by the same procedure the gate uses.
+pub fn gate_for(rules: &[Rule], tool: ToolInfo) -> ToolGate {
+    let hints = Hints { read_only: tool.read_only, destructive: tool.destructive, changes_gate: tool.changes_gate };
+    let verdict = decide_with(rules, &tool.name, hints);
+    ToolGate { tool, action: verdict.action, human_only: verdict.human_only, basis: verdict.basis }
 }
 
 /// The decision procedure over a rule list (pure; unit-tested).

@@ -2,6 +2,7 @@
 //! router, behind Gatehouse's bearer authentication.
 
 pub mod auth;
+pub mod catalog;
 pub mod gate;
 pub mod handler;
 pub mod paging;

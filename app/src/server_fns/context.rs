@@ -59,3 +59,15 @@ pub fn lookup(id: &str) -> Result<crate::server_fns::executions::Lookup, ServerF
         Err(e) => return Err(ServerFnError::new(e.to_string())),
     })
 }
+
+/// Where the pages read the exposed tools from (the server's MCP side
+/// implements it; the pages never reach into it otherwise).
+pub trait ToolCatalog: Send + Sync {
+    /// Every exposed tool: Gatehouse's own, then the upstreams', by name.
+    fn exposed_tools(&self) -> Vec<gatehouse_model::ToolInfo>;
+}
+
+/// The tool catalogue the server provided to this request.
+pub fn tool_catalog() -> Result<std::sync::Arc<dyn ToolCatalog>, ServerFnError> {
+    use_context::<std::sync::Arc<dyn ToolCatalog>>().ok_or_else(|| ServerFnError::new("no tool catalogue"))
+}

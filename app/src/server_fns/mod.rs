@@ -5,7 +5,7 @@
 
 pub mod agents;
 #[cfg(feature = "ssr")]
-mod context;
+pub mod context;
 pub mod executions;
 pub mod history;
 #[cfg(feature = "ssr")]
@@ -14,6 +14,8 @@ pub mod overview;
 pub mod upstreams;
 
 pub use agents::*;
+#[cfg(feature = "ssr")]
+pub use context::ToolCatalog;
 pub use executions::*;
 pub use history::*;
 #[cfg(feature = "ssr")]
