@@ -14,7 +14,7 @@ use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{CoreError, Result};
 
-pub use gatehouse_model::{Action, Basis, ToolGate, ToolInfo};
+pub use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
 
 /// An action from its wire name, or why not.
 pub fn parse_action(s: &str) -> Result<Action> {
@@ -22,25 +22,6 @@ pub fn parse_action(s: &str) -> Result<Action> {
         field: "action",
         reason: format!("{s:?} is not one of allow, require_approval, block"),
     })
-}
-
-/// One rule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rule {
-    /// `*`, an exact tool name, or `prefix*`.
-    pub pattern: String,
-    /// What a match does.
-    pub action: Action,
-    /// Never accept a decision from the model itself for calls it matches.
-    #[serde(default)]
-    pub human_only: bool,
-    /// `config` or `database`.
-    #[serde(default = "database")]
-    pub source: String,
-}
-
-fn database() -> String {
-    "database".into()
 }
 
 /// Whether `pattern` matches the exposed tool name.

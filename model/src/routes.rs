@@ -18,6 +18,9 @@ pub fn agents_minted(id: &str) -> String {
     format!("{AGENTS}?minted={id}")
 }
 
+/// The policies page.
+pub const POLICIES: &str = "/policies";
+
 /// The sign-in page.
 pub const SIGN_IN: &str = "/sign-in";
 /// The sign-in form's target.

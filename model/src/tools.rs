@@ -55,6 +55,25 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// One rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    /// `*`, an exact tool name, or `prefix*`.
+    pub pattern: String,
+    /// What a match does.
+    pub action: Action,
+    /// Never accept a decision from the model itself for calls it matches.
+    #[serde(default)]
+    pub human_only: bool,
+    /// `config` or `database`.
+    #[serde(default = "database")]
+    pub source: String,
+}
+
+fn database() -> String {
+    "database".into()
+}
+
 /// One exposed tool: its name as agents see it and what its server says of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -30,4 +30,8 @@ impl gatehouse_app::server_fns::ToolCatalog for McpState {
         let upstream = self.upstreams.tools().into_iter().map(|t| info(&t.tool, Some(&t.upstream)));
         own.chain(upstream).collect()
     }
+
+    fn lists_changed(&self) {
+        self.upstreams.announce_lists_changed();
+    }
 }

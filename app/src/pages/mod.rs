@@ -6,6 +6,7 @@ pub mod history;
 pub mod home;
 pub mod inbox;
 pub mod not_found;
+pub mod policies;
 pub mod resume;
 pub mod setup;
 pub mod sign_in;

@@ -65,6 +65,10 @@ pub fn lookup(id: &str) -> Result<crate::server_fns::executions::Lookup, ServerF
 pub trait ToolCatalog: Send + Sync {
     /// Every exposed tool: Gatehouse's own, then the upstreams', by name.
     fn exposed_tools(&self) -> Vec<gatehouse_model::ToolInfo>;
+
+    /// Tells every connected agent that the lists changed (a rule changed
+    /// which tools it may see).
+    fn lists_changed(&self);
 }
 
 /// The tool catalogue the server provided to this request.

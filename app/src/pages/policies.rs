@@ -1,0 +1,249 @@
+//! `/policies`: every rule — the config file's (read-only) and the
+//! database's (admins add, edit and remove them) — who changed them, and
+//! while a rule is being edited, the tools it matches and what the gate will
+//! then do with each. The form's fields live in the query string, so the
+//! preview works before hydration (the Preview button) and as you type after.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use gatehouse_model::{Action, Rule, routes};
+
+use crate::components::header::Header;
+use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::name::Name;
+use crate::components::when::When;
+use crate::server_fns::{PoliciesView, RemoveRule, SaveRule, list_policies, preview_rule};
+
+/// `/policies`
+#[component]
+pub fn PoliciesPage() -> impl IntoView {
+    let policies = Resource::new(|| (), |_| list_policies());
+    let save = ServerAction::<SaveRule>::new();
+    let remove = ServerAction::<RemoveRule>::new();
+    // A saved or removed rule shows at once (and on other pages' streams, as
+    // the tools it hides come and go).
+    Effect::new(move |_| {
+        if save.version().get() + remove.version().get() > 0 {
+            policies.refetch();
+        }
+    });
+    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
+        if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
+            policies.refetch();
+        }
+    });
+    view! {
+        <Title text="Policies — Gatehouse"/>
+        <Header/>
+        <main class="page">
+            <h1>"Policies"</h1>
+            <p class="hint">
+                "A rule names a tool exactly, by prefix (" <code>"fs_*"</code> ") or all of them (" <code>"*"</code>
+                "). Among the rules that match a call the strictest wins; with none, the tool's own annotations decide."
+            </p>
+            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+                {move || policies.get().map(|result| match result {
+                    Ok(view) => view! { <Policies view save remove/> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                })}
+            </Suspense>
+            <LiveStatus state=live/>
+        </main>
+    }
+}
+
+#[component]
+fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerAction<RemoveRule>) -> impl IntoView {
+    let PoliciesView { now_ms, is_admin, rules, changes } = view;
+    let error = move || {
+        save.value()
+            .get()
+            .and_then(|r| r.err())
+            .or_else(|| remove.value().get().and_then(|r| r.err()))
+            .map(|e| e.to_string())
+    };
+    view! {
+        {is_admin.then(|| view! { <Editor save/> })}
+        {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+        <section aria-labelledby="rules-h">
+            <h2 id="rules-h">"Rules"</h2>
+            {if rules.is_empty() {
+                view! { <p class="empty">"No rule yet: every tool's annotations decide. Add a rule above to allow, gate or block tools by name."</p> }.into_any()
+            } else {
+                view! {
+                    <div class="table-wrap" tabindex="0" role="region" aria-label="Rules (scrolls sideways)">
+                    <table class="responsive" aria-label="Rules">
+                        <thead><tr>
+                            <th scope="col">"Pattern"</th><th scope="col">"Action"</th><th scope="col">"Human only"</th>
+                            <th scope="col">"Source"</th><th scope="col"><span class="visually-hidden">"Actions"</span></th>
+                        </tr></thead>
+                        <tbody>
+                        {rules.into_iter().map(|r| view! { <RuleRow rule=r is_admin remove/> }).collect_view()}
+                        </tbody>
+                    </table>
+                    </div>
+                }.into_any()
+            }}
+            {(!is_admin).then(|| view! { <p class="hint">"Only admins change rules."</p> })}
+        </section>
+        <section aria-labelledby="changes-h">
+            <h2 id="changes-h">"Recent changes"</h2>
+            {if changes.is_empty() {
+                view! { <p class="empty">"No rule has been changed here yet."</p> }.into_any()
+            } else {
+                view! {
+                    <ul class="changes" aria-label="Recent rule changes">
+                        {changes.into_iter().map(|c| view! {
+                            <li>
+                                <When ms=c.at_ms now_ms/> " " <Name text=c.actor.trim_start_matches("user:").to_string()/>
+                                " " {c.action} " " <code><Name text=c.target/></code>
+                                {c.detail.map(|d| view! { " → " {d} })}
+                            </li>
+                        }).collect_view()}
+                    </ul>
+                }.into_any()
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn RuleRow(rule: Rule, is_admin: bool, remove: ServerAction<RemoveRule>) -> impl IntoView {
+    let from_config = rule.source == "config";
+    let edit = format!(
+        "{}?pattern={}&action={}{}",
+        routes::POLICIES,
+        encode(&rule.pattern),
+        rule.action.as_str(),
+        if rule.human_only { "&human_only=on" } else { "" }
+    );
+    let pattern = rule.pattern.clone();
+    view! {
+        <tr data-pattern=rule.pattern.clone() data-source=rule.source.clone()>
+            <td data-label="Pattern"><code><Name text=rule.pattern.clone()/></code></td>
+            <td data-label="Action"><span class=format!("action {}", rule.action)>{rule.action.label()}</span></td>
+            <td data-label="Human only">{if rule.human_only { "yes" } else { "no" }}</td>
+            <td data-label="Source">{if from_config { "config file (read-only)" } else { "database" }}</td>
+            <td data-label="Actions" class="actions">
+                {(is_admin && !from_config).then(|| view! {
+                    <a href=edit class="button-link">"Edit"</a>
+                    <ActionForm action=remove attr:class="revoke-form">
+                        <input type="hidden" name="pattern" value=pattern.clone()/>
+                        <button type="submit" class="danger quiet">"Remove"</button>
+                    </ActionForm>
+                })}
+            </td>
+        </tr>
+    }
+}
+
+/// Percent-encodes a pattern for the query string.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The rule being edited, the preview of what it would do, and Save.
+#[component]
+fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
+    let query = use_query_map();
+    let initial = |key: &str| query.with_untracked(|q| q.get(key)).unwrap_or_default();
+    let pattern = RwSignal::new(initial("pattern"));
+    let action = RwSignal::new(
+        Some(initial("action")).filter(|a| Action::parse(a).is_some()).unwrap_or_else(|| "require_approval".into()),
+    );
+    let human_only = RwSignal::new(!initial("human_only").is_empty());
+    // A link to another rule's Edit (client-side navigation) refills the form.
+    Effect::new(move |_| {
+        let q = query.get();
+        if let Some(p) = q.get("pattern") {
+            pattern.set(p);
+            action.set(q.get("action").unwrap_or_else(|| "require_approval".into()));
+            human_only.set(q.get("human_only").is_some_and(|v| !v.is_empty()));
+        }
+    });
+    let preview = Resource::new(
+        move || (pattern.get().trim().to_string(), action.get(), human_only.get()),
+        |(pattern, action, human_only)| async move {
+            if pattern.is_empty() { Ok(None) } else { preview_rule(pattern, action, human_only).await.map(Some) }
+        },
+    );
+    view! {
+        <section aria-labelledby="edit-h" class="panel">
+            <h2 id="edit-h">"Add or edit a rule"</h2>
+            <form method="get" action=routes::POLICIES class="rule-form" aria-label="Rule">
+                <label>"Pattern"
+                    <input name="pattern" required autocomplete="off" placeholder="fs_* or a tool name"
+                        prop:value=pattern on:input=move |e| pattern.set(event_target_value(&e))/>
+                </label>
+                <label>"Action"
+                    <select name="action" on:change=move |e| action.set(event_target_value(&e))>
+                        {Action::ALL.iter().map(|a| {
+                            let value = a.as_str();
+                            view! { <option value=value selected=move || action.get() == value>{a.label()}</option> }
+                        }).collect_view()}
+                    </select>
+                </label>
+                <label class="check">
+                    <input type="checkbox" name="human_only" value="on" prop:checked=human_only
+                        on:change=move |e| human_only.set(event_target_checked(&e))/>
+                    "Human only: never a model's or a client form's decision"
+                </label>
+                <button type="submit" class="quiet">"Preview"</button>
+            </form>
+            <Transition fallback=|| ()>
+                {move || preview.get().map(|result| match result {
+                    Ok(None) => view! { <p class="hint">"Type a pattern to see the tools it matches."</p> }.into_any(),
+                    Ok(Some(previews)) => view! { <Preview previews/> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">{e.to_string()}</p> }.into_any(),
+                })}
+            </Transition>
+            <ActionForm action=save attr:class="save-form">
+                <input type="hidden" name="pattern" prop:value=pattern/>
+                <input type="hidden" name="action" prop:value=action/>
+                {move || human_only.get().then(|| view! { <input type="hidden" name="human_only" value="on"/> })}
+                <button type="submit" class="primary" disabled=move || pattern.get().trim().is_empty()>"Save rule"</button>
+            </ActionForm>
+        </section>
+    }
+}
+
+#[component]
+fn Preview(previews: Vec<crate::server_fns::RulePreview>) -> impl IntoView {
+    if previews.is_empty() {
+        return view! { <p class="hint" data-testid="preview-empty">"No exposed tool matches this pattern (yet)."</p> }
+            .into_any();
+    }
+    view! {
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Preview (scrolls sideways)">
+        <table class="responsive" aria-label="Preview">
+            <thead><tr>
+                <th scope="col">"Tool"</th><th scope="col">"Upstream"</th><th scope="col">"Now"</th><th scope="col">"With this rule"</th>
+            </tr></thead>
+            <tbody>
+            {previews.into_iter().map(|p| {
+                let changes = p.now.action != p.then || p.now.human_only != p.then_human_only;
+                view! {
+                <tr data-tool=p.now.tool.name.clone() class:changes=changes>
+                    <td data-label="Tool"><code><Name text=p.now.tool.name.clone()/></code></td>
+                    <td data-label="Upstream">{p.now.tool.upstream.clone().unwrap_or_else(|| "gatehouse".into())}</td>
+                    <td data-label="Now"><span class=format!("action {}", p.now.action)>{p.now.action.label()}</span>
+                        <div class="meta">{p.now.basis.describe()}</div></td>
+                    <td data-label="With this rule" data-action=p.then.as_str()>
+                        <span class=format!("action {}", p.then)>{p.then.label()}</span>
+                        {p.then_human_only.then_some(" · human only")}
+                        <div class="meta">{p.then_basis.describe()}</div></td>
+                </tr>
+            }}).collect_view()}
+            </tbody>
+        </table>
+        </div>
+    }
+    .into_any()
+}
