@@ -541,7 +541,8 @@ async fn an_agent_whose_client_did_not_declare_sampling_gets_a_clear_error_at_on
     assert!(agent.heard().is_empty(), "{:?}", agent.heard());
 }
 
-/// Polls `probe_last_ask` until it differs from `before`; what it became.
+/// Polls `probe_last_ask` until it differs from `before` (each outcome is
+/// numbered, so a second alike outcome still differs); what it became.
 async fn next_ask(watcher: &RunningService<RoleClient, Agent>, before: &Value) -> Value {
     let start = std::time::Instant::now();
     while start.elapsed() < NEVER_HANGS {

@@ -69,7 +69,7 @@ mod tests {
     #[test]
     fn error_chains_do_not_repeat_a_quoted_cause() {
         let inner = std::io::Error::other("refused");
-        let outer = super::super::link::LinkError::Spawn { command: "x".into(), source: inner };
+        let outer = crate::mcp::upstream::link::LinkError::Spawn { command: "x".into(), source: inner };
         assert_eq!(error_chain(&outer), "cannot start \"x\": refused");
     }
 }
