@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use rusqlite::params;
-use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::db::Db;

@@ -62,6 +62,7 @@ const pages: [string, () => string][] = [
   ["resume-settled", () => `/resume/${settledId}`],
   ["agents", () => "/agents"],
   ["history", () => "/history"],
+  ["policies", () => "/policies?pattern=gatehouse_*&action=block"],
   ["upstreams", () => "/upstreams"],
 ];
 

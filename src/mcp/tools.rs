@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use gatehouse_core::audit::HistoryScope;
+use gatehouse_core::changes::Change;
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::model::HistoryFilter;
@@ -253,6 +254,18 @@ pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> 
         other => Err(format!("{other} is not a built-in tool")),
     };
     if result.is_ok() && (name == POLICY_SET || name == POLICY_REMOVE) {
+        // The change log says who; the audit log says which person approved it.
+        let actor = format!("agent:{} (approved)", caller.credential.agent);
+        let pattern = arguments.get("pattern").and_then(Value::as_str).unwrap_or_default();
+        let (action, detail) = if name == POLICY_SET {
+            ("set", arguments.get("action").and_then(Value::as_str).map(str::to_string))
+        } else {
+            ("remove", None)
+        };
+        let change = Change { actor: &actor, subject: "policy", target: pattern, action, detail: detail.as_deref() };
+        if let Err(e) = state.core.changes.record(change) {
+            tracing::error!(error = %e, "change log write failed");
+        }
         // A rule may hide (block) or show tools: agents re-list.
         state.upstreams.announce_lists_changed();
     }

@@ -180,7 +180,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             <form method="get" action=routes::POLICIES class="rule-form" aria-label="Rule">
                 <label>"Pattern"
                     <input name="pattern" required autocomplete="off" placeholder="fs_* or a tool name"
-                        prop:value=pattern on:input=move |e| pattern.set(event_target_value(&e))/>
+                        value=pattern.get_untracked() prop:value=pattern on:input=move |e| pattern.set(event_target_value(&e))/>
                 </label>
                 <label>"Action"
                     <select name="action" on:change=move |e| action.set(event_target_value(&e))>
@@ -191,7 +191,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                     </select>
                 </label>
                 <label class="check">
-                    <input type="checkbox" name="human_only" value="on" prop:checked=human_only
+                    <input type="checkbox" name="human_only" value="on" checked=human_only.get_untracked() prop:checked=human_only
                         on:change=move |e| human_only.set(event_target_checked(&e))/>
                     "Human only: never a model's or a client form's decision"
                 </label>
@@ -205,8 +205,10 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 })}
             </Transition>
             <ActionForm action=save attr:class="save-form">
-                <input type="hidden" name="pattern" prop:value=pattern/>
-                <input type="hidden" name="action" prop:value=action/>
+                // Attributes, not properties: the server renders them, so the
+                // form works before hydration too.
+                <input type="hidden" name="pattern" value=move || pattern.get()/>
+                <input type="hidden" name="action" value=move || action.get()/>
                 {move || human_only.get().then(|| view! { <input type="hidden" name="human_only" value="on"/> })}
                 <button type="submit" class="primary" disabled=move || pattern.get().trim().is_empty()>"Save rule"</button>
             </ActionForm>
