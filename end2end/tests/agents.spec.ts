@@ -2,7 +2,7 @@
 // TypeScript SDK with it, watch its session appear live, revoke it, and the
 // next request is refused. Also without JavaScript, and as a plain user.
 import { test, expect, type Page } from "@playwright/test";
-import { spawnGatehouse, connectClient, type Gatehouse } from "./gatehouse";
+import { spawnGatehouse, connectClient, signInPage, type Gatehouse } from "./gatehouse";
 
 const PW = "a long enough password";
 let gh: Gatehouse;
@@ -14,13 +14,7 @@ test.beforeAll(async () => {
 });
 test.afterAll(() => gh.stop());
 
-async function signIn(page: Page, user: string) {
-  await page.goto(`${gh.url}/sign-in?next=/agents`);
-  await page.getByLabel("Username").fill(user);
-  await page.getByLabel("Password").fill(PW);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page).toHaveURL(`${gh.url}/agents`);
-}
+const signIn = (page: Page, user: string) => signInPage(page, gh, user, PW, "/agents");
 
 test("mint in the browser, connect with the SDK, see it live, revoke, and the next request gets 401", async ({ page }) => {
   await signIn(page, "ada");

@@ -1,6 +1,7 @@
 // Starts the real gatehouse binary on a free port with a fresh data dir
 // (the end-to-end twin of the Rust tests' spawn_app).
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { expect, type Page } from "@playwright/test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -86,4 +87,13 @@ export async function connectClient(endpoint: string, token: string, name = "e2e
   });
   await client.connect(transport);
   return { client, transport };
+}
+
+/** Signs `page` in through the sign-in form and lands on `next`. */
+export async function signInPage(page: Page, gh: Gatehouse, user: string, password: string, next = "/") {
+  await page.goto(`${gh.url}/sign-in?next=${encodeURIComponent(next)}`);
+  await page.getByLabel("Username").fill(user);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page).toHaveURL(`${gh.url}${next}`);
 }

@@ -3,7 +3,7 @@
 // what a real client sees and gets; the change log says who; removing it
 // undoes it. Also without JavaScript, and refused to a plain user.
 import { test, expect, type Page } from "@playwright/test";
-import { spawnGatehouse, connectClient, type Gatehouse } from "./gatehouse";
+import { spawnGatehouse, connectClient, signInPage, type Gatehouse } from "./gatehouse";
 
 const PW = "a long enough password";
 let gh: Gatehouse;
@@ -15,13 +15,7 @@ test.beforeAll(async () => {
 });
 test.afterAll(() => gh.stop());
 
-async function signIn(page: Page, user: string) {
-  await page.goto(`${gh.url}/sign-in?next=/policies`);
-  await page.getByLabel("Username").fill(user);
-  await page.getByLabel("Password").fill(PW);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page).toHaveURL(`${gh.url}/policies`);
-}
+const signIn = (page: Page, user: string) => signInPage(page, gh, user, PW, "/policies");
 
 test("the preview follows the typing, and the gate follows the saved rule", async ({ page }) => {
   const issued = gh.issueToken("policy-watcher", ["--owner", "ada"]);

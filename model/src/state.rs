@@ -161,17 +161,7 @@ mod tests {
 
     #[test]
     fn wire_names_round_trip() {
-        for s in [
-            State::Pending,
-            State::Approved,
-            State::Running,
-            State::Completed,
-            State::Failed,
-            State::Declined,
-            State::Expired,
-            State::Cancelled,
-            State::Revoked,
-        ] {
+        for s in State::ALL {
             assert_eq!(State::parse(s.as_str()), Some(s));
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
