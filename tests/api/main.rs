@@ -4,6 +4,7 @@ mod admin_api;
 mod approvals;
 mod browser;
 mod cli;
+mod console;
 mod gate_holds;
 mod helpers;
 mod history;
