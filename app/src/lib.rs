@@ -73,6 +73,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("approvals") view=pages::inbox::InboxPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("agents") view=pages::agents::AgentsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("tools") view=pages::tools::ToolsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("upstreams") view=pages::upstreams::UpstreamsPage ssr=SsrMode::Async/>
                 <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=pages::resume::ResumePage ssr=SsrMode::Async/>
             </Routes>

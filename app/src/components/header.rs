@@ -13,6 +13,7 @@ const SECTIONS: &[(&str, &str)] = &[
     (routes::APPROVALS, "Approvals"),
     (routes::AGENTS, "Agents"),
     (routes::HISTORY, "History"),
+    (routes::TOOLS, "Tools"),
     (routes::UPSTREAMS, "Upstreams"),
 ];
 

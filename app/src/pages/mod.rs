@@ -9,4 +9,5 @@ pub mod not_found;
 pub mod resume;
 pub mod setup;
 pub mod sign_in;
+pub mod tools;
 pub mod upstreams;

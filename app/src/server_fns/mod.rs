@@ -11,6 +11,7 @@ pub mod history;
 #[cfg(feature = "ssr")]
 mod minted;
 pub mod overview;
+pub mod tools;
 pub mod upstreams;
 
 pub use agents::*;
@@ -21,4 +22,5 @@ pub use history::*;
 #[cfg(feature = "ssr")]
 pub use minted::MintedTokens;
 pub use overview::*;
+pub use tools::*;
 pub use upstreams::*;
