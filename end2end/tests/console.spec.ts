@@ -62,6 +62,7 @@ const pages: [string, () => string][] = [
   ["resume-settled", () => `/resume/${settledId}`],
   ["agents", () => "/agents"],
   ["history", () => "/history"],
+  ["tools", () => "/tools"],
   ["upstreams", () => "/upstreams"],
 ];
 

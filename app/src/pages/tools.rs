@@ -107,7 +107,10 @@ fn ExposedTools(tools: Vec<ToolGate>) -> impl IntoView {
                     }}</td>
                     <td data-label="Gate">
                         <ActionBadge action=gate.action/>
-                        <div class="meta">{gate.basis.describe()}{gate.human_only.then_some(" · a person decides")}</div>
+                        <div class="meta">
+                            {gate.basis.describe()}
+                            {if t.changes_gate { Some(" · changes the gate: an admin decides") } else if gate.human_only { Some(" · a person decides") } else { None }}
+                        </div>
                     </td>
                     <td data-label="Annotations">{if said.is_empty() {
                         view! { <span class="hint">"none"</span> }.into_any()
