@@ -131,6 +131,11 @@ pub struct UpstreamConfig {
     /// Set `false` to keep it configured but not started.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Pin each tool's first definition seen and hold back a tool whose
+    /// definition later changes until an admin accepts the change on `/tools`.
+    /// Set `false` for a development upstream whose tools change on purpose.
+    #[serde(default = "yes")]
+    pub pin_tools: bool,
     /// Names of Gatehouse's own environment variables a stdio child also gets
     /// (besides [`crate::mcp::upstream::link::INHERITED_ENV`] and `env`).
     #[serde(default)]
@@ -219,6 +224,7 @@ impl Default for UpstreamConfig {
             ca_file: None,
             prefix: None,
             enabled: true,
+            pin_tools: true,
             inherit_env: Vec::new(),
             max_line_bytes: upstream_defaults::max_line_bytes(),
             max_response_bytes: upstream_defaults::max_response_bytes(),
@@ -759,6 +765,9 @@ mod tests {
         .unwrap();
         assert_eq!(set.upstreams[0].call_timeout, Duration::from_secs(2));
         assert_eq!(set.upstreams[0].max_list_pages, 3);
+        assert!(plain.upstreams[0].pin_tools, "pinning is on unless turned off");
+        let unpinned = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\npin_tools = false\n").unwrap();
+        assert!(!unpinned.upstreams[0].pin_tools);
         let zero = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\nmax_list_pages = 0\n");
         assert!(zero.unwrap_err().contains("max_list_pages must be at least 1"));
         let bad = FileConfig::parse(Path::new("g.toml"), "[[upstream]]\nname = \"a\"\nlist_timeout = \"soon\"\n");

@@ -45,6 +45,7 @@ impl AppState {
             &config.upstreams,
             reserved,
             core.live.clone(),
+            core.pins.clone(),
             shutdown.clone(),
             tasks.clone(),
         );

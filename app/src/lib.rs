@@ -74,6 +74,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("agents") view=pages::agents::AgentsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("policies") view=pages::policies::PoliciesPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("tools") view=pages::tools::ToolsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("upstreams") view=pages::upstreams::UpstreamsPage ssr=SsrMode::Async/>
                 <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=pages::resume::ResumePage ssr=SsrMode::Async/>
             </Routes>

@@ -150,6 +150,21 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX changes_subject ON changes(subject, id);
     "#,
+    // 6: the pinned definition of each upstream tool, and the last change rejected.
+    r#"
+    CREATE TABLE tool_pins (
+        upstream        TEXT NOT NULL,
+        tool            TEXT NOT NULL,
+        digest          TEXT NOT NULL,
+        definition      TEXT NOT NULL,
+        pinned_at       INTEGER NOT NULL,
+        pinned_by       TEXT NOT NULL,
+        rejected_digest TEXT,
+        rejected_by     TEXT,
+        rejected_at     INTEGER,
+        PRIMARY KEY (upstream, tool)
+    );
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

@@ -14,6 +14,7 @@ pub mod credentials;
 pub mod db;
 pub mod error;
 pub mod live;
+pub mod pins;
 pub mod policy;
 pub mod secret;
 pub mod users;
@@ -47,6 +48,8 @@ pub struct Core {
     pub changes: changes::ChangeLog,
     /// Policy rules (config and database).
     pub policy: policy::PolicyStore,
+    /// The pinned definition of each upstream tool.
+    pub pins: pins::ToolPins,
     /// Paused executions and their decisions.
     pub approvals: approvals::ApprovalStore,
 }
@@ -97,6 +100,7 @@ impl Core {
             )?,
             policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules),
             changes: changes::ChangeLog::new(db.clone(), clock.clone()),
+            pins: pins::ToolPins::new(db.clone(), clock.clone()),
             credentials: credentials::CredentialStore::new(
                 db.clone(),
                 clock.clone(),

@@ -63,6 +63,7 @@ const pages: [string, () => string][] = [
   ["agents", () => "/agents"],
   ["history", () => "/history"],
   ["policies", () => "/policies?pattern=gatehouse_*&action=block"],
+  ["tools", () => "/tools"],
   ["upstreams", () => "/upstreams"],
 ];
 

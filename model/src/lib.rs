@@ -17,4 +17,4 @@ pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
 pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};
 pub use state::{Decision, State};
-pub use tools::{Action, Basis, Rule, ToolGate, ToolInfo};
+pub use tools::{Action, Basis, DiffLine, PINNED_FIELDS, PinView, Rule, ToolChange, ToolGate, ToolInfo, line_diff};

@@ -11,6 +11,9 @@ pub const UPSTREAMS: &str = "/upstreams";
 pub const HISTORY: &str = "/history";
 /// The agents and credentials page.
 pub const AGENTS: &str = "/agents";
+/// The tools page: every exposed tool, what the gate does with it, and
+/// changed definitions held back for review.
+pub const TOOLS: &str = "/tools";
 
 /// The agents page showing the credential just minted as `id` (its token
 /// itself never goes in a URL).

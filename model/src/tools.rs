@@ -142,3 +142,112 @@ pub struct ToolGate {
     /// Why.
     pub basis: Basis,
 }
+
+/// A tool's definition as pinned: what an agent reads of it (name, title,
+/// description, input and output schemas, annotations), the name being the
+/// upstream's own.
+pub const PINNED_FIELDS: [&str; 6] = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
+
+/// The definition pinned for an upstream tool: the first one seen, or the
+/// last one an admin accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PinView {
+    /// The pinned definition ([`PINNED_FIELDS`]).
+    pub definition: Value,
+    /// SHA-256 of its canonical JSON.
+    pub digest: String,
+    /// When it was pinned (Unix ms).
+    pub at_ms: i64,
+    /// Who pinned it: `first seen`, or the admin who accepted it (`user:ada`).
+    pub by: String,
+}
+
+/// An upstream tool held back: its upstream now offers a definition other
+/// than the pinned one. Hidden from agents and refused (`tool_changed`)
+/// until an admin accepts the change, or the upstream returns to the pin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolChange {
+    /// The name agents would see it under.
+    pub name: String,
+    /// Its upstream.
+    pub upstream: String,
+    /// Its own name at the upstream.
+    pub tool: String,
+    /// What is pinned (none if pinning it failed: held all the same).
+    pub pinned: Option<PinView>,
+    /// The definition the upstream offers now ([`PINNED_FIELDS`]).
+    pub offered: Value,
+    /// SHA-256 of the offered definition: what an accept or reject names,
+    /// so a decision never applies to a definition the admin did not see.
+    pub offered_digest: String,
+    /// Who rejected this very definition, and when (Unix ms).
+    pub rejected: Option<(String, i64)>,
+}
+
+/// One line of a two-sided diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "text")]
+pub enum DiffLine {
+    /// On both sides.
+    Same(String),
+    /// Only on the old side.
+    Removed(String),
+    /// Only on the new side.
+    Added(String),
+}
+
+/// The lines of `old` and `new` as a longest-common-subsequence diff (inputs
+/// past 2,000 lines a side are compared as wholly replaced, to bound the work).
+pub fn line_diff(old: &str, new: &str) -> Vec<DiffLine> {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    if a.len() > 2000 || b.len() > 2000 {
+        let removed = a.iter().map(|l| DiffLine::Removed(l.to_string()));
+        return removed.chain(b.iter().map(|l| DiffLine::Added(l.to_string()))).collect();
+    }
+    // lcs[i][j]: the longest common subsequence of a[i..] and b[j..].
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push(DiffLine::Same(a[i].to_string()));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push(DiffLine::Removed(a[i].to_string()));
+            i += 1;
+        } else {
+            out.push(DiffLine::Added(b[j].to_string()));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_diff_keeps_what_both_share() {
+        let d = line_diff("a\nb\nc", "a\nx\nc\nd");
+        assert_eq!(
+            d,
+            vec![
+                DiffLine::Same("a".into()),
+                DiffLine::Removed("b".into()),
+                DiffLine::Added("x".into()),
+                DiffLine::Same("c".into()),
+                DiffLine::Added("d".into()),
+            ]
+        );
+        assert_eq!(line_diff("", "z"), vec![DiffLine::Added("z".into())]);
+    }
+}

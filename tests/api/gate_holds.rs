@@ -293,7 +293,10 @@ async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions
 
 #[tokio::test]
 async fn a_tool_whose_definition_changed_after_approval_does_not_run() {
-    let app = fronting(|_| {}).await;
+    // Without pinning (which would hold the changed tool back altogether,
+    // `pinning::an_approved_call_does_not_run_once_its_tool_is_held_back`):
+    // the execution's own digest still refuses the run.
+    let app = spawn_app_fronting(UpstreamConfig { pin_tools: false, ..everything_stdio() }, |_| {}).await;
     let (ada, _) = app.ada_and_bob().await;
     let token = app.issue_owned("claude", "ada");
     let sid = app.open_session(&token).await;

@@ -62,7 +62,9 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     configure(&mut config);
     // Start at the real time, so credentials the CLI issues (real clock) line up.
     let clock = Arc::new(ManualClock::new(gatehouse_core::Clock::now_ms(&gatehouse_core::SystemClock)));
-    let core = Core::new(Db::open(dir.path()).unwrap(), clock.clone(), config.settings()).unwrap();
+    // `configure` may point the data directory elsewhere (a restart over the same data).
+    gatehouse_core::db::create_data_dir(&config.data_dir).unwrap();
+    let core = Core::new(Db::open(&config.data_dir).unwrap(), clock.clone(), config.settings()).unwrap();
     let shutdown = CancellationToken::new();
     let app = Application::build_with_core(&config, core.clone(), shutdown.clone()).await.unwrap();
     let upstreams = app.state().mcp.upstreams.clone();

@@ -13,6 +13,7 @@ mod mcp_transport;
 mod native;
 mod operator;
 mod page_guards;
+mod pinning;
 mod proxy;
 mod relay_stress;
 mod shutdown;

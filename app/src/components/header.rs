@@ -14,6 +14,7 @@ const SECTIONS: &[(&str, &str)] = &[
     (routes::AGENTS, "Agents"),
     (routes::HISTORY, "History"),
     (routes::POLICIES, "Policies"),
+    (routes::TOOLS, "Tools"),
     (routes::UPSTREAMS, "Upstreams"),
 ];
 

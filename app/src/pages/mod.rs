@@ -10,4 +10,5 @@ pub mod policies;
 pub mod resume;
 pub mod setup;
 pub mod sign_in;
+pub mod tools;
 pub mod upstreams;

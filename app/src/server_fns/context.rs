@@ -69,6 +69,24 @@ pub trait ToolCatalog: Send + Sync {
     /// Tells every connected agent that the lists changed (a rule changed
     /// which tools it may see).
     fn lists_changed(&self);
+
+    /// Every upstream tool held back because its definition is not the
+    /// pinned one, with both definitions, by name.
+    fn held_tools(&self) -> Vec<gatehouse_model::ToolChange>;
+
+    /// An admin's (`actor`, `user:<name>`) decision on the held-back `tool` of
+    /// `upstream` whose offered definition has `digest`: accept pins it and
+    /// exposes the tool, reject keeps it held back. Both are recorded in the
+    /// change log. `Err((status, message))`: 404 not held back, 409 changed
+    /// again since the page showed it, 500 storage.
+    fn review_change(
+        &self,
+        upstream: &str,
+        tool: &str,
+        digest: &str,
+        accept: bool,
+        actor: &str,
+    ) -> Result<(), (u16, String)>;
 }
 
 /// The tool catalogue the server provided to this request.

@@ -12,6 +12,7 @@ pub mod history;
 mod minted;
 pub mod overview;
 pub mod policies;
+pub mod tools;
 pub mod upstreams;
 
 pub use agents::*;
@@ -23,4 +24,5 @@ pub use history::*;
 pub use minted::MintedTokens;
 pub use overview::*;
 pub use policies::*;
+pub use tools::*;
 pub use upstreams::*;

@@ -122,6 +122,10 @@ pub async fn call(
     if call.name == tools::RESUME {
         return Ok(resume::resume(state, caller, &call.arguments, call.mode, ctx).await.into());
     }
+    if let Some(held) = state.upstreams.held_tool(call.name) {
+        tracing::warn!(tool = call.name, upstream = %held.upstream, agent = %caller.credential.agent, "call to a held-back tool refused");
+        return Ok(held_back(state, call.name, &held.upstream, None).into());
+    }
     let target = Target::find(state, call.name)
         .ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
     if let Some(request_state) = call.request_state {
@@ -191,6 +195,23 @@ pub async fn call(
     }
 }
 
+/// The answer for a call to a tool held back because its upstream changed
+/// its definition: never forwarded, and nothing of the new definition told.
+fn held_back(state: &McpState, tool: &str, upstream: &str, execution_id: Option<&str>) -> CallToolResult {
+    let mut details = json!({"tool": tool, "upstream": upstream, "reviewUrl": format!("{}{}", state.base_url, gatehouse_core::model::routes::TOOLS)});
+    if let Some(id) = execution_id {
+        details["executionId"] = json!(id);
+        details["recovery"] = json!("re_execute");
+    }
+    error_result(
+        ToolErrorCode::ToolChanged,
+        format!(
+            "{tool} changed at its upstream {upstream} since its definition was pinned; it is held back until an admin reviews the change. Do not retry until the user says it was accepted."
+        ),
+        details,
+    )
+}
+
 pub(super) fn gone(execution_id: &str, code: ToolErrorCode, message: String) -> CallToolResult {
     error_result(code, message, json!({"executionId": execution_id, "recovery": "re_execute"}))
 }
@@ -220,6 +241,10 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> Call
 /// same definition, or nothing.
 async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution) -> CallToolResult {
     let id = &execution.id;
+    if let Some(held) = state.upstreams.held_tool(&execution.tool) {
+        tracing::warn!(execution = %id, tool = %execution.tool, "approved tool is held back (its definition changed); refused");
+        return held_back(state, &execution.tool, &held.upstream, Some(id));
+    }
     let Some(target) = Target::find(state, &execution.tool) else {
         return error_result(
             ToolErrorCode::ToolUnavailable,

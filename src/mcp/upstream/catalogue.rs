@@ -2,16 +2,20 @@
 //! within bounds, names checked and prefixed), what of it is exposed (names
 //! two upstreams or a built-in tool share are not), re-listing when an
 //! upstream says its lists changed, and finding the upstream that offers a
-//! tool, prompt or resource.
+//! tool, prompt or resource. Tools are pinned ([`gatehouse_core::pins`]): a
+//! tool whose definition differs from its pin is held back, neither listed
+//! nor found, until an admin accepts the change.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use gatehouse_core::pins::{self, PinMap};
 use rmcp::RoleClient;
 use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
 use rmcp::service::Peer;
+use serde_json::{Value, json};
 
 use super::errors::{error_chain, sanitize};
 use super::{Slot, Upstreams};
@@ -43,6 +47,48 @@ pub struct UpstreamTool {
     pub name: String,
     /// The tool as listed to clients (prefixed name).
     pub tool: Tool,
+}
+
+/// A tool of an upstream held back because its definition is not the pinned one.
+#[derive(Debug, Clone)]
+pub struct HeldTool {
+    /// The upstream's name.
+    pub upstream: String,
+    /// The tool's own name at the upstream.
+    pub name: String,
+    /// The tool as it would be listed (prefixed name).
+    pub tool: Tool,
+    /// Its definition as pinned ([`definition`]).
+    pub definition: Value,
+    /// SHA-256 of `definition`.
+    pub digest: String,
+}
+
+/// What of a tool is pinned: everything an agent reads of it, under the
+/// upstream's own name for it (so a prefix change does not unpin it).
+pub fn definition(tool: &Tool, own_name: &str) -> Value {
+    json!({
+        "name": own_name,
+        "title": tool.title,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "outputSchema": tool.output_schema,
+        "annotations": tool.annotations,
+    })
+}
+
+/// Why a change to a held tool could not be decided.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// No such upstream tool is held back (accepted or rejected meanwhile, or back to its pin).
+    #[error("{0} is not held back")]
+    NotHeld(String),
+    /// The upstream changed the tool again since the page showed it.
+    #[error("{0} changed again since this page showed it; review the new definition")]
+    Stale(String),
+    /// The pin store failed.
+    #[error(transparent)]
+    Store(#[from] gatehouse_core::CoreError),
 }
 
 /// Longest exposed tool or prompt name.
@@ -77,8 +123,9 @@ fn quoted(name: &str) -> String {
 /// Recomputes what every upstream exposes from what each offers: a tool or
 /// prompt name that two upstreams offer is exposed by neither (whichever
 /// started first), and one that a built-in tool has (`reserved`) is not
-/// exposed at all.
-pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<String>) {
+/// exposed at all. Of an upstream that pins its tools, a tool whose
+/// definition is not its pin in `pins` (or has none) is held back instead.
+pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<String>, pins: Option<&PinMap>) {
     let mut tool_owners: HashMap<&str, Vec<&str>> = HashMap::new();
     let mut prompt_owners: HashMap<&str, Vec<&str>> = HashMap::new();
     for (name, slot) in slots.iter() {
@@ -106,8 +153,11 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
             )
         })
     };
-    let mut computed: Vec<(String, Catalog, Vec<String>)> = Vec::new();
+    let mut computed: Vec<(String, Catalog, Vec<String>, Vec<HeldTool>)> = Vec::new();
     for (name, slot) in slots.iter() {
+        let pins = pins.filter(|_| slot.config.pin_tools);
+        let prefix = slot.config.prefix();
+        let mut held = Vec::new();
         let mut conflicts = Vec::new();
         let mut catalog = Catalog {
             resources: slot.offered.resources.clone(),
@@ -115,9 +165,20 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
             ..Catalog::default()
         };
         for tool in &slot.offered.tools {
-            match collision("tool", &tool.name, &tool_owners[tool.name.as_ref()], name) {
-                Some(conflict) => conflicts.push(conflict),
-                None => catalog.tools.push(tool.clone()),
+            if let Some(conflict) = collision("tool", &tool.name, &tool_owners[tool.name.as_ref()], name) {
+                conflicts.push(conflict);
+                continue;
+            }
+            let Some(pins) = pins else {
+                catalog.tools.push(tool.clone());
+                continue;
+            };
+            let own = tool.name.strip_prefix(prefix.as_str()).unwrap_or(&tool.name).to_string();
+            let definition = definition(tool, &own);
+            let digest = pins::digest(&definition);
+            match pins.get(&(name.clone(), own.clone())) {
+                Some(pin) if pin.view.digest == digest => catalog.tools.push(tool.clone()),
+                _ => held.push(HeldTool { upstream: name.clone(), name: own, tool: tool.clone(), definition, digest }),
             }
         }
         for prompt in &slot.offered.prompts {
@@ -126,15 +187,21 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
                 None => catalog.prompts.push(prompt.clone()),
             }
         }
-        computed.push((name.clone(), catalog, conflicts));
+        computed.push((name.clone(), catalog, conflicts, held));
     }
-    for (name, catalog, conflicts) in computed {
+    for (name, catalog, conflicts, held) in computed {
         let Some(slot) = slots.get_mut(&name) else { continue };
         if !conflicts.is_empty() && conflicts != slot.conflicts {
             tracing::warn!(upstream = %name, collisions = conflicts.len(), "{}", summary(&conflicts, "; "));
         }
+        for h in &held {
+            if !slot.held.iter().any(|was| was.name == h.name && was.digest == h.digest) {
+                tracing::warn!(upstream = %name, tool = ?h.name, digest = %h.digest, "tool definition differs from its pin; held back until an admin reviews it");
+            }
+        }
         slot.catalog = catalog;
         slot.conflicts = conflicts;
+        slot.held = held;
     }
 }
 
@@ -156,6 +223,74 @@ impl Upstreams {
         });
     }
 
+    /// Pins the tools of `config`'s upstream in `catalog` that have no pin
+    /// yet (the first definition seen), if it pins its tools.
+    pub(super) fn pin_first_seen(&self, config: &UpstreamConfig, catalog: &Catalog) {
+        let Some(pins) = self.inner.pins.as_ref().filter(|_| config.pin_tools) else { return };
+        let prefix = config.prefix();
+        let definitions: Vec<(String, Value)> = catalog
+            .tools
+            .iter()
+            .map(|t| {
+                let own = t.name.strip_prefix(prefix.as_str()).unwrap_or(&t.name).to_string();
+                let definition = definition(t, &own);
+                (own, definition)
+            })
+            .collect();
+        match pins.pin_first_seen(&config.name, &definitions) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(upstream = %config.name, pinned = n, "tool definitions pinned (first seen)"),
+            // Unpinned tools are held back (fail closed) until this works.
+            Err(e) => tracing::error!(upstream = %config.name, error = %e, "pinning tool definitions failed"),
+        }
+    }
+
+    /// Every held-back tool, by exposed name.
+    pub fn held(&self) -> Vec<HeldTool> {
+        let mut all: Vec<HeldTool> = self.slots().values().flat_map(|s| s.held.iter().cloned()).collect();
+        all.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
+        all
+    }
+
+    /// The held-back tool that would be exposed as `exposed`, if any.
+    pub fn held_tool(&self, exposed: &str) -> Option<HeldTool> {
+        self.slots().values().find_map(|s| s.held.iter().find(|h| h.tool.name == exposed).cloned())
+    }
+
+    /// An admin's decision on the held-back `tool` of `upstream` whose
+    /// offered definition has `digest` (as the page showed it): accepting
+    /// pins it, exposes the tool again and tells the agents; rejecting
+    /// records the rejection and keeps it held back. `actor` is who decided.
+    pub fn review(
+        &self,
+        upstream: &str,
+        tool: &str,
+        digest: &str,
+        accept: bool,
+        actor: &str,
+    ) -> Result<HeldTool, ReviewError> {
+        let Some(pins) = self.inner.pins.as_ref() else { return Err(ReviewError::NotHeld(tool.to_string())) };
+        let held = self
+            .slots()
+            .get(upstream)
+            .and_then(|s| s.held.iter().find(|h| h.name == tool).cloned())
+            .ok_or_else(|| ReviewError::NotHeld(format!("{upstream}'s {tool}")))?;
+        if held.digest != digest {
+            return Err(ReviewError::Stale(held.tool.name.to_string()));
+        }
+        if accept {
+            pins.accept(upstream, tool, &held.definition, actor)?;
+            tracing::info!(upstream, tool, digest, by = actor, "tool change accepted; pinned");
+            self.update(upstream, |_| {});
+            self.announce_lists_changed();
+        } else {
+            pins.reject(upstream, tool, digest, actor)?;
+            tracing::info!(upstream, tool, digest, by = actor, "tool change rejected; still held back");
+            self.update(upstream, |_| {});
+        }
+        Ok(held)
+    }
+
     /// Re-lists an upstream after it said its lists changed, and tells the agents.
     async fn refresh(&self, name: &str) {
         let Some((link, config)) = self.slots().get(name).and_then(|s| Some((s.link.clone()?, s.config.clone())))
@@ -165,6 +300,7 @@ impl Upstreams {
         match load_catalog(&config, &link.peer).await {
             Ok(listing) => {
                 tracing::info!(upstream = %name, tools = listing.catalog.tools.len(), "upstream lists changed");
+                self.pin_first_seen(&config, &listing.catalog);
                 // Only if the connection listed is still the one in use (not
                 // replaced by a restart meanwhile).
                 self.update(name, |s| {

@@ -53,6 +53,8 @@ struct Slot {
     list_problems: Vec<String>,
     /// Names it offers that collide with another upstream's or a built-in.
     conflicts: Vec<String>,
+    /// Its tools held back: their definitions are not the pinned ones.
+    held: Vec<catalogue::HeldTool>,
     link: Option<Link>,
     restarts: u64,
     pid: Option<u32>,
@@ -73,6 +75,7 @@ impl Slot {
             catalog: Catalog::default(),
             list_problems: Vec::new(),
             conflicts: Vec::new(),
+            held: Vec::new(),
             link: None,
             restarts: 0,
             pid: None,
@@ -97,6 +100,8 @@ pub(crate) struct Inner {
     slots: RwLock<HashMap<String, Slot>>,
     calls_failed: AtomicU64,
     live: Option<LiveHub>,
+    /// Pinned tool definitions (none: nothing is pinned).
+    pins: Option<gatehouse_core::pins::ToolPins>,
     /// Names of Gatehouse's built-in tools, which no upstream tool may shadow
     /// (given, so this side needs nothing from the tool handlers).
     reserved: HashSet<String>,
@@ -131,12 +136,19 @@ impl Upstreams {
     /// Changes one upstream's slot, then recomputes what every upstream
     /// exposes (one's catalogue decides what another's collides with).
     fn update(&self, name: &str, f: impl FnOnce(&mut Slot)) {
+        let pins = self.inner.pins.as_ref().map(|p| {
+            p.all().unwrap_or_else(|e| {
+                // No pins known: every pinning upstream's tools are held back.
+                tracing::error!(error = %e, "reading tool pins failed");
+                std::sync::Arc::default()
+            })
+        });
         {
             let mut slots = self.slots_mut();
             if let Some(slot) = slots.get_mut(name) {
                 f(slot);
             }
-            expose(&mut slots, &self.inner.reserved);
+            expose(&mut slots, &self.inner.reserved, pins.as_deref());
         }
         self.publish();
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gatehouse_core::live::LiveHub;
+use gatehouse_core::pins::ToolPins;
 use rmcp::model::{ClientCapabilities, ElicitationCapability, RootsCapabilities, SamplingCapability};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -77,7 +78,8 @@ fn shared_capabilities() -> ClientCapabilities {
 
 impl Upstreams {
     /// Starts a supervisor per enabled upstream; they stop at `shutdown`.
-    /// Health changes are published to `live` for the upstreams page; no
+    /// Health changes are published to `live` for the upstreams page; tool
+    /// definitions are pinned in `pins` (for upstreams that pin); no
     /// upstream tool is exposed under a name in `reserved` (the built-in
     /// tools, given so that this side needs nothing from the tool handlers).
     /// Every task the upstreams spawn, now or later, is tracked by `tasks`.
@@ -85,10 +87,12 @@ impl Upstreams {
         configs: &[UpstreamConfig],
         reserved: HashSet<String>,
         live: LiveHub,
+        pins: ToolPins,
         shutdown: CancellationToken,
         tasks: TaskTracker,
     ) -> Self {
-        let upstreams = Upstreams { inner: Arc::new(Inner { live: Some(live), reserved, tasks, ..Inner::default() }) };
+        let inner = Inner { live: Some(live), pins: Some(pins), reserved, tasks, ..Inner::default() };
+        let upstreams = Upstreams { inner: Arc::new(inner) };
         for config in configs {
             upstreams.slots_mut().insert(config.name.clone(), Slot::new(config));
             if config.enabled {
@@ -147,6 +151,7 @@ impl Upstreams {
                     let peer = service.peer().clone();
                     match load_catalog(&config, &peer).await {
                         Ok(listing) => {
+                            self.pin_first_seen(&config, &listing.catalog);
                             let catalog = listing.catalog;
                             tracing::info!(upstream = %config.name, tools = catalog.tools.len(), prompts = catalog.prompts.len(), resources = catalog.resources.len(), "upstream up");
                             let link = Link {
@@ -197,6 +202,7 @@ impl Upstreams {
                 was_up = s.health == Health::Up;
                 s.health = Health::Restarting;
                 s.offered = Catalog::default();
+                s.held.clear();
                 s.list_problems.clear();
                 s.link = None;
                 s.pid = None;

@@ -1,0 +1,269 @@
+//! `/tools`: every tool agents can see — its upstream, annotations,
+//! description (hidden characters visible), input schema, and what the gate
+//! does with it and why — and the upstream tools held back because their
+//! upstream changed a pinned definition, each with a side-by-side diff and,
+//! for admins, Accept and Reject. Live.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+use gatehouse_model::{Action, ChangeEntry, DiffLine, PINNED_FIELDS, ToolChange, ToolGate, line_diff, routes};
+use serde_json::Value;
+
+use crate::components::header::Header;
+use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::name::Name;
+use crate::components::when::When;
+use crate::server_fns::{ReviewToolChange, ToolsView, list_tools};
+
+/// `/tools`
+#[component]
+pub fn ToolsPage() -> impl IntoView {
+    let tools = Resource::new(|| (), |_| list_tools());
+    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
+        if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
+            tools.refetch();
+        }
+    });
+    let review = ServerAction::<ReviewToolChange>::new();
+    Effect::new(move |_| {
+        if review.version().get() > 0 {
+            tools.refetch();
+        }
+    });
+    view! {
+        <Title text="Tools — Gatehouse"/>
+        <Header/>
+        <main class="page">
+            <h1>"Tools"</h1>
+            <p class="hint">
+                "Every tool agents can see, and what the gate does with it and why. An upstream tool's definition "
+                "(name, title, description, schemas, annotations) is pinned the first time it is seen; if its upstream "
+                "later changes it, the tool is held back — hidden from agents, its calls refused with "
+                <code>"tool_changed"</code> " — until an admin accepts the change."
+            </p>
+            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+                {move || tools.get().map(|result| match result {
+                    Ok(view) => view! { <Tools view review/> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                })}
+            </Suspense>
+            <LiveStatus state=live/>
+        </main>
+    }
+}
+
+#[component]
+fn Tools(view: ToolsView, review: ServerAction<ReviewToolChange>) -> impl IntoView {
+    let ToolsView { now_ms, is_admin, tools, held, reviews } = view;
+    let error = move || review.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let held_count = held.len();
+    view! {
+        {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+        {(!held.is_empty()).then(|| view! {
+            <section class="panel held" aria-labelledby="held-h">
+                <h2 id="held-h">"Held back for review (" {held_count} ")"</h2>
+                <p class="hint">
+                    "These tools changed at their upstream since their definition was pinned. Agents do not see them "
+                    "and cannot call them. Accept pins the new definition and makes the tool available again; reject "
+                    "keeps it held back until the upstream returns to the pinned definition."
+                </p>
+                {held.into_iter().map(|change| view! { <HeldTool change is_admin now_ms review/> }).collect_view()}
+            </section>
+        })}
+        <section aria-labelledby="exposed-h">
+            <h2 id="exposed-h">"Exposed tools (" {tools.len()} ")"</h2>
+            <ExposedTools tools/>
+        </section>
+        {(!reviews.is_empty()).then(|| view! { <Reviews reviews now_ms/> })}
+    }
+}
+
+/// The exposed tools, one row each.
+#[component]
+fn ExposedTools(tools: Vec<ToolGate>) -> impl IntoView {
+    view! {
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Exposed tools (scrolls sideways)">
+        <table class="responsive tools" aria-label="Exposed tools">
+            <thead><tr>
+                <th scope="col">"Tool"</th><th scope="col">"Upstream"</th><th scope="col">"Gate"</th>
+                <th scope="col">"Annotations"</th><th scope="col">"Description and input"</th>
+            </tr></thead>
+            <tbody>
+            {tools.into_iter().map(|gate| {
+                let t = gate.tool;
+                let schema = serde_json::to_string_pretty(&t.input_schema).unwrap_or_default();
+                let hints = [("read-only", t.read_only), ("destructive", t.destructive), ("idempotent", t.idempotent), ("open world", t.open_world)];
+                let said: Vec<String> = hints.iter().filter_map(|(label, v)| v.map(|v| if v { label.to_string() } else { format!("not {label}") })).collect();
+                view! {
+                <tr data-tool=t.name.clone() data-action=gate.action.as_str()>
+                    <td data-label="Tool">
+                        <code class="tool-link"><Name text=t.name.clone()/></code>
+                        {t.title.clone().map(|title| view! { <div class="meta"><Name text=title/></div> })}
+                    </td>
+                    <td data-label="Upstream">{match t.upstream.clone() {
+                        Some(u) => view! { <Name text=u/> }.into_any(),
+                        None => view! { <span class="hint">"Gatehouse"</span> }.into_any(),
+                    }}</td>
+                    <td data-label="Gate">
+                        <ActionBadge action=gate.action/>
+                        <div class="meta">
+                            {gate.basis.describe()}
+                            {if t.changes_gate { Some(" · changes the gate: an admin decides") } else if gate.human_only { Some(" · a person decides") } else { None }}
+                        </div>
+                    </td>
+                    <td data-label="Annotations">{if said.is_empty() {
+                        view! { <span class="hint">"none"</span> }.into_any()
+                    } else {
+                        said.join(", ").into_any()
+                    }}</td>
+                    <td data-label="Description" class="description-cell">
+                        <p class="description">{match t.description.clone() {
+                            Some(d) if !d.is_empty() => view! { <Name text=d/> }.into_any(),
+                            _ => view! { <span class="hint">"no description"</span> }.into_any(),
+                        }}</p>
+                        <details class="schema">
+                            <summary>"Input schema"</summary>
+                            <pre tabindex="0">{schema}</pre>
+                        </details>
+                    </td>
+                </tr>
+            }}).collect_view()}
+            </tbody>
+        </table>
+        </div>
+    }
+}
+
+/// What the gate does, as a badge.
+#[component]
+fn ActionBadge(action: Action) -> impl IntoView {
+    let class = match action {
+        Action::Allow => "badge approved",
+        Action::RequireApproval => "badge pending",
+        Action::Block => "badge declined",
+    };
+    view! { <span class=class>{action.label()}</span> }
+}
+
+/// One held-back tool: what changed, side by side, and the decision.
+#[component]
+fn HeldTool(change: ToolChange, is_admin: bool, now_ms: i64, review: ServerAction<ReviewToolChange>) -> impl IntoView {
+    let ToolChange { name, upstream, tool, pinned, offered, offered_digest, rejected } = change;
+    let old = pinned.as_ref().map(|p| p.definition.clone()).unwrap_or(Value::Null);
+    let (changed, same): (Vec<&str>, Vec<&str>) =
+        PINNED_FIELDS.iter().copied().partition(|f| old.get(f) != offered.get(f) || pinned.is_none());
+    let heading = format!("held-{name}");
+    let labelled_by = heading.clone();
+    view! {
+        <article class="card tool-change" data-tool=name.clone() aria-labelledby=labelled_by>
+            <h3 id=heading><code><Name text=name.clone()/></code> " from " <Name text=upstream.clone()/></h3>
+            <p class="meta">{match pinned.as_ref() {
+                Some(p) => view! { "Pinned " <When ms=p.at_ms now_ms/> " (" {p.by.clone()} "). Changed fields: " {changed.join(", ")} "." }.into_any(),
+                None => "No pinned definition could be read; held back all the same.".into_any(),
+            }}</p>
+            {rejected.map(|(by, at)| view! {
+                <p class="warning" data-testid="rejected">
+                    "Rejected by " <Name text=by/> " " <When ms=at now_ms/> ": it stays held back until the upstream returns to the pinned definition."
+                </p>
+            })}
+            <div class="table-wrap" tabindex="0" role="region" aria-label=format!("Changes to {name}")>
+            <table class="responsive diff" aria-label=format!("Pinned and offered definitions of {name}")>
+                <thead><tr><th scope="col">"Field"</th><th scope="col">"Pinned"</th><th scope="col">"Now offered"</th></tr></thead>
+                <tbody>
+                {changed.iter().map(|field| {
+                    let lines = line_diff(&field_text(&old, field), &field_text(&offered, field));
+                    view! {
+                    <tr data-field=*field>
+                        <th scope="row" data-label="Field">{*field}</th>
+                        <td data-label="Pinned"><DiffSide lines=lines.clone() old=true/></td>
+                        <td data-label="Now offered"><DiffSide lines old=false/></td>
+                    </tr>
+                }}).collect_view()}
+                </tbody>
+            </table>
+            </div>
+            {(!same.is_empty()).then(|| view! { <p class="hint">"Unchanged: " {same.join(", ")} "."</p> })}
+            {if is_admin {
+                view! {
+                    <div class="review">
+                        <ReviewForm review upstream=upstream.clone() tool=tool.clone() digest=offered_digest.clone() decision="accept"/>
+                        <ReviewForm review upstream tool digest=offered_digest decision="reject"/>
+                    </div>
+                }.into_any()
+            } else {
+                view! { <p class="hint">"An admin can accept or reject this change."</p> }.into_any()
+            }}
+        </article>
+    }
+}
+
+/// A field of a definition as text: a description as it is, anything else as
+/// pretty JSON; `—` when absent.
+fn field_text(definition: &Value, field: &str) -> String {
+    match definition.get(field) {
+        None | Some(Value::Null) => "—".into(),
+        Some(Value::String(s)) if field != "inputSchema" => s.clone(),
+        Some(v) => serde_json::to_string_pretty(v).unwrap_or_default(),
+    }
+}
+
+/// One side of a line diff: the old side shows removed lines, the new side
+/// added ones, each with a blank where the other side has a line.
+#[component]
+fn DiffSide(lines: Vec<DiffLine>, old: bool) -> impl IntoView {
+    view! {
+        <pre class="diff-side" tabindex="0">
+            {lines.into_iter().map(|line| match (line, old) {
+                (DiffLine::Same(t), _) => view! { <span class="line"><Name text=t/></span> }.into_any(),
+                (DiffLine::Removed(t), true) => view! {
+                    <del class="line"><span class="visually-hidden">"removed: "</span><Name text=t/></del>
+                }.into_any(),
+                (DiffLine::Added(t), false) => view! {
+                    <ins class="line"><span class="visually-hidden">"added: "</span><Name text=t/></ins>
+                }.into_any(),
+                _ => view! { <span class="line blank" aria-hidden="true"></span> }.into_any(),
+            }).collect_view()}
+        </pre>
+    }
+}
+
+/// Accept or reject one offered definition (a plain form: works before hydration).
+#[component]
+fn ReviewForm(
+    review: ServerAction<ReviewToolChange>,
+    upstream: String,
+    tool: String,
+    digest: String,
+    decision: &'static str,
+) -> impl IntoView {
+    let (class, label) = if decision == "accept" { ("primary", "Accept change") } else { ("danger", "Reject change") };
+    view! {
+        <ActionForm action=review attr:class="review-form">
+            <input type="hidden" name="upstream" value=upstream/>
+            <input type="hidden" name="tool" value=tool/>
+            <input type="hidden" name="digest" value=digest/>
+            <input type="hidden" name="decision" value=decision/>
+            <button type="submit" class=class>{label}</button>
+        </ActionForm>
+    }
+}
+
+/// Who accepted or rejected which change, and when.
+#[component]
+fn Reviews(reviews: Vec<ChangeEntry>, now_ms: i64) -> impl IntoView {
+    view! {
+        <section aria-labelledby="reviews-h">
+            <h2 id="reviews-h">"Reviewed changes"</h2>
+            <ul class="timeline reviews">
+                {reviews.into_iter().map(|c| view! {
+                    <li data-action=c.action.clone()>
+                        <When ms=c.at_ms now_ms/> " · " <Name text=c.actor/> " "
+                        {if c.action == "accept" { "accepted" } else { "rejected" }} " the change to "
+                        <code><Name text=c.target/></code>
+                    </li>
+                }).collect_view()}
+            </ul>
+        </section>
+    }
+}
