@@ -17,10 +17,11 @@ use crate::{api, auth, mcp, metrics, security, site};
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
     let mcp = mcp::router(state.mcp.clone(), &state.allow, state.shutdown.clone());
-    let (core, minted) = (state.mcp.core.clone(), state.minted.clone());
+    let (core, minted, links) = (state.mcp.core.clone(), state.minted.clone(), state.links.clone());
     let context = move || {
         provide_context(core.clone());
         provide_context(minted.clone());
+        provide_context(links.clone());
     };
     let pages = Router::<AppState>::new()
         .leptos_routes_with_context(&state, generate_route_list(App), context, {

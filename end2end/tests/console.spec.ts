@@ -22,6 +22,7 @@ const shots =
 test.beforeAll(async () => {
   gh = await spawnGatehouse();
   gh.addUser("ada", PW, true);
+  gh.addUser("bob", PW);
   const ada = await gh.signIn("ada", PW);
   cookie = ada;
   // Something to show: a settled call, a pending one, a connected agent.
@@ -63,6 +64,7 @@ const pages: [string, () => string][] = [
   ["agents", () => "/agents"],
   ["history", () => "/history"],
   ["upstreams", () => "/upstreams"],
+  ["users", () => "/users"],
 ];
 
 for (const [name, path] of pages) {

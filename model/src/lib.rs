@@ -10,9 +10,11 @@ pub mod history;
 pub mod live;
 pub mod routes;
 pub mod state;
+pub mod user;
 
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
 pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
-pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};
+pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, UpstreamInfo};
 pub use state::{Decision, State};
+pub use user::{LinkPurpose, PasswordLink, UserStatus, UserView};

@@ -16,3 +16,4 @@ mod proxy;
 mod relay_stress;
 mod throttling;
 mod upstreams;
+mod users;

@@ -14,6 +14,7 @@ const SECTIONS: &[(&str, &str)] = &[
     (routes::AGENTS, "Agents"),
     (routes::HISTORY, "History"),
     (routes::UPSTREAMS, "Upstreams"),
+    (routes::USERS, "Users"),
 ];
 
 /// Header with the product name, navigation and sign-out.

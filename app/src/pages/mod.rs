@@ -7,6 +7,8 @@ pub mod home;
 pub mod inbox;
 pub mod not_found;
 pub mod resume;
+pub mod set_password;
 pub mod setup;
 pub mod sign_in;
 pub mod upstreams;
+pub mod users;

@@ -7,16 +7,22 @@ pub mod agents;
 #[cfg(feature = "ssr")]
 mod context;
 pub mod executions;
+#[cfg(feature = "ssr")]
+mod held_links;
 pub mod history;
 #[cfg(feature = "ssr")]
 mod minted;
 pub mod overview;
 pub mod upstreams;
+pub mod users;
 
 pub use agents::*;
 pub use executions::*;
+#[cfg(feature = "ssr")]
+pub use held_links::HeldLinks;
 pub use history::*;
 #[cfg(feature = "ssr")]
 pub use minted::MintedTokens;
 pub use overview::*;
 pub use upstreams::*;
+pub use users::*;
