@@ -10,6 +10,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use bytes::Bytes;
 use gatehouse_core::CoreError;
+use gatehouse_core::changes::Change;
+use gatehouse_core::model::routes;
 use gatehouse_core::users::User;
 use serde::Deserialize;
 use serde_json::json;
@@ -33,10 +35,7 @@ fn session_cookie(state: &AppState, value: String) -> Cookie<'static> {
     cookie
 }
 
-/// Which browser session a request signed in with (the stored hash of its
-/// cookie), for limits that apply per session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrowserSession(pub String);
+pub use gatehouse_core::users::BrowserSession;
 
 /// The client's address as the connection says (never `X-Forwarded-For`,
 /// which any client can write); `None` when served without connection info.
@@ -70,7 +69,9 @@ pub async fn load_user(State(state): State<AppState>, cookies: Cookies, mut requ
 /// Sends visitors who are not signed in to the sign-in page, then back.
 pub async fn require_user_for_pages(request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let public = matches!(path, "/sign-in" | "/setup") || path.starts_with("/api/") || path.starts_with("/pkg/");
+    let public = matches!(path, "/sign-in" | "/setup" | "/set-password")
+        || path.starts_with("/api/")
+        || path.starts_with("/pkg/");
     if public || request.extensions().get::<User>().is_some() {
         return next.run(request).await;
     }
@@ -235,6 +236,70 @@ pub async fn setup(
         Redirect::to("/").into_response()
     } else {
         (StatusCode::CREATED, Json(json!({"username": user.username, "isAdmin": true}))).into_response()
+    })
+}
+
+#[derive(Deserialize)]
+struct SetPassword {
+    token: String,
+    password: String,
+}
+
+/// `POST /api/auth/set-password {token, password}`: a one-time invite or
+/// reset link sets the user's password, ends their other sessions and signs
+/// them in. Like setup, the link is checked before any password is hashed
+/// and wrong links count as failed attempts from the client's address.
+pub async fn set_password(
+    State(state): State<AppState>,
+    ClientAddr(addr): ClientAddr,
+    cookies: Cookies,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let form = is_form(&headers);
+    let SetPassword { token, password } = parse_body(&headers, &body)?;
+    let refuse = |message: String| -> Result<Response, ApiError> {
+        tracing::warn!(%message, client = ?addr, "password link refused");
+        if form {
+            let page = routes::SET_PASSWORD;
+            Ok(Redirect::to(&format!("{page}?token={}&error={}", enc(&token), enc(&message))).into_response())
+        } else {
+            Err(ApiError::BadRequest(message))
+        }
+    };
+    let attempt = match state.throttles.sign_in.begin(addr, None) {
+        Ok(attempt) => attempt,
+        Err(limit) if form => return refuse(limit.to_string()),
+        Err(limit) => return Ok(limit.into_response()),
+    };
+    if let Err(refusal) = state.mcp.core.users.password_link(&token)?.check() {
+        attempt.failed();
+        return refuse(refusal.to_string());
+    }
+    let user = match state.mcp.core.users.set_password_with_link(token.clone(), password).await {
+        Ok(user) => user,
+        Err(e @ CoreError::Invalid { field: "token", .. }) => {
+            attempt.failed();
+            return refuse(e.to_string());
+        }
+        Err(e @ CoreError::Invalid { .. }) => return refuse(e.to_string()),
+        Err(e) => return Err(e.into()),
+    };
+    attempt.succeeded();
+    state.mcp.core.changes.record(Change {
+        actor: &format!("user:{}", user.username),
+        subject: "user",
+        target: &user.username,
+        action: "password",
+        detail: Some("set with a one-time link"),
+    })?;
+    let session = state.mcp.core.users.create_session(&user)?;
+    cookies.add(session_cookie(&state, session));
+    tracing::info!(username = ?user.username, "password set with a one-time link");
+    Ok(if form {
+        Redirect::to(routes::HOME).into_response()
+    } else {
+        Json(json!({"username": user.username, "isAdmin": user.is_admin})).into_response()
     })
 }
 

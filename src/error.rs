@@ -63,7 +63,7 @@ impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
         match e {
             CoreError::Invalid { .. } => ApiError::BadRequest(e.to_string()),
-            CoreError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            CoreError::Conflict(_) | CoreError::Refused(_) => ApiError::Conflict(e.to_string()),
             CoreError::NotFound(_) => ApiError::NotFound(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }

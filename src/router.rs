@@ -17,11 +17,12 @@ use crate::{api, auth, mcp, metrics, security, site};
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
     let mcp = mcp::router(state.mcp.clone(), &state.allow);
-    let (core, minted) = (state.mcp.core.clone(), state.minted.clone());
+    let (core, minted, links) = (state.mcp.core.clone(), state.minted.clone(), state.links.clone());
     let tools: std::sync::Arc<dyn gatehouse_app::server_fns::ToolCatalog> = std::sync::Arc::new(state.mcp.clone());
     let context = move || {
         provide_context(core.clone());
         provide_context(minted.clone());
+        provide_context(links.clone());
         provide_context(tools.clone());
     };
     let pages = Router::<AppState>::new()

@@ -30,6 +30,8 @@ pub struct AppState {
     pub throttles: crate::throttle::Throttles,
     /// Tokens minted in the browser, held until their page shows them once.
     pub minted: gatehouse_app::server_fns::MintedTokens,
+    /// Invite and reset links made in the browser, held until their page shows them once.
+    pub links: gatehouse_app::server_fns::HeldLinks,
 }
 
 impl AppState {
@@ -53,6 +55,7 @@ impl AppState {
         let base_url = config.base_url(bound);
         Ok(Self {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
+            links: gatehouse_app::server_fns::HeldLinks::new(&base_url),
             mcp: McpState {
                 max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),

@@ -368,6 +368,13 @@ pub struct StreamSlot {
     session: String,
 }
 
+impl StreamSlot {
+    /// The browser session (its stored hash) holding this slot.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+}
+
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         let mut open = self.limiter.open.lock().unwrap_or_else(|p| p.into_inner());

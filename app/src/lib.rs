@@ -70,12 +70,14 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("") view=pages::home::HomePage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("sign-in") view=pages::sign_in::SignInPage/>
                 <Route path=StaticSegment("setup") view=pages::setup::SetupPage/>
+                <Route path=StaticSegment("set-password") view=pages::set_password::SetPasswordPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("approvals") view=pages::inbox::InboxPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("agents") view=pages::agents::AgentsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("policies") view=pages::policies::PoliciesPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("tools") view=pages::tools::ToolsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("upstreams") view=pages::upstreams::UpstreamsPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("users") view=pages::users::UsersPage ssr=SsrMode::Async/>
                 <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=pages::resume::ResumePage ssr=SsrMode::Async/>
             </Routes>
         </Router>

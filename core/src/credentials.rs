@@ -337,6 +337,12 @@ impl CredentialStore {
         }
     }
 
+    /// Revokes every live credential `owner` owns (a user removed or
+    /// disabled); returns how many.
+    pub fn revoke_by_owner(&self, owner: &str) -> Result<usize> {
+        self.revoke_where("owner = ?2", Some(owner))
+    }
+
     /// Revokes every credential.
     pub fn revoke_all(&self) -> Result<usize> {
         self.revoke_where("1 = 1", None)
@@ -577,5 +583,11 @@ mod tests {
         assert!(store.get(&other.id).unwrap().unwrap().revoked_at_ms.is_none(), "bob's claude is another agent");
         assert!(store.get(&second.id).unwrap().unwrap().revoked_at_ms.is_some());
         assert_eq!(store.revoke_owned(RevokeScope::Agent, "claude", Owned::ByAnyone).unwrap(), 1);
+        // A user who leaves takes all their agents' credentials with them.
+        let third = mint("codex", Some("other"), "bob");
+        let adas_codex = mint("codex", Some("other"), "ada");
+        assert_eq!(store.revoke_by_owner("bob").unwrap(), 1);
+        assert!(store.get(&third.id).unwrap().unwrap().revoked_at_ms.is_some());
+        assert!(store.get(&adas_codex.id).unwrap().unwrap().revoked_at_ms.is_none(), "only bob's");
     }
 }

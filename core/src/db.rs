@@ -165,6 +165,20 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (upstream, tool)
     );
     "#,
+    // 7: users managed in the browser: disabled users, invited users (no
+    // password yet: an empty hash), one-time invite and reset links (hashed).
+    r#"
+    ALTER TABLE users ADD COLUMN disabled_at INTEGER;
+    CREATE TABLE password_links (
+        token_hash  TEXT PRIMARY KEY,
+        user_id     INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        purpose     TEXT NOT NULL,
+        created_at  INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL
+    );
+    CREATE INDEX password_links_user ON password_links(user_id);
+    CREATE INDEX browser_sessions_user ON browser_sessions(user_id);
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

@@ -23,6 +23,9 @@ pub enum CoreError {
     /// The thing asked for does not exist.
     #[error("{0} not found")]
     NotFound(String),
+    /// The change is refused as things stand (the last admin, a disabled user).
+    #[error("{0}")]
+    Refused(String),
     /// Password hashing failed (never the password itself).
     #[error("password hashing failed: {0}")]
     Password(String),

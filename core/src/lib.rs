@@ -107,7 +107,7 @@ impl Core {
                 settings.liveness_window,
                 live.clone(),
             ),
-            users: users::UserStore::new(db.clone(), clock.clone()),
+            users: users::UserStore::new(db.clone(), clock.clone()).with_live(live.clone()),
             api_tokens: api_tokens::ApiTokenStore::new(db.clone(), clock.clone()),
             live,
             db,

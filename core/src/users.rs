@@ -1,5 +1,6 @@
-//! Users (argon2id passwords), browser sessions (stored hashed) and the
-//! one-time setup token that creates the first admin.
+//! Users (argon2id passwords), browser sessions (stored hashed), the
+//! one-time setup token that creates the first admin, and the one-time
+//! invite and reset links (stored hashed) with which a user chooses a password.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,10 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{CoreError, Result};
+use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
+
+pub use gatehouse_model::{LinkPurpose, UserStatus, UserView};
 
 /// How long a browser session lasts.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(14 * 24 * 3600);
@@ -21,6 +25,62 @@ pub const SESSION_LIFETIME: Duration = Duration::from_secs(14 * 24 * 3600);
 /// How long a setup link works after it was printed; a restart prints a new
 /// one while no user exists.
 pub const SETUP_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// How long an invite or reset link works after an admin made it.
+pub const PASSWORD_LINK_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// Which browser session a request signed in with (the stored hash of its
+/// cookie), for limits that apply per session and for "sign out my other
+/// sessions".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrowserSession(pub String);
+
+/// What a presented invite or reset link is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkCheck {
+    /// It may set `username`'s password now.
+    Valid {
+        /// Whose password it sets.
+        username: String,
+        /// Invite or reset.
+        purpose: LinkPurpose,
+    },
+    /// It was right, but is older than [`PASSWORD_LINK_LIFETIME`].
+    Expired,
+    /// Unknown, already used, or replaced by a newer link.
+    Invalid,
+}
+
+impl LinkCheck {
+    /// `Ok` for a valid link, otherwise the refusal that says why.
+    pub fn check(&self) -> Result<()> {
+        match self {
+            LinkCheck::Valid { .. } => Ok(()),
+            other => Err(other.refusal()),
+        }
+    }
+
+    fn refusal(&self) -> CoreError {
+        let reason = match self {
+            LinkCheck::Expired => "this link has expired (links work for 24 hours); ask an admin for a new one",
+            _ => "this link is no longer valid (it was used, or replaced by a newer one)",
+        };
+        CoreError::Invalid { field: "token", reason: reason.into() }
+    }
+}
+
+/// A one-time link just made: the only time its token is visible.
+#[derive(Debug, Clone)]
+pub struct IssuedLink {
+    /// Whose password it sets.
+    pub username: String,
+    /// Invite or reset.
+    pub purpose: LinkPurpose,
+    /// The token (goes in the link; only its hash is stored).
+    pub token: String,
+    /// When it stops working (Unix ms).
+    pub expires_ms: i64,
+}
 
 /// What a presented setup token is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +169,7 @@ pub struct UserStore {
     db: Db,
     clock: Arc<dyn Clock>,
     gate: Arc<HashingGate>,
+    live: LiveHub,
 }
 
 fn validate_username(name: &str) -> Result<()> {
@@ -151,7 +212,29 @@ fn dummy_hash() -> &'static str {
 impl UserStore {
     /// A store over `db`.
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock, gate: Arc::new(HashingGate::per_core()) }
+        Self { db, clock, gate: Arc::new(HashingGate::per_core()), live: LiveHub::new() }
+    }
+
+    /// The same store, announcing user changes and ended sessions on `live`
+    /// (so pages re-read, and live streams of an ended session close).
+    pub fn with_live(self, live: LiveHub) -> Self {
+        Self { live, ..self }
+    }
+
+    fn changed<T>(&self, result: T) -> T {
+        self.live.publish(LiveEvent::UsersChanged);
+        result
+    }
+
+    /// Whether the browser session stored as `hash` still signs its user in
+    /// (live, and the user not disabled).
+    pub fn session_live(&self, session: &BrowserSession) -> Result<bool> {
+        Ok(self.db.conn().query_row(
+            "SELECT EXISTS(SELECT 1 FROM browser_sessions s JOIN users u ON u.id = s.user_id
+             WHERE s.token_hash = ?1 AND s.expires_at > ?2 AND u.disabled_at IS NULL)",
+            params![session.0, self.clock.now_ms()],
+            |r| r.get(0),
+        )?)
     }
 
     /// The gate every password hash of the server passes.
@@ -214,14 +297,19 @@ impl UserStore {
         }
     }
 
-    /// Checks a name and password (slow on purpose: call from a blocking context).
+    /// Checks a name and password (slow on purpose: call from a blocking
+    /// context). A disabled user, or an invited one without a password yet,
+    /// never matches; every refusal costs the same hash.
     pub fn verify_password(&self, username: &str, password: &str) -> Result<Option<User>> {
         let row: Option<(i64, String, bool)> = self
             .db
             .conn()
-            .query_row("SELECT id, password_hash, is_admin FROM users WHERE username = ?1", [username], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
+            .query_row(
+                "SELECT id, password_hash, is_admin FROM users
+                 WHERE username = ?1 AND disabled_at IS NULL AND password_hash != ''",
+                [username],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
             .optional()?;
         let stored = row.as_ref().map(|(_, h, _)| h.as_str()).unwrap_or_else(|| dummy_hash());
         let parsed = PasswordHash::new(stored).map_err(|e| CoreError::Password(e.to_string()))?;
@@ -248,7 +336,7 @@ impl UserStore {
         let conn = self.db.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT u.id, u.username, u.is_admin FROM browser_sessions s JOIN users u ON u.id = s.user_id
-             WHERE s.token_hash = ?1 AND s.expires_at > ?2",
+             WHERE s.token_hash = ?1 AND s.expires_at > ?2 AND u.disabled_at IS NULL",
         )?;
         Ok(stmt
             .query_row(params![secret::hash(token), self.clock.now_ms()], |r| {
@@ -260,18 +348,271 @@ impl UserStore {
     /// Ends a browser session.
     pub fn end_session(&self, token: &str) -> Result<()> {
         self.db.conn().execute("DELETE FROM browser_sessions WHERE token_hash = ?1", [secret::hash(token)])?;
+        self.changed(());
         Ok(())
     }
 
     /// Deletes browser sessions that have expired (they no longer sign anyone
     /// in, but their rows would pile up); returns how many.
     pub fn purge_expired_sessions(&self) -> Result<usize> {
-        Ok(self.db.conn().execute("DELETE FROM browser_sessions WHERE expires_at <= ?1", [self.clock.now_ms()])?)
+        let n = self.db.conn().execute("DELETE FROM browser_sessions WHERE expires_at <= ?1", [self.clock.now_ms()])?;
+        if n > 0 {
+            // Live streams of an expired session close.
+            self.changed(());
+        }
+        Ok(n)
     }
 
     /// How many browser sessions are stored (live or not yet purged).
     pub fn stored_sessions(&self) -> Result<i64> {
         Ok(self.db.conn().query_row("SELECT COUNT(*) FROM browser_sessions", [], |r| r.get(0))?)
+    }
+
+    /// Ends every browser session of `user_id` but the one whose cookie
+    /// hashes to `keep`; returns how many ended.
+    pub fn end_other_sessions(&self, user_id: i64, keep: &BrowserSession) -> Result<usize> {
+        let n = self.db.conn().execute(
+            "DELETE FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2",
+            params![user_id, keep.0],
+        )?;
+        Ok(self.changed(n))
+    }
+
+    /// How many live browser sessions `user_id` has.
+    pub fn live_sessions(&self, user_id: i64) -> Result<usize> {
+        let n: i64 = self.db.conn().query_row(
+            "SELECT COUNT(*) FROM browser_sessions WHERE user_id = ?1 AND expires_at > ?2",
+            params![user_id, self.clock.now_ms()],
+            |r| r.get(0),
+        )?;
+        Ok(n as usize)
+    }
+
+    /// Every user, by name, with their status, sessions and any unused link.
+    pub fn list(&self) -> Result<Vec<UserView>> {
+        let conn = self.db.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT u.username, u.is_admin, u.password_hash = '', u.disabled_at IS NOT NULL, u.created_at,
+                    (SELECT MAX(l.expires_at) FROM password_links l WHERE l.user_id = u.id AND l.expires_at > ?1),
+                    (SELECT COUNT(*) FROM browser_sessions s WHERE s.user_id = u.id AND s.expires_at > ?1)
+             FROM users u ORDER BY u.username",
+        )?;
+        let rows = stmt
+            .query_map([self.clock.now_ms()], |r| {
+                let (invited, disabled): (bool, bool) = (r.get(2)?, r.get(3)?);
+                let sessions: i64 = r.get(6)?;
+                Ok(UserView {
+                    username: r.get(0)?,
+                    is_admin: r.get(1)?,
+                    status: if disabled {
+                        UserStatus::Disabled
+                    } else if invited {
+                        UserStatus::Invited
+                    } else {
+                        UserStatus::Active
+                    },
+                    created_ms: r.get(4)?,
+                    link_expires_ms: r.get(5)?,
+                    sessions: sessions as usize,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    /// Adds a user without a password and makes the one-time link with
+    /// which they choose one (an invite).
+    pub fn invite(&self, username: &str, is_admin: bool) -> Result<IssuedLink> {
+        validate_username(username)?;
+        let mut conn = self.db.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        match tx.execute(
+            "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, '', ?2, ?3)",
+            params![username, is_admin, self.clock.now_ms()],
+        ) {
+            Ok(_) => {}
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                return Err(CoreError::Conflict(format!("user {username:?}")));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let id = tx.last_insert_rowid();
+        let link = self.make_link(&tx, id, username, LinkPurpose::Invite)?;
+        tx.commit()?;
+        Ok(self.changed(link))
+    }
+
+    /// A new one-time link for `username` (an invite again if they never
+    /// chose a password, otherwise a reset), replacing any earlier one. The
+    /// current password keeps working until the link is used.
+    pub fn new_link(&self, username: &str) -> Result<IssuedLink> {
+        let mut conn = self.db.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (id, invited, disabled) = user_row(&tx, username)?;
+        if disabled {
+            return Err(CoreError::Refused(format!("{username} is disabled: enable them first")));
+        }
+        let purpose = if invited { LinkPurpose::Invite } else { LinkPurpose::Reset };
+        let link = self.make_link(&tx, id, username, purpose)?;
+        tx.commit()?;
+        Ok(self.changed(link))
+    }
+
+    fn make_link(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        user_id: i64,
+        username: &str,
+        purpose: LinkPurpose,
+    ) -> Result<IssuedLink> {
+        let token = secret::new_token();
+        let now = self.clock.now_ms();
+        let expires_ms = now + PASSWORD_LINK_LIFETIME.as_millis() as i64;
+        tx.execute("DELETE FROM password_links WHERE user_id = ?1", [user_id])?;
+        tx.execute(
+            "INSERT INTO password_links (token_hash, user_id, purpose, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![secret::hash(&token), user_id, purpose.as_str(), now, expires_ms],
+        )?;
+        Ok(IssuedLink { username: username.into(), purpose, token, expires_ms })
+    }
+
+    /// What the link `token` is: valid (for whom), expired, or invalid.
+    /// Cheap (no password hashing), so callers check it before hashing.
+    pub fn password_link(&self, token: &str) -> Result<LinkCheck> {
+        let row: Option<(String, String, i64)> = self
+            .db
+            .conn()
+            .query_row(
+                "SELECT u.username, l.purpose, l.expires_at FROM password_links l JOIN users u ON u.id = l.user_id
+                 WHERE l.token_hash = ?1 AND u.disabled_at IS NULL",
+                [secret::hash(token)],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        Ok(match row {
+            None => LinkCheck::Invalid,
+            Some((_, _, expires)) if expires <= self.clock.now_ms() => LinkCheck::Expired,
+            Some((username, purpose, _)) => match LinkPurpose::parse(&purpose) {
+                Some(purpose) => LinkCheck::Valid { username, purpose },
+                None => LinkCheck::Invalid,
+            },
+        })
+    }
+
+    /// Sets a password with a one-time link, consuming it; every browser
+    /// session the user had ends (a reset may follow a stolen password).
+    /// The link is checked before the password is hashed and again, inside
+    /// the transaction, after.
+    pub fn use_password_link(&self, token: &str, password: &str) -> Result<User> {
+        self.password_link(token)?.check()?;
+        validate_password(password)?;
+        let hash = hash_password(password)?;
+        let mut conn = self.db.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let row: Option<(i64, String, bool)> = tx
+            .query_row(
+                "SELECT u.id, u.username, u.is_admin FROM password_links l JOIN users u ON u.id = l.user_id
+                 WHERE l.token_hash = ?1 AND l.expires_at > ?2 AND u.disabled_at IS NULL",
+                params![secret::hash(token), self.clock.now_ms()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        let Some((id, username, is_admin)) = row else {
+            return Err(LinkCheck::Invalid.refusal());
+        };
+        tx.execute("UPDATE users SET password_hash = ?1 WHERE id = ?2", params![hash, id])?;
+        tx.execute("DELETE FROM password_links WHERE user_id = ?1", [id])?;
+        tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1", [id])?;
+        tx.commit()?;
+        Ok(self.changed(User { id, username, is_admin }))
+    }
+
+    /// [`UserStore::use_password_link`] through the hashing gate, off the async workers.
+    pub async fn set_password_with_link(&self, token: String, password: String) -> Result<User> {
+        self.hashed(move |users| users.use_password_link(&token, &password)).await
+    }
+
+    /// Changes `user`'s own password if `current` is right (`false` if not),
+    /// and ends their other browser sessions (`keep` stays signed in).
+    pub fn change_password(&self, user: &User, current: &str, new: &str, keep: &BrowserSession) -> Result<bool> {
+        validate_password(new)?;
+        if self.verify_password(&user.username, current)?.is_none_or(|u| u.id != user.id) {
+            return Ok(false);
+        }
+        let hash = hash_password(new)?;
+        let mut conn = self.db.conn();
+        let tx = conn.transaction()?;
+        tx.execute("UPDATE users SET password_hash = ?1 WHERE id = ?2", params![hash, user.id])?;
+        tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2", params![user.id, keep.0])?;
+        tx.execute("DELETE FROM password_links WHERE user_id = ?1", [user.id])?;
+        tx.commit()?;
+        Ok(self.changed(true))
+    }
+
+    /// [`UserStore::change_password`] through the hashing gate, off the async workers.
+    pub async fn change_own_password(
+        &self,
+        user: User,
+        current: String,
+        new: String,
+        keep: BrowserSession,
+    ) -> Result<bool> {
+        self.hashed(move |users| users.change_password(&user, &current, &new, &keep)).await
+    }
+
+    /// Disables `username` (they cannot sign in; their browser sessions and
+    /// any unused link end at once) or enables them again. Returns whether
+    /// anything changed. The last admin who can sign in is never disabled.
+    pub fn set_disabled(&self, username: &str, disabled: bool) -> Result<bool> {
+        let mut conn = self.db.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (id, _, was_disabled) = user_row(&tx, username)?;
+        if was_disabled == disabled {
+            return Ok(false);
+        }
+        if disabled {
+            keep_an_admin(&tx, id, username, "disable")?;
+            tx.execute("UPDATE users SET disabled_at = ?1 WHERE id = ?2", params![self.clock.now_ms(), id])?;
+            tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1", [id])?;
+            tx.execute("DELETE FROM password_links WHERE user_id = ?1", [id])?;
+        } else {
+            tx.execute("UPDATE users SET disabled_at = NULL WHERE id = ?1", [id])?;
+        }
+        tx.commit()?;
+        Ok(self.changed(true))
+    }
+
+    /// Makes `username` an admin or not; returns whether anything changed.
+    /// The last admin who can sign in is never demoted.
+    pub fn set_admin(&self, username: &str, admin: bool) -> Result<bool> {
+        let mut conn = self.db.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (id, _, _) = user_row(&tx, username)?;
+        let was: bool = tx.query_row("SELECT is_admin FROM users WHERE id = ?1", [id], |r| r.get(0))?;
+        if was == admin {
+            return Ok(false);
+        }
+        if !admin {
+            keep_an_admin(&tx, id, username, "demote")?;
+        }
+        tx.execute("UPDATE users SET is_admin = ?1 WHERE id = ?2", params![admin, id])?;
+        tx.commit()?;
+        Ok(self.changed(true))
+    }
+
+    /// Removes `username`, their browser sessions and links (their agents'
+    /// credentials are the credential store's: revoke them by owner). The
+    /// last admin who can sign in is never removed.
+    pub fn remove(&self, username: &str) -> Result<()> {
+        let mut conn = self.db.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (id, _, _) = user_row(&tx, username)?;
+        keep_an_admin(&tx, id, username, "remove")?;
+        // Sessions and links go with the row (ON DELETE CASCADE).
+        tx.execute("DELETE FROM users WHERE id = ?1", [id])?;
+        tx.commit()?;
+        self.changed(());
+        Ok(())
     }
 
     /// Makes a fresh one-time setup token if no user exists yet (replacing any
@@ -343,6 +684,35 @@ impl UserStore {
         tx.commit()?;
         Ok(User { id, username: username.into(), is_admin: true })
     }
+}
+
+/// `username`'s id, whether they are only invited (no password), and whether disabled.
+fn user_row(tx: &rusqlite::Transaction<'_>, username: &str) -> Result<(i64, bool, bool)> {
+    tx.query_row(
+        "SELECT id, password_hash = '', disabled_at IS NOT NULL FROM users WHERE username = ?1",
+        [username],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .optional()?
+    .ok_or_else(|| CoreError::NotFound(format!("user {username:?}")))
+}
+
+/// Refuses to `what` (disable, demote, remove) user `id` when no other
+/// admin could still sign in afterwards.
+fn keep_an_admin(tx: &rusqlite::Transaction<'_>, id: i64, username: &str, what: &str) -> Result<()> {
+    const CAN_SIGN_IN: &str = "is_admin = 1 AND disabled_at IS NULL AND password_hash != ''";
+    let is_one: bool =
+        tx.query_row(&format!("SELECT EXISTS(SELECT 1 FROM users WHERE id = ?1 AND {CAN_SIGN_IN})"), [id], |r| {
+            r.get(0)
+        })?;
+    let others: i64 =
+        tx.query_row(&format!("SELECT COUNT(*) FROM users WHERE id != ?1 AND {CAN_SIGN_IN}"), [id], |r| r.get(0))?;
+    if is_one && others == 0 {
+        return Err(CoreError::Refused(format!(
+            "cannot {what} {username}: they are the last admin who can sign in; make another user an admin first"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -421,6 +791,137 @@ mod tests {
         assert_eq!(users.stored_sessions().unwrap(), 1);
         assert_eq!(users.session_user(&old).unwrap(), None);
         assert!(users.session_user(&newer).unwrap().is_some());
+    }
+
+    #[test]
+    fn an_invite_link_sets_the_first_password_once() {
+        let (users, _) = store();
+        let link = users.invite("bob", false).unwrap();
+        assert_eq!(link.purpose, LinkPurpose::Invite);
+        let stored: String =
+            users.db.conn().query_row("SELECT token_hash FROM password_links", [], |r| r.get(0)).unwrap();
+        assert_eq!(stored, secret::hash(&link.token), "only the hash is kept");
+        assert_eq!(users.list().unwrap()[0].status, UserStatus::Invited);
+        assert!(users.verify_password("bob", "").unwrap().is_none(), "no password yet signs nobody in");
+        assert_eq!(
+            users.password_link(&link.token).unwrap(),
+            LinkCheck::Valid { username: "bob".into(), purpose: LinkPurpose::Invite }
+        );
+        assert!(matches!(
+            users.use_password_link(&link.token, "short"),
+            Err(CoreError::Invalid { field: "password", .. })
+        ));
+        let bob = users.use_password_link(&link.token, "bobs password").unwrap();
+        assert!(!bob.is_admin);
+        assert_eq!(users.verify_password("bob", "bobs password").unwrap(), Some(bob));
+        assert_eq!(users.password_link(&link.token).unwrap(), LinkCheck::Invalid);
+        assert!(users.use_password_link(&link.token, "another password").is_err(), "used once");
+        assert!(matches!(users.invite("bob", true), Err(CoreError::Conflict(_))));
+        assert_eq!(users.list().unwrap()[0].status, UserStatus::Active);
+    }
+
+    #[test]
+    fn links_expire_and_a_newer_link_replaces_the_older() {
+        let (users, clock) = store();
+        let first = users.invite("bob", false).unwrap();
+        let second = users.new_link("bob").unwrap();
+        assert_eq!(second.purpose, LinkPurpose::Invite, "still an invite: no password yet");
+        assert_eq!(users.password_link(&first.token).unwrap(), LinkCheck::Invalid);
+        clock.advance(PASSWORD_LINK_LIFETIME);
+        assert_eq!(users.password_link(&second.token).unwrap(), LinkCheck::Expired);
+        let err = users.use_password_link(&second.token, "bobs password").unwrap_err().to_string();
+        assert!(err.contains("expired"), "{err}");
+        assert_eq!(users.list().unwrap()[0].link_expires_ms, None);
+    }
+
+    #[test]
+    fn a_reset_link_replaces_the_password_and_ends_every_session() {
+        let (users, _) = store();
+        let ada = users.add("ada", "old password", false).unwrap();
+        let cookie = users.create_session(&ada).unwrap();
+        let link = users.new_link("ada").unwrap();
+        assert_eq!(link.purpose, LinkPurpose::Reset);
+        assert!(users.verify_password("ada", "old password").unwrap().is_some(), "works until the link is used");
+        users.use_password_link(&link.token, "new password").unwrap();
+        assert!(users.verify_password("ada", "old password").unwrap().is_none());
+        assert!(users.verify_password("ada", "new password").unwrap().is_some());
+        assert_eq!(users.session_user(&cookie).unwrap(), None);
+    }
+
+    #[test]
+    fn disabling_ends_sessions_and_sign_in_until_enabled() {
+        let (users, _) = store();
+        users.add("root", "root password", true).unwrap();
+        let bob = users.add("bob", "bobs password", false).unwrap();
+        let cookie = users.create_session(&bob).unwrap();
+        let link = users.new_link("bob").unwrap();
+        assert!(users.set_disabled("bob", true).unwrap());
+        assert!(!users.set_disabled("bob", true).unwrap(), "already disabled");
+        assert_eq!(users.session_user(&cookie).unwrap(), None);
+        assert_eq!(users.stored_sessions().unwrap(), 0, "the rows are gone, not just refused");
+        assert!(users.verify_password("bob", "bobs password").unwrap().is_none());
+        assert_eq!(users.password_link(&link.token).unwrap(), LinkCheck::Invalid, "links end too");
+        assert!(matches!(users.new_link("bob"), Err(CoreError::Refused(_))));
+        assert_eq!(users.list().unwrap()[0].status, UserStatus::Disabled);
+        assert!(users.set_disabled("bob", false).unwrap());
+        assert!(users.verify_password("bob", "bobs password").unwrap().is_some());
+        assert!(matches!(users.set_disabled("nobody", true), Err(CoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn the_last_admin_who_can_sign_in_is_kept() {
+        let (users, _) = store();
+        users.add("root", "root password", true).unwrap();
+        // An invited admin cannot sign in yet, so does not count.
+        users.invite("pending", true).unwrap();
+        for refused in
+            [users.set_disabled("root", true), users.set_admin("root", false), users.remove("root").map(|_| true)]
+        {
+            let err = refused.unwrap_err();
+            assert!(matches!(err, CoreError::Refused(_)) && err.to_string().contains("last admin"), "{err}");
+        }
+        users.add("ada", "ada password", false).unwrap();
+        assert!(users.set_admin("ada", true).unwrap());
+        assert!(users.set_admin("root", false).unwrap(), "ada is an admin now");
+        assert!(matches!(users.set_disabled("ada", true), Err(CoreError::Refused(_))));
+        users.remove("pending").unwrap();
+        assert!(users.set_admin("root", true).unwrap());
+        users.remove("ada").unwrap();
+        assert_eq!(users.list().unwrap().iter().map(|u| u.username.as_str()).collect::<Vec<_>>(), ["root"]);
+    }
+
+    #[test]
+    fn removing_a_user_removes_their_sessions_and_links() {
+        let (users, _) = store();
+        users.add("root", "root password", true).unwrap();
+        let bob = users.add("bob", "bobs password", false).unwrap();
+        let cookie = users.create_session(&bob).unwrap();
+        let link = users.new_link("bob").unwrap();
+        users.remove("bob").unwrap();
+        assert_eq!(users.session_user(&cookie).unwrap(), None);
+        assert_eq!(users.stored_sessions().unwrap(), 0);
+        assert_eq!(users.password_link(&link.token).unwrap(), LinkCheck::Invalid);
+        assert!(matches!(users.remove("bob"), Err(CoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn own_password_changes_need_the_current_one_and_keep_this_session_only() {
+        let (users, _) = store();
+        let ada = users.add("ada", "old password", false).unwrap();
+        let here = users.create_session(&ada).unwrap();
+        let elsewhere = users.create_session(&ada).unwrap();
+        let keep = BrowserSession(secret::hash(&here));
+        assert!(!users.change_password(&ada, "wrong password", "new password", &keep).unwrap());
+        assert!(users.session_user(&elsewhere).unwrap().is_some(), "a wrong current password changes nothing");
+        assert!(users.change_password(&ada, "old password", "new password", &keep).unwrap());
+        assert!(users.verify_password("ada", "new password").unwrap().is_some());
+        assert!(users.session_user(&here).unwrap().is_some());
+        assert_eq!(users.session_user(&elsewhere).unwrap(), None);
+        let third = users.create_session(&ada).unwrap();
+        assert_eq!(users.live_sessions(ada.id).unwrap(), 2);
+        assert_eq!(users.end_other_sessions(ada.id, &keep).unwrap(), 1);
+        assert_eq!(users.session_user(&third).unwrap(), None);
+        assert!(users.session_user(&here).unwrap().is_some());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,6 +22,7 @@ const shots =
 test.beforeAll(async () => {
   gh = await spawnGatehouse();
   gh.addUser("ada", PW, true);
+  gh.addUser("bob", PW);
   const ada = await gh.signIn("ada", PW);
   cookie = ada;
   // Something to show: a settled call, a pending one, a connected agent.
@@ -65,6 +66,7 @@ const pages: [string, () => string][] = [
   ["policies", () => "/policies?pattern=gatehouse_*&action=block"],
   ["tools", () => "/tools"],
   ["upstreams", () => "/upstreams"],
+  ["users", () => "/users"],
 ];
 
 for (const [name, path] of pages) {

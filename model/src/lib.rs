@@ -11,10 +11,12 @@ pub mod live;
 pub mod routes;
 pub mod state;
 pub mod tools;
+pub mod user;
 
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
 pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
-pub use live::{LiveEvent, McpSessionInfo, UpstreamInfo};
+pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, UpstreamInfo};
 pub use state::{Decision, State};
 pub use tools::{Action, Basis, DiffLine, PINNED_FIELDS, PinView, Rule, ToolChange, ToolGate, ToolInfo, line_diff};
+pub use user::{LinkPurpose, PasswordLink, UserStatus, UserView};

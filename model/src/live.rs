@@ -15,7 +15,15 @@ pub enum LiveEvent {
     ApprovalsChanged,
     /// An upstream server came up, went down or restarted.
     UpstreamsChanged,
+    /// A user was invited, changed, disabled or removed, or browser sessions
+    /// ended (live streams of an ended session close).
+    UsersChanged,
 }
+
+/// The SSE event a page's live stream sends just before it closes because
+/// the browser session ended (signed out, disabled, removed, password
+/// changed elsewhere); the page reloads and the server sends it to sign-in.
+pub const SIGNED_OUT_EVENT: &str = "signed_out";
 
 impl LiveEvent {
     /// The SSE event name.
@@ -25,6 +33,7 @@ impl LiveEvent {
             LiveEvent::CredentialsChanged => "credentials_changed",
             LiveEvent::ApprovalsChanged => "approvals_changed",
             LiveEvent::UpstreamsChanged => "upstreams_changed",
+            LiveEvent::UsersChanged => "users_changed",
         }
     }
 }

@@ -15,6 +15,26 @@ pub const AGENTS: &str = "/agents";
 /// changed definitions held back for review.
 pub const TOOLS: &str = "/tools";
 
+/// The users page (admins manage users; everyone their own password and sessions).
+pub const USERS: &str = "/users";
+
+/// The users page showing the one-time link just made as `id` (the link
+/// itself never goes in a URL but its own).
+pub fn users_link(id: &str) -> String {
+    format!("{USERS}?link={id}")
+}
+
+/// The page a one-time invite or reset link opens (no sign-in needed).
+pub const SET_PASSWORD: &str = "/set-password";
+/// Where the set-password form posts.
+pub const API_SET_PASSWORD: &str = "/api/auth/set-password";
+
+/// The one-time link that lets a user choose a password: `base_url` (no
+/// trailing slash) plus [`SET_PASSWORD`] and the token.
+pub fn password_link(base_url: &str, token: &str) -> String {
+    format!("{}{SET_PASSWORD}?token={token}", base_url.trim_end_matches('/'))
+}
+
 /// The agents page showing the credential just minted as `id` (its token
 /// itself never goes in a URL).
 pub fn agents_minted(id: &str) -> String {
@@ -94,6 +114,8 @@ mod tests {
         let f = crate::HistoryFilter { tool: "rm".into(), before: Some(9), ..Default::default() };
         assert_eq!(history(&f), "/history?tool=rm&before=9");
         assert_eq!(history(&Default::default()), "/history");
+        assert_eq!(password_link("http://gh.test/", "tok"), "http://gh.test/set-password?token=tok");
+        assert_eq!(users_link("link_1"), "/users?link=link_1");
         assert_eq!(history_export(crate::ExportFormat::Csv, &f), "/api/history/export.csv?tool=rm");
     }
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use futures::{Stream, StreamExt};
 use gatehouse_core::live::LiveEvent;
-use gatehouse_core::model::INBOX_EVENT;
+use gatehouse_core::model::{INBOX_EVENT, SIGNED_OUT_EVENT};
 use gatehouse_core::users::User;
 
 use crate::auth::{BrowserSession, SignedIn};
@@ -41,18 +41,60 @@ impl FromRequestParts<AppState> for StreamSlot {
 }
 
 /// Wraps `stream` with keep-alives; it ends when the server shuts down, and
-/// holds `slot` for as long as it lives.
+/// holds `slot` for as long as it lives. It also ends, with a
+/// [`SIGNED_OUT_EVENT`], as soon as its browser session no longer signs
+/// anyone in: a disabled user's open page stops receiving at once.
 pub fn sse(
     stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
     state: &AppState,
     slot: StreamSlot,
 ) -> EventStream {
+    use futures::FutureExt;
     let shutdown = state.mcp.shutdown.clone();
-    let stream = stream.take_until(async move { shutdown.cancelled_owned().await }).map(move |event| {
-        let _held = &slot;
-        event
-    });
+    let ended = session_ended(state.mcp.core.users.clone(), state.mcp.core.live.subscribe(), slot.session().into())
+        .boxed()
+        .shared();
+    let said_why = ended.clone();
+    let stream = stream
+        .take_until(async move { shutdown.cancelled_owned().await })
+        .take_until(ended)
+        .map(move |event| {
+            let _held = &slot;
+            event
+        })
+        // Ended because the session did: say so, so the page reloads (an
+        // event without data would never be dispatched).
+        .chain(futures::stream::once(async move { said_why.peek().is_some() }).filter_map(|signed_out| {
+            futures::future::ready(
+                signed_out.then(|| Ok(Event::default().event(SIGNED_OUT_EVENT).data("session ended"))),
+            )
+        }));
     Sse::new(Box::pin(stream) as BoxedEvents).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// Completes once `session` no longer signs anyone in, checked on every
+/// user change the hub announces (and on a missed one).
+async fn session_ended(
+    users: gatehouse_core::users::UserStore,
+    mut events: tokio::sync::broadcast::Receiver<LiveEvent>,
+    session: String,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let session = BrowserSession(session);
+    loop {
+        match events.recv().await {
+            Ok(LiveEvent::UsersChanged) | Err(RecvError::Lagged(_)) => {
+                let users = users.clone();
+                let session = session.clone();
+                let live = tokio::task::spawn_blocking(move || users.session_live(&session)).await;
+                if matches!(live, Ok(Ok(false))) {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+        }
+    }
 }
 
 /// How long a burst of hub events is gathered into one message per kind.

@@ -20,6 +20,7 @@ pub fn router() -> Router<AppState> {
         .route(routes::API_SIGN_IN, post(auth::sign_in))
         .route(routes::API_SIGN_OUT, post(auth::sign_out))
         .route(routes::API_SETUP, post(auth::setup))
+        .route(routes::API_SET_PASSWORD, post(auth::set_password))
         .route("/api/credentials", post(credentials::issue).get(credentials::list))
         .route("/api/credentials/{id}", delete(credentials::revoke))
         .route("/api/threads/{thread}/touch", post(credentials::touch_thread))

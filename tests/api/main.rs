@@ -19,3 +19,4 @@ mod relay_stress;
 mod shutdown;
 mod throttling;
 mod upstreams;
+mod users;

@@ -16,6 +16,7 @@ const SECTIONS: &[(&str, &str)] = &[
     (routes::POLICIES, "Policies"),
     (routes::TOOLS, "Tools"),
     (routes::UPSTREAMS, "Upstreams"),
+    (routes::USERS, "Users"),
 ];
 
 /// Header with the product name, navigation and sign-out.

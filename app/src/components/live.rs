@@ -5,9 +5,9 @@
 
 use leptos::prelude::*;
 
-#[cfg(feature = "hydrate")]
-use gatehouse_model::INBOX_EVENT;
 use gatehouse_model::InboxView;
+#[cfg(feature = "hydrate")]
+use gatehouse_model::{INBOX_EVENT, SIGNED_OUT_EVENT};
 
 /// Connection state of a live stream, for the status line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +68,15 @@ pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> Read
             source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
             source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
             let _ = source.add_event_listener_with_callback(INBOX_EVENT, on_inbox.as_ref().unchecked_ref());
+            // The browser session ended (signed out elsewhere, disabled, removed):
+            // reload, and the server sends the page to sign-in.
+            let on_signed_out = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| {
+                if let Some(window) = web_sys::window() {
+                    let _ = window.location().reload();
+                }
+            });
+            let _ = source.add_event_listener_with_callback(SIGNED_OUT_EVENT, on_signed_out.as_ref().unchecked_ref());
+            on_signed_out.forget();
             // The closures live as long as the page; the source closes with it.
             on_open.forget();
             on_error.forget();

@@ -7,6 +7,8 @@ pub mod agents;
 #[cfg(feature = "ssr")]
 pub mod context;
 pub mod executions;
+#[cfg(feature = "ssr")]
+mod held_links;
 pub mod history;
 #[cfg(feature = "ssr")]
 mod minted;
@@ -14,11 +16,14 @@ pub mod overview;
 pub mod policies;
 pub mod tools;
 pub mod upstreams;
+pub mod users;
 
 pub use agents::*;
 #[cfg(feature = "ssr")]
 pub use context::ToolCatalog;
 pub use executions::*;
+#[cfg(feature = "ssr")]
+pub use held_links::HeldLinks;
 pub use history::*;
 #[cfg(feature = "ssr")]
 pub use minted::MintedTokens;
@@ -26,3 +31,4 @@ pub use overview::*;
 pub use policies::*;
 pub use tools::*;
 pub use upstreams::*;
+pub use users::*;

@@ -1,0 +1,328 @@
+//! `/users`: everyone changes their own password and signs out their other
+//! browser sessions; admins invite users with a one-time link (shown once,
+//! with a copy button), make reset links, disable, enable, promote, demote
+//! and remove users, and see the latest user changes.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use gatehouse_model::{ChangeEntry, LinkPurpose, PasswordLink, UserStatus, UserView, routes};
+
+use crate::components::copy::CopyButton;
+use crate::components::header::Header;
+use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::when::When;
+use crate::server_fns::{
+    ChangePassword, InviteUser, RemoveUser, ResetLink, SetUserAdmin, SetUserDisabled, SignOutOthers, UsersView,
+    list_users, take_link,
+};
+
+/// The actions the page's forms post to.
+#[derive(Clone, Copy)]
+struct Actions {
+    reset: ServerAction<ResetLink>,
+    disable: ServerAction<SetUserDisabled>,
+    admin: ServerAction<SetUserAdmin>,
+    remove: ServerAction<RemoveUser>,
+}
+
+/// `/users`
+#[component]
+pub fn UsersPage() -> impl IntoView {
+    let invite = ServerAction::<InviteUser>::new();
+    let actions = Actions {
+        reset: ServerAction::new(),
+        disable: ServerAction::new(),
+        admin: ServerAction::new(),
+        remove: ServerAction::new(),
+    };
+    let password = ServerAction::<ChangePassword>::new();
+    let sign_out = ServerAction::<SignOutOthers>::new();
+    let users = Resource::new(
+        move || {
+            (
+                invite.version().get(),
+                actions.disable.version().get(),
+                actions.admin.version().get(),
+                actions.remove.version().get(),
+                sign_out.version().get(),
+            )
+        },
+        |_| list_users(),
+    );
+    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
+        if matches!(change.as_str(), "users_changed" | "resync" | "hello") {
+            users.refetch();
+        }
+    });
+    let query = use_query_map();
+    let link = Resource::new(
+        move || query.read().get("link"),
+        |id| async move {
+            match id {
+                Some(id) => take_link(id).await.ok().flatten(),
+                None => None,
+            }
+        },
+    );
+    let notice = move || {
+        let q = query.read();
+        if q.get("changed").as_deref() == Some("password") {
+            Some("Your password was changed, and your other browser sessions were signed out.".to_string())
+        } else {
+            q.get("signed_out").map(|n| match n.as_str() {
+                "0" => "There were no other sessions to sign out.".to_string(),
+                "1" => "Signed out 1 other session.".to_string(),
+                n => format!("Signed out {n} other sessions."),
+            })
+        }
+    };
+    view! {
+        <Title text="Users — Gatehouse"/>
+        <Header/>
+        <main class="page">
+            <h1>"Users"</h1>
+            {move || notice().map(|n| view! { <p role="status" class="notice">{n}</p> })}
+            <Suspense fallback=|| ()>
+                {move || link.get().flatten().map(|l| view! { <LinkShown link=l/> })}
+            </Suspense>
+            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+                {move || users.get().map(|result| match result {
+                    Ok(view) => view! { <UsersBody view invite actions password sign_out/> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                })}
+            </Suspense>
+            <LiveStatus state=live/>
+        </main>
+    }
+}
+
+/// What the page shows once loaded: the admin's part, then the viewer's account.
+#[component]
+fn UsersBody(
+    view: UsersView,
+    invite: ServerAction<InviteUser>,
+    actions: Actions,
+    password: ServerAction<ChangePassword>,
+    sign_out: ServerAction<SignOutOthers>,
+) -> impl IntoView {
+    let UsersView { now_ms, username, is_admin, my_sessions, users, changes } = view;
+    view! {
+        {if is_admin {
+            view! {
+                <InviteForm invite/>
+                <UserList users now_ms me=username.clone() actions/>
+                <Changes changes now_ms/>
+            }.into_any()
+        } else {
+            view! { <p class="hint">"Only admins add, reset, disable or remove users. Here you manage your own account."</p> }.into_any()
+        }}
+        <Account username my_sessions password sign_out/>
+    }
+}
+
+/// The form that invites a user.
+#[component]
+fn InviteForm(invite: ServerAction<InviteUser>) -> impl IntoView {
+    let error = move || invite.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    view! {
+        <section aria-labelledby="invite-h" class="panel">
+            <h2 id="invite-h">"Add a user"</h2>
+            <ActionForm action=invite attr:class="invite-form">
+                <label>"Username" <input name="username" required autocomplete="off" maxlength="64"
+                    pattern="[A-Za-z0-9._@\\-]+" title="letters, digits, '-', '_', '.' or '@'" placeholder="grace"/></label>
+                <label class="check"><input type="checkbox" name="admin" value="on"/> "Admin (manages users, decides every call)"</label>
+                <button type="submit" class="primary">"Create invite link"</button>
+            </ActionForm>
+            <p class="hint">"They get no password from you: send them the one-time link, and they choose their own. It works once, for 24 hours."</p>
+            {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+        </section>
+    }
+}
+
+/// The link just made, shown this once.
+#[component]
+fn LinkShown(link: PasswordLink) -> impl IntoView {
+    let what = match link.purpose {
+        LinkPurpose::Invite => "Invite link for ",
+        LinkPurpose::Reset => "Password reset link for ",
+    };
+    let url = link.url.clone();
+    view! {
+        <section class="panel minted" aria-labelledby="link-h">
+            <h2 id="link-h">{what} {link.username.clone()}</h2>
+            <p class="warning">"Copy it now and send it to them: it is shown only this once, and only its hash is kept."</p>
+            <div class="secret">
+                <code data-testid="password-link">{url.clone()}</code>
+                <CopyButton text=url label="Copy the link"/>
+            </div>
+            <p class="hint">"It works once, until " <When ms=link.expires_ms now_ms=link.expires_ms/> "; a newer link for the same user replaces it."</p>
+        </section>
+    }
+}
+
+/// Every user with what an admin can do to them.
+#[component]
+fn UserList(users: Vec<UserView>, now_ms: i64, me: String, actions: Actions) -> impl IntoView {
+    let errors = move || {
+        [
+            actions.reset.value().get().and_then(|r| r.err()),
+            actions.disable.value().get().and_then(|r| r.err()),
+            actions.admin.value().get().and_then(|r| r.err()),
+            actions.remove.value().get().and_then(|r| r.err()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+    };
+    let only_me = users.len() <= 1;
+    view! {
+        <section aria-labelledby="users-h">
+            <h2 id="users-h">"Everyone"</h2>
+            {move || errors().into_iter().map(|e| view! { <p role="alert" class="error">{e}</p> }).collect_view()}
+            <div class="table-wrap" tabindex="0" role="region" aria-label="Users (scrolls sideways)">
+            <table class="responsive users" aria-label="Users">
+                <thead><tr>
+                    <th scope="col">"User"</th><th scope="col">"Role"</th><th scope="col">"Status"</th>
+                    <th scope="col">"Added"</th><th scope="col">"Sessions"</th>
+                    <th scope="col"><span class="visually-hidden">"Actions"</span></th>
+                </tr></thead>
+                <tbody>
+                {users.into_iter().map(|u| view! { <UserRow user=u now_ms me=me.clone() actions/> }).collect_view()}
+                </tbody>
+            </table>
+            </div>
+            {only_me.then(|| view! {
+                <p class="empty">"Only you so far. Add a user above: you get a link to send them, and they choose their own password."</p>
+            })}
+        </section>
+    }
+}
+
+/// One user's row.
+#[component]
+fn UserRow(user: UserView, now_ms: i64, me: String, actions: Actions) -> impl IntoView {
+    let name = user.username.clone();
+    let is_me = name == me;
+    let status = match (user.status, user.link_expires_ms) {
+        (UserStatus::Invited, Some(at)) => view! { "invited, link expires " <When ms=at now_ms/> }.into_any(),
+        (UserStatus::Invited, None) => "invited, link expired".into_any(),
+        (UserStatus::Active, Some(at)) => view! { "active, reset link expires " <When ms=at now_ms/> }.into_any(),
+        (s, _) => s.as_str().into_any(),
+    };
+    let link_label = if user.status == UserStatus::Invited { "New invite link" } else { "Reset password" };
+    let disabled = user.status == UserStatus::Disabled;
+    let reset_form = (!disabled).then(|| {
+        let name = name.clone();
+        view! {
+            <ActionForm action=actions.reset attr:class="row-form">
+                <input type="hidden" name="username" value=name.clone()/>
+                <button type="submit" class="quiet" aria-label=format!("{link_label} for {name}")>{link_label}</button>
+            </ActionForm>
+        }
+    });
+    let (admin_label, admin_value, admin_text) = if user.is_admin {
+        (format!("Remove admin: {name}"), "false", "Remove admin")
+    } else {
+        (format!("Make admin: {name}"), "true", "Make admin")
+    };
+    let (disable_label, disable_value, disable_text, disable_class) = if disabled {
+        (format!("Enable {name}"), "false", "Enable", "quiet")
+    } else {
+        (format!("Disable {name}"), "true", "Disable", "quiet danger")
+    };
+    let (for_admin, for_disable, for_remove) = (name.clone(), name.clone(), name.clone());
+    let remove_label = format!("Remove {name}");
+    let remove_text = format!("Remove {name} for good");
+    let row_key = name.clone();
+    view! {
+        <tr data-user=row_key data-status=user.status.as_str()>
+            <th scope="row" data-label="User">{name} {is_me.then(|| view! { <span class="tag">"you"</span> })}</th>
+            <td data-label="Role">{if user.is_admin { "admin" } else { "user" }}</td>
+            <td data-label="Status"><span class=format!("status {}", user.status)>{status}</span></td>
+            <td data-label="Added"><When ms=user.created_ms now_ms/></td>
+            <td data-label="Sessions">{user.sessions}</td>
+            <td data-label="Actions" class="actions">
+                {reset_form}
+                <ActionForm action=actions.admin attr:class="row-form">
+                    <input type="hidden" name="username" value=for_admin/>
+                    <input type="hidden" name="admin" value=admin_value/>
+                    <button type="submit" class="quiet" aria-label=admin_label>{admin_text}</button>
+                </ActionForm>
+                <ActionForm action=actions.disable attr:class="row-form">
+                    <input type="hidden" name="username" value=for_disable/>
+                    <input type="hidden" name="disabled" value=disable_value/>
+                    <button type="submit" class=disable_class aria-label=disable_label>{disable_text}</button>
+                </ActionForm>
+                <details class="confirm">
+                    <summary aria-label=remove_label>"Remove"</summary>
+                    <ActionForm action=actions.remove attr:class="row-form">
+                        <input type="hidden" name="username" value=for_remove/>
+                        <p class="hint">"Their sessions end and their agents' credentials are revoked."</p>
+                        <button type="submit" class="danger quiet">{remove_text}</button>
+                    </ActionForm>
+                </details>
+            </td>
+        </tr>
+    }
+}
+
+/// The latest user changes.
+#[component]
+fn Changes(changes: Vec<ChangeEntry>, now_ms: i64) -> impl IntoView {
+    (!changes.is_empty()).then(|| {
+        view! {
+            <section aria-labelledby="changes-h">
+                <h2 id="changes-h">"Recent changes"</h2>
+                <ul class="changes">
+                    {changes.into_iter().map(|c| view! {
+                        <li>
+                            <When ms=c.at_ms now_ms/> " " <span class="mono">{c.actor}</span> " "
+                            <strong>{c.action}</strong> " " <span class="mono">{c.target}</span>
+                            {c.detail.map(|d| view! { <span class="hint">" — " {d}</span> })}
+                        </li>
+                    }).collect_view()}
+                </ul>
+            </section>
+        }
+    })
+}
+
+/// The viewer's own password and browser sessions.
+#[component]
+fn Account(
+    username: String,
+    my_sessions: usize,
+    password: ServerAction<ChangePassword>,
+    sign_out: ServerAction<SignOutOthers>,
+) -> impl IntoView {
+    let error = move || password.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let sign_out_error = move || sign_out.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let others = my_sessions.saturating_sub(1);
+    view! {
+        <section aria-labelledby="account-h" class="panel">
+            <h2 id="account-h">"Your account (" {username.clone()} ")"</h2>
+            <h3>"Change your password"</h3>
+            <ActionForm action=password attr:class="stack password-form">
+                <input type="text" name="username" value=username autocomplete="username" readonly hidden/>
+                <label>"Current password" <input name="current" type="password" autocomplete="current-password" required/></label>
+                <label>"New password (8 characters or more)" <input name="new" type="password" autocomplete="new-password" minlength="8" required/></label>
+                <label>"New password again" <input name="confirm" type="password" autocomplete="new-password" minlength="8" required/></label>
+                <button type="submit" class="primary">"Change password"</button>
+            </ActionForm>
+            {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+            <h3>"Browser sessions"</h3>
+            <p data-testid="other-sessions">{match others {
+                0 => "You are signed in only here.".to_string(),
+                1 => "You are signed in here and in 1 other browser.".to_string(),
+                n => format!("You are signed in here and in {n} other browsers."),
+            }}</p>
+            <ActionForm action=sign_out attr:class="row-form">
+                <button type="submit" class="quiet">"Sign out other sessions"</button>
+            </ActionForm>
+            {move || sign_out_error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+        </section>
+    }
+}
