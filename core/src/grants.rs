@@ -141,7 +141,10 @@ impl Live {
         {
             return false;
         }
-        self.view.arguments.iter().all(|(name, want)| arguments.get(name).and_then(Value::as_str).is_some_and(|v| want.accepts(v)))
+        self.view
+            .arguments
+            .iter()
+            .all(|(name, want)| arguments.get(name).and_then(Value::as_str).is_some_and(|v| want.accepts(v)))
     }
 }
 
@@ -285,9 +288,8 @@ impl GrantStore {
     /// it on a blocking thread (the gate does after a use, one flush at a time).
     pub fn flush_uses(&self) -> Result<usize, CoreError> {
         self.inner.flush_pending.store(false, Ordering::Release);
-        let ids: Vec<String> = std::mem::take(&mut *self.inner.dirty.lock().unwrap_or_else(|p| p.into_inner()))
-            .into_iter()
-            .collect();
+        let ids: Vec<String> =
+            std::mem::take(&mut *self.inner.dirty.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
         if ids.is_empty() {
             return Ok(0);
         }

@@ -103,7 +103,11 @@ impl Core {
             )?,
             policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules),
             changes: changes::ChangeLog::new(db.clone(), clock.clone()),
-            grants: grants::GrantStore::load(db.clone(), clock.clone(), changes::ChangeLog::new(db.clone(), clock.clone()))?,
+            grants: grants::GrantStore::load(
+                db.clone(),
+                clock.clone(),
+                changes::ChangeLog::new(db.clone(), clock.clone()),
+            )?,
             pins: pins::ToolPins::new(db.clone(), clock.clone()),
             credentials: credentials::CredentialStore::new(
                 db.clone(),

@@ -48,8 +48,9 @@ async fn resume_with(app: &TestApp, cookie: &str, eid: &str, body: Value) -> req
 
 /// Approves `eid` as `cookie` with a grant of `scope` (and `arguments`); the grant's id.
 async fn grant(app: &TestApp, cookie: &str, eid: &str, scope: &str, arguments: Value) -> String {
-    let r = resume_with(app, cookie, eid, json!({"action": "accept", "grant": {"scope": scope, "arguments": arguments}}))
-        .await;
+    let r =
+        resume_with(app, cookie, eid, json!({"action": "accept", "grant": {"scope": scope, "arguments": arguments}}))
+            .await;
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["state"], "approved");
@@ -171,7 +172,10 @@ async fn a_session_grant_covers_only_its_session_and_ends_with_it() {
     let id = grant(&app, &carol, &eid, "session", json!({})).await;
     assert!(!paused(&app.tool_call(&token, &sid, TOOL, json!({})).await));
     let other_sid = app.open_session(&token).await;
-    assert!(paused(&app.tool_call(&token, &other_sid, TOOL, json!({})).await), "another session of the same credential");
+    assert!(
+        paused(&app.tool_call(&token, &other_sid, TOOL, json!({})).await),
+        "another session of the same credential"
+    );
     let listed = grants_of(&app, &carol).await;
     assert_eq!((listed[0]["id"].as_str(), listed[0]["sessionId"].as_str()), (Some(id.as_str()), Some(sid.as_str())));
 
@@ -201,9 +205,16 @@ async fn argument_constraints_narrow_a_grant_and_must_fit_the_call() {
     let eid = execution_id(&app.tool_call(&token, &sid, TOOL, json!({"path": "/tmp/a", "mode": "w"})).await);
 
     // A constraint the call itself does not meet, or on no string argument: 400, nothing decided.
-    for arguments in [json!({"path": {"prefix": "/etc/"}}), json!({"size": {"exact": "1"}}), json!({"path": {"prefix": ""}})] {
-        let r = resume_with(&app, &carol, &eid, json!({"action": "accept", "grant": {"scope": "1h", "arguments": arguments}}))
-            .await;
+    for arguments in
+        [json!({"path": {"prefix": "/etc/"}}), json!({"size": {"exact": "1"}}), json!({"path": {"prefix": ""}})]
+    {
+        let r = resume_with(
+            &app,
+            &carol,
+            &eid,
+            json!({"action": "accept", "grant": {"scope": "1h", "arguments": arguments}}),
+        )
+        .await;
         assert_eq!(r.status(), 400, "{arguments}");
     }
     assert_eq!(app.core.approvals.get(&eid).unwrap().1.state, gatehouse_core::approvals::State::Pending);
@@ -213,7 +224,14 @@ async fn argument_constraints_narrow_a_grant_and_must_fit_the_call() {
         &app,
         &carol,
         "grant",
-        &[("id", &eid), ("scope", "1h"), ("note", ""), ("exact[mode]", "on"), ("prefix[path]", "/tmp/"), ("prefix[mode]", "")],
+        &[
+            ("id", &eid),
+            ("scope", "1h"),
+            ("note", ""),
+            ("exact[mode]", "on"),
+            ("prefix[path]", "/tmp/"),
+            ("prefix[mode]", ""),
+        ],
     )
     .await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
@@ -297,7 +315,8 @@ async fn grants_are_owner_checked_and_origin_checked() {
         .unwrap();
     assert_eq!(r.status(), 403);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "forbidden_origin");
-    let r = evil(Method::POST, "/api/fn/grant").form(&[("id", eid.as_str()), ("scope", "forever")]).send().await.unwrap();
+    let r =
+        evil(Method::POST, "/api/fn/grant").form(&[("id", eid.as_str()), ("scope", "forever")]).send().await.unwrap();
     assert_eq!(r.status(), 403);
     assert!(grants_of(&app, &carol).await.is_empty());
 
@@ -340,13 +359,15 @@ async fn a_decline_reason_reaches_the_agents_client_and_the_audit() {
     let r = resume_with(&app, &ada, &eid, json!({"action": "decline", "reason": format!("  {reason}\n")})).await;
     assert_eq!(r.status(), 200);
 
-    let result: CallToolResult =
-        client.call_tool(tool_params("resume", json!({"executionId": eid}))).await.unwrap();
+    let result: CallToolResult = client.call_tool(tool_params("resume", json!({"executionId": eid}))).await.unwrap();
     assert_eq!(result.is_error, Some(true));
     let text = result.content[0].as_text().unwrap().text.clone();
     assert!(text.contains(reason), "{text}");
     let structured = result.structured_content.unwrap();
-    assert_eq!((structured["error"].as_str(), structured["reason"].as_str()), (Some("execution_declined"), Some(reason)));
+    assert_eq!(
+        (structured["error"].as_str(), structured["reason"].as_str()),
+        (Some("execution_declined"), Some(reason))
+    );
     let last = app.core.approvals.audit().latest(&eid).unwrap().unwrap();
     assert_eq!((last.state.as_str(), last.detail.as_deref()), ("declined", Some(reason)));
 

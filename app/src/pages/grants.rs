@@ -55,7 +55,7 @@ fn GrantsTable(view: GrantsView, revoke: ServerAction<RevokeGrant>) -> impl Into
             <thead><tr>
                 <th scope="col">"Agent"</th><th scope="col">"Tool"</th><th scope="col">"Only when"</th>
                 <th scope="col">"Lasts"</th><th scope="col">"Made"</th><th scope="col">"Uses"</th>
-                <th scope="col">"Last used"</th><th scope="col"><span class="visually-hidden">"Actions"</span></th>
+                <th scope="col"><span class="visually-hidden">"Actions"</span></th>
             </tr></thead>
             <tbody>
                 {grants.into_iter().map(|g| view! { <GrantRow grant=g now_ms revoke/> }).collect_view()}
@@ -69,7 +69,21 @@ fn GrantsTable(view: GrantsView, revoke: ServerAction<RevokeGrant>) -> impl Into
 
 #[component]
 fn GrantRow(grant: GrantView, now_ms: i64, revoke: ServerAction<RevokeGrant>) -> impl IntoView {
-    let GrantView { id, agent, owner, tool, arguments, scope, created_by, created_at_ms, expires_at_ms, uses, last_used_ms, execution_id, .. } = grant;
+    let GrantView {
+        id,
+        agent,
+        owner,
+        tool,
+        arguments,
+        scope,
+        created_by,
+        created_at_ms,
+        expires_at_ms,
+        uses,
+        last_used_ms,
+        execution_id,
+        ..
+    } = grant;
     let only: Vec<String> = arguments.iter().map(|(name, m)| m.describe(name)).collect();
     let label = format!("Revoke the grant of {tool} to {agent}");
     let (row_id, row_tool) = (id.clone(), tool.clone());
@@ -77,20 +91,19 @@ fn GrantRow(grant: GrantView, now_ms: i64, revoke: ServerAction<RevokeGrant>) ->
         <tr data-grant-id=row_id data-tool=row_tool>
             <td data-label="Agent"><Name text=agent/>{owner.map(|o| view! { <span class="meta">" (" <Name text=o/> ")"</span> })}</td>
             <td data-label="Tool"><a class="tool-link" href=routes::resume(&execution_id, None) title="The call it was made from"><Name text=tool/></a></td>
-            <td data-label="Only when">{if only.is_empty() {
+            <td data-label="Only when" class="only">{if only.is_empty() {
                 view! { <span class="hint">"any arguments"</span> }.into_any()
             } else {
                 view! { <Name text=only.join(" and ")/> }.into_any()
             }}</td>
             <td data-label="Lasts">{match expires_at_ms {
-                Some(at) => view! { "until " <When ms=at now_ms/> }.into_any(),
+                Some(at) => view! { "ends " <When ms=at now_ms/> }.into_any(),
                 None => scope.label().trim_start_matches("for ").to_string().into_any(),
             }}</td>
             <td data-label="Made"><When ms=created_at_ms now_ms/> " by " <Name text=created_by.trim_start_matches("user:").to_string()/></td>
-            <td data-label="Uses" class="uses">{uses}</td>
-            <td data-label="Last used">{match last_used_ms {
-                Some(at) => view! { <When ms=at now_ms/> }.into_any(),
-                None => "never".into_any(),
+            <td data-label="Uses"><span class="uses">{uses}</span>{match last_used_ms {
+                Some(at) => view! { <span class="meta">" · last " <When ms=at now_ms/></span> }.into_any(),
+                None => view! { <span class="meta">" · never used"</span> }.into_any(),
             }}</td>
             <td data-label="Actions" class="actions">
                 <ActionForm action=revoke attr:class="revoke-form">

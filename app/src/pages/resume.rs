@@ -194,7 +194,7 @@ fn ResumeBody(
                         <textarea form="decline-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
                     </label>
                     <label>"Note on approving (optional)"
-                        <input form="approve-form" name="reason" maxlength=MAX_NOTE_CHARS.to_string() autocomplete="off"/>
+                        <textarea form="approve-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
                     </label>
                 </div>
                 {(!human_only).then(|| view! {
@@ -223,7 +223,8 @@ fn ResumeBody(
 /// names that do not fit a form field name plainly are not offered.
 fn constrainable(arguments: &serde_json::Value) -> Vec<(String, String)> {
     let plain = |name: &str| {
-        (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        (1..=64).contains(&name.len())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
     };
     arguments
         .as_object()

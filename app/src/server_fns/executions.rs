@@ -87,7 +87,8 @@ pub async fn grant_execution(
         ctx::set_status(e.status_code());
         ServerFnError::new(e.to_string())
     };
-    let scope = GrantScope::parse(&scope).ok_or_else(|| fail(GrantError::Invalid(format!("unknown scope {scope:?}"))))?;
+    let scope =
+        GrantScope::parse(&scope).ok_or_else(|| fail(GrantError::Invalid(format!("unknown scope {scope:?}"))))?;
     let note = grants::note_from(note.as_deref()).map_err(fail)?;
     let (user, core) = ctx::context()?;
     // An exact value is this call's own (the checkbox carries no value).
@@ -102,7 +103,9 @@ pub async fn grant_execution(
             continue;
         }
         if arguments.contains_key(&name) {
-            return Err(fail(GrantError::Invalid(format!("choose either exactly or starts with for {name:?}, not both"))));
+            return Err(fail(GrantError::Invalid(format!(
+                "choose either exactly or starts with for {name:?}, not both"
+            ))));
         }
         arguments.insert(name, ArgMatch::Prefix(text));
     }

@@ -158,7 +158,9 @@ pub async fn call(
             // (gate-changing tools are human_only too).
             if !verdict.human_only
                 && !changes_gate
-                && granted::lookup(state, caller, call.name, target.upstream().as_deref(), &call.arguments).await.is_some()
+                && granted::lookup(state, caller, call.name, target.upstream().as_deref(), &call.arguments)
+                    .await
+                    .is_some()
             {
                 return Ok(run_target(state, caller, &target, &call.arguments).await?.into());
             }

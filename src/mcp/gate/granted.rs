@@ -13,10 +13,17 @@ use crate::mcp::tools::Caller;
 /// (`grant:<id>`), once the call is audited as allowed; `None`: it waits
 /// for a person as usual. The caller has checked that no rule makes the
 /// call `human_only` (a grant never covers one, whenever it was made).
-pub async fn lookup(state: &McpState, caller: &Caller, tool: &str, upstream: Option<&str>, arguments: &Value) -> Option<String> {
+pub async fn lookup(
+    state: &McpState,
+    caller: &Caller,
+    tool: &str,
+    upstream: Option<&str>,
+    arguments: &Value,
+) -> Option<String> {
     let grants = &state.core.grants;
     let credential = &caller.credential;
-    let matched = grants.find(&credential.agent, credential.owner.as_deref(), tool, caller.session_id.as_deref(), arguments)?;
+    let matched =
+        grants.find(&credential.agent, credential.owner.as_deref(), tool, caller.session_id.as_deref(), arguments)?;
     let actor = format!("grant:{}", matched.id);
     if matched.flush_needed {
         // Use counts reach the database in batches, off the async threads.
