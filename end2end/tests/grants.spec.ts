@@ -4,6 +4,7 @@
 // on /grants and the next call waits again. A reason typed when declining
 // reaches the client's result. Screenshots of both pages, light and dark.
 import { test, expect, type Page } from "@playwright/test";
+import AxeBuilder from "@axe-core/playwright";
 import { join } from "node:path";
 import { spawnGatehouse, connectClient, root, signInPage, type Gatehouse } from "./gatehouse";
 
@@ -36,6 +37,13 @@ async function waitForTool(client: Awaited<ReturnType<typeof connectClient>>["cl
   throw new Error(`${TOOL} never appeared`);
 }
 
+/** Fails on any serious or critical accessibility violation, as console.spec.ts does. */
+async function axe(page: Page) {
+  const scan = await new AxeBuilder({ page }).analyze();
+  const bad = scan.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  expect(bad.map((v) => `${v.id}: ${v.nodes.map((n) => n.target).join(", ")}`)).toEqual([]);
+}
+
 async function shoot(page: Page, name: string) {
   for (const scheme of ["light", "dark"] as const) {
     await page.emulateMedia({ colorScheme: scheme });
@@ -66,6 +74,7 @@ test("grant on the resume page: the next call runs at once; revoked on /grants, 
   await page.getByLabel("8 hours").check();
   await page.getByLabel("or path starts with").fill("/tmp/");
   await shoot(page, "resume-grant");
+  await axe(page);
   await page.evaluate(() => ((window as any).__noReload = true));
   const resumed = client.callTool({ name: "resume", arguments: { executionId: paused.executionId } });
   await page.getByRole("button", { name: "Approve and allow" }).click();
@@ -87,6 +96,7 @@ test("grant on the resume page: the next call runs at once; revoked on /grants, 
   await expect(row).toContainText('path starts with "/tmp/"');
   await expect(row.locator(".uses")).toHaveText("1");
   await shoot(page, "grants");
+  await axe(page);
   await row.getByRole("button", { name: /Revoke the grant/ }).click();
   await expect(page.getByText("No grants.")).toBeVisible();
   const after = await client.callTool({ name: TOOL, arguments: args });
