@@ -73,6 +73,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("set-password") view=pages::set_password::SetPasswordPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("approvals") view=pages::inbox::InboxPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("agents") view=pages::agents::AgentsPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("grants") view=pages::grants::GrantsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("policies") view=pages::policies::PoliciesPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("tools") view=pages::tools::ToolsPage ssr=SsrMode::Async/>

@@ -179,6 +179,26 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX password_links_user ON password_links(user_id);
     CREATE INDEX browser_sessions_user ON browser_sessions(user_id);
     "#,
+    // 8: scoped grants — "allow this tool for this agent" for a session, a
+    // while, or until revoked — with their use counts.
+    r#"
+    CREATE TABLE grants (
+        id            TEXT PRIMARY KEY,
+        agent         TEXT NOT NULL,
+        owner         TEXT,
+        tool          TEXT NOT NULL,
+        arguments     TEXT NOT NULL,
+        scope         TEXT NOT NULL,
+        session_id    TEXT,
+        created_by    TEXT NOT NULL,
+        execution_id  TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        expires_at    INTEGER,
+        uses          INTEGER NOT NULL DEFAULT 0,
+        last_used_at  INTEGER
+    );
+    CREATE INDEX grants_session ON grants(session_id) WHERE session_id IS NOT NULL;
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod credentials;
 pub mod db;
 pub mod error;
+pub mod grants;
 pub mod live;
 pub mod pins;
 pub mod policy;
@@ -52,6 +53,8 @@ pub struct Core {
     pub pins: pins::ToolPins,
     /// Paused executions and their decisions.
     pub approvals: approvals::ApprovalStore,
+    /// Scoped grants ("allow this tool for this agent"), indexed in memory.
+    pub grants: grants::GrantStore,
 }
 
 /// Settings the stores need.
@@ -100,6 +103,11 @@ impl Core {
             )?,
             policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules),
             changes: changes::ChangeLog::new(db.clone(), clock.clone()),
+            grants: grants::GrantStore::load(
+                db.clone(),
+                clock.clone(),
+                changes::ChangeLog::new(db.clone(), clock.clone()),
+            )?,
             pins: pins::ToolPins::new(db.clone(), clock.clone()),
             credentials: credentials::CredentialStore::new(
                 db.clone(),

@@ -38,6 +38,9 @@ pub struct ExecutionView {
     pub decision: Option<DecisionView>,
     /// Only an admin may decide it.
     pub admin_only: bool,
+    /// Only a person may decide it, each time: no grant covers it.
+    #[serde(default)]
+    pub human_only: bool,
 }
 
 impl ExecutionView {

@@ -6,8 +6,10 @@
 
 pub mod credential;
 pub mod execution;
+pub mod grants;
 pub mod history;
 pub mod live;
+pub mod note;
 pub mod routes;
 pub mod state;
 pub mod tools;
@@ -15,8 +17,10 @@ pub mod user;
 
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
+pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
 pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, UpstreamInfo};
+pub use note::{MAX_NOTE_CHARS, NoteError, clean_note};
 pub use state::{Decision, State};
 pub use tools::{Action, Basis, DiffLine, PINNED_FIELDS, PinView, Rule, ToolChange, ToolGate, ToolInfo, line_diff};
 pub use user::{LinkPurpose, PasswordLink, UserStatus, UserView};

@@ -15,6 +15,17 @@ pub const AGENTS: &str = "/agents";
 /// changed definitions held back for review.
 pub const TOOLS: &str = "/tools";
 
+/// The grants page: every "allow this tool for this agent" the viewer may
+/// see, with its uses, revocable at once.
+pub const GRANTS: &str = "/grants";
+/// Live grants as JSON.
+pub const API_GRANTS: &str = "/api/grants";
+
+/// One grant (`DELETE` revokes it).
+pub fn grant(grant_id: &str) -> String {
+    format!("{API_GRANTS}/{grant_id}")
+}
+
 /// The users page (admins manage users; everyone their own password and sessions).
 pub const USERS: &str = "/users";
 

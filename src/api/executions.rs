@@ -6,6 +6,8 @@ use axum::response::IntoResponse;
 use axum::response::sse::Event;
 use futures::StreamExt;
 use gatehouse_core::approvals::{AccessError, Decision, ExecutionView};
+use gatehouse_core::grants;
+use gatehouse_core::model::GrantRequest;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_stream::wrappers::WatchStream;
@@ -54,17 +56,38 @@ pub async fn get_in_session(
 pub struct ResumeBody {
     /// `accept | decline | cancel`
     pub action: Decision,
+    /// Why (a decline's reason reaches the agent) or a note on an approval:
+    /// at most 500 characters, trimmed; audited.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// With `accept`: also allow this tool for this agent from now on
+    /// (`{scope, arguments?}`).
+    #[serde(default)]
+    pub grant: Option<GrantRequest>,
 }
 
-/// `POST /api/executions/{eid}/resume {action}`
+/// `POST /api/executions/{eid}/resume {action, reason?, grant?}`
 pub async fn resume(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ResumeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let snapshot = state.mcp.core.approvals.decide_for(&user, &id, body.action)?;
-    Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })))
+    let note = grants::note_from(body.reason.as_deref())?;
+    let Some(request) = body.grant else {
+        let snapshot = state.mcp.core.approvals.decide_for_noted(&user, &id, body.action, note.as_deref())?;
+        return Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })));
+    };
+    if body.action != Decision::Accept {
+        return Err(ApiError::BadRequest("a grant goes with action \"accept\"".into()));
+    }
+    let core = state.mcp.core.clone();
+    let eid = id.clone();
+    let grant = super::grants::blocking(move || {
+        grants::approve_and_grant(&core.approvals, &core.grants, &user, &eid, &request, note.as_deref())
+    })
+    .await?;
+    Ok(ApiJson(json!({ "state": "approved", "executionId": id, "grant": grant })))
 }
 
 /// `POST /api/mcp-sessions/{sid}/executions/{eid}/resume {action}`

@@ -3,6 +3,7 @@
 
 pub mod credentials;
 pub mod executions;
+pub mod grants;
 pub mod history;
 pub mod live;
 
@@ -33,6 +34,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/mcp-sessions/{sid}/executions/{eid}", get(executions::get_in_session))
         .route("/api/mcp-sessions/{sid}/executions/{eid}/resume", post(executions::resume_in_session))
         .route(routes::APPROVAL_EVENTS, get(live::inbox_events))
+        .route(routes::API_GRANTS, get(grants::list))
+        .route(&routes::grant("{id}"), delete(grants::revoke))
         .route(routes::API_HISTORY, get(history::page))
         .route("/api/history/export.jsonl", get(history::export_jsonl))
         .route("/api/history/export.csv", get(history::export_csv))

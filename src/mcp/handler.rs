@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use gatehouse_core::approvals::ApprovalStore;
 use gatehouse_core::credentials::Credential;
+use gatehouse_core::grants::GrantStore;
 use gatehouse_core::live::{LiveHub, McpSessionInfo};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
@@ -32,6 +33,7 @@ use rmcp::model::Reference;
 struct SessionGuard {
     live: LiveHub,
     approvals: ApprovalStore,
+    grants: GrantStore,
     bindings: Arc<SessionBindings>,
     session_id: Mutex<Option<String>>,
 }
@@ -49,7 +51,9 @@ impl Drop for SessionGuard {
     fn drop(&mut self) {
         if let Some(sid) = self.session_id.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let cancelled = self.approvals.forget_session(&sid);
-            tracing::info!(session = %sid, cancelled, "MCP session closed");
+            // Grants made "for this MCP session" end with it.
+            let grants_ended = self.grants.end_session(&sid);
+            tracing::info!(session = %sid, cancelled, grants_ended, "MCP session closed");
             self.live.session_closed(&sid);
             self.bindings.unbind(&sid);
         }
@@ -105,6 +109,7 @@ impl GatehouseMcp {
         let guard = Arc::new(SessionGuard {
             live: state.core.live.clone(),
             approvals: state.core.approvals.clone(),
+            grants: state.core.grants.clone(),
             bindings: state.sessions.clone(),
             session_id: Mutex::new(None),
         });

@@ -6,6 +6,7 @@ mod browser;
 mod cli;
 mod console;
 mod gate_holds;
+mod grants;
 mod helpers;
 mod history;
 mod mcp_auth;

@@ -12,6 +12,7 @@ use crate::components::live::use_inbox;
 const SECTIONS: &[(&str, &str)] = &[
     (routes::APPROVALS, "Approvals"),
     (routes::AGENTS, "Agents"),
+    (routes::GRANTS, "Grants"),
     (routes::HISTORY, "History"),
     (routes::POLICIES, "Policies"),
     (routes::TOOLS, "Tools"),

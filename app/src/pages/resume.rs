@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
-use gatehouse_model::{ExecutionView, State, routes};
+use gatehouse_model::{ExecutionView, GrantScope, MAX_NOTE_CHARS, State, routes};
 
 use crate::components::arguments::Arguments;
 use crate::components::clock::{countdown, use_now};
@@ -14,7 +14,7 @@ use crate::components::live::{LiveState, LiveStatus, use_live_events};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::reveal::visible;
-use crate::server_fns::{DecideExecution, Lookup, get_execution, get_timeline};
+use crate::server_fns::{DecideExecution, GrantExecution, Lookup, get_execution, get_timeline};
 use crate::time_fmt::{exact, iso};
 
 fn state_label(state: State) -> &'static str {
@@ -41,6 +41,7 @@ pub fn ResumePage() -> impl IntoView {
     let id = move || params.read().get("eid").unwrap_or_default();
     let execution = Resource::new(id, get_execution);
     let decide = ServerAction::<DecideExecution>::new();
+    let grant = ServerAction::<GrantExecution>::new();
     // The stream sends the execution's view now and on every change (our own
     // decision included): the page shows the latest, nothing is read again.
     let latest = RwSignal::new(None::<ExecutionView>);
@@ -56,7 +57,7 @@ pub fn ResumePage() -> impl IntoView {
                     let current = Signal::derive(move || {
                         latest.get().filter(|v| v.execution_id == execution.execution_id).unwrap_or_else(|| (*execution).clone())
                     });
-                    view! { <Resume current now_ms is_admin decide live/> }.into_any()
+                    view! { <Resume current now_ms is_admin decide grant live/> }.into_any()
                 }
                 Ok(Lookup::Forbidden) => view! {
                     <Title text="Not yours — Gatehouse"/>
@@ -82,6 +83,7 @@ fn Resume(
     now_ms: i64,
     is_admin: bool,
     decide: ServerAction<DecideExecution>,
+    grant: ServerAction<GrantExecution>,
     live: ReadSignal<LiveState>,
 ) -> impl IntoView {
     // One clock for the page: it keeps ticking while the view changes.
@@ -91,7 +93,7 @@ fn Resume(
     view! {
         <Header/>
         <main class="page resume">
-            {move || view! { <ResumeBody execution=current.get() now is_admin decide/> }.into_any()}
+            {move || view! { <ResumeBody execution=current.get() now is_admin decide grant/> }.into_any()}
             <Timeline id state now/>
             <LiveStatus state=live/>
         </main>
@@ -105,6 +107,7 @@ fn ResumeBody(
     now: ReadSignal<i64>,
     is_admin: bool,
     decide: ServerAction<DecideExecution>,
+    grant: ServerAction<GrantExecution>,
 ) -> impl IntoView {
     let can_decide = execution.decidable_by(is_admin);
     let ExecutionView {
@@ -119,8 +122,11 @@ fn ResumeBody(
         expires_at_ms,
         decision,
         admin_only,
+        human_only,
+        session_id,
         ..
     } = execution;
+    let string_args = arguments.as_ref().map(constrainable).unwrap_or_default();
     let arguments = arguments.map(|a| serde_json::to_string_pretty(&a).unwrap_or_default());
     let decided_by = decision.map(|d| d.by);
     let pending = state == State::Pending;
@@ -130,9 +136,14 @@ fn ResumeBody(
         format!("{}: {state} — Gatehouse", visible(&tool))
     };
     let remaining = move || expires_at_ms.map(|e| countdown(e - now.get()));
-    let error = move || decide.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let error = move || {
+        let decided = decide.value().get().and_then(|r| r.err());
+        let granted = grant.value().get().and_then(|r| r.err());
+        decided.or(granted).map(|e| e.to_string())
+    };
     let id_a = execution_id.clone();
     let id_d = execution_id.clone();
+    let id_g = execution_id.clone();
     view! {
         <Title text=title/>
             <p class="eyebrow">"Agent " <strong class="agent"><Name text=agent.clone()/></strong> " wants to run"</p>
@@ -176,19 +187,106 @@ fn ResumeBody(
                 </p>
             })}
             {(pending && can_decide).then(|| view! {
+                // The words sit above the buttons and join their forms by
+                // the `form` attribute, so the buttons stay within thumb reach.
+                <div class="words">
+                    <label>"Reason for declining (optional; the agent sees it)"
+                        <textarea form="decline-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
+                    </label>
+                    <label>"Note on approving (optional)"
+                        <textarea form="approve-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
+                    </label>
+                </div>
+                {(!human_only).then(|| view! {
+                    <GrantForm grant id=id_g.clone() has_session=session_id.is_some() string_args=string_args.clone()/>
+                })}
                 <div class="decide">
-                    <ActionForm action=decide attr:class="decide-form">
+                    <ActionForm action=decide attr:class="decide-form" attr:id="decline-form">
                         <input type="hidden" name="id" value=id_d.clone()/>
                         <input type="hidden" name="action" value="decline"/>
                         <button type="submit" class="decline">"Decline"</button>
                     </ActionForm>
-                    <ActionForm action=decide attr:class="decide-form">
+                    <ActionForm action=decide attr:class="decide-form" attr:id="approve-form">
                         <input type="hidden" name="id" value=id_a.clone()/>
                         <input type="hidden" name="action" value="accept"/>
                         <button type="submit" class="approve">"Approve"</button>
                     </ActionForm>
                 </div>
             })}
+            {(pending && can_decide && human_only).then(|| view! {
+                <p class="hint">"A rule says a person decides every call to this tool: it cannot be allowed in advance."</p>
+            })}
+    }
+}
+
+/// Top-level string arguments a grant may be narrowed by, as (name, value);
+/// names that do not fit a form field name plainly are not offered.
+fn constrainable(arguments: &serde_json::Value) -> Vec<(String, String)> {
+    let plain = |name: &str| {
+        (1..=64).contains(&name.len())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    };
+    arguments
+        .as_object()
+        .map(|map| {
+            map.iter()
+                .filter(|(name, _)| plain(name))
+                .filter_map(|(name, value)| value.as_str().map(|v| (name.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// "Allow this tool for this agent": approves this call and stores a grant
+/// for a scope, optionally only for this call's values of some arguments.
+#[component]
+fn GrantForm(
+    grant: ServerAction<GrantExecution>,
+    id: String,
+    has_session: bool,
+    string_args: Vec<(String, String)>,
+) -> impl IntoView {
+    let scopes: Vec<GrantScope> =
+        GrantScope::ALL.into_iter().filter(|s| has_session || *s != GrantScope::Session).collect();
+    let scope_label = |s: GrantScope| match s {
+        GrantScope::Session => "This MCP session",
+        GrantScope::OneHour => "1 hour",
+        GrantScope::EightHours => "8 hours",
+        GrantScope::Day => "24 hours",
+        GrantScope::UntilRevoked => "Until revoked",
+    };
+    view! {
+        <details class="panel grant">
+            <summary>"Allow this tool for this agent…"</summary>
+            <p class="hint">"Approves this call, and lets the next ones run without asking, for every credential of this agent. Revoke it any time on the Grants page."</p>
+            <ActionForm action=grant attr:class="grant-form">
+                <input type="hidden" name="id" value=id/>
+                <fieldset>
+                    <legend>"For how long"</legend>
+                    {scopes.into_iter().enumerate().map(|(i, s)| view! {
+                        <label class="choice"><input type="radio" name="scope" value=s.as_str() checked=i == 0/>{scope_label(s)}</label>
+                    }).collect_view()}
+                </fieldset>
+                {(!string_args.is_empty()).then(|| view! {
+                    <fieldset>
+                        <legend>"Only when (optional)"</legend>
+                        {string_args.into_iter().map(|(name, value)| view! {
+                            <div class="constraint">
+                                <label class="choice">
+                                    <input type="checkbox" name=format!("exact[{name}]") value="on"/>
+                                    <span><code>{name.clone()}</code>" is exactly " <code class="value"><Name text=value/></code></span>
+                                </label>
+                                <label>{format!("or {name} starts with")}
+                                    <input name=format!("prefix[{name}]") autocomplete="off" spellcheck="false"/>
+                                </label>
+                            </div>
+                        }).collect_view()}
+                    </fieldset>
+                })}
+                <label>"Note (optional)" <input name="note" maxlength=MAX_NOTE_CHARS.to_string() autocomplete="off"/></label>
+                <button type="submit" class="approve">"Approve and allow"</button>
+            </ActionForm>
+        </details>
     }
 }
 

@@ -30,17 +30,30 @@ pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
     ctx::lookup(&id)
 }
 
-/// Approve (`accept`) or decline (`decline`) an execution. Works as a plain
-/// form post before hydration (the browser is sent back to the page).
+/// Approve (`accept`) or decline (`decline`) an execution, with an
+/// optional `reason` (a decline's reaches the agent; an approval's is a
+/// note; both audited). Works as a plain form post before hydration (the
+/// browser is sent back to the page).
 #[server(prefix = "/api/fn", endpoint = "decide")]
-pub async fn decide_execution(id: String, action: String) -> Result<String, ServerFnError> {
+pub async fn decide_execution(
+    id: String,
+    action: String,
+    #[server(default)] reason: Option<String>,
+) -> Result<String, ServerFnError> {
     let (user, core) = ctx::context()?;
     use gatehouse_model::Decision;
     let decision = match Decision::parse(&action) {
         Some(d @ (Decision::Accept | Decision::Decline)) => d,
         _ => return Err(ServerFnError::new(format!("unknown action {action:?}"))),
     };
-    match core.approvals.decide_for(&user, &id, decision) {
+    let reason = match gatehouse_model::clean_note(reason.as_deref().unwrap_or_default()) {
+        Ok(reason) => reason,
+        Err(e) => {
+            ctx::set_status(400);
+            return Err(ServerFnError::new(e.to_string()));
+        }
+    };
+    match core.approvals.decide_for_noted(&user, &id, decision, reason.as_deref()) {
         Ok(snapshot) => Ok(snapshot.state.as_str().to_string()),
         Err(e) => {
             ctx::set_status(e.status_code());
@@ -54,4 +67,53 @@ pub async fn decide_execution(id: String, action: String) -> Result<String, Serv
 pub async fn list_pending() -> Result<InboxView, ServerFnError> {
     let (user, core) = ctx::context()?;
     Ok(core.approvals.inbox_for(&user))
+}
+
+/// Approves an execution and allows its tool for its agent from now on
+/// (`scope`: `session`, `1h`, `8h`, `24h`, `forever`), optionally only when
+/// named string arguments are exactly this call's (`exact[NAME]`) or start
+/// with a prefix (`prefix[NAME]`). Works as a plain form post before hydration.
+#[server(prefix = "/api/fn", endpoint = "grant")]
+pub async fn grant_execution(
+    id: String,
+    scope: String,
+    #[server(default)] note: Option<String>,
+    #[server(default)] exact: std::collections::BTreeMap<String, String>,
+    #[server(default)] prefix: std::collections::BTreeMap<String, String>,
+) -> Result<String, ServerFnError> {
+    use gatehouse_core::grants::{self, GrantError};
+    use gatehouse_model::{ArgMatch, GrantRequest, GrantScope};
+    let fail = |e: GrantError| {
+        ctx::set_status(e.status_code());
+        ServerFnError::new(e.to_string())
+    };
+    let scope =
+        GrantScope::parse(&scope).ok_or_else(|| fail(GrantError::Invalid(format!("unknown scope {scope:?}"))))?;
+    let note = grants::note_from(note.as_deref()).map_err(fail)?;
+    let (user, core) = ctx::context()?;
+    // An exact value is this call's own (the checkbox carries no value).
+    let current = core.approvals.get(&id).map(|(e, _)| e.arguments.clone()).unwrap_or_default();
+    let mut arguments = std::collections::BTreeMap::new();
+    for name in exact.keys() {
+        let value = current.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        arguments.insert(name.clone(), ArgMatch::Exact(value));
+    }
+    for (name, text) in prefix {
+        if text.is_empty() {
+            continue;
+        }
+        if arguments.contains_key(&name) {
+            return Err(fail(GrantError::Invalid(format!(
+                "choose either exactly or starts with for {name:?}, not both"
+            ))));
+        }
+        arguments.insert(name, ArgMatch::Prefix(text));
+    }
+    let request = GrantRequest { scope, arguments };
+    let done = tokio::task::spawn_blocking(move || {
+        grants::approve_and_grant(&core.approvals, &core.grants, &user, &id, &request, note.as_deref())
+    })
+    .await
+    .map_err(|e| ServerFnError::new(e.to_string()))?;
+    done.map(|grant| grant.id).map_err(fail)
 }

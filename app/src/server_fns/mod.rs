@@ -7,6 +7,7 @@ pub mod agents;
 #[cfg(feature = "ssr")]
 pub mod context;
 pub mod executions;
+pub mod grants;
 #[cfg(feature = "ssr")]
 mod held_links;
 pub mod history;
@@ -22,6 +23,7 @@ pub use agents::*;
 #[cfg(feature = "ssr")]
 pub use context::ToolCatalog;
 pub use executions::*;
+pub use grants::*;
 #[cfg(feature = "ssr")]
 pub use held_links::HeldLinks;
 pub use history::*;

@@ -79,6 +79,7 @@ pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> Execution
         expires_at_ms: Some(execution.expires_at_ms),
         decision: snapshot.decided_by.clone().map(|by| DecisionView { state: snapshot.state, by }),
         admin_only: execution.admin_only,
+        human_only: execution.human_only,
     }
 }
 
@@ -116,17 +117,31 @@ impl ApprovalStore {
             expires_at_ms: None,
             decision: self.inner.audit.decided_by(id).ok().flatten().map(|by| DecisionView { state, by }),
             admin_only: false,
+            human_only: false,
         })
     }
 
     /// Records `user`'s decision, after checking they may make it.
     pub fn decide_for(&self, user: &User, id: &str, decision: Decision) -> std::result::Result<Snapshot, AccessError> {
+        self.decide_for_noted(user, id, decision, None)
+    }
+
+    /// [`Self::decide_for`] with the person's words: a decline's reason
+    /// (the agent receives it) or an approval's note, already cleaned
+    /// ([`gatehouse_model::clean_note`]); audited as the entry's detail.
+    pub fn decide_for_noted(
+        &self,
+        user: &User,
+        id: &str,
+        decision: Decision,
+        detail: Option<&str>,
+    ) -> std::result::Result<Snapshot, AccessError> {
         let view = self.view_for(user, id)?;
         if view.admin_only && !user.is_admin {
             return Err(AccessError::AdminRequired);
         }
         let actor = format!("user:{}", user.username);
-        let snapshot = self.decide(id, decision, &actor).map_err(|e| match e {
+        let snapshot = self.decide_noted(id, decision, &actor, detail).map_err(|e| match e {
             DecideError::NotFound => AccessError::NotFound,
             DecideError::Conflict(s) => AccessError::Conflict(s),
             DecideError::Storage(s) => AccessError::Storage(s),

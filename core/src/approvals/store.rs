@@ -386,6 +386,18 @@ impl ApprovalStore {
 
     /// Records a decision. First decision wins; repeating it is a no-op.
     pub fn decide(&self, id: &str, decision: Decision, actor: &str) -> std::result::Result<Snapshot, DecideError> {
+        self.decide_noted(id, decision, actor, None)
+    }
+
+    /// Records a decision with the person's words (a decline's reason, an
+    /// approval's note) as the audit entry's detail; see [`Self::decide`].
+    pub fn decide_noted(
+        &self,
+        id: &str,
+        decision: Decision,
+        actor: &str,
+        detail: Option<&str>,
+    ) -> std::result::Result<Snapshot, DecideError> {
         let mut entries = self.entries();
         let Some(entry) = entries.get(id) else {
             drop(entries);
@@ -412,7 +424,7 @@ impl ApprovalStore {
         }
         let waited = self.inner.clock.now_ms() - entry.execution.created_at_ms;
         let snapshot = self
-            .transition(&mut entries, id, decision.state(), Some(actor), None)
+            .transition(&mut entries, id, decision.state(), Some(actor), detail)
             .expect("entry is present under the lock");
         if decision == Decision::Accept
             && let Some(entry) = entries.get_mut(id)

@@ -9,7 +9,7 @@ use rmcp::model::{CallToolResponse, CallToolResult, ErrorData, Tool};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
-use super::{Mode, announce, input_required, resume, url_elicitation};
+use super::{Mode, announce, granted, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::catalogue::UpstreamTool;
@@ -154,6 +154,16 @@ pub async fn call(
             .into())
         }
         Action::RequireApproval => {
+            // A person's grant lets it run now — never for a human_only call
+            // (gate-changing tools are human_only too).
+            if !verdict.human_only
+                && !changes_gate
+                && granted::lookup(state, caller, call.name, target.upstream().as_deref(), &call.arguments)
+                    .await
+                    .is_some()
+            {
+                return Ok(run_target(state, caller, &target, &call.arguments).await?.into());
+            }
             let limit = state.limits.max_gated_arguments_bytes;
             let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);
             if size > limit {
@@ -293,11 +303,22 @@ pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolRe
     }
     let by = state.core.approvals.audit().decided_by(id).ok().flatten().unwrap_or_default();
     match last.state.as_str() {
-        "declined" => error_result(
-            ToolErrorCode::ExecutionDeclined,
-            format!("The call to {} was declined ({by}). Do not retry it unless the user asks.", last.tool),
-            json!({"executionId": id, "decidedBy": by}),
-        ),
+        "declined" => {
+            // The person's reason (the declined entry's detail) tells the
+            // agent how to change course.
+            let mut details = json!({"executionId": id, "decidedBy": by});
+            let text = match &last.detail {
+                Some(reason) => {
+                    details["reason"] = json!(reason);
+                    format!(
+                        "The call to {} was declined ({by}) with this reason: {reason}\nDo not retry it as it was; take the reason into account.",
+                        last.tool
+                    )
+                }
+                None => format!("The call to {} was declined ({by}). Do not retry it unless the user asks.", last.tool),
+            };
+            error_result(ToolErrorCode::ExecutionDeclined, text, details)
+        }
         "expired" => gone(
             id,
             ToolErrorCode::ExecutionExpired,

@@ -9,6 +9,7 @@ pub mod announce;
 pub mod browser;
 pub mod engine;
 pub mod form;
+pub mod granted;
 pub mod input_required;
 pub mod mode;
 pub mod model;

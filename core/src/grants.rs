@@ -1,0 +1,594 @@
+//! Scoped grants: a person's "allow this tool for this agent" — for the MCP
+//! session the call came from, for a while, or until revoked — so the next
+//! identical calls run without a pause.
+//!
+//! Who a grant covers: the agent, meaning every credential with the same
+//! agent name **and** owner (a re-issued or second credential of the same
+//! agent is covered; another owner's agent of the same name is not). A
+//! session-scoped grant also needs the call to come from the same MCP
+//! session, and ends with it.
+//!
+//! What it covers: exactly one exposed tool name, optionally narrowed by
+//! exact-value or prefix constraints on named top-level string arguments.
+//! It never covers a call the policy marks `human_only` (refused when made,
+//! and skipped when matched, should the rule have become `human_only`
+//! since), and only an admin may make one for a tool only admins decide.
+//!
+//! Every call checks for a grant, so lookups read an in-memory index
+//! (loaded at start, changed with every write); use counts are kept in
+//! memory and written to the database in batches on a blocking thread.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use gatehouse_model::{ArgMatch, Decision, GrantRequest, GrantScope, GrantView, clean_note};
+use rusqlite::params;
+use serde_json::Value;
+
+use crate::approvals::{AccessError, ApprovalStore, may_decide};
+use crate::changes::{Change, ChangeLog};
+use crate::clock::Clock;
+use crate::db::Db;
+use crate::error::CoreError;
+use crate::secret;
+use crate::users::User;
+
+/// Longest constraint value, in characters (an argument shown on the page).
+const MAX_CONSTRAINT_CHARS: usize = 4096;
+
+/// Why a grant was not made or revoked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// No such grant or execution (or no longer live).
+    #[error("{0}")]
+    NotFound(String),
+    /// It belongs to another user's agent.
+    #[error("this belongs to another user's agent")]
+    Forbidden,
+    /// The call is `human_only`: a person decides each one.
+    #[error("a rule says a person decides every call to {0}: it cannot be allowed in advance")]
+    HumanOnly(String),
+    /// Only an admin decides this tool, so only an admin may grant it.
+    #[error("this call changes the gate for everyone: only an admin can grant it")]
+    AdminRequired,
+    /// The request does not fit the call.
+    #[error("{0}")]
+    Invalid(String),
+    /// Another decision came first.
+    #[error("execution is already {0}")]
+    Conflict(String),
+    /// Storage failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+impl GrantError {
+    /// The HTTP status this answers with (JSON API and server functions).
+    pub fn status_code(&self) -> u16 {
+        match self {
+            GrantError::NotFound(_) => 404,
+            GrantError::Forbidden | GrantError::HumanOnly(_) | GrantError::AdminRequired => 403,
+            GrantError::Invalid(_) => 400,
+            GrantError::Conflict(_) => 409,
+            GrantError::Storage(_) => 500,
+        }
+    }
+
+    /// The JSON API's error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            GrantError::NotFound(_) => "not_found",
+            GrantError::Forbidden => "forbidden",
+            GrantError::HumanOnly(_) => "human_only",
+            GrantError::AdminRequired => "admin_required",
+            GrantError::Invalid(_) => "bad_request",
+            GrantError::Conflict(_) => "conflict",
+            GrantError::Storage(_) => "internal_error",
+        }
+    }
+}
+
+impl From<CoreError> for GrantError {
+    fn from(e: CoreError) -> Self {
+        GrantError::Storage(e.to_string())
+    }
+}
+
+impl From<AccessError> for GrantError {
+    fn from(e: AccessError) -> Self {
+        match e {
+            AccessError::NotFound => GrantError::NotFound("execution not found".into()),
+            AccessError::Forbidden => GrantError::Forbidden,
+            AccessError::AdminRequired => GrantError::AdminRequired,
+            AccessError::Conflict(s) => GrantError::Conflict(s.into()),
+            AccessError::Invalid(s) => GrantError::Invalid(s),
+            AccessError::Storage(s) => GrantError::Storage(s),
+        }
+    }
+}
+
+/// A grant in the index, with its use counters.
+struct Live {
+    view: GrantView,
+    uses: AtomicU64,
+    /// 0: never used.
+    last_used_ms: AtomicI64,
+}
+
+impl Live {
+    fn snapshot(&self) -> GrantView {
+        let last = self.last_used_ms.load(Ordering::Relaxed);
+        GrantView {
+            uses: self.uses.load(Ordering::Relaxed),
+            last_used_ms: (last != 0).then_some(last),
+            ..self.view.clone()
+        }
+    }
+
+    fn expired(&self, now_ms: i64) -> bool {
+        self.view.expires_at_ms.is_some_and(|at| at <= now_ms)
+    }
+
+    /// Whether it covers a call with `arguments` from `session_id` (the
+    /// agent and tool are the index key).
+    fn covers(&self, session_id: Option<&str>, arguments: &Value, now_ms: i64) -> bool {
+        if self.expired(now_ms) {
+            return false;
+        }
+        if let Some(bound) = &self.view.session_id
+            && session_id != Some(bound.as_str())
+        {
+            return false;
+        }
+        self.view
+            .arguments
+            .iter()
+            .all(|(name, want)| arguments.get(name).and_then(Value::as_str).is_some_and(|v| want.accepts(v)))
+    }
+}
+
+/// The index key: agent name, owner, exposed tool.
+type Key = (String, Option<String>, String);
+
+fn key_of(view: &GrantView) -> Key {
+    (view.agent.clone(), view.owner.clone(), view.tool.clone())
+}
+
+struct Inner {
+    index: RwLock<HashMap<Key, Vec<Arc<Live>>>>,
+    /// Grants whose use counters changed since the last flush.
+    dirty: Mutex<HashSet<String>>,
+    /// Whether a flush is already on its way (one at a time suffices).
+    flush_pending: AtomicBool,
+}
+
+/// The grants, in the database and in memory.
+#[derive(Clone)]
+pub struct GrantStore {
+    db: Db,
+    clock: Arc<dyn Clock>,
+    changes: ChangeLog,
+    inner: Arc<Inner>,
+}
+
+/// What a matched grant tells the gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matched {
+    /// The grant's id (`grant:<id>` is the audit's actor).
+    pub id: String,
+    /// Whether its use counters wait to be written ([`GrantStore::flush_uses`]).
+    pub flush_needed: bool,
+}
+
+impl GrantStore {
+    /// Loads the live grants. Session-scoped ones are deleted: MCP sessions
+    /// do not survive a restart, so neither do their grants; expired ones go too.
+    pub fn load(db: Db, clock: Arc<dyn Clock>, changes: ChangeLog) -> Result<Self, CoreError> {
+        let now = clock.now_ms();
+        let views = {
+            let conn = db.conn();
+            conn.execute(
+                "DELETE FROM grants WHERE session_id IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?1)",
+                [now],
+            )?;
+            let mut stmt = conn.prepare(
+                "SELECT id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id, created_at,
+                        expires_at, uses, last_used_at FROM grants",
+            )?;
+            stmt.query_map([], |r| {
+                let arguments: String = r.get(4)?;
+                let scope: String = r.get(5)?;
+                Ok(GrantView {
+                    id: r.get(0)?,
+                    agent: r.get(1)?,
+                    owner: r.get(2)?,
+                    tool: r.get(3)?,
+                    arguments: serde_json::from_str(&arguments).unwrap_or_default(),
+                    scope: GrantScope::parse(&scope).unwrap_or(GrantScope::Session),
+                    session_id: r.get(6)?,
+                    created_by: r.get(7)?,
+                    execution_id: r.get(8)?,
+                    created_at_ms: r.get(9)?,
+                    expires_at_ms: r.get(10)?,
+                    uses: r.get::<_, i64>(11)?.max(0) as u64,
+                    last_used_ms: r.get(12)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+        };
+        let store = Self {
+            db,
+            clock,
+            changes,
+            inner: Arc::new(Inner {
+                index: RwLock::default(),
+                dirty: Mutex::default(),
+                flush_pending: AtomicBool::new(false),
+            }),
+        };
+        for view in views {
+            store.insert_live(view);
+        }
+        Ok(store)
+    }
+
+    fn insert_live(&self, view: GrantView) {
+        let live = Arc::new(Live {
+            uses: AtomicU64::new(view.uses),
+            last_used_ms: AtomicI64::new(view.last_used_ms.unwrap_or(0)),
+            view,
+        });
+        let mut index = self.inner.index.write().unwrap_or_else(|p| p.into_inner());
+        index.entry(key_of(&live.view)).or_default().push(live);
+    }
+
+    /// Removes grants from the index (by predicate); returns their ids.
+    fn remove_live(&self, mut gone: impl FnMut(&Live) -> bool) -> Vec<String> {
+        let mut removed = Vec::new();
+        let mut index = self.inner.index.write().unwrap_or_else(|p| p.into_inner());
+        index.retain(|_, grants| {
+            grants.retain(|g| {
+                let drop = gone(g);
+                if drop {
+                    removed.push(g.view.id.clone());
+                }
+                !drop
+            });
+            !grants.is_empty()
+        });
+        removed
+    }
+
+    /// The grant that lets this call through now, if any; counts the use in
+    /// memory. Pure memory: called for every gated call. The caller has
+    /// checked that the call is not `human_only`.
+    pub fn find(
+        &self,
+        agent: &str,
+        owner: Option<&str>,
+        tool: &str,
+        session_id: Option<&str>,
+        arguments: &Value,
+    ) -> Option<Matched> {
+        let now = self.clock.now_ms();
+        let key: Key = (agent.to_string(), owner.map(str::to_string), tool.to_string());
+        let live = {
+            let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
+            index.get(&key)?.iter().find(|g| g.covers(session_id, arguments, now))?.clone()
+        };
+        live.uses.fetch_add(1, Ordering::Relaxed);
+        live.last_used_ms.store(now, Ordering::Relaxed);
+        self.inner.dirty.lock().unwrap_or_else(|p| p.into_inner()).insert(live.view.id.clone());
+        let flush_needed = !self.inner.flush_pending.swap(true, Ordering::AcqRel);
+        Some(Matched { id: live.view.id.clone(), flush_needed })
+    }
+
+    /// Writes the use counters that changed to the database. Blocking: run
+    /// it on a blocking thread (the gate does after a use, one flush at a time).
+    pub fn flush_uses(&self) -> Result<usize, CoreError> {
+        self.inner.flush_pending.store(false, Ordering::Release);
+        let ids: Vec<String> =
+            std::mem::take(&mut *self.inner.dirty.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let counters: Vec<(String, u64, i64)> = {
+            let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
+            index
+                .values()
+                .flatten()
+                .filter(|g| ids.contains(&g.view.id))
+                .map(|g| (g.view.id.clone(), g.uses.load(Ordering::Relaxed), g.last_used_ms.load(Ordering::Relaxed)))
+                .collect()
+        };
+        let mut conn = self.db.conn();
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached("UPDATE grants SET uses = ?2, last_used_at = ?3 WHERE id = ?1")?;
+            for (id, uses, last) in &counters {
+                stmt.execute(params![id, i64::try_from(*uses).unwrap_or(i64::MAX), last])?;
+            }
+        }
+        tx.commit()?;
+        Ok(counters.len())
+    }
+
+    /// Live grants `user` may see (everyone's for admins, their agents'
+    /// otherwise), newest first. Expired ones are swept first (database
+    /// work: call it off the async threads).
+    pub fn list_for(&self, user: &User) -> Result<Vec<GrantView>, CoreError> {
+        self.sweep_expired()?;
+        let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<GrantView> = index
+            .values()
+            .flatten()
+            .filter(|g| may_decide(user, g.view.owner.as_deref()))
+            .map(|g| g.snapshot())
+            .collect();
+        all.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
+        Ok(all)
+    }
+
+    /// Drops grants past their expiry from memory and the database.
+    pub fn sweep_expired(&self) -> Result<usize, CoreError> {
+        let now = self.clock.now_ms();
+        let gone = self.remove_live(|g| g.expired(now));
+        self.db.conn().execute("DELETE FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ?1", [now])?;
+        Ok(gone.len())
+    }
+
+    /// Ends the grants bound to an MCP session that closed: at once in
+    /// memory, in the database on a blocking thread when a runtime is at hand.
+    pub fn end_session(&self, session_id: &str) -> usize {
+        let gone = self.remove_live(|g| g.view.session_id.as_deref() == Some(session_id));
+        if gone.is_empty() {
+            return 0;
+        }
+        let (db, sid) = (self.db.clone(), session_id.to_string());
+        let delete = move || {
+            if let Err(e) = db.conn().execute("DELETE FROM grants WHERE session_id = ?1", [&sid]) {
+                tracing::error!(error = %e, "could not delete a closed session's grants");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => drop(handle.spawn_blocking(delete)),
+            Err(_) => delete(),
+        }
+        gone.len()
+    }
+
+    /// Revokes a grant at once, if `user` owns its agent or is an admin;
+    /// recorded in the change log.
+    pub fn revoke_for(&self, user: &User, id: &str) -> Result<GrantView, GrantError> {
+        let found = {
+            let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
+            index.values().flatten().find(|g| g.view.id == id).map(|g| g.snapshot())
+        };
+        let view = found.ok_or_else(|| GrantError::NotFound("no such grant".into()))?;
+        if !may_decide(user, view.owner.as_deref()) {
+            return Err(GrantError::Forbidden);
+        }
+        self.remove_live(|g| g.view.id == id);
+        self.db.conn().execute("DELETE FROM grants WHERE id = ?1", [id]).map_err(CoreError::from)?;
+        let actor = format!("user:{}", user.username);
+        self.changes.record(Change {
+            actor: &actor,
+            subject: "grant",
+            target: id,
+            action: "revoke",
+            detail: Some(&describe(&view)),
+        })?;
+        tracing::info!(grant = %id, by = %actor, "grant revoked");
+        Ok(view)
+    }
+
+    fn insert(&self, view: GrantView, actor: &str) -> Result<(), CoreError> {
+        let arguments = serde_json::to_string(&view.arguments).unwrap_or_else(|_| "{}".into());
+        self.db.conn().execute(
+            "INSERT INTO grants (id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id,
+                                 created_at, expires_at, uses, last_used_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, NULL)",
+            params![
+                view.id,
+                view.agent,
+                view.owner,
+                view.tool,
+                arguments,
+                view.scope.as_str(),
+                view.session_id,
+                view.created_by,
+                view.execution_id,
+                view.created_at_ms,
+                view.expires_at_ms
+            ],
+        )?;
+        self.changes.record(Change {
+            actor,
+            subject: "grant",
+            target: &view.id,
+            action: "grant",
+            detail: Some(&describe(&view)),
+        })?;
+        self.insert_live(view);
+        Ok(())
+    }
+}
+
+/// One line saying what a grant covers (change log, audit detail).
+pub fn describe(view: &GrantView) -> String {
+    let mut text = format!("{} for agent {} {}", view.tool, view.agent, view.scope.label());
+    if !view.arguments.is_empty() {
+        let only: Vec<String> = view.arguments.iter().map(|(name, m)| m.describe(name)).collect();
+        text.push_str(&format!(", only when {}", only.join(" and ")));
+    }
+    text
+}
+
+/// Checks `request`'s constraints against the call being approved: each
+/// names a top-level string argument of this call that it accepts (a grant
+/// made from a call covers that call).
+fn check_constraints(arguments: &Value, constraints: &BTreeMap<String, ArgMatch>) -> Result<(), GrantError> {
+    for (name, want) in constraints {
+        let Some(value) = arguments.get(name).and_then(Value::as_str) else {
+            return Err(GrantError::Invalid(format!("{name:?} is not a string argument of this call")));
+        };
+        let (ArgMatch::Exact(text) | ArgMatch::Prefix(text)) = want;
+        if text.is_empty() {
+            return Err(GrantError::Invalid(format!("the constraint on {name:?} is empty")));
+        }
+        if text.chars().count() > MAX_CONSTRAINT_CHARS {
+            return Err(GrantError::Invalid(format!("the constraint on {name:?} is too long")));
+        }
+        if !want.accepts(value) {
+            return Err(GrantError::Invalid(format!("{} does not hold for this call", want.describe(name))));
+        }
+    }
+    Ok(())
+}
+
+/// Approves execution `id` as `user` and stores a grant for its agent and
+/// tool, as `request` says; `note` (cleaned) is audited with the approval.
+/// Refused without approving when the call is `human_only`, when only
+/// admins decide it and `user` is not one, or when the request does not fit
+/// the call. Database work: call it off the async threads.
+pub fn approve_and_grant(
+    approvals: &ApprovalStore,
+    grants: &GrantStore,
+    user: &User,
+    id: &str,
+    request: &GrantRequest,
+    note: Option<&str>,
+) -> Result<GrantView, GrantError> {
+    let Some((execution, _)) = approvals.get(id) else {
+        // Settled or unknown: the ordinary lookup says which (404, 403, 409).
+        let view = approvals.view_for(user, id)?;
+        return Err(GrantError::Conflict(view.state.as_str().into()));
+    };
+    if !may_decide(user, execution.owner.as_deref()) {
+        return Err(GrantError::Forbidden);
+    }
+    // Admin-only first: a plain user hears that an admin must decide it.
+    if execution.admin_only && !user.is_admin {
+        return Err(GrantError::AdminRequired);
+    }
+    if execution.human_only {
+        return Err(GrantError::HumanOnly(execution.tool.clone()));
+    }
+    check_constraints(&execution.arguments, &request.arguments)?;
+    let session_id = match request.scope {
+        GrantScope::Session => Some(execution.session_id.clone().ok_or_else(|| {
+            GrantError::Invalid("this call came without an MCP session: choose a duration instead".into())
+        })?),
+        _ => None,
+    };
+    let now = grants.clock.now_ms();
+    let view = GrantView {
+        id: secret::new_id("grant"),
+        agent: execution.agent.clone(),
+        owner: execution.owner.clone(),
+        tool: execution.tool.clone(),
+        arguments: request.arguments.clone(),
+        scope: request.scope,
+        session_id,
+        created_by: format!("user:{}", user.username),
+        execution_id: execution.id.clone(),
+        created_at_ms: now,
+        expires_at_ms: request.scope.duration_ms().map(|d| now + d),
+        uses: 0,
+        last_used_ms: None,
+    };
+    let mut detail = format!("and allowed by grant:{}: {}", view.id, describe(&view));
+    if let Some(note) = note {
+        detail.push_str(&format!(" — {note}"));
+    }
+    approvals.decide_for_noted(user, id, Decision::Accept, Some(&detail))?;
+    grants.insert(view.clone(), &view.created_by)?;
+    tracing::info!(grant = %view.id, execution = %id, by = %view.created_by, "grant made");
+    Ok(view)
+}
+
+/// A reason or note from a form or the API, cleaned, or why not (400).
+pub fn note_from(text: Option<&str>) -> Result<Option<String>, GrantError> {
+    clean_note(text.unwrap_or_default()).map_err(|e| GrantError::Invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use serde_json::json;
+
+    fn store() -> (GrantStore, Arc<ManualClock>) {
+        let db = Db::open_in_memory().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let changes = ChangeLog::new(db.clone(), clock.clone());
+        (GrantStore::load(db, clock.clone(), changes).unwrap(), clock)
+    }
+
+    fn grant(scope: GrantScope, session: Option<&str>, arguments: BTreeMap<String, ArgMatch>, now: i64) -> GrantView {
+        GrantView {
+            id: secret::new_id("grant"),
+            agent: "claude".into(),
+            owner: Some("ada".into()),
+            tool: "fs_write".into(),
+            arguments,
+            scope,
+            session_id: session.map(Into::into),
+            created_by: "user:ada".into(),
+            execution_id: "exec_1".into(),
+            created_at_ms: now,
+            expires_at_ms: scope.duration_ms().map(|d| now + d),
+            uses: 0,
+            last_used_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_grant_matches_exactly_its_agent_owner_tool_session_and_constraints() {
+        let (store, clock) = store();
+        let now = clock.now_ms();
+        let only_tmp = BTreeMap::from([("path".to_string(), ArgMatch::Prefix("/tmp/".into()))]);
+        store.insert(grant(GrantScope::OneHour, None, only_tmp, now), "user:ada").unwrap();
+        let tmp = json!({"path": "/tmp/a", "mode": 1});
+        assert!(store.find("claude", Some("ada"), "fs_write", None, &tmp).is_some());
+        assert!(store.find("claude", Some("bob"), "fs_write", None, &tmp).is_none(), "another owner");
+        assert!(store.find("claudette", Some("ada"), "fs_write", None, &tmp).is_none(), "another agent");
+        assert!(store.find("claude", Some("ada"), "fs_write2", None, &tmp).is_none(), "another tool");
+        assert!(store.find("claude", Some("ada"), "fs_write", None, &json!({"path": "/etc/a"})).is_none());
+        assert!(store.find("claude", Some("ada"), "fs_write", None, &json!({"path": 5})).is_none());
+        assert!(store.find("claude", Some("ada"), "fs_write", None, &json!({})).is_none());
+
+        store.insert(grant(GrantScope::Session, Some("s1"), BTreeMap::new(), now), "user:ada").unwrap();
+        let any = json!({"path": "/etc/a"});
+        assert!(store.find("claude", Some("ada"), "fs_write", Some("s1"), &any).is_some());
+        assert!(store.find("claude", Some("ada"), "fs_write", Some("s2"), &any).is_none());
+        assert_eq!(store.end_session("s1"), 1);
+        assert!(store.find("claude", Some("ada"), "fs_write", Some("s1"), &any).is_none());
+
+        clock.advance(std::time::Duration::from_secs(3600));
+        assert!(store.find("claude", Some("ada"), "fs_write", None, &tmp).is_none(), "expired");
+    }
+
+    #[test]
+    fn uses_are_counted_in_memory_and_flushed_in_a_batch_and_survive_a_reload() {
+        let (store, clock) = store();
+        let view = grant(GrantScope::UntilRevoked, None, BTreeMap::new(), clock.now_ms());
+        store.insert(view.clone(), "user:ada").unwrap();
+        let first = store.find("claude", Some("ada"), "fs_write", None, &json!({})).unwrap();
+        assert!(first.flush_needed);
+        let second = store.find("claude", Some("ada"), "fs_write", None, &json!({})).unwrap();
+        assert!(!second.flush_needed, "one flush is already on its way");
+        assert_eq!(store.flush_uses().unwrap(), 1);
+        let reloaded = GrantStore::load(store.db.clone(), store.clock.clone(), store.changes.clone()).unwrap();
+        let ada = User { id: 1, username: "ada".into(), is_admin: false };
+        let listed = reloaded.list_for(&ada).unwrap();
+        assert_eq!((listed.len(), listed[0].uses, listed[0].last_used_ms), (1, 2, Some(clock.now_ms())));
+        let bob = User { username: "bob".into(), ..ada.clone() };
+        assert!(reloaded.list_for(&bob).unwrap().is_empty());
+        assert_eq!(reloaded.revoke_for(&bob, &view.id), Err(GrantError::Forbidden));
+        reloaded.revoke_for(&ada, &view.id).unwrap();
+        assert!(reloaded.find("claude", Some("ada"), "fs_write", None, &json!({})).is_none());
+        assert_eq!(reloaded.revoke_for(&ada, &view.id), Err(GrantError::NotFound("no such grant".into())));
+    }
+}

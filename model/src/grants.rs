@@ -1,0 +1,176 @@
+//! Scoped grants: "allow this tool for this agent" for a while, made on a
+//! call's page beside Approve and Decline, and what the console lists.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// How long a grant lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GrantScope {
+    /// Until the MCP session the call was made in ends.
+    #[serde(rename = "session")]
+    Session,
+    /// One hour.
+    #[serde(rename = "1h")]
+    OneHour,
+    /// Eight hours.
+    #[serde(rename = "8h")]
+    EightHours,
+    /// A day.
+    #[serde(rename = "24h")]
+    Day,
+    /// Until someone revokes it.
+    #[serde(rename = "forever")]
+    UntilRevoked,
+}
+
+impl GrantScope {
+    /// Every scope, in the order the page offers them.
+    pub const ALL: [GrantScope; 5] =
+        [GrantScope::Session, GrantScope::OneHour, GrantScope::EightHours, GrantScope::Day, GrantScope::UntilRevoked];
+
+    /// The wire name (`session`, `1h`, `8h`, `24h`, `forever`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantScope::Session => "session",
+            GrantScope::OneHour => "1h",
+            GrantScope::EightHours => "8h",
+            GrantScope::Day => "24h",
+            GrantScope::UntilRevoked => "forever",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|scope| scope.as_str() == s)
+    }
+
+    /// How long it lasts in milliseconds (`None`: until revoked or the session ends).
+    pub fn duration_ms(self) -> Option<i64> {
+        const HOUR: i64 = 3600 * 1000;
+        match self {
+            GrantScope::OneHour => Some(HOUR),
+            GrantScope::EightHours => Some(8 * HOUR),
+            GrantScope::Day => Some(24 * HOUR),
+            GrantScope::Session | GrantScope::UntilRevoked => None,
+        }
+    }
+
+    /// How the page says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            GrantScope::Session => "for this MCP session",
+            GrantScope::OneHour => "for 1 hour",
+            GrantScope::EightHours => "for 8 hours",
+            GrantScope::Day => "for 24 hours",
+            GrantScope::UntilRevoked => "until revoked",
+        }
+    }
+}
+
+/// What one named top-level string argument must be for a grant to cover a
+/// call: `{"exact": "…"}` or `{"prefix": "…"}`. Compared as plain strings,
+/// never normalised (a prefix `/tmp/` also covers `/tmp/../etc`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgMatch {
+    /// Exactly this value.
+    Exact(String),
+    /// Any value starting with this.
+    Prefix(String),
+}
+
+impl ArgMatch {
+    /// Whether `value` satisfies it.
+    pub fn accepts(&self, value: &str) -> bool {
+        match self {
+            ArgMatch::Exact(want) => value == want,
+            ArgMatch::Prefix(prefix) => value.starts_with(prefix.as_str()),
+        }
+    }
+
+    /// How the page says it, for the argument `name`.
+    pub fn describe(&self, name: &str) -> String {
+        match self {
+            ArgMatch::Exact(v) => format!("{name} is exactly {v:?}"),
+            ArgMatch::Prefix(p) => format!("{name} starts with {p:?}"),
+        }
+    }
+}
+
+/// What a person asks for when they grant (the JSON API's `grant` field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrantRequest {
+    /// How long it lasts.
+    pub scope: GrantScope,
+    /// Constraints on named top-level string arguments (none: any arguments).
+    #[serde(default)]
+    pub arguments: BTreeMap<String, ArgMatch>,
+}
+
+/// One grant as the console shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantView {
+    /// `grant_<uuid>`.
+    pub id: String,
+    /// The agent name it covers (every credential of this agent and owner).
+    pub agent: String,
+    /// The agent's owner (`None`: owner-less credentials, which admins manage).
+    pub owner: Option<String>,
+    /// The exposed tool name it covers, exactly.
+    pub tool: String,
+    /// Constraints on named top-level string arguments.
+    pub arguments: BTreeMap<String, ArgMatch>,
+    /// How long it lasts.
+    pub scope: GrantScope,
+    /// The MCP session it is bound to (session scope only).
+    pub session_id: Option<String>,
+    /// Who made it (`user:ada`).
+    pub created_by: String,
+    /// The call it was made from.
+    pub execution_id: String,
+    /// When it was made (Unix ms).
+    pub created_at_ms: i64,
+    /// When it ends on its own (Unix ms; `None`: until revoked or the session ends).
+    pub expires_at_ms: Option<i64>,
+    /// Calls it let through.
+    pub uses: u64,
+    /// When it last let a call through (Unix ms).
+    pub last_used_ms: Option<i64>,
+}
+
+/// What the grants page shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantsView {
+    /// Server time when read (Unix ms).
+    pub now_ms: i64,
+    /// Whether the viewer is an admin (sees everyone's).
+    pub is_admin: bool,
+    /// Live grants the viewer may see, newest first.
+    pub grants: Vec<GrantView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_shapes() {
+        for s in GrantScope::ALL {
+            assert_eq!(GrantScope::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        let req: GrantRequest =
+            serde_json::from_value(serde_json::json!({"scope": "8h", "arguments": {"path": {"prefix": "/tmp/"}}}))
+                .unwrap();
+        assert_eq!(req.scope, GrantScope::EightHours);
+        assert_eq!(req.arguments["path"], ArgMatch::Prefix("/tmp/".into()));
+        assert!(req.arguments["path"].accepts("/tmp/a"));
+        assert!(!req.arguments["path"].accepts("/etc/a"));
+        assert!(ArgMatch::Exact("a".into()).accepts("a") && !ArgMatch::Exact("a".into()).accepts("ab"));
+    }
+}

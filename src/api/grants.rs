@@ -1,0 +1,50 @@
+//! Scoped grants over the HTTP API: list the ones the signed-in user may see,
+//! revoke one (its agent's owner or an admin). Made with a decision:
+//! `POST /api/executions/{eid}/resume {action: "accept", grant: {scope, arguments?}}`.
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use gatehouse_core::grants::GrantError;
+use serde_json::json;
+
+use crate::auth::SignedIn;
+use crate::error::{ApiError, ApiJson};
+use crate::state::AppState;
+
+impl From<GrantError> for ApiError {
+    fn from(e: GrantError) -> Self {
+        match e {
+            GrantError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            GrantError::Forbidden | GrantError::HumanOnly(_) => ApiError::Forbidden(e.to_string()),
+            GrantError::AdminRequired => ApiError::AdminRequired(e.to_string()),
+            GrantError::Invalid(_) => ApiError::BadRequest(e.to_string()),
+            GrantError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            GrantError::Storage(detail) => ApiError::Internal(detail),
+        }
+    }
+}
+
+/// Runs grant work (database writes) off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, GrantError> + Send + 'static,
+) -> Result<T, ApiError> {
+    Ok(tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::Internal(e.to_string()))??)
+}
+
+/// `GET /api/grants`: live grants, newest first (everyone's for admins).
+pub async fn list(State(state): State<AppState>, SignedIn(user): SignedIn) -> Result<impl IntoResponse, ApiError> {
+    let grants = state.mcp.core.grants.clone();
+    let listed = blocking(move || Ok(grants.list_for(&user)?)).await?;
+    Ok(ApiJson(json!({ "grants": listed })))
+}
+
+/// `DELETE /api/grants/{id}`: revokes at once; the next call waits again.
+pub async fn revoke(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let grants = state.mcp.core.grants.clone();
+    let revoked = blocking(move || grants.revoke_for(&user, &id)).await?;
+    Ok(ApiJson(json!({ "revoked": revoked.id })))
+}

@@ -1,0 +1,65 @@
+//! Calls a person allowed in advance: a grant ([`gatehouse_core::grants`])
+//! for this agent and tool lets a gated call run without a pause, audited
+//! as `allowed` by `grant:<id>`.
+
+use gatehouse_core::approvals::{State, digest};
+use gatehouse_core::audit;
+use serde_json::Value;
+
+use crate::mcp::McpState;
+use crate::mcp::tools::Caller;
+
+/// The grant that lets this call through, as the audit's actor
+/// (`grant:<id>`), once the call is audited as allowed; `None`: it waits
+/// for a person as usual. The caller has checked that no rule makes the
+/// call `human_only` (a grant never covers one, whenever it was made).
+pub async fn lookup(
+    state: &McpState,
+    caller: &Caller,
+    tool: &str,
+    upstream: Option<&str>,
+    arguments: &Value,
+) -> Option<String> {
+    let grants = &state.core.grants;
+    let credential = &caller.credential;
+    let matched =
+        grants.find(&credential.agent, credential.owner.as_deref(), tool, caller.session_id.as_deref(), arguments)?;
+    let actor = format!("grant:{}", matched.id);
+    if matched.flush_needed {
+        // Use counts reach the database in batches, off the async threads.
+        let grants = grants.clone();
+        state.tasks.spawn_blocking(move || {
+            if let Err(e) = grants.flush_uses() {
+                tracing::error!(error = %e, "could not write grant use counts");
+            }
+        });
+    }
+    let audit_log = state.core.approvals.audit().clone();
+    let (entry_tool, entry_upstream, args_digest) = (tool.to_string(), upstream.map(str::to_string), digest(arguments));
+    let (agent, owner, credential_id, thread) =
+        (credential.agent.clone(), credential.owner.clone(), credential.id.clone(), credential.thread.clone());
+    let by = actor.clone();
+    let recorded = tokio::task::spawn_blocking(move || {
+        audit_log.record(audit::Entry {
+            execution_id: &gatehouse_core::secret::new_id("exec"),
+            state: State::Allowed.as_str(),
+            tool: &entry_tool,
+            upstream: entry_upstream.as_deref(),
+            arguments_digest: &args_digest,
+            agent: &agent,
+            owner: owner.as_deref(),
+            credential_id: Some(&credential_id),
+            thread: thread.as_deref(),
+            actor: Some(&by),
+            detail: Some("allowed without a pause by a grant"),
+        })
+    })
+    .await;
+    match recorded {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "audit write failed"),
+        Err(e) => tracing::error!(error = %e, "audit write failed"),
+    }
+    tracing::info!(tool, agent = %credential.agent, grant = %matched.id, "call allowed by a grant");
+    Some(actor)
+}
