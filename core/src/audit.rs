@@ -51,6 +51,11 @@ impl AuditLog {
         Self { db, clock }
     }
 
+    /// The database the log is kept in.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
     /// Appends one entry.
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
         self.db.conn().prepare_cached(

@@ -399,6 +399,7 @@ pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
         action: gatehouse_core::policy::Action::Allow,
         human_only: false,
         source: "config".into(),
+        approval_ttl_secs: None,
     }
 }
 
