@@ -158,3 +158,51 @@ async fn a_rules_approval_ttl_overrides_the_global_one() {
     let (other, _) = app.core.approvals.get(&execution_id(&other)).unwrap();
     assert_eq!(other.expires_at_ms - other.created_at_ms, 600_000);
 }
+
+#[tokio::test]
+async fn the_inbox_marks_a_call_about_to_expire() {
+    let app = spawn_app().await;
+    let (ada, _, eid) = paused(&app, "soon").await;
+    let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
+    assert!(inbox.contains(&eid) && inbox.contains(r#"data-expiring="false""#), "{inbox}");
+    // 8 min 20 s of its 10 min gone: in its last fifth.
+    app.clock.advance(Duration::from_secs(500));
+    let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
+    assert!(inbox.contains(r#"data-expiring="true""#) && inbox.contains("card expiring"), "{inbox}");
+}
+
+#[tokio::test]
+async fn after_a_restart_a_pause_is_still_only_its_owners_and_its_credentials() {
+    let app = spawn_app().await;
+    let (_, token, eid) = paused(&app, "mine").await;
+    app.add_user("bob", false).await;
+    let other = app.issue_owned("claude", "bob");
+    let app = app.restart(Duration::from_secs(1), |_| {}).await;
+
+    let bob = app.sign_in("bob").await;
+    assert_eq!(app.get_as(&bob, &format!("/api/executions/{eid}")).await.status(), 403);
+    assert_eq!(app.decide(&bob, &eid, "accept").await.status(), 403);
+    let sid = app.open_session(&other).await;
+    let refused = app.tool_call(&other, &sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(refused["result"]["structuredContent"]["error"], "execution_forbidden", "{refused}");
+    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+    drop(token);
+}
+
+#[tokio::test]
+async fn revoking_a_credential_settles_the_pauses_a_restart_restored() {
+    let app = spawn_app().await;
+    let (_, token, eid) = paused(&app, "gone").await;
+    let id = app.core.credentials.list().unwrap().into_iter().find(|c| c.agent == "claude").unwrap().id;
+    let app = app.restart(Duration::from_secs(1), |_| {}).await;
+    // The CLI revokes in another process; the server's sweep settles the pause.
+    assert!(app.core.credentials.revoke(&id).unwrap());
+    for _ in 0..100 {
+        if app.core.approvals.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(), "revoked");
+    drop(token);
+}
