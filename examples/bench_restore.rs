@@ -27,6 +27,7 @@ async fn seed(data: &std::path::Path, n: usize) {
         ..Settings::default()
     };
     let core = Core::new(Db::open(data).unwrap(), Arc::new(SystemClock), settings).unwrap();
+    core.users.add("ada", "bench password", true).unwrap();
     let credential = core
         .credentials
         .issue(IssueRequest { agent: "bench".into(), owner: Some("ada".into()), ..Default::default() })
@@ -106,9 +107,9 @@ async fn main() {
             println!("{label}, start {round}: process start → listening {:.0} ms", elapsed.as_secs_f64() * 1000.0);
             if let Some(line) = restored {
                 let field = |name: &str| {
-                    line.split(&format!("\"{name}\":")).nth(1).and_then(|rest| {
-                        rest.split([',', '}']).next().map(|v| v.trim_matches('"').to_string())
-                    })
+                    line.split(&format!("\"{name}\":"))
+                        .nth(1)
+                        .and_then(|rest| rest.split([',', '}']).next().map(|v| v.trim_matches('"').to_string()))
                 };
                 println!(
                     "  restore: {} ms for {} pending, {} expired, {} abandoned",

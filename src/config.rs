@@ -762,9 +762,11 @@ mod tests {
             (limits.run_window, limits.trust_client_forms, limits.max_connections),
             (Duration::from_secs(60), true, 3)
         );
-        let per_rule = resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30m\"\n").unwrap();
+        let per_rule =
+            resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30m\"\n").unwrap();
         assert_eq!(per_rule.policy[0].approval_ttl_secs, Some(1800));
-        let err = resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30d\"\n").unwrap_err();
+        let err = resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30d\"\n")
+            .unwrap_err();
         assert!(err.to_string().contains("policy[0].approval_ttl"), "{err}");
         assert!(resolve("approval_ttl = \"8d\"\n").unwrap_err().to_string().contains("approval_ttl"));
         let clamped = resolve("approval_ttl = \"2m\"\nrun_window = \"9m\"\n").unwrap().settings();

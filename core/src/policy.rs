@@ -218,8 +218,7 @@ pub fn decide_with(rules: &[Rule], tool: &str, hints: Hints) -> Verdict {
     let matching: Vec<&Rule> = rules.iter().filter(|r| matches(&r.pattern, tool)).collect();
     let human_only = matching.iter().any(|r| r.human_only) || hints.changes_gate;
     // The strictest TTL wins, as the strictest action does.
-    let approval_ttl =
-        matching.iter().filter_map(|r| r.approval_ttl_secs).min().map(std::time::Duration::from_secs);
+    let approval_ttl = matching.iter().filter_map(|r| r.approval_ttl_secs).min().map(std::time::Duration::from_secs);
     let verdict = if let Some(strictest) = matching.iter().max_by_key(|r| r.action) {
         let rule = Some(strictest.pattern.clone());
         Verdict {
@@ -257,7 +256,8 @@ mod tests {
 
     #[test]
     fn the_shortest_matching_approval_ttl_is_carried_out() {
-        let with_ttl = |pattern: &str, secs| Rule { approval_ttl_secs: Some(secs), ..rule(pattern, Action::RequireApproval) };
+        let with_ttl =
+            |pattern: &str, secs| Rule { approval_ttl_secs: Some(secs), ..rule(pattern, Action::RequireApproval) };
         let rules = [with_ttl("files__*", 1800), with_ttl("files__write", 120), rule("*", Action::RequireApproval)];
         let ttl = |tool| decide_with(&rules, tool, Hints::default()).approval_ttl;
         assert_eq!(ttl("files__write"), Some(std::time::Duration::from_secs(120)));

@@ -34,7 +34,10 @@ async fn a_pending_call_survives_a_restart_and_a_new_session_resumes_it_once_app
     // Still pending, with its arguments, on the API and on the pages.
     let ada = app.sign_in("ada").await;
     let detail: Value = app.get_as(&ada, &format!("/api/executions/{eid}")).await.json().await.unwrap();
-    assert_eq!((detail["state"].as_str(), detail["arguments"]["pattern"].as_str()), (Some("pending"), Some("durable_*")));
+    assert_eq!(
+        (detail["state"].as_str(), detail["arguments"]["pattern"].as_str()),
+        (Some("pending"), Some("durable_*"))
+    );
     let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
     assert!(inbox.contains(&eid), "the inbox lists it after the restart");
     let page = app.get_as(&ada, &format!("/resume/{eid}")).await.text().await.unwrap();
@@ -50,8 +53,7 @@ async fn a_pending_call_survives_a_restart_and_a_new_session_resumes_it_once_app
     assert_eq!(app.core.policy.rules().unwrap()[0].pattern, "durable_*", "the approved call ran once");
     assert!(app.core.approvals.is_empty());
     app.core.approvals.flush().await;
-    let rows: i64 =
-        app.core.db.conn().query_row("SELECT COUNT(*) FROM pending_executions", [], |r| r.get(0)).unwrap();
+    let rows: i64 = app.core.db.conn().query_row("SELECT COUNT(*) FROM pending_executions", [], |r| r.get(0)).unwrap();
     assert_eq!(rows, 0, "once settled its arguments are gone; the audit log keeps the digest");
 }
 
@@ -131,10 +133,7 @@ async fn an_expired_call_tells_the_agent_to_call_again() {
     let sid = app.open_session(&token).await;
     let resumed = app.tool_call(&token, &sid, "resume", json!({"executionId": eid})).await;
     let text = text_of(&resumed["result"]);
-    assert!(
-        text.contains("expired") && text.contains("Call the tool again to request a new approval"),
-        "{text}"
-    );
+    assert!(text.contains("expired") && text.contains("Call the tool again to request a new approval"), "{text}");
 }
 
 #[tokio::test]

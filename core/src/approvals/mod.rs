@@ -150,7 +150,10 @@ mod tests {
         assert!(second.is_empty(), "a new store starts empty (the CLI never restores)");
         assert_eq!(second.restore().await.unwrap(), Restored { pending: 1, ..Default::default() });
         let (again, snapshot) = second.get(&e.id).expect("pending again");
-        assert_eq!((snapshot.state, &again.arguments, again.expires_at_ms), (State::Pending, &e.arguments, e.expires_at_ms));
+        assert_eq!(
+            (snapshot.state, &again.arguments, again.expires_at_ms),
+            (State::Pending, &e.arguments, e.expires_at_ms)
+        );
         second.decide(&e.id, Decision::Accept, "user:ada").unwrap();
         second.start_run(&e.id).unwrap();
         second.finish(&e.id, true, None);
@@ -163,7 +166,11 @@ mod tests {
     async fn what_ran_out_or_was_held_while_stopped_settles_at_start() {
         let db = Db::open_in_memory().unwrap();
         let clock = Arc::new(crate::clock::ManualClock::new(1_700_000_000_000));
-        let first = store_on(&db, clock.clone(), Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) });
+        let first = store_on(
+            &db,
+            clock.clone(),
+            Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+        );
         let expiring = first.open(new_execution("s")).unwrap();
         let approved = first.open(new_execution("s")).unwrap();
         first.decide(&approved.id, Decision::Accept, "user:ada").unwrap();
@@ -179,18 +186,34 @@ mod tests {
         // is approved, and the store stops for 50 s more.
         clock.advance(Duration::from_secs(20));
         {
-            let mid = store_on(&db, clock.clone(), Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) });
+            let mid = store_on(
+                &db,
+                clock.clone(),
+                Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+            );
             mid.restore().await.unwrap();
             mid.decide(&approved_late.id, Decision::Accept, "user:ada").unwrap();
             mid.flush().await;
         }
         clock.advance(Duration::from_secs(5));
-        let second = store_on(&db, clock.clone(), Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) });
+        let second = store_on(
+            &db,
+            clock.clone(),
+            Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+        );
         let restored = second.restore().await.unwrap();
-        assert_eq!(restored, Restored { pending: 2, approved: 2, expired: 0, abandoned: 0 }, "25 s in, nothing ran out");
+        assert_eq!(
+            restored,
+            Restored { pending: 2, approved: 2, expired: 0, abandoned: 0 },
+            "25 s in, nothing ran out"
+        );
         drop(second);
         clock.advance(Duration::from_secs(45));
-        let third = store_on(&db, clock.clone(), Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) });
+        let third = store_on(
+            &db,
+            clock.clone(),
+            Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+        );
         let restored = third.restore().await.unwrap();
         assert_eq!(restored, Restored { pending: 1, approved: 0, expired: 3, abandoned: 0 });
         let state = |id: &str| third.audit().latest(id).unwrap().unwrap();
@@ -204,8 +227,7 @@ mod tests {
         let held_last = state(&held.id);
         assert_eq!((held_last.state, held_last.detail.as_deref()), (State::Cancelled, Some("the server restarted")));
         third.flush().await;
-        let rows: i64 =
-            db.conn().query_row("SELECT COUNT(*) FROM pending_executions", [], |r| r.get(0)).unwrap();
+        let rows: i64 = db.conn().query_row("SELECT COUNT(*) FROM pending_executions", [], |r| r.get(0)).unwrap();
         assert_eq!(rows, 1, "only the live one keeps its arguments");
     }
 
@@ -242,7 +264,8 @@ mod tests {
         let short = store.open(NewExecution { ttl: Some(Duration::from_secs(30)), ..new_execution("s") }).unwrap();
         assert_eq!(short.expires_at_ms - short.created_at_ms, 30_000);
         assert_eq!(store.run_window_ms(&short), 30_000, "the run window never outlasts the TTL");
-        let huge = store.open(NewExecution { ttl: Some(Duration::from_secs(365 * 24 * 3600)), ..new_execution("s") }).unwrap();
+        let huge =
+            store.open(NewExecution { ttl: Some(Duration::from_secs(365 * 24 * 3600)), ..new_execution("s") }).unwrap();
         assert_eq!(huge.expires_at_ms - huge.created_at_ms, MAX_APPROVAL_TTL.as_millis() as i64);
         let default = store.open(new_execution("s")).unwrap();
         assert_eq!(default.expires_at_ms - default.created_at_ms, 600_000);

@@ -121,6 +121,10 @@ impl Default for Limits {
 /// says (a rule's `approval_ttl` or the global one).
 pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// A timer to arm once restored entries are in: after this long, on this
+/// execution, do this.
+type Rearm = (Duration, String, fn(&ApprovalStore, &str));
+
 /// What [`ApprovalStore::restore`] found of a previous run's pauses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Restored {
@@ -190,7 +194,7 @@ impl ApprovalStore {
         let now = self.now_ms();
         let mut restored = Restored::default();
         let mut gone = Vec::new();
-        let mut timers: Vec<(Duration, String, fn(&ApprovalStore, &str))> = Vec::new();
+        let mut timers: Vec<Rearm> = Vec::new();
         {
             let mut entries = self.entries();
             for Stored { execution, state, at_ms, actor } in stored {
@@ -424,7 +428,12 @@ impl ApprovalStore {
             self.inner.persist.insert(execution.clone());
             entries.insert(
                 execution.id.clone(),
-                Entry { execution: execution.clone(), tx: watch::channel(snapshot).0, approved_at_ms: None, held: false },
+                Entry {
+                    execution: execution.clone(),
+                    tx: watch::channel(snapshot).0,
+                    approved_at_ms: None,
+                    held: false,
+                },
             );
         }
         self.inner.live.publish(LiveEvent::ApprovalsChanged);
