@@ -267,6 +267,10 @@ pub struct PolicyRule {
     /// Never accept a decision from the model itself.
     #[serde(default)]
     pub human_only: bool,
+    /// `approval_ttl = "30m"`: how long a call this rule holds for approval
+    /// may wait, instead of the global `approval_ttl` (at most 7 days).
+    #[serde(default, with = "humantime_opt")]
+    pub approval_ttl: Option<Duration>,
 }
 
 mod humantime_opt {
@@ -639,8 +643,19 @@ impl Config {
             check_upstream_limits(u).map_err(|message| ConfigError::Value { key: key.clone(), message })?;
         }
         let mut config = config;
+        let max_ttl = gatehouse_core::approvals::MAX_APPROVAL_TTL;
+        let too_long = |key: String| ConfigError::Value {
+            key,
+            message: format!("must be at most {}", humantime::format_duration(max_ttl)),
+        };
+        if config.approval_ttl > max_ttl {
+            return Err(too_long("approval_ttl".into()));
+        }
         for (i, rule) in file.policy.unwrap_or_default().into_iter().enumerate() {
             let key = format!("policy[{i}]");
+            if rule.approval_ttl.is_some_and(|ttl| ttl > max_ttl) {
+                return Err(too_long(format!("{key}.approval_ttl")));
+            }
             let action = gatehouse_core::policy::parse_action(&rule.action)
                 .map_err(|e| ConfigError::Value { key: format!("{key}.action"), message: e.to_string() })?;
             gatehouse_core::policy::validate_pattern(&rule.pattern)
@@ -650,6 +665,8 @@ impl Config {
                 action,
                 human_only: rule.human_only,
                 source: "config".into(),
+                // Whole seconds (a sub-second TTL is not a useful approval window).
+                approval_ttl_secs: rule.approval_ttl.map(|ttl| ttl.as_secs().max(1)),
             });
         }
         if let Some(url) = &config.public_url
@@ -745,6 +762,13 @@ mod tests {
             (limits.run_window, limits.trust_client_forms, limits.max_connections),
             (Duration::from_secs(60), true, 3)
         );
+        let per_rule =
+            resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30m\"\n").unwrap();
+        assert_eq!(per_rule.policy[0].approval_ttl_secs, Some(1800));
+        let err = resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30d\"\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("policy[0].approval_ttl"), "{err}");
+        assert!(resolve("approval_ttl = \"8d\"\n").unwrap_err().to_string().contains("approval_ttl"));
         let clamped = resolve("approval_ttl = \"2m\"\nrun_window = \"9m\"\n").unwrap().settings();
         assert_eq!(clamped.run_window, Duration::from_secs(120), "never longer than the approval TTL");
         assert_eq!(resolve("list_page_size = 7\n").unwrap().list_page_size, 7);

@@ -48,6 +48,8 @@ impl Application {
 
     /// Like [`Application::build`] over prepared stores (tests inject a clock).
     pub async fn build_with_core(config: &Config, core: Core, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        // What a previous run left paused is live again before anything is served.
+        core.approvals.restore().await.context("cannot restore the paused executions")?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
@@ -122,6 +124,8 @@ impl Application {
         });
         crate::server::serve(self.listener, self.router, limits, shutdown, tasks.clone()).await;
         drain(&tasks).await;
+        // Every queued write of paused executions reaches the disk before exit.
+        state.core().approvals.flush().await;
         // Finished by now; awaited for a panic in any of them.
         sweeper.await?;
         housekeeping.await?;

@@ -51,6 +51,11 @@ impl AuditLog {
         Self { db, clock }
     }
 
+    /// The database the log is kept in.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
     /// Appends one entry.
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
         self.db.conn().prepare_cached(
@@ -148,18 +153,6 @@ impl AuditLog {
         Ok(rows)
     }
 
-    /// After a restart, executions that were still live are `abandoned`.
-    pub fn abandon_unsettled(&self) -> Result<usize> {
-        let now = self.clock.now_ms();
-        Ok(self.db.conn().execute(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
-             SELECT a.execution_id, ?1, 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread, a.upstream
-             FROM audit_events a
-             WHERE a.id = (SELECT MAX(id) FROM audit_events b WHERE b.execution_id = a.execution_id)
-               AND a.state IN ('pending', 'approved', 'running')",
-            [now],
-        )?)
-    }
 }
 
 impl AuditLog {

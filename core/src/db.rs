@@ -199,6 +199,29 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX grants_session ON grants(session_id) WHERE session_id IS NOT NULL;
     "#,
+    // 9: paused executions as they were asked for, so a pause outlives a
+    // restart. The audit log holds their state; a row is deleted once its
+    // execution settles (the arguments go with it; the audit keeps the digest).
+    r#"
+    CREATE TABLE pending_executions (
+        id               TEXT PRIMARY KEY,
+        tool             TEXT NOT NULL,
+        upstream         TEXT,
+        upstream_tool    TEXT,
+        tool_digest      TEXT NOT NULL,
+        arguments        TEXT NOT NULL,
+        arguments_digest TEXT NOT NULL,
+        agent            TEXT NOT NULL,
+        credential_id    TEXT NOT NULL,
+        thread           TEXT,
+        owner            TEXT,
+        session_id       TEXT,
+        human_only       INTEGER NOT NULL,
+        admin_only       INTEGER NOT NULL,
+        created_at       INTEGER NOT NULL,
+        expires_at       INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

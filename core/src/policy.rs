@@ -66,6 +66,9 @@ pub struct Verdict {
     pub rule: Option<String>,
     /// Why, as the console says it.
     pub basis: Basis,
+    /// How long a call held for approval may stay pending, when a matching
+    /// rule says (the shortest such rule's `approval_ttl`).
+    pub approval_ttl: Option<std::time::Duration>,
 }
 
 /// Rules from the config file (fixed) and SQLite (changeable).
@@ -108,7 +111,13 @@ impl PolicyStore {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut all: Vec<Rule> = self.config_rules.as_ref().clone();
         for (pattern, action, human_only) in db_rules {
-            all.push(Rule { pattern, action: parse_action(&action)?, human_only, source: "database".into() });
+            all.push(Rule {
+                pattern,
+                action: parse_action(&action)?,
+                human_only,
+                source: "database".into(),
+                approval_ttl_secs: None,
+            });
         }
         Ok(all)
     }
@@ -184,8 +193,15 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             human_only: matching.iter().any(|r| r.human_only),
             rule: Some(strictest.pattern.clone()),
             basis: Basis::Rule(strictest.pattern.clone()),
+            approval_ttl: None,
         },
-        None => Verdict { action: Action::Allow, human_only: false, rule: None, basis: Basis::NotDestructive },
+        None => Verdict {
+            action: Action::Allow,
+            human_only: false,
+            rule: None,
+            basis: Basis::NotDestructive,
+            approval_ttl: None,
+        },
     }
 }
 
@@ -201,9 +217,17 @@ pub fn gate_for(rules: &[Rule], tool: ToolInfo) -> ToolGate {
 pub fn decide_with(rules: &[Rule], tool: &str, hints: Hints) -> Verdict {
     let matching: Vec<&Rule> = rules.iter().filter(|r| matches(&r.pattern, tool)).collect();
     let human_only = matching.iter().any(|r| r.human_only) || hints.changes_gate;
+    // The strictest TTL wins, as the strictest action does.
+    let approval_ttl = matching.iter().filter_map(|r| r.approval_ttl_secs).min().map(std::time::Duration::from_secs);
     let verdict = if let Some(strictest) = matching.iter().max_by_key(|r| r.action) {
         let rule = Some(strictest.pattern.clone());
-        Verdict { action: strictest.action, human_only, rule, basis: Basis::Rule(strictest.pattern.clone()) }
+        Verdict {
+            action: strictest.action,
+            human_only,
+            rule,
+            basis: Basis::Rule(strictest.pattern.clone()),
+            approval_ttl,
+        }
     } else {
         let (action, basis) = if hints.read_only == Some(true) {
             (Action::Allow, Basis::ReadOnly)
@@ -212,7 +236,7 @@ pub fn decide_with(rules: &[Rule], tool: &str, hints: Hints) -> Verdict {
         } else {
             (Action::Allow, Basis::NotDestructive)
         };
-        Verdict { action, human_only, rule: None, basis }
+        Verdict { action, human_only, rule: None, basis, approval_ttl }
     };
     // No rule lets an agent change the gate for everyone without a person
     // (a rule may still block it).
@@ -227,7 +251,18 @@ mod tests {
     use super::*;
 
     fn rule(pattern: &str, action: Action) -> Rule {
-        Rule { pattern: pattern.into(), action, human_only: false, source: "test".into() }
+        Rule { pattern: pattern.into(), action, human_only: false, source: "test".into(), approval_ttl_secs: None }
+    }
+
+    #[test]
+    fn the_shortest_matching_approval_ttl_is_carried_out() {
+        let with_ttl =
+            |pattern: &str, secs| Rule { approval_ttl_secs: Some(secs), ..rule(pattern, Action::RequireApproval) };
+        let rules = [with_ttl("files__*", 1800), with_ttl("files__write", 120), rule("*", Action::RequireApproval)];
+        let ttl = |tool| decide_with(&rules, tool, Hints::default()).approval_ttl;
+        assert_eq!(ttl("files__write"), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(ttl("files__read"), Some(std::time::Duration::from_secs(1800)));
+        assert_eq!(ttl("other"), None, "the global TTL applies");
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub struct ExecutionView {
     pub session_id: Option<String>,
     /// RFC 3339 creation time (live executions).
     pub created_at: Option<String>,
+    /// Creation in Unix ms (live executions; with `expires_at_ms`, its TTL).
+    #[serde(default)]
+    pub created_at_ms: Option<i64>,
     /// RFC 3339 expiry (live executions).
     pub expires_at: Option<String>,
     /// Expiry in Unix ms (for countdowns).
@@ -43,7 +46,22 @@ pub struct ExecutionView {
     pub human_only: bool,
 }
 
+/// A pending call "expires soon" within this long of its expiry…
+pub const EXPIRES_SOON_MS: i64 = 2 * 60 * 1000;
+/// …or within this share (percent) of its TTL, whichever is longer.
+pub const EXPIRES_SOON_PERCENT: i64 = 20;
+
 impl ExecutionView {
+    /// Whether it is about to expire at `now_ms`: in the last
+    /// [`EXPIRES_SOON_PERCENT`] % of its TTL or the last [`EXPIRES_SOON_MS`]
+    /// (the inbox highlights it). Never for one without an expiry.
+    pub fn expires_soon(&self, now_ms: i64) -> bool {
+        let Some(expires) = self.expires_at_ms else { return false };
+        let ttl = self.created_at_ms.map(|c| expires - c).unwrap_or(0);
+        let left = expires - now_ms;
+        left <= EXPIRES_SOON_MS.max(ttl * EXPIRES_SOON_PERCENT / 100)
+    }
+
     /// Whether a viewer who may see it may also decide it: an admin-only
     /// call (one that changes the gate for everyone) needs an admin.
     pub fn decidable_by(&self, is_admin: bool) -> bool {
@@ -77,4 +95,43 @@ pub struct DecisionView {
     pub state: State,
     /// `user:ada`, `system`, …
     pub by: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(created: i64, expires: i64) -> ExecutionView {
+        ExecutionView {
+            execution_id: "exec_1".into(),
+            state: State::Pending,
+            tool: "t".into(),
+            upstream: None,
+            arguments: None,
+            arguments_digest: String::new(),
+            agent: "a".into(),
+            owner: None,
+            session_id: None,
+            created_at: None,
+            created_at_ms: Some(created),
+            expires_at: None,
+            expires_at_ms: Some(expires),
+            decision: None,
+            admin_only: false,
+            human_only: false,
+        }
+    }
+
+    #[test]
+    fn it_expires_soon_in_the_last_fifth_of_its_ttl_or_the_last_two_minutes() {
+        let hour = view(0, 3_600_000);
+        assert!(!hour.expires_soon(2_879_000), "12:01 of 60 min left");
+        assert!(hour.expires_soon(2_880_000), "the last 20 %");
+        let ten = view(0, 600_000);
+        assert!(!ten.expires_soon(479_000));
+        assert!(ten.expires_soon(480_000), "the last 2 minutes are also the last 20 %");
+        let short = view(0, 60_000);
+        assert!(short.expires_soon(0), "a 1-minute TTL is always within 2 minutes");
+        assert!(!ExecutionView { expires_at_ms: None, ..view(0, 0) }.expires_soon(0));
+    }
 }

@@ -68,6 +68,10 @@ pub struct Rule {
     /// `config` or `database`.
     #[serde(default = "database")]
     pub source: String,
+    /// How long a call it holds for approval may stay pending (seconds),
+    /// overriding the global `approval_ttl`; config-file rules only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_ttl_secs: Option<u64>,
 }
 
 fn database() -> String {

@@ -464,12 +464,14 @@ async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
                 action: gatehouse_core::policy::Action::Block,
                 human_only: false,
                 source: "config".into(),
+                approval_ttl_secs: None,
             },
             gatehouse_core::policy::Rule {
                 pattern: "prompt:ev__test_prompt_with_*".into(),
                 action: gatehouse_core::policy::Action::Block,
                 human_only: false,
                 source: "config".into(),
+                approval_ttl_secs: None,
             },
         ]
     })

@@ -39,6 +39,8 @@ pub struct TestApp {
     #[allow(dead_code)]
     pub state: AppState,
     shutdown: CancellationToken,
+    /// The server's run, awaited by [`TestApp::restart`].
+    run: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl Drop for TestApp {
@@ -52,7 +54,12 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
-    let dir = tempfile::tempdir().unwrap();
+    spawn_app_in(tempfile::tempdir().unwrap(), None, configure).await
+}
+
+/// A server over `dir` (fresh, or one a stopped server left), its clock
+/// starting at `now_ms` (the real time when `None`).
+async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().to_path_buf(),
@@ -61,7 +68,9 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     };
     configure(&mut config);
     // Start at the real time, so credentials the CLI issues (real clock) line up.
-    let clock = Arc::new(ManualClock::new(gatehouse_core::Clock::now_ms(&gatehouse_core::SystemClock)));
+    let clock = Arc::new(ManualClock::new(
+        now_ms.unwrap_or_else(|| gatehouse_core::Clock::now_ms(&gatehouse_core::SystemClock)),
+    ));
     // `configure` may point the data directory elsewhere (a restart over the same data).
     gatehouse_core::db::create_data_dir(&config.data_dir).unwrap();
     let core = Core::new(Db::open(&config.data_dir).unwrap(), clock.clone(), config.settings()).unwrap();
@@ -70,7 +79,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let upstreams = app.state().mcp.upstreams.clone();
     let state = app.state().clone();
     let host = app.address().to_string();
-    tokio::spawn(app.run());
+    let run = tokio::spawn(app.run());
     TestApp {
         address: format!("http://{host}"),
         core,
@@ -80,6 +89,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
         dir,
         state,
         shutdown,
+        run: Some(run),
     }
 }
 
@@ -98,6 +108,20 @@ pub async fn spawn_app_fronting(upstream: UpstreamConfig, configure: impl FnOnce
 }
 
 impl TestApp {
+    /// Stops this server as a signal would (connections drained, background
+    /// tasks ended, queued writes flushed) and starts a new one over the same
+    /// data directory, its clock `later` past this one's; `configure` as at
+    /// first (the config is not kept).
+    pub async fn restart(mut self, later: Duration, configure: impl FnOnce(&mut Config)) -> TestApp {
+        self.shutdown.cancel();
+        if let Some(run) = self.run.take() {
+            run.await.unwrap().unwrap();
+        }
+        let now = gatehouse_core::Clock::now_ms(self.clock.as_ref()) + later.as_millis() as i64;
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+        spawn_app_in(dir, Some(now), configure).await
+    }
+
     /// This server's URL for `path` (which starts with `/`).
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.address)
@@ -399,6 +423,7 @@ pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
         action: gatehouse_core::policy::Action::Allow,
         human_only: false,
         source: "config".into(),
+        approval_ttl_secs: None,
     }
 }
 

@@ -5,6 +5,7 @@ mod approvals;
 mod browser;
 mod cli;
 mod console;
+mod durable;
 mod gate_holds;
 mod grants;
 mod helpers;

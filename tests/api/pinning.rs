@@ -200,6 +200,7 @@ async fn an_approved_call_does_not_run_once_its_tool_is_held_back() {
             action: Action::RequireApproval,
             human_only: false,
             source: "config".into(),
+            approval_ttl_secs: None,
         }]
     })
     .await;

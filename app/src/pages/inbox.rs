@@ -5,6 +5,7 @@ use leptos_meta::Title;
 
 use gatehouse_model::{InboxView, routes};
 
+use crate::components::clock::use_now;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, use_inbox, use_live_events};
 use crate::components::name::Name;
@@ -39,6 +40,9 @@ pub fn InboxPage() -> impl IntoView {
 
 #[component]
 fn Pending(current: Signal<InboxView>) -> impl IntoView {
+    // Ticks once hydrated, so "expires soon" and the relative times move
+    // with the clock without refetching; the server renders its own now.
+    let now = use_now(current.get_untracked().now_ms);
     move || {
         let inbox = current.get();
         if inbox.pending.is_empty() {
@@ -46,8 +50,16 @@ fn Pending(current: Signal<InboxView>) -> impl IntoView {
         }
         view! {
             <ul class="cards" aria-label="Pending approvals">
-                {inbox.pending.into_iter().map(|e| view! {
-                    <li class="card" data-execution-id=e.execution_id.clone()>
+                {inbox.pending.into_iter().map(|e| {
+                    let soon = {
+                        let e = e.clone();
+                        move || e.expires_soon(now.get())
+                    };
+                    let soon_class = soon.clone();
+                    let expires = e.expires_at_ms;
+                    view! {
+                    <li class="card" class:expiring=soon_class data-execution-id=e.execution_id.clone()
+                        data-expiring=move || soon().to_string()>
                         <a class="tool-link" href=routes::resume(&e.execution_id, None)>
                             <strong><Name text=e.tool.clone()/></strong>
                         </a>
@@ -57,9 +69,10 @@ fn Pending(current: Signal<InboxView>) -> impl IntoView {
                             </span>
                         })}
                         <div class="meta">"from " <Name text=e.agent.clone()/>
-                            {e.expires_at_ms.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{relative(x, inbox.now_ms)}</time> })}
+                            {expires.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{move || relative(x, now.get())}</time> })}
                         </div>
                     </li>
+                    }
                 }).collect_view()}
             </ul>
         }.into_any()

@@ -68,7 +68,13 @@ pub async fn preview_rule(
         // Saving replaces the database's rule for the pattern, if there is one.
         let mut then: Vec<Rule> =
             now.iter().filter(|r| !(r.pattern == pattern && r.source == "database")).cloned().collect();
-        then.push(Rule { pattern: pattern.clone(), action, human_only, source: "database".into() });
+        then.push(Rule {
+            pattern: pattern.clone(),
+            action,
+            human_only,
+            source: "database".into(),
+            approval_ttl_secs: None,
+        });
         let previews = catalog
             .exposed_tools()
             .into_iter()

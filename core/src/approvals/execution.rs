@@ -72,6 +72,10 @@ pub struct NewExecution {
     pub human_only: bool,
     /// Only an admin may decide.
     pub admin_only: bool,
+    /// How long it may stay pending, when a rule says (`approval_ttl` on a
+    /// `[[policy]]` entry); the store's TTL otherwise. Capped at
+    /// [`super::MAX_APPROVAL_TTL`].
+    pub ttl: Option<std::time::Duration>,
 }
 
 /// Whether `credential` may resume, decide (model mode) or retry

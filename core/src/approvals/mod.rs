@@ -6,23 +6,29 @@
 //!   the same decision is idempotent, a conflicting one is refused;
 //! - `wait` suspends until the state moves or a time slice ends;
 //! - `start_run`/`finish` carry an approved call through running to its end;
-//! - `forget`/`forget_session` cancel what a client or session abandoned.
+//! - `forget`/`forget_session` cancel what a client or session abandoned
+//!   (a session's end cancels only the pauses held inside its requests);
+//! - `restore` brings back, at start, the pauses a previous run stored.
 //!
-//! An entry leaves memory when it settles (completed, failed, declined,
-//! expired, cancelled); from then on the audit log answers for it. Every
+//! An entry leaves memory (and its durable row, arguments and all, leaves the
+//! database) when it settles (completed, failed, declined, expired,
+//! cancelled); from then on the audit log answers for it. Every
 //! transition happens under one lock, so a decision racing a teardown either
 //! lands first or finds the entry gone — it is never kept afterwards.
 
 mod access;
 mod execution;
 mod metrics;
+mod persist;
 mod store;
 
 pub use access::{AccessError, may_decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
 pub use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
 pub use metrics::{ApprovalMetrics, WAIT_BUCKETS};
-pub use store::{ApprovalStore, DecideError, Limits, OpenError, RunError, Snapshot, Waited};
+pub use store::{
+    ApprovalStore, DecideError, Limits, MAX_APPROVAL_TTL, OpenError, Restored, RunError, Snapshot, Waited,
+};
 
 #[cfg(test)]
 mod tests {
@@ -66,6 +72,7 @@ mod tests {
             session_id: Some(session.into()),
             human_only: false,
             admin_only: false,
+            ttl: None,
         }
     }
 
@@ -100,6 +107,7 @@ mod tests {
         let store = store(Duration::from_secs(60));
         let e = store.open(new_execution("s")).unwrap();
         assert_eq!(store.wait(&e.id, Duration::from_millis(20)).await.unwrap().state, State::Pending);
+        store.hold(&e.id);
         assert_eq!(store.forget_session("s"), 1);
         assert!(store.is_empty());
         assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, State::Cancelled);
@@ -125,27 +133,142 @@ mod tests {
         panic!("{} timers still wait after their store was dropped", tasks() - before);
     }
 
+    fn store_on(db: &Db, clock: Arc<dyn Clock>, limits: Limits) -> ApprovalStore {
+        ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock, limits, LiveHub::new()).unwrap()
+    }
+
     #[tokio::test]
-    async fn restart_marks_unsettled_executions_abandoned() {
+    async fn a_pending_execution_survives_a_restart_and_runs_once_approved() {
         let db = Db::open_in_memory().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let first = ApprovalStore::new(
-            AuditLog::new(db.clone(), clock.clone()),
-            clock.clone(),
-            limits(Duration::from_secs(60)),
-            LiveHub::new(),
-        )
-        .unwrap();
+        let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
         let e = first.open(new_execution("s")).unwrap();
-        let second = ApprovalStore::new(
-            AuditLog::new(db, clock.clone()),
-            clock,
-            limits(Duration::from_secs(60)),
-            LiveHub::new(),
-        )
-        .unwrap();
-        let last = second.audit().latest(&e.id).unwrap().unwrap();
-        assert_eq!((last.state, last.detail.as_deref()), (State::Cancelled, Some("the server restarted")));
+        first.flush().await;
+        assert!(first.inner.persist.is_stored(&e.id), "written before the client hears of it");
+        drop(first);
+        let second = store_on(&db, clock, limits(Duration::from_secs(60)));
+        assert!(second.is_empty(), "a new store starts empty (the CLI never restores)");
+        assert_eq!(second.restore().await.unwrap(), Restored { pending: 1, ..Default::default() });
+        let (again, snapshot) = second.get(&e.id).expect("pending again");
+        assert_eq!(
+            (snapshot.state, &again.arguments, again.expires_at_ms),
+            (State::Pending, &e.arguments, e.expires_at_ms)
+        );
+        second.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        second.start_run(&e.id).unwrap();
+        second.finish(&e.id, true, None);
+        second.flush().await;
+        assert!(!second.inner.persist.is_stored(&e.id), "the arguments go once it settles");
+        assert_eq!(second.audit().latest(&e.id).unwrap().unwrap().state, State::Completed);
+    }
+
+    #[tokio::test]
+    async fn what_ran_out_or_was_held_while_stopped_settles_at_start() {
+        let db = Db::open_in_memory().unwrap();
+        let clock = Arc::new(crate::clock::ManualClock::new(1_700_000_000_000));
+        let first = store_on(
+            &db,
+            clock.clone(),
+            Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+        );
+        let expiring = first.open(new_execution("s")).unwrap();
+        let approved = first.open(new_execution("s")).unwrap();
+        first.decide(&approved.id, Decision::Accept, "user:ada").unwrap();
+        let approved_late = first.open(new_execution("s")).unwrap();
+        let held = first.open(new_execution("s")).unwrap();
+        first.hold(&held.id);
+        let long = first.open(NewExecution { ttl: Some(Duration::from_secs(3600)), ..new_execution("s") }).unwrap();
+        let declined = first.open(new_execution("s")).unwrap();
+        first.decide(&declined.id, Decision::Decline, "user:ada").unwrap();
+        first.flush().await;
+        drop(first);
+        // 20 s later `approved` is still in its run window; then `approved_late`
+        // is approved, and the store stops for 50 s more.
+        clock.advance(Duration::from_secs(20));
+        {
+            let mid = store_on(
+                &db,
+                clock.clone(),
+                Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+            );
+            mid.restore().await.unwrap();
+            mid.decide(&approved_late.id, Decision::Accept, "user:ada").unwrap();
+            mid.flush().await;
+        }
+        clock.advance(Duration::from_secs(5));
+        let second = store_on(
+            &db,
+            clock.clone(),
+            Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+        );
+        let restored = second.restore().await.unwrap();
+        assert_eq!(
+            restored,
+            Restored { pending: 2, approved: 2, expired: 0, abandoned: 0 },
+            "25 s in, nothing ran out"
+        );
+        drop(second);
+        clock.advance(Duration::from_secs(45));
+        let third = store_on(
+            &db,
+            clock.clone(),
+            Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
+        );
+        let restored = third.restore().await.unwrap();
+        assert_eq!(restored, Restored { pending: 1, approved: 0, expired: 3, abandoned: 0 });
+        let state = |id: &str| third.audit().latest(id).unwrap().unwrap();
+        assert_eq!(state(&expiring.id).state, State::Expired);
+        assert!(state(&expiring.id).detail.unwrap().contains("while Gatehouse was stopped"));
+        assert_eq!(state(&approved.id).state, State::Expired, "past its run window");
+        assert_eq!(state(&approved_late.id).state, State::Expired, "approved 50 s ago, window 30 s");
+        assert_eq!(third.get(&long.id).unwrap().1.state, State::Pending, "its rule's TTL is an hour");
+        assert_eq!(state(&declined.id).state, State::Declined);
+        // The held one was abandoned by the first restart (its request ended with the process).
+        let held_last = state(&held.id);
+        assert_eq!((held_last.state, held_last.detail.as_deref()), (State::Cancelled, Some("the server restarted")));
+        third.flush().await;
+        let rows: i64 = db.conn().query_row("SELECT COUNT(*) FROM pending_executions", [], |r| r.get(0)).unwrap();
+        assert_eq!(rows, 1, "only the live one keeps its arguments");
+    }
+
+    #[tokio::test]
+    async fn an_approved_execution_restored_in_its_run_window_runs() {
+        let db = Db::open_in_memory().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
+        let e = first.open(new_execution("s")).unwrap();
+        first.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        first.flush().await;
+        drop(first);
+        let second = store_on(&db, clock, limits(Duration::from_secs(60)));
+        assert_eq!(second.restore().await.unwrap().approved, 1);
+        assert_eq!(second.get(&e.id).unwrap().1.decided_by.as_deref(), Some("user:ada"));
+        second.start_run(&e.id).expect("still within its run window");
+        second.finish(&e.id, true, None);
+    }
+
+    #[tokio::test]
+    async fn a_sessions_end_leaves_announced_pauses_and_cancels_held_ones() {
+        let store = store(Duration::from_secs(60));
+        let announced = store.open(new_execution("s")).unwrap();
+        let held = store.open(new_execution("s")).unwrap();
+        store.hold(&held.id);
+        assert_eq!(store.forget_session("s"), 1);
+        assert_eq!(store.get(&announced.id).unwrap().1.state, State::Pending);
+        assert_eq!(store.audit().latest(&held.id).unwrap().unwrap().state, State::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn a_rules_ttl_overrides_the_global_one_within_the_cap_and_bounds_the_run_window() {
+        let store = store_with(Limits { run_window: Duration::from_secs(300), ..limits(Duration::from_secs(600)) });
+        let short = store.open(NewExecution { ttl: Some(Duration::from_secs(30)), ..new_execution("s") }).unwrap();
+        assert_eq!(short.expires_at_ms - short.created_at_ms, 30_000);
+        assert_eq!(store.run_window_ms(&short), 30_000, "the run window never outlasts the TTL");
+        let huge =
+            store.open(NewExecution { ttl: Some(Duration::from_secs(365 * 24 * 3600)), ..new_execution("s") }).unwrap();
+        assert_eq!(huge.expires_at_ms - huge.created_at_ms, MAX_APPROVAL_TTL.as_millis() as i64);
+        let default = store.open(new_execution("s")).unwrap();
+        assert_eq!(default.expires_at_ms - default.created_at_ms, 600_000);
     }
 
     #[tokio::test]
@@ -239,6 +362,10 @@ mod tests {
             rounds.push(tokio::spawn(async move {
                 let session = format!("s{round}");
                 let e = store.open(new_execution(&session)).unwrap();
+                if round % 3 == 0 {
+                    // Only a pause held inside a request ends with its session.
+                    store.hold(&e.id);
+                }
                 let waiter = {
                     let (store, id) = (store.clone(), e.id.clone());
                     tokio::spawn(async move {

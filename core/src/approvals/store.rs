@@ -1,5 +1,13 @@
 //! The approval store: the live executions, their state channels and timers,
 //! and every transition (each audited, all under one lock).
+//!
+//! A pause the client was told about (browser and model mode, the `-32042`
+//! error, a 2026-07-28 input-required answer) belongs to its credential: it
+//! is stored durably ([`super::persist`]), outlives its MCP session and a
+//! restart, and is bounded by its TTL and the per-credential cap. A pause
+//! held inside a request (URL elicitation, a client form) is marked
+//! [`ApprovalStore::hold`]: it ends with its request or session, and a
+//! restart leaves it `abandoned`.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -11,6 +19,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::persist::{Persist, Stored};
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
 use crate::audit::{self, AuditLog};
 use crate::clock::Clock;
@@ -87,6 +96,8 @@ pub(super) struct Entry {
     pub(super) tx: watch::Sender<Snapshot>,
     /// When it was approved: it must start running within the run window.
     approved_at_ms: Option<i64>,
+    /// Held inside a request (it ends with the request or its session).
+    held: bool,
 }
 
 /// How long an approval stays pending, and how much one credential may hold.
@@ -106,6 +117,27 @@ impl Default for Limits {
     }
 }
 
+/// The longest an execution may stay pending, whatever the configuration
+/// says (a rule's `approval_ttl` or the global one).
+pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A timer to arm once restored entries are in: after this long, on this
+/// execution, do this.
+type Rearm = (Duration, String, fn(&ApprovalStore, &str));
+
+/// What [`ApprovalStore::restore`] found of a previous run's pauses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Still pending: live again, expiry re-armed.
+    pub pending: usize,
+    /// Approved and still within their run window: live again.
+    pub approved: usize,
+    /// Their TTL (or run window) passed while Gatehouse was stopped: now `expired`.
+    pub expired: usize,
+    /// Held inside a request, or running, when the previous run ended: now `abandoned`.
+    pub abandoned: usize,
+}
+
 pub(super) struct Inner {
     entries: Mutex<HashMap<String, Entry>>,
     pub(super) audit: AuditLog,
@@ -116,6 +148,8 @@ pub(super) struct Inner {
     /// Expiry timers waiting to fire; aborted when the store is dropped
     /// (a `JoinSet` aborts its tasks on drop), so none outlives it.
     timers: Mutex<JoinSet<()>>,
+    /// The durable copy of paused executions.
+    pub(super) persist: Persist,
 }
 
 /// The shared in-process approval store.
@@ -125,24 +159,142 @@ pub struct ApprovalStore {
 }
 
 impl ApprovalStore {
-    /// A store whose pending executions expire after `limits.ttl`. Marks
-    /// executions a previous run left unsettled as `abandoned`.
+    /// A store whose pending executions expire after `limits.ttl` (or their
+    /// rule's TTL). It starts empty: the server calls [`ApprovalStore::restore`]
+    /// once at start (the CLI, which shares the database with a running
+    /// server, never does).
     pub fn new(audit: AuditLog, clock: Arc<dyn Clock>, limits: Limits, live: LiveHub) -> Result<Self> {
-        let abandoned = audit.abandon_unsettled()?;
-        if abandoned > 0 {
-            tracing::warn!(abandoned, "executions left unsettled by a previous run are now abandoned");
-        }
+        let ttl = limits.ttl.min(MAX_APPROVAL_TTL);
         Ok(Self {
             inner: Arc::new(Inner {
                 entries: Mutex::default(),
+                persist: Persist::start(audit.db().clone()),
                 audit,
                 clock,
-                limits: Limits { run_window: limits.run_window.min(limits.ttl), ..limits },
+                limits: Limits { ttl, run_window: limits.run_window.min(ttl), ..limits },
                 live,
                 metrics: ApprovalMetrics::default(),
                 timers: Mutex::default(),
             }),
         })
+    }
+
+    /// Brings back what a previous run left: stored pauses become live again
+    /// (pending ones with their expiry re-armed from `expires_at`; approved
+    /// ones within their run window), those whose time ran out while
+    /// Gatehouse was stopped become `expired`, and executions that were held
+    /// inside a request or running become `abandoned`. Needs the runtime (it
+    /// arms timers); reads the database off its threads.
+    pub async fn restore(&self) -> Result<Restored> {
+        let started = std::time::Instant::now();
+        let loader = self.clone();
+        let stored = tokio::task::spawn_blocking(move || loader.inner.persist.load())
+            .await
+            .map_err(|e| crate::error::CoreError::Join(e.to_string()))??;
+        let now = self.now_ms();
+        let mut restored = Restored::default();
+        let mut gone = Vec::new();
+        let mut timers: Vec<Rearm> = Vec::new();
+        {
+            let mut entries = self.entries();
+            for Stored { execution, state, at_ms, actor } in stored {
+                let execution = Arc::new(execution);
+                let state = state.as_deref().and_then(State::parse);
+                let (snapshot_state, approved_at_ms) = match state {
+                    Some(State::Pending) if execution.expires_at_ms > now => (State::Pending, None),
+                    Some(State::Pending) => {
+                        self.record(
+                            &execution,
+                            State::Expired,
+                            Some("system"),
+                            Some("no decision within the approval TTL (it ran out while Gatehouse was stopped)"),
+                        );
+                        restored.expired += 1;
+                        gone.push(execution.id.clone());
+                        continue;
+                    }
+                    Some(State::Approved) => {
+                        let at = at_ms.unwrap_or(now);
+                        if at + self.run_window_ms(&execution) <= now {
+                            self.record(
+                                &execution,
+                                State::Expired,
+                                Some("system"),
+                                Some("approved but not run within the run window (it ran out while Gatehouse was stopped)"),
+                            );
+                            restored.expired += 1;
+                            gone.push(execution.id.clone());
+                            continue;
+                        }
+                        (State::Approved, Some(at))
+                    }
+                    // Running (its request is gone), settled, or unknown: the row
+                    // goes; `abandon_unstored` below records what was left open.
+                    _ => {
+                        gone.push(execution.id.clone());
+                        continue;
+                    }
+                };
+                let decided_by = approved_at_ms.and(actor.clone());
+                let snapshot = Snapshot { state: snapshot_state, actor, detail: None, decided_by };
+                match approved_at_ms {
+                    Some(at) => {
+                        restored.approved += 1;
+                        let left = (at + self.run_window_ms(&execution) - now).max(0) as u64;
+                        timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
+                            store.expire_unrun(id, true);
+                        }));
+                    }
+                    None => {
+                        restored.pending += 1;
+                        let left = (execution.expires_at_ms - now).max(0) as u64;
+                        timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
+                            store.expire(id);
+                        }));
+                    }
+                }
+                entries.insert(
+                    execution.id.clone(),
+                    Entry { execution, tx: watch::channel(snapshot).0, approved_at_ms, held: false },
+                );
+            }
+        }
+        let persist_gone = self.clone();
+        let abandoned = tokio::task::spawn_blocking(move || {
+            persist_gone.inner.persist.delete_now(&gone)?;
+            persist_gone.inner.persist.abandon_unstored(now)
+        })
+        .await
+        .map_err(|e| crate::error::CoreError::Join(e.to_string()))??;
+        restored.abandoned = abandoned;
+        for (delay, id, then) in timers {
+            self.after(delay, &id, then);
+        }
+        if restored != Restored::default() {
+            self.inner.live.publish(LiveEvent::ApprovalsChanged);
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                pending = restored.pending,
+                approved = restored.approved,
+                expired = restored.expired,
+                abandoned = restored.abandoned,
+                "restored the executions a previous run left"
+            );
+        }
+        Ok(restored)
+    }
+
+    /// Waits until every pause opened so far is on disk (the engine awaits
+    /// it before telling the client; shutdown awaits it before exiting).
+    pub async fn flush(&self) {
+        self.inner.persist.flush().await;
+    }
+
+    /// How long an approved `execution` may wait to run: the run window,
+    /// never longer than the execution's own TTL.
+    pub(super) fn run_window_ms(&self, execution: &Execution) -> i64 {
+        let ttl = execution.expires_at_ms - execution.created_at_ms;
+        (self.inner.limits.run_window.as_millis() as i64).min(ttl.max(0))
     }
 
     /// The approval TTL.
@@ -231,6 +383,9 @@ impl ApprovalStore {
         let snapshot = Snapshot { state, actor: actor.map(Into::into), detail: detail.map(Into::into), decided_by };
         entry.tx.send_replace(snapshot.clone());
         if state.is_settled() {
+            if !entry.held {
+                self.inner.persist.delete(id);
+            }
             entries.remove(id);
         }
         self.inner.live.publish(LiveEvent::ApprovalsChanged);
@@ -241,7 +396,8 @@ impl ApprovalStore {
     /// credential already holds as many live executions as allowed.
     pub fn open(&self, new: NewExecution) -> std::result::Result<Arc<Execution>, OpenError> {
         let now = self.inner.clock.now_ms();
-        let ttl = self.inner.limits.ttl;
+        // A rule's own TTL, within the cap; the global one otherwise.
+        let ttl = new.ttl.unwrap_or(self.inner.limits.ttl).min(MAX_APPROVAL_TTL);
         let execution = Arc::new(Execution {
             id: secret::new_id("exec"),
             arguments_digest: digest(&new.arguments),
@@ -269,9 +425,15 @@ impl ApprovalStore {
                 return Err(OpenError::TooMany { limit });
             }
             self.record(&execution, State::Pending, Some("agent"), None);
+            self.inner.persist.insert(execution.clone());
             entries.insert(
                 execution.id.clone(),
-                Entry { execution: execution.clone(), tx: watch::channel(snapshot).0, approved_at_ms: None },
+                Entry {
+                    execution: execution.clone(),
+                    tx: watch::channel(snapshot).0,
+                    approved_at_ms: None,
+                    held: false,
+                },
             );
         }
         self.inner.live.publish(LiveEvent::ApprovalsChanged);
@@ -320,8 +482,8 @@ impl ApprovalStore {
     fn expire_unrun(&self, id: &str, timer: bool) -> bool {
         let mut entries = self.entries();
         let now = self.inner.clock.now_ms();
-        let window = self.inner.limits.run_window.as_millis() as i64;
         let overdue = entries.get(id).is_some_and(|e| {
+            let window = self.run_window_ms(&e.execution);
             e.tx.borrow().state == State::Approved && (timer || e.approved_at_ms.is_some_and(|at| at + window <= now))
         });
         if overdue {
@@ -431,9 +593,12 @@ impl ApprovalStore {
         {
             entry.approved_at_ms = Some(self.inner.clock.now_ms());
         }
+        let window = entries.get(id).map(|e| self.run_window_ms(&e.execution));
         drop(entries);
-        if decision == Decision::Accept {
-            self.after(self.inner.limits.run_window, id, |store, id| {
+        if decision == Decision::Accept
+            && let Some(window) = window
+        {
+            self.after(Duration::from_millis(window.max(0) as u64), id, |store, id| {
                 store.expire_unrun(id, true);
             });
         }
@@ -509,12 +674,27 @@ impl ApprovalStore {
         live
     }
 
-    /// Drops every not-yet-running execution of an ended MCP session.
+    /// Marks a pause as held inside the request that made it (URL
+    /// elicitation, a client form): it ends with that request or its session,
+    /// so it is not kept on disk, and a restart leaves it `abandoned`.
+    pub fn hold(&self, id: &str) {
+        let mut entries = self.entries();
+        if let Some(entry) = entries.get_mut(id)
+            && !entry.held
+        {
+            entry.held = true;
+            self.inner.persist.delete(id);
+        }
+    }
+
+    /// Drops every not-yet-running execution of an ended MCP session that
+    /// was held inside one of its requests. A pause the client was told
+    /// about belongs to its credential and stays (its TTL bounds it).
     pub fn forget_session(&self, session_id: &str) -> usize {
         let mut entries = self.entries();
         let ids: Vec<String> = entries
             .values()
-            .filter(|e| e.execution.session_id.as_deref() == Some(session_id))
+            .filter(|e| e.held && e.execution.session_id.as_deref() == Some(session_id))
             .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
             .map(|e| e.execution.id.clone())
             .collect();

@@ -186,6 +186,7 @@ pub async fn call(
                 session_id: caller.session_id.clone(),
                 human_only: verdict.human_only,
                 admin_only: changes_gate,
+                ttl: verdict.approval_ttl,
             });
             let execution = match opened {
                 Ok(execution) => execution,
@@ -199,6 +200,9 @@ pub async fn call(
                     .into());
                 }
             };
+            // Written ahead: the client hears of the pause only once it would
+            // survive a restart (awaited off the store's lock).
+            state.core.approvals.flush().await;
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
             announce::announce(state, caller, &execution, call.mode, ctx).await
         }
@@ -322,7 +326,11 @@ pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolRe
         "expired" => gone(
             id,
             ToolErrorCode::ExecutionExpired,
-            format!("nobody decided on {} in time; make the call again", last.tool),
+            format!(
+                "the approval for {} expired ({}); it did not run. Call the tool again to request a new approval.",
+                last.tool,
+                last.detail.as_deref().unwrap_or("nobody decided in time")
+            ),
         ),
         "revoked" => gone(
             id,

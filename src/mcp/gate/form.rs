@@ -29,6 +29,8 @@ pub async fn ask_with_form(
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     let store = &state.core.approvals;
+    // Held inside this request: it ends with it (or its session).
+    store.hold(&execution.id);
     let arguments = serde_json::to_string_pretty(&execution.arguments).unwrap_or_default();
     let message = format!(
         "Agent {} wants to run {} with these arguments:\n{arguments}\n\nApprove this call?",
@@ -47,8 +49,9 @@ pub async fn ask_with_form(
     .expect("a boolean form schema is valid");
     let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
     let actor = client_actor(caller);
+    let ttl = std::time::Duration::from_millis((execution.expires_at_ms - state.core.clock.now_ms()).max(0) as u64);
     let answer = tokio::select! {
-        a = ctx.peer.create_elicitation_with_timeout(params, Some(store.ttl())) => a,
+        a = ctx.peer.create_elicitation_with_timeout(params, Some(ttl)) => a,
         _ = ctx.ct.cancelled() => {
             store.forget(&execution.id, "the client cancelled the call");
             return error_result(ToolErrorCode::ExecutionCancelled,"cancelled by the client", json!({"executionId": execution.id}));

@@ -118,7 +118,7 @@ pub async fn retry(
         }
         Some(_) => {}
     }
-    match store.wait_or_forget(&id, RETRY_HOLD, ctx.ct.cancelled()).await {
+    match super::resume::wait(state, &id, RETRY_HOLD, ctx).await {
         Waited::StillPending => {
             CallToolResponse::InputRequired(InputRequiredResult::from_request_state(request_state.to_string()))
         }

@@ -31,6 +31,21 @@ fn forbidden(id: &str) -> CallToolResult {
     )
 }
 
+/// Waits up to `slice` for `id`'s decision on behalf of a request (`resume`,
+/// a 2026-07-28 retry). The client cancelling the request cancels the call,
+/// as it abandoned it; Gatehouse shutting down does not: the pause is stored
+/// and continues after the restart, so the wait just answers "still pending".
+pub(super) async fn wait(state: &McpState, id: &str, slice: Duration, ctx: &RequestContext<RoleServer>) -> Waited {
+    let store = &state.core.approvals;
+    // Biased: at shutdown the token is cancelled before the requests are, so
+    // this branch is seen first and nothing is forgotten.
+    tokio::select! {
+        biased;
+        _ = state.shutdown.cancelled() => Waited::StillPending,
+        waited = store.wait_or_forget(id, slice, ctx.ct.cancelled()) => waited,
+    }
+}
+
 /// `resume {executionId, action?}`: waits one slice for the decision, then
 /// runs the approved call and returns its result, or says why it will not run.
 pub async fn resume(
@@ -58,7 +73,7 @@ pub async fn resume(
     {
         return refused;
     }
-    match store.wait_or_forget(&id, RESUME_SLICE, ctx.ct.cancelled()).await {
+    match wait(state, &id, RESUME_SLICE, ctx).await {
         Waited::StillPending => pending_result(state, &execution),
         Waited::Cancelled => gone(&id, ToolErrorCode::ExecutionCancelled, "cancelled by the client".into()),
         Waited::Moved(_) | Waited::NotLive => finish_decided(state, caller, &id).await,

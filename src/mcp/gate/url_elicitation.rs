@@ -65,11 +65,16 @@ pub async fn continue_after_url_error(
     }
 }
 
+/// How long `execution` may still wait (its own TTL, which a rule may set).
+fn time_left(state: &McpState, execution: &Execution) -> Duration {
+    Duration::from_millis((execution.expires_at_ms - state.core.clock.now_ms()).max(0) as u64)
+}
+
 /// Tells the client (on its session stream) when the person has decided, so it
 /// retries; gives up at shutdown, when nobody is left to decide.
 pub fn notify_when_decided(state: &McpState, execution: &Execution, ctx: &RequestContext<RoleServer>) {
     let (store, peer, id) = (state.core.approvals.clone(), ctx.peer.clone(), execution.id.clone());
-    let (ttl, shutdown) = (store.ttl(), state.shutdown.clone());
+    let (ttl, shutdown) = (time_left(state, execution), state.shutdown.clone());
     state.tasks.spawn(async move {
         let decided = tokio::select! {
             decided = store.wait(&id, ttl + Duration::from_secs(1)) => decided,
@@ -95,6 +100,9 @@ pub async fn hold_with_url(
 ) -> CallToolResult {
     let store = &state.core.approvals;
     let id = execution.id.clone();
+    // Held inside this request: it ends with it (or its session), and is not
+    // kept across a restart.
+    store.hold(&id);
     let url = match url::Url::parse(&approval_url(state, execution)) {
         Ok(u) => u,
         Err(_) => return pending_result(state, execution),
@@ -102,7 +110,7 @@ pub async fn hold_with_url(
     let peer = ctx.peer.clone();
     let message =
         format!("Agent {} wants to run {}. Open the link to approve or decline.", execution.agent, execution.tool);
-    let ttl = store.ttl();
+    let ttl = time_left(state, execution);
     let (elicit_id, elicit_url) = (id.clone(), url.clone());
     let mut elicit =
         state.tasks.spawn(async move { peer.elicit_url_with_timeout(message, elicit_url, elicit_id, Some(ttl)).await });
