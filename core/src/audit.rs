@@ -152,7 +152,6 @@ impl AuditLog {
         let rows = stmt.query_map(params_from_iter(values), row)?.collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
     }
-
 }
 
 impl AuditLog {
