@@ -99,6 +99,8 @@ pub struct FileConfig {
     /// `metrics_listen = "127.0.0.1:9464"`: serve `/metrics` without
     /// authentication on this separate address.
     pub metrics_listen: Option<SocketAddr>,
+    /// `[[notify]]` targets told when an execution opens and settles.
+    pub notify: Option<Vec<crate::notify::NotifyConfig>>,
 }
 
 /// One `[[upstream]]` table: a stdio child process (`command`) or a
@@ -365,6 +367,8 @@ pub struct Config {
     /// A separate address serving `/metrics` without authentication (on the
     /// main address it needs an admin).
     pub metrics_listen: Option<SocketAddr>,
+    /// Where messages about executions go (`[[notify]]`).
+    pub notify: Vec<crate::notify::Target>,
 }
 
 /// What bounds the gate: who may decide besides a person, and how much one
@@ -424,6 +428,7 @@ impl Default for Config {
             limits: Limits::default(),
             audit_retention: Duration::from_secs(90 * 24 * 3600),
             metrics_listen: None,
+            notify: Vec::new(),
         }
     }
 }
@@ -599,6 +604,7 @@ impl Config {
             },
             audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
             metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
+            notify: crate::notify::config::resolve(file.notify.clone().unwrap_or_default())?,
         };
         if config.list_page_size == 0 {
             return Err(ConfigError::Value { key: "list_page_size".into(), message: "must be at least 1".into() });
