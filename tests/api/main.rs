@@ -10,6 +10,7 @@ mod helpers;
 mod history;
 mod mcp_auth;
 mod mcp_transport;
+mod notify;
 mod native;
 mod operator;
 mod page_guards;
