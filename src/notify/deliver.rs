@@ -201,11 +201,7 @@ impl Worker {
         }
         let response = request.body(outgoing.body.clone()).send().await.map_err(describe)?;
         let status = response.status();
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(DeliveryError::Status(status.as_u16()))
-        }
+        if status.is_success() { Ok(()) } else { Err(DeliveryError::Status(status.as_u16())) }
     }
 }
 
