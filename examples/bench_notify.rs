@@ -141,8 +141,9 @@ impl Server {
         let waiter = {
             let (server, eid) = (self.clone(), eid.clone());
             tokio::spawn(async move {
-                let reply =
-                    server.rpc(id + 1, "tools/call", json!({"name": "resume", "arguments": {"executionId": eid}})).await;
+                let reply = server
+                    .rpc(id + 1, "tools/call", json!({"name": "resume", "arguments": {"executionId": eid}}))
+                    .await;
                 (Instant::now(), reply)
             })
         };
@@ -213,7 +214,8 @@ async fn main() {
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let config = format!("[[notify]]\nurl = \"{hook}\"\nformat = \"json\"\nsecret = \"bench-signing-key-0123456789\"\n");
+    let config =
+        format!("[[notify]]\nurl = \"{hook}\"\nformat = \"json\"\nsecret = \"bench-signing-key-0123456789\"\n");
     let plain = Arc::new(Server::start(&bin, None).await);
     let notifying = Arc::new(Server::start(&bin, Some(&config)).await);
     // Warm both up (connections, caches) before measuring.

@@ -703,6 +703,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn notify_tables_are_read_and_checked_with_the_rest() {
+        let path = Path::new("gatehouse.toml");
+        let text = "[[notify]]\nurl = \"https://hooks.example/x\"\nformat = \"ntfy\"\ntools = [\"files__*\"]\n";
+        let config = Config::resolve(FileConfig::parse(path, text).unwrap(), &Overrides::default()).unwrap();
+        assert_eq!(config.notify.len(), 1);
+        assert_eq!(config.notify[0].format, crate::notify::Format::Ntfy);
+        let bad = "[[notify]]\nurl = \"https://hooks.example/x\"\nagents = [\"*a*\"]\n";
+        let e = Config::resolve(FileConfig::parse(path, bad).unwrap(), &Overrides::default()).unwrap_err();
+        assert!(e.to_string().starts_with("notify[0].agents"), "{e}");
+        let unknown = FileConfig::parse(path, "[[notify]]\nurl = \"https://h.example\"\nsecrets = \"x\"\n");
+        assert!(unknown.unwrap_err().to_string().contains("secrets"));
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_name_the_key_and_line() {
         let err = FileConfig::parse(Path::new("g.toml"), "listen = \"127.0.0.1:9\"\nlisten_port = 3\n")
             .unwrap_err()

@@ -1,32 +1,35 @@
-//! Where messages come from: the live hub's `ApprovalsChanged` events,
-//! compared with what was seen before. Nothing is added to the gate's path:
-//! the gate publishes its events as it always did, and this task reads the
-//! approval store (and, for settled executions, the audit log) afterwards.
+//! Where messages come from: on each of the live hub's `ApprovalsChanged`
+//! events, the audit log's entries since the last look. Every transition of
+//! an execution is audited in order, so none is missed however late this task
+//! looks (a call opened and decided between two looks still makes both
+//! messages), and nothing is added to the gate's path: the gate publishes
+//! and audits as it always did, and this task reads afterwards.
 //!
-//! Which changes make a message:
+//! Which transitions make a message:
 //! - an execution opens (`pending`);
-//! - it leaves `pending`: `approved`, `declined`, `expired`, `cancelled` or
-//!   `revoked` (if it already ran by the time this task looked, the state it
-//!   reached: `completed` or `failed`);
+//! - it leaves `pending`: `approved`, `declined`, `expired`, `cancelled`, `revoked`;
 //! - an approved execution ends any other way than `completed`: `failed`,
 //!   `expired` (not run within the run window), `cancelled`, `revoked`.
-//!   `running` and a `completed` after an announced approval make none: the
-//!   approval already said it.
-
-use std::collections::HashMap;
-use std::sync::Arc;
+//!
+//! `running` and `completed` make none: the approval already said it.
+//! Entries written before the server started (a previous run's, and the
+//! `abandoned` ones it adds at start) are not sent.
 
 use gatehouse_core::Core;
-use gatehouse_core::approvals::Execution;
+use gatehouse_core::audit::HistoryScope;
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::live::LiveEvent;
-use gatehouse_core::model::State;
+use gatehouse_core::model::{AuditEntry, HistoryFilter, State};
+use std::sync::Arc;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::config::Target;
 use super::format::Notice;
+
+/// Entries read per query while catching up.
+const PAGE: usize = 500;
 
 /// A target's queue, as the watcher feeds it.
 pub struct Route {
@@ -38,103 +41,117 @@ pub struct Route {
     pub status: Arc<super::deliver::TargetStatus>,
 }
 
-struct Seen {
-    execution: Arc<Execution>,
-    state: State,
-}
-
 /// Watches the hub until shutdown, handing each message to the targets that
 /// want it; ends by dropping the queues, which lets the workers finish.
 pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken) {
     // Subscribed before the first look, so no change falls between them.
     let mut events = core.live.subscribe();
-    // What is pending already (a restart's restored calls) was announced before.
-    let mut seen: HashMap<String, Seen> = core
-        .approvals
-        .pending()
-        .into_iter()
-        .map(|e| (e.id.clone(), Seen { execution: e, state: State::Pending }))
-        .collect();
+    let start = core.clone();
+    let Ok(mut last_id) = tokio::task::spawn_blocking(move || newest_id(&start)).await else { return };
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             event = events.recv() => match event {
-                // A lagging receiver missed some: a fresh comparison catches up.
+                // A lagging receiver missed some events, not entries: read on.
                 Ok(LiveEvent::ApprovalsChanged) | Err(RecvError::Lagged(_)) => {}
                 Ok(_) => continue,
                 Err(RecvError::Closed) => break,
             }
         }
-        let core2 = core.clone();
-        let previous = std::mem::take(&mut seen);
-        // Reading settled executions touches the database: off the async threads.
-        let Ok((next, notices)) = tokio::task::spawn_blocking(move || compare(&core2, previous)).await else {
-            break;
-        };
-        seen = next;
-        for (execution, state, by) in notices {
-            let notice = notice(&base_url, &execution, state, by, core.clock.now_ms());
-            for route in routes.iter().filter(|r| r.target.wants(&execution.agent, &execution.tool)) {
+        let (reader, base) = (core.clone(), base_url.clone());
+        // The audit log is in the database: off the async threads.
+        let read = tokio::task::spawn_blocking(move || {
+            let entries = since(&reader, last_id);
+            let newest = entries.last().map_or(last_id, |e| e.id);
+            (newest, entries.iter().filter_map(|e| notice(&reader, &base, e)).collect::<Vec<_>>())
+        });
+        let Ok((newest, notices)) = read.await else { break };
+        last_id = newest;
+        for notice in notices {
+            for route in routes.iter().filter(|r| r.target.wants(&notice.agent, &notice.tool)) {
                 if route.tx.try_send(notice.clone()).is_err() {
                     route.status.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::warn!(target_name = %route.target.name, execution = %execution.id, "notification queue full: message dropped");
+                    tracing::warn!(target_name = %route.target.name, execution = %notice.execution_id, "notification queue full: message dropped");
                 }
             }
         }
     }
 }
 
-type Change = (Arc<Execution>, State, Option<String>);
-
-/// What changed since `seen`: the new picture and the changes worth a message.
-fn compare(core: &Core, mut seen: HashMap<String, Seen>) -> (HashMap<String, Seen>, Vec<Change>) {
-    let mut changes = Vec::new();
-    for execution in core.approvals.pending() {
-        if !seen.contains_key(&execution.id) {
-            changes.push((execution.clone(), State::Pending, None));
-            seen.insert(execution.id.clone(), Seen { execution, state: State::Pending });
+/// The id of the newest audit entry (0 for none).
+fn newest_id(core: &Core) -> i64 {
+    match core.approvals.audit().search(&HistoryFilter::default(), &HistoryScope::All, 1) {
+        Ok(rows) => rows.first().map_or(0, |e| e.id),
+        Err(e) => {
+            tracing::error!(error = %e, "notifications cannot read the audit log");
+            0
         }
     }
-    seen.retain(|id, s| {
-        let (state, by, live) = match core.approvals.get(id) {
-            Some((_, snapshot)) => (snapshot.state, snapshot.decided_by.or(snapshot.actor), true),
-            None => match core.approvals.settled(id) {
-                Some(entry) => (entry.state, entry.actor, false),
-                // Gone from the log too (retention): nothing more to say.
-                None => return false,
-            },
-        };
-        if state != s.state {
-            let announce = match s.state {
-                State::Pending => true,
-                _ => !matches!(state, State::Running | State::Completed),
-            };
-            if announce {
-                // A call already running reads as approved: that is the news.
-                let shown = if state == State::Running { State::Approved } else { state };
-                changes.push((s.execution.clone(), shown, by));
-            }
-            s.state = state;
-        }
-        live
-    });
-    (seen, changes)
 }
 
-fn notice(base_url: &str, e: &Execution, state: State, by: Option<String>, now_ms: i64) -> Notice {
-    Notice {
-        event: format!("execution.{}", state.as_str()),
-        execution_id: e.id.clone(),
-        state,
+/// Every audit entry after `last_id`, oldest first.
+fn since(core: &Core, last_id: i64) -> Vec<AuditEntry> {
+    let mut out = Vec::new();
+    let mut filter = HistoryFilter::default();
+    loop {
+        let page = match core.approvals.audit().search(&filter, &HistoryScope::All, PAGE) {
+            Ok(page) => page,
+            Err(e) => {
+                tracing::error!(error = %e, "notifications cannot read the audit log");
+                break;
+            }
+        };
+        let full = page.len() == PAGE;
+        let oldest = page.last().map(|e| e.id);
+        out.extend(page.into_iter().take_while(|e| e.id > last_id));
+        match oldest {
+            Some(id) if full && id > last_id + 1 => filter.before = Some(id),
+            _ => break,
+        }
+    }
+    out.sort_by_key(|e| e.id);
+    out
+}
+
+/// The message for an audit entry, if it is worth one.
+fn notice(core: &Core, base_url: &str, e: &AuditEntry) -> Option<Notice> {
+    match e.state {
+        State::Pending
+        | State::Approved
+        | State::Declined
+        | State::Expired
+        | State::Cancelled
+        | State::Revoked
+        | State::Failed => {}
+        State::Running | State::Completed | State::Allowed | State::Blocked => return None,
+    }
+    let (created_ms, expires_ms) = match core.approvals.get(&e.execution_id) {
+        Some((execution, _)) => (execution.created_at_ms, execution.expires_at_ms),
+        // Settled already: its opening entry says when it was made.
+        None => {
+            let created = core
+                .approvals
+                .audit()
+                .timeline(&e.execution_id)
+                .ok()
+                .and_then(|t| t.first().map(|first| first.at_ms))
+                .unwrap_or(e.at_ms);
+            (created, created + core.approvals.ttl().as_millis() as i64)
+        }
+    };
+    Some(Notice {
+        event: format!("execution.{}", e.state.as_str()),
+        execution_id: e.execution_id.clone(),
+        state: e.state,
         tool: e.tool.clone(),
         upstream: e.upstream.clone(),
         agent: e.agent.clone(),
         owner: e.owner.clone(),
-        by: if state == State::Pending { None } else { by },
+        by: if e.state == State::Pending { None } else { e.actor.clone() },
         // No session id: the page resolves the execution through the directory.
-        link: format!("{base_url}{}", gatehouse_core::model::routes::resume(&e.id, None)),
-        created_at: rfc3339(e.created_at_ms),
-        expires_at: rfc3339(e.expires_at_ms),
-        occurred_at: rfc3339(now_ms),
-    }
+        link: format!("{base_url}{}", gatehouse_core::model::routes::resume(&e.execution_id, None)),
+        created_at: rfc3339(created_ms),
+        expires_at: rfc3339(expires_ms),
+        occurred_at: rfc3339(e.at_ms),
+    })
 }
