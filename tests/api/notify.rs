@@ -224,10 +224,7 @@ async fn a_hanging_receiver_does_not_hold_the_gate() {
         events.push((v["executionId"].as_str().unwrap().to_string(), v["state"].as_str().unwrap().to_string()));
     }
     // In the order they happened (the audit log's).
-    assert_eq!(
-        events,
-        [(second.clone(), "pending".into()), (first, "declined".into()), (second, "approved".into())]
-    );
+    assert_eq!(events, [(second.clone(), "pending".into()), (first, "declined".into()), (second, "approved".into())]);
 }
 
 #[tokio::test]
