@@ -99,6 +99,8 @@ pub struct FileConfig {
     /// `metrics_listen = "127.0.0.1:9464"`: serve `/metrics` without
     /// authentication on this separate address.
     pub metrics_listen: Option<SocketAddr>,
+    /// `[[notify]]` targets told when an execution opens and settles.
+    pub notify: Option<Vec<crate::notify::NotifyConfig>>,
 }
 
 /// One `[[upstream]]` table: a stdio child process (`command`) or a
@@ -369,6 +371,8 @@ pub struct Config {
     /// A separate address serving `/metrics` without authentication (on the
     /// main address it needs an admin).
     pub metrics_listen: Option<SocketAddr>,
+    /// Where messages about executions go (`[[notify]]`).
+    pub notify: Vec<crate::notify::Target>,
 }
 
 /// What bounds the gate: who may decide besides a person, and how much one
@@ -428,6 +432,7 @@ impl Default for Config {
             limits: Limits::default(),
             audit_retention: Duration::from_secs(90 * 24 * 3600),
             metrics_listen: None,
+            notify: Vec::new(),
         }
     }
 }
@@ -603,6 +608,7 @@ impl Config {
             },
             audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
             metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
+            notify: crate::notify::config::resolve(file.notify.clone().unwrap_or_default())?,
         };
         if config.list_page_size == 0 {
             return Err(ConfigError::Value { key: "list_page_size".into(), message: "must be at least 1".into() });
@@ -712,6 +718,20 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notify_tables_are_read_and_checked_with_the_rest() {
+        let path = Path::new("gatehouse.toml");
+        let text = "[[notify]]\nurl = \"https://hooks.example/x\"\nformat = \"ntfy\"\ntools = [\"files__*\"]\n";
+        let config = Config::resolve(FileConfig::parse(path, text).unwrap(), &Overrides::default()).unwrap();
+        assert_eq!(config.notify.len(), 1);
+        assert_eq!(config.notify[0].format, crate::notify::Format::Ntfy);
+        let bad = "[[notify]]\nurl = \"https://hooks.example/x\"\nagents = [\"*a*\"]\n";
+        let e = Config::resolve(FileConfig::parse(path, bad).unwrap(), &Overrides::default()).unwrap_err();
+        assert!(e.to_string().starts_with("notify[0].agents"), "{e}");
+        let unknown = FileConfig::parse(path, "[[notify]]\nurl = \"https://h.example\"\nsecrets = \"x\"\n");
+        assert!(unknown.unwrap_err().to_string().contains("secrets"));
+    }
 
     #[test]
     fn unknown_keys_and_bad_values_name_the_key_and_line() {

@@ -14,6 +14,7 @@ pub mod error;
 pub mod housekeeping;
 pub mod mcp;
 pub mod metrics;
+pub mod notify;
 pub mod router;
 pub mod security;
 pub mod server;

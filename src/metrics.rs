@@ -98,5 +98,6 @@ pub fn render(state: &AppState) -> String {
     for u in &upstreams {
         let _ = writeln!(out, "gatehouse_upstream_restarts_total{{upstream=\"{}\"}} {}", u.name, u.restarts);
     }
+    state.notify.render_metrics(&mut out);
     out
 }

@@ -19,11 +19,14 @@ pub fn app(state: AppState) -> Router {
     let mcp = mcp::router(state.mcp.clone(), &state.allow);
     let (core, minted, links) = (state.mcp.core.clone(), state.minted.clone(), state.links.clone());
     let tools: std::sync::Arc<dyn gatehouse_app::server_fns::ToolCatalog> = std::sync::Arc::new(state.mcp.clone());
+    let notify: std::sync::Arc<dyn gatehouse_app::server_fns::NotifyTargets> =
+        std::sync::Arc::new(state.notify.clone());
     let context = move || {
         provide_context(core.clone());
         provide_context(minted.clone());
         provide_context(links.clone());
         provide_context(tools.clone());
+        provide_context(notify.clone());
     };
     let pages = Router::<AppState>::new()
         .leptos_routes_with_context(&state, generate_route_list(App), context, {

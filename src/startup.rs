@@ -106,6 +106,7 @@ impl Application {
             state.mcp.sessions.clone(),
             shutdown.clone(),
         ));
+        state.notify.start(state.core(), &state.mcp.base_url, &tasks, &shutdown);
         let housekeeping =
             tasks.spawn(crate::housekeeping::run(state.core().clone(), self.audit_retention, shutdown.clone()));
         let limits = crate::server::ConnectionLimits {

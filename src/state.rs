@@ -32,6 +32,8 @@ pub struct AppState {
     pub minted: gatehouse_app::server_fns::MintedTokens,
     /// Invite and reset links made in the browser, held until their page shows them once.
     pub links: gatehouse_app::server_fns::HeldLinks,
+    /// `[[notify]]` targets and their delivery status (started by [`crate::startup::Application::run`]).
+    pub notify: crate::notify::Notifier,
 }
 
 impl AppState {
@@ -56,6 +58,7 @@ impl AppState {
         Ok(Self {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
             links: gatehouse_app::server_fns::HeldLinks::new(&base_url),
+            notify: crate::notify::Notifier::new(&config.notify),
             mcp: McpState {
                 max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),

@@ -55,6 +55,7 @@ fn use_response_nonce() {
 pub fn App() -> impl IntoView {
     provide_meta_context();
     let inbox = components::live::provide_live_inbox();
+    components::notify::notify_new_pending(inbox);
     // Every page's title carries the pending count once a live stream has told it.
     let formatter = move |text: String| match inbox.get().map(|i| i.pending.len()) {
         Some(n) if n > 0 => format!("({n}) {text}"),

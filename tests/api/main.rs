@@ -13,6 +13,7 @@ mod history;
 mod mcp_auth;
 mod mcp_transport;
 mod native;
+mod notify;
 mod operator;
 mod page_guards;
 mod pinning;

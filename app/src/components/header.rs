@@ -7,6 +7,7 @@ use leptos_router::hooks::use_location;
 use gatehouse_model::routes;
 
 use crate::components::live::use_inbox;
+use crate::components::notify::NotifyButton;
 
 /// The console's sections, in the order the navigation shows them.
 const SECTIONS: &[(&str, &str)] = &[
@@ -48,6 +49,7 @@ pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView
                     }
                 }).collect_view()}
             </nav>
+            <NotifyButton/>
             <form method="post" action=routes::API_SIGN_OUT class="sign-out">
                 {username.map(|u| view! { <span class="who">{u}</span> })}
                 <button type="submit" class="quiet">"Sign out"</button>

@@ -6,4 +6,5 @@ pub mod copy;
 pub mod header;
 pub mod live;
 pub mod name;
+pub mod notify;
 pub mod when;

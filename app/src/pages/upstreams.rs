@@ -8,14 +8,20 @@ use gatehouse_model::routes;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, use_live_events};
 use crate::components::name::Name;
+use crate::components::when::When;
 
 /// `/upstreams`: the fronted MCP servers and their health, live.
 #[component]
 pub fn UpstreamsPage() -> impl IntoView {
     let upstreams = Resource::new(|| (), |_| crate::server_fns::list_upstreams());
+    let notify = Resource::new(|| (), |_| crate::server_fns::list_notify_targets());
     let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
         if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
             upstreams.refetch();
+        }
+        // Deliveries follow approvals: re-read the targets' status then.
+        if matches!(change.as_str(), "approvals_changed" | "resync" | "hello") {
+            notify.refetch();
         }
     });
     view! {
@@ -62,6 +68,44 @@ pub fn UpstreamsPage() -> impl IntoView {
                     }.into_any()
                     }
                     Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
+                })}
+            </Suspense>
+            <Suspense fallback=|| ()>
+                {move || notify.get().and_then(Result::ok).filter(|n| !n.targets.is_empty()).map(|list| {
+                    let now_ms = list.now_ms;
+                    view! {
+                    <section aria-labelledby="notify-heading">
+                        <h2 id="notify-heading">"Notifications"</h2>
+                        <div class="table-wrap" tabindex="0" role="region" aria-label="Notification targets (scrolls sideways)">
+                        <table class="responsive" aria-label="Notification targets">
+                            <thead><tr>
+                                <th scope="col">"Name"</th><th scope="col">"URL"</th><th scope="col">"Format"</th>
+                                <th scope="col">"Delivered"</th><th scope="col">"Failed"</th><th scope="col">"Dropped"</th>
+                                <th scope="col">"Last success"</th><th scope="col">"Last failure"</th>
+                            </tr></thead>
+                            <tbody>
+                            {list.targets.into_iter().map(|t| { let row = t.name.clone(); view! {
+                                <tr data-notify=row>
+                                    <td data-label="Name"><Name text=t.name/></td>
+                                    <td data-label="URL"><code>{t.url}</code></td>
+                                    <td data-label="Format">{t.format}</td>
+                                    <td data-label="Delivered">{t.delivered}</td>
+                                    <td data-label="Failed">{t.failed}</td>
+                                    <td data-label="Dropped">{t.dropped}</td>
+                                    <td data-label="Last success">
+                                        {t.last_success_ms.map(|ms| view! { <When ms=ms now_ms=now_ms/> })}
+                                    </td>
+                                    <td data-label="Last failure" class="error-cell">
+                                        {t.last_failure_ms.map(|ms| view! { <When ms=ms now_ms=now_ms/> " " })}
+                                        <Name text=t.last_error.unwrap_or_default()/>
+                                    </td>
+                                </tr>
+                            }}).collect_view()}
+                            </tbody>
+                        </table>
+                        </div>
+                    </section>
+                    }
                 })}
             </Suspense>
             <LiveStatus state=live/>

@@ -13,6 +13,7 @@ mod held_links;
 pub mod history;
 #[cfg(feature = "ssr")]
 mod minted;
+pub mod notify;
 pub mod overview;
 pub mod policies;
 pub mod tools;
@@ -29,6 +30,7 @@ pub use held_links::HeldLinks;
 pub use history::*;
 #[cfg(feature = "ssr")]
 pub use minted::MintedTokens;
+pub use notify::*;
 pub use overview::*;
 pub use policies::*;
 pub use tools::*;

@@ -1,0 +1,107 @@
+//! System notifications for calls that wait for the signed-in person: a
+//! "Turn on notifications" button (browsers ask for permission only after a
+//! click), and one notification per newly pending call they may decide,
+//! which opens the call's page when clicked.
+
+#[cfg(feature = "hydrate")]
+use gatehouse_model::InboxView;
+use leptos::prelude::*;
+
+/// Raises a notification for each call that becomes pending in `inbox`
+/// after the page loaded (the first inbox is what was already waiting), once
+/// per call for the page's lifetime. Call once, at the root.
+pub fn notify_new_pending(inbox: RwSignal<Option<gatehouse_model::InboxView>>) {
+    #[cfg(feature = "hydrate")]
+    {
+        use std::collections::HashSet;
+        let seen = StoredValue::new_local(None::<HashSet<String>>);
+        Effect::new(move |_| {
+            let Some(view) = inbox.get() else { return };
+            seen.update_value(|seen| match seen {
+                None => *seen = Some(view.pending.iter().map(|e| e.execution_id.clone()).collect()),
+                Some(known) => {
+                    for e in &view.pending {
+                        if known.insert(e.execution_id.clone()) && e.decidable_by(view.is_admin) {
+                            raise(&view, e);
+                        }
+                    }
+                }
+            });
+        });
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = inbox;
+}
+
+/// Whether this browser has notifications at all (some phones do not).
+#[cfg(feature = "hydrate")]
+fn supported() -> bool {
+    web_sys::window().is_some_and(|w| web_sys::js_sys::Reflect::has(&w, &"Notification".into()).unwrap_or(false))
+}
+
+#[cfg(feature = "hydrate")]
+fn permission() -> Option<web_sys::NotificationPermission> {
+    supported().then(web_sys::Notification::permission)
+}
+
+#[cfg(feature = "hydrate")]
+fn raise(_view: &InboxView, e: &gatehouse_model::ExecutionView) {
+    use wasm_bindgen::{JsCast, closure::Closure};
+    if permission() != Some(web_sys::NotificationPermission::Granted) {
+        return;
+    }
+    let options = web_sys::NotificationOptions::new();
+    let owner = e.owner.as_deref().map(|o| format!(" (owner {o})")).unwrap_or_default();
+    options.set_body(&format!("{}{owner} wants to run {}", e.agent, e.tool));
+    // Several open tabs raise the same tag: the system shows it once.
+    options.set_tag(&e.execution_id);
+    let Ok(note) = web_sys::Notification::new_with_options(&format!("Approve {}?", e.tool), &options) else {
+        return;
+    };
+    let url = gatehouse_model::routes::resume(&e.execution_id, e.session_id.as_deref());
+    let shown = note.clone();
+    let on_click = Closure::<dyn FnMut()>::new(move || {
+        if let Some(window) = web_sys::window() {
+            let _ = window.focus();
+            let _ = window.location().assign(&url);
+        }
+        shown.close();
+    });
+    note.set_onclick(Some(on_click.as_ref().unchecked_ref()));
+    // Lives as long as the notification may be clicked: the page's lifetime.
+    on_click.forget();
+}
+
+/// The header's "Turn on notifications" button: shown only where the
+/// browser supports notifications and has not been asked yet (a person who
+/// said no is not asked again); a click asks once.
+#[component]
+pub fn NotifyButton() -> impl IntoView {
+    // Hidden on the server and until hydrated: only the browser knows.
+    let (ask, set_ask) = signal(false);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| set_ask.set(permission() == Some(web_sys::NotificationPermission::Default)));
+    let on_click = move |_| {
+        #[cfg(feature = "hydrate")]
+        {
+            use wasm_bindgen::closure::Closure;
+            if let Ok(promise) = web_sys::Notification::request_permission() {
+                let done = Closure::once(move |_: wasm_bindgen::JsValue| {
+                    set_ask.set(permission() == Some(web_sys::NotificationPermission::Default));
+                });
+                let _ = promise.then(&done);
+                done.forget();
+            }
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = set_ask;
+    };
+    view! {
+        <Show when=move || ask.get()>
+            <button type="button" class="quiet notify-on" on:click=on_click
+                title="Get a system notification when a call waits for you">
+                "Turn on notifications"
+            </button>
+        </Show>
+    }
+}

@@ -1,0 +1,157 @@
+//! Where messages come from: on each of the live hub's `ApprovalsChanged`
+//! events, the audit log's entries since the last look. Every transition of
+//! an execution is audited in order, so none is missed however late this task
+//! looks (a call opened and decided between two looks still makes both
+//! messages), and nothing is added to the gate's path: the gate publishes
+//! and audits as it always did, and this task reads afterwards.
+//!
+//! Which transitions make a message:
+//! - an execution opens (`pending`);
+//! - it leaves `pending`: `approved`, `declined`, `expired`, `cancelled`, `revoked`;
+//! - an approved execution ends any other way than `completed`: `failed`,
+//!   `expired` (not run within the run window), `cancelled`, `revoked`.
+//!
+//! `running` and `completed` make none: the approval already said it.
+//! Entries written before the server started (a previous run's, and the
+//! `abandoned` ones it adds at start) are not sent.
+
+use gatehouse_core::Core;
+use gatehouse_core::audit::HistoryScope;
+use gatehouse_core::clock::rfc3339;
+use gatehouse_core::live::LiveEvent;
+use gatehouse_core::model::{AuditEntry, HistoryFilter, State};
+use std::sync::Arc;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::config::Target;
+use super::format::Notice;
+
+/// Entries read per query while catching up.
+const PAGE: usize = 500;
+
+/// A target's queue, as the watcher feeds it.
+pub struct Route {
+    /// The target (for its filters).
+    pub target: Arc<Target>,
+    /// Its queue.
+    pub tx: mpsc::Sender<Notice>,
+    /// Its counters (drops are counted here).
+    pub status: Arc<super::deliver::TargetStatus>,
+}
+
+/// Watches the hub until shutdown, handing each message to the targets that
+/// want it; ends by dropping the queues, which lets the workers finish.
+pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken) {
+    // Subscribed before the first look, so no change falls between them.
+    let mut events = core.live.subscribe();
+    let start = core.clone();
+    let Ok(mut last_id) = tokio::task::spawn_blocking(move || newest_id(&start)).await else { return };
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            event = events.recv() => match event {
+                // A lagging receiver missed some events, not entries: read on.
+                Ok(LiveEvent::ApprovalsChanged) | Err(RecvError::Lagged(_)) => {}
+                Ok(_) => continue,
+                Err(RecvError::Closed) => break,
+            }
+        }
+        let (reader, base) = (core.clone(), base_url.clone());
+        // The audit log is in the database: off the async threads.
+        let read = tokio::task::spawn_blocking(move || {
+            let entries = since(&reader, last_id);
+            let newest = entries.last().map_or(last_id, |e| e.id);
+            (newest, entries.iter().filter_map(|e| notice(&reader, &base, e)).collect::<Vec<_>>())
+        });
+        let Ok((newest, notices)) = read.await else { break };
+        last_id = newest;
+        for notice in notices {
+            for route in routes.iter().filter(|r| r.target.wants(&notice.agent, &notice.tool)) {
+                if route.tx.try_send(notice.clone()).is_err() {
+                    route.status.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(target_name = %route.target.name, execution = %notice.execution_id, "notification queue full: message dropped");
+                }
+            }
+        }
+    }
+}
+
+/// The id of the newest audit entry (0 for none).
+fn newest_id(core: &Core) -> i64 {
+    match core.approvals.audit().search(&HistoryFilter::default(), &HistoryScope::All, 1) {
+        Ok(rows) => rows.first().map_or(0, |e| e.id),
+        Err(e) => {
+            tracing::error!(error = %e, "notifications cannot read the audit log");
+            0
+        }
+    }
+}
+
+/// Every audit entry after `last_id`, oldest first.
+fn since(core: &Core, last_id: i64) -> Vec<AuditEntry> {
+    let mut out = Vec::new();
+    let mut filter = HistoryFilter::default();
+    loop {
+        let page = match core.approvals.audit().search(&filter, &HistoryScope::All, PAGE) {
+            Ok(page) => page,
+            Err(e) => {
+                tracing::error!(error = %e, "notifications cannot read the audit log");
+                break;
+            }
+        };
+        let full = page.len() == PAGE;
+        let oldest = page.last().map(|e| e.id);
+        out.extend(page.into_iter().take_while(|e| e.id > last_id));
+        match oldest {
+            Some(id) if full && id > last_id + 1 => filter.before = Some(id),
+            _ => break,
+        }
+    }
+    out.sort_by_key(|e| e.id);
+    out
+}
+
+/// The message for an audit entry, if it is worth one.
+fn notice(core: &Core, base_url: &str, e: &AuditEntry) -> Option<Notice> {
+    match e.state {
+        State::Pending
+        | State::Approved
+        | State::Declined
+        | State::Expired
+        | State::Cancelled
+        | State::Revoked
+        | State::Failed => {}
+        State::Running | State::Completed | State::Allowed | State::Blocked => return None,
+    }
+    let (created_ms, expires_ms) = match core.approvals.get(&e.execution_id) {
+        Some((execution, _)) => (execution.created_at_ms, execution.expires_at_ms),
+        // Settled already: its opening entry says when it was made.
+        None => {
+            let created = core
+                .approvals
+                .audit()
+                .timeline(&e.execution_id)
+                .ok()
+                .and_then(|t| t.first().map(|first| first.at_ms))
+                .unwrap_or(e.at_ms);
+            (created, created + core.approvals.ttl().as_millis() as i64)
+        }
+    };
+    Some(Notice {
+        event: format!("execution.{}", e.state.as_str()),
+        execution_id: e.execution_id.clone(),
+        state: e.state,
+        tool: e.tool.clone(),
+        upstream: e.upstream.clone(),
+        agent: e.agent.clone(),
+        owner: e.owner.clone(),
+        by: if e.state == State::Pending { None } else { e.actor.clone() },
+        // No session id: the page resolves the execution through the directory.
+        link: format!("{base_url}{}", gatehouse_core::model::routes::resume(&e.execution_id, None)),
+        created_at: rfc3339(created_ms),
+        expires_at: rfc3339(expires_ms),
+        occurred_at: rfc3339(e.at_ms),
+    })
+}
