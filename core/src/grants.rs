@@ -31,6 +31,7 @@ use crate::changes::{Change, ChangeLog};
 use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::CoreError;
+use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
 use crate::users::User;
 
@@ -169,6 +170,8 @@ pub struct GrantStore {
     db: Db,
     clock: Arc<dyn Clock>,
     changes: ChangeLog,
+    /// Told of every change, so `/grants` stays live.
+    live: LiveHub,
     inner: Arc<Inner>,
 }
 
@@ -184,7 +187,7 @@ pub struct Matched {
 impl GrantStore {
     /// Loads the live grants. Session-scoped ones are deleted: MCP sessions
     /// do not survive a restart, so neither do their grants; expired ones go too.
-    pub fn load(db: Db, clock: Arc<dyn Clock>, changes: ChangeLog) -> Result<Self, CoreError> {
+    pub fn load(db: Db, clock: Arc<dyn Clock>, changes: ChangeLog, live: LiveHub) -> Result<Self, CoreError> {
         let now = clock.now_ms();
         let views = {
             let conn = db.conn();
@@ -221,6 +224,7 @@ impl GrantStore {
             db,
             clock,
             changes,
+            live,
             inner: Arc::new(Inner {
                 index: RwLock::default(),
                 dirty: Mutex::default(),
@@ -257,6 +261,10 @@ impl GrantStore {
             });
             !grants.is_empty()
         });
+        drop(index);
+        if !removed.is_empty() {
+            self.live.publish(LiveEvent::GrantsChanged);
+        }
         removed
     }
 
@@ -311,6 +319,8 @@ impl GrantStore {
             }
         }
         tx.commit()?;
+        drop(conn);
+        self.live.publish(LiveEvent::GrantsChanged);
         Ok(counters.len())
     }
 
@@ -411,6 +421,7 @@ impl GrantStore {
             detail: Some(&describe(&view)),
         })?;
         self.insert_live(view);
+        self.live.publish(LiveEvent::GrantsChanged);
         Ok(())
     }
 }
@@ -523,7 +534,7 @@ mod tests {
         let db = Db::open_in_memory().unwrap();
         let clock = Arc::new(ManualClock::new(1_000_000));
         let changes = ChangeLog::new(db.clone(), clock.clone());
-        (GrantStore::load(db, clock.clone(), changes).unwrap(), clock)
+        (GrantStore::load(db, clock.clone(), changes, LiveHub::new()).unwrap(), clock)
     }
 
     fn grant(scope: GrantScope, session: Option<&str>, arguments: BTreeMap<String, ArgMatch>, now: i64) -> GrantView {
@@ -571,6 +582,32 @@ mod tests {
     }
 
     #[test]
+    fn every_change_to_the_grants_is_told_to_the_live_pages() {
+        let db = Db::open_in_memory().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let live = LiveHub::new();
+        let mut events = live.subscribe();
+        let store = GrantStore::load(db.clone(), clock.clone(), ChangeLog::new(db, clock.clone()), live).unwrap();
+        let mut told = || {
+            let mut n = 0;
+            while let Ok(event) = events.try_recv() {
+                assert_eq!(event, LiveEvent::GrantsChanged);
+                n += 1;
+            }
+            n
+        };
+        store.insert(grant(GrantScope::Session, Some("s1"), BTreeMap::new(), clock.now_ms()), "user:ada").unwrap();
+        assert_eq!(told(), 1, "made");
+        assert!(store.find("claude", Some("ada"), "fs_write", Some("s1"), &json!({})).is_some());
+        store.flush_uses().unwrap();
+        assert_eq!(told(), 1, "its use counted");
+        assert_eq!(store.end_session("s1"), 1);
+        assert_eq!(told(), 1, "ended with its session");
+        assert_eq!(store.end_session("s1"), 0);
+        assert_eq!(told(), 0, "nothing changed, nothing told");
+    }
+
+    #[test]
     fn uses_are_counted_in_memory_and_flushed_in_a_batch_and_survive_a_reload() {
         let (store, clock) = store();
         let view = grant(GrantScope::UntilRevoked, None, BTreeMap::new(), clock.now_ms());
@@ -580,7 +617,8 @@ mod tests {
         let second = store.find("claude", Some("ada"), "fs_write", None, &json!({})).unwrap();
         assert!(!second.flush_needed, "one flush is already on its way");
         assert_eq!(store.flush_uses().unwrap(), 1);
-        let reloaded = GrantStore::load(store.db.clone(), store.clock.clone(), store.changes.clone()).unwrap();
+        let reloaded =
+            GrantStore::load(store.db.clone(), store.clock.clone(), store.changes.clone(), LiveHub::new()).unwrap();
         let ada = User { id: 1, username: "ada".into(), is_admin: false };
         let listed = reloaded.list_for(&ada).unwrap();
         assert_eq!((listed.len(), listed[0].uses, listed[0].last_used_ms), (1, 2, Some(clock.now_ms())));

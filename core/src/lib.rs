@@ -85,8 +85,8 @@ impl Default for Settings {
 }
 
 impl Core {
-    /// Builds the shared stores over an open database. Executions a previous
-    /// run left unsettled are marked abandoned.
+    /// Builds the shared stores over an open database. The server then brings
+    /// back a previous run's paused executions ([`approvals::ApprovalStore::restore`]).
     pub fn new(db: Db, clock: Arc<dyn Clock>, settings: Settings) -> Result<Self, CoreError> {
         let live = live::LiveHub::new();
         let audit = audit::AuditLog::new(db.clone(), clock.clone());
@@ -107,6 +107,7 @@ impl Core {
                 db.clone(),
                 clock.clone(),
                 changes::ChangeLog::new(db.clone(), clock.clone()),
+                live.clone(),
             )?,
             pins: pins::ToolPins::new(db.clone(), clock.clone()),
             credentials: credentials::CredentialStore::new(

@@ -66,6 +66,7 @@ const pages: [string, () => string][] = [
   ["policies", () => "/policies?pattern=gatehouse_*&action=block"],
   ["tools", () => "/tools"],
   ["upstreams", () => "/upstreams"],
+  ["grants", () => "/grants"],
   ["users", () => "/users"],
 ];
 

@@ -18,6 +18,9 @@ pub enum LiveEvent {
     /// A user was invited, changed, disabled or removed, or browser sessions
     /// ended (live streams of an ended session close).
     UsersChanged,
+    /// A grant was made, revoked, ended with its session or expired, or its
+    /// use counts were written.
+    GrantsChanged,
 }
 
 /// The SSE event a page's live stream sends just before it closes because
@@ -34,6 +37,7 @@ impl LiveEvent {
             LiveEvent::ApprovalsChanged => "approvals_changed",
             LiveEvent::UpstreamsChanged => "upstreams_changed",
             LiveEvent::UsersChanged => "users_changed",
+            LiveEvent::GrantsChanged => "grants_changed",
         }
     }
 }

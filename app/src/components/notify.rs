@@ -100,7 +100,9 @@ pub fn NotifyButton() -> impl IntoView {
         <Show when=move || ask.get()>
             <button type="button" class="quiet notify-on" on:click=on_click
                 title="Get a system notification when a call waits for you">
-                "Turn on notifications"
+                // The short label on phones, so the header keeps one row.
+                <span class="wide-only">"Turn on notifications"</span>
+                <span class="narrow-only">"Notify me"</span>
             </button>
         </Show>
     }

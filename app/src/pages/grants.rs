@@ -8,6 +8,7 @@ use leptos_meta::Title;
 use gatehouse_model::{GrantView, GrantsView, routes};
 
 use crate::components::header::Header;
+use crate::components::live::{LiveStatus, use_live_events};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{RevokeGrant, list_grants};
@@ -18,6 +19,12 @@ pub fn GrantsPage() -> impl IntoView {
     let revoke = ServerAction::<RevokeGrant>::new();
     // Read again after each revocation.
     let grants = Resource::new(move || revoke.version().get(), |_| list_grants());
+    // Made, revoked, ended, expired or used elsewhere: read again.
+    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
+        if matches!(change.as_str(), "grants_changed" | "resync" | "hello") {
+            grants.refetch();
+        }
+    });
     let error = move || revoke.value().get().and_then(|r| r.err()).map(|e| e.to_string());
     view! {
         <Title text="Grants — Gatehouse"/>
@@ -36,6 +43,7 @@ pub fn GrantsPage() -> impl IntoView {
                     Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
                 })}
             </Suspense>
+            <LiveStatus state=live/>
         </main>
     }
 }
