@@ -182,6 +182,68 @@ pub async fn sign_out(
     })
 }
 
+/// A page that posts a one-time token (the setup link, an invite or reset
+/// link) with a new password.
+struct TokenPage<'a> {
+    /// Posted as a form (refusals go back to the page) or as JSON (400).
+    form: bool,
+    /// The page to send a refused form back to.
+    page: &'static str,
+    token: &'a str,
+    addr: Option<IpAddr>,
+    /// The log line of a refusal.
+    what: &'static str,
+}
+
+impl TokenPage<'_> {
+    /// Back to the page with the error (a form), or a 400 (JSON).
+    fn refuse(&self, message: String) -> Result<Response, ApiError> {
+        tracing::warn!(%message, client = ?self.addr, "{}", self.what);
+        if self.form {
+            let (page, token, error) = (self.page, enc(self.token), enc(&message));
+            Ok(Redirect::to(&format!("{page}?token={token}&error={error}")).into_response())
+        } else {
+            Err(ApiError::BadRequest(message))
+        }
+    }
+}
+
+/// Redeems a one-time token: counted against the sign-in lockout of the
+/// client's address, `check`ed before any password is hashed (a wrong token
+/// is a failed attempt), then `finish`ed. `Ok(Err(response))` is the refusal
+/// to send.
+async fn redeem_token<Fut>(
+    state: &AppState,
+    page: &TokenPage<'_>,
+    check: impl FnOnce() -> Result<Result<(), String>, CoreError>,
+    finish: impl FnOnce() -> Fut,
+) -> Result<Result<User, Response>, ApiError>
+where
+    Fut: std::future::Future<Output = Result<User, CoreError>>,
+{
+    let attempt = match state.throttles.sign_in.begin(page.addr, None) {
+        Ok(attempt) => attempt,
+        Err(limit) if page.form => return page.refuse(limit.to_string()).map(Err),
+        Err(limit) => return Ok(Err(limit.into_response())),
+    };
+    if let Err(refusal) = check()? {
+        attempt.failed();
+        return page.refuse(refusal).map(Err);
+    }
+    match finish().await {
+        Ok(user) => {
+            attempt.succeeded();
+            Ok(Ok(user))
+        }
+        Err(e @ CoreError::Invalid { field: "token", .. }) => {
+            attempt.failed();
+            page.refuse(e.to_string()).map(Err)
+        }
+        Err(e @ CoreError::Invalid { .. }) => page.refuse(e.to_string()).map(Err),
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[derive(Deserialize)]
 struct Setup {
     token: String,
@@ -202,33 +264,19 @@ pub async fn setup(
 ) -> Result<Response, ApiError> {
     let form = is_form(&headers);
     let Setup { token, username, password } = parse_body(&headers, &body)?;
-    let refuse = |message: String| -> Result<Response, ApiError> {
-        tracing::warn!(%message, client = ?addr, "setup refused");
-        if form {
-            Ok(Redirect::to(&format!("/setup?token={}&error={}", enc(&token), enc(&message))).into_response())
-        } else {
-            Err(ApiError::BadRequest(message))
-        }
-    };
-    let attempt = match state.throttles.sign_in.begin(addr, None) {
-        Ok(attempt) => attempt,
-        Err(limit) if form => return refuse(limit.to_string()),
-        Err(limit) => return Ok(limit.into_response()),
-    };
-    if let Err(refusal) = state.mcp.core.users.setup_token(&token)?.check() {
-        attempt.failed();
-        return refuse(refusal.to_string());
-    }
-    let user = match state.mcp.core.users.finish_setup(token.clone(), username, password).await {
+    let page = TokenPage { form, page: "/setup", token: &token, addr, what: "setup refused" };
+    let users = &state.mcp.core.users;
+    let redeemed = redeem_token(
+        &state,
+        &page,
+        || Ok(users.setup_token(&token)?.check().map_err(|r| r.to_string())),
+        || users.finish_setup(token.clone(), username, password),
+    )
+    .await?;
+    let user = match redeemed {
         Ok(user) => user,
-        Err(e @ CoreError::Invalid { field: "token", .. }) => {
-            attempt.failed();
-            return refuse(e.to_string());
-        }
-        Err(e @ CoreError::Invalid { .. }) => return refuse(e.to_string()),
-        Err(e) => return Err(e.into()),
+        Err(refused) => return Ok(refused),
     };
-    attempt.succeeded();
     let session = state.mcp.core.users.create_session(&user)?;
     cookies.add(session_cookie(&state, session));
     tracing::info!(username = ?user.username, "first admin created");
@@ -258,34 +306,19 @@ pub async fn set_password(
 ) -> Result<Response, ApiError> {
     let form = is_form(&headers);
     let SetPassword { token, password } = parse_body(&headers, &body)?;
-    let refuse = |message: String| -> Result<Response, ApiError> {
-        tracing::warn!(%message, client = ?addr, "password link refused");
-        if form {
-            let page = routes::SET_PASSWORD;
-            Ok(Redirect::to(&format!("{page}?token={}&error={}", enc(&token), enc(&message))).into_response())
-        } else {
-            Err(ApiError::BadRequest(message))
-        }
-    };
-    let attempt = match state.throttles.sign_in.begin(addr, None) {
-        Ok(attempt) => attempt,
-        Err(limit) if form => return refuse(limit.to_string()),
-        Err(limit) => return Ok(limit.into_response()),
-    };
-    if let Err(refusal) = state.mcp.core.users.password_link(&token)?.check() {
-        attempt.failed();
-        return refuse(refusal.to_string());
-    }
-    let user = match state.mcp.core.users.set_password_with_link(token.clone(), password).await {
+    let page = TokenPage { form, page: routes::SET_PASSWORD, token: &token, addr, what: "password link refused" };
+    let users = &state.mcp.core.users;
+    let redeemed = redeem_token(
+        &state,
+        &page,
+        || Ok(users.password_link(&token)?.check().map_err(|r| r.to_string())),
+        || users.set_password_with_link(token.clone(), password),
+    )
+    .await?;
+    let user = match redeemed {
         Ok(user) => user,
-        Err(e @ CoreError::Invalid { field: "token", .. }) => {
-            attempt.failed();
-            return refuse(e.to_string());
-        }
-        Err(e @ CoreError::Invalid { .. }) => return refuse(e.to_string()),
-        Err(e) => return Err(e.into()),
+        Err(refused) => return Ok(refused),
     };
-    attempt.succeeded();
     state.mcp.core.changes.record(Change {
         actor: &format!("user:{}", user.username),
         subject: "user",
