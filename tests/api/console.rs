@@ -2,21 +2,9 @@
 //! another site, as a plain user reaching for admin actions, or for another
 //! user's agents.
 
-use reqwest::Method;
 use serde_json::Value;
 
 use crate::helpers::*;
-
-/// A server function posted as a form (what `ActionForm` sends), as `cookie`.
-async fn post_fn(app: &TestApp, cookie: &str, name: &str, form: &[(&str, &str)]) -> reqwest::Response {
-    app.same_origin(Method::POST, &format!("/api/fn/{name}"))
-        .header("cookie", cookie)
-        .header("accept", "application/json")
-        .form(form)
-        .send()
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn console_actions_are_refused_from_another_site() {
@@ -49,27 +37,27 @@ async fn console_actions_are_refused_from_another_site() {
 async fn a_plain_user_mints_only_for_themselves_and_changes_no_rule() {
     let app = spawn_app().await;
     let (_ada, bob) = app.ada_and_bob().await;
-    let r = post_fn(&app, &bob, "mint", &[("agent", "bobs"), ("thread", ""), ("owner", "ada")]).await;
+    let r = app.post_fn(&bob, "mint", &[("agent", "bobs"), ("thread", ""), ("owner", "ada")]).await;
     assert_eq!(r.status(), 403, "bob cannot mint an agent ada would own");
-    let r = post_fn(&app, &bob, "policy_save", &[("pattern", "*"), ("action", "allow")]).await;
+    let r = app.post_fn(&bob, "policy_save", &[("pattern", "*"), ("action", "allow")]).await;
     assert_eq!(r.status(), 403);
-    let r = post_fn(&app, &bob, "policy_remove", &[("pattern", "*")]).await;
+    let r = app.post_fn(&bob, "policy_remove", &[("pattern", "*")]).await;
     assert_eq!(r.status(), 403);
     assert!(app.core.credentials.list().unwrap().is_empty());
 
     // His own mint works, and its token is shown once, to him only.
-    let r = post_fn(&app, &bob, "mint", &[("agent", "bobs"), ("thread", "t1"), ("owner", "")]).await;
+    let r = app.post_fn(&bob, "mint", &[("agent", "bobs"), ("thread", "t1"), ("owner", "")]).await;
     assert!(r.status().is_success() || r.status().is_redirection(), "{}", r.status());
     let minted = app.core.credentials.list().unwrap();
     assert_eq!(minted.len(), 1);
     assert_eq!(minted[0].owner.as_deref(), Some("bob"));
     let id = minted[0].id.clone();
     let ada = app.sign_in("ada").await;
-    let theirs: Value = post_fn(&app, &ada, "minted", &[("id", &id)]).await.json().await.unwrap();
+    let theirs: Value = app.post_fn(&ada, "minted", &[("id", &id)]).await.json().await.unwrap();
     assert!(theirs.is_null(), "another user never sees the token");
-    let once: Value = post_fn(&app, &bob, "minted", &[("id", &id)]).await.json().await.unwrap();
+    let once: Value = app.post_fn(&bob, "minted", &[("id", &id)]).await.json().await.unwrap();
     let token = once["token"].as_str().expect("the token, once").to_string();
-    let twice: Value = post_fn(&app, &bob, "minted", &[("id", &id)]).await.json().await.unwrap();
+    let twice: Value = app.post_fn(&bob, "minted", &[("id", &id)]).await.json().await.unwrap();
     assert!(twice.is_null(), "only once");
     assert_eq!(app.mcp(&token).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 200);
 }

@@ -68,17 +68,6 @@ async fn revoke(app: &TestApp, cookie: &str, id: &str) -> reqwest::Response {
     app.same_origin(Method::DELETE, &format!("/api/grants/{id}")).header("cookie", cookie).send().await.unwrap()
 }
 
-/// A server function posted as a form (what `ActionForm` sends without JS).
-async fn post_fn(app: &TestApp, cookie: &str, name: &str, form: &[(&str, &str)]) -> reqwest::Response {
-    app.same_origin(Method::POST, &format!("/api/fn/{name}"))
-        .header("cookie", cookie)
-        .header("accept", "application/json")
-        .form(form)
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_grant_lets_the_agents_next_calls_through_audited_until_revoked() {
     let (app, _ada, carol, bob) = app().await;
@@ -220,20 +209,20 @@ async fn argument_constraints_narrow_a_grant_and_must_fit_the_call() {
     assert_eq!(app.core.approvals.get(&eid).unwrap().1.state, gatehouse_core::approvals::State::Pending);
 
     // The form the resume page posts: path starts with /tmp/, mode exactly this call's.
-    let r = post_fn(
-        &app,
-        &carol,
-        "grant",
-        &[
-            ("id", &eid),
-            ("scope", "1h"),
-            ("note", ""),
-            ("exact[mode]", "on"),
-            ("prefix[path]", "/tmp/"),
-            ("prefix[mode]", ""),
-        ],
-    )
-    .await;
+    let r = app
+        .post_fn(
+            &carol,
+            "grant",
+            &[
+                ("id", &eid),
+                ("scope", "1h"),
+                ("note", ""),
+                ("exact[mode]", "on"),
+                ("prefix[path]", "/tmp/"),
+                ("prefix[mode]", ""),
+            ],
+        )
+        .await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let listed = grants_of(&app, &carol).await;
     assert_eq!(listed[0]["arguments"], json!({"mode": {"exact": "w"}, "path": {"prefix": "/tmp/"}}));
@@ -269,7 +258,7 @@ async fn no_grant_covers_a_human_only_call_and_only_admins_reach_gate_changing_t
     let body: Value = r.json().await.unwrap();
     assert!(body["message"].as_str().unwrap().contains("a person decides every call"), "{body}");
     assert_eq!(app.core.approvals.get(&eid).unwrap().1.state, gatehouse_core::approvals::State::Pending);
-    let r = post_fn(&app, &carol, "grant", &[("id", &eid), ("scope", "1h")]).await;
+    let r = app.post_fn(&carol, "grant", &[("id", &eid), ("scope", "1h")]).await;
     assert_eq!(r.status(), 403, "the page's form too");
 
     // Gate-changing tools: a plain owner is told an admin must decide; an
@@ -296,7 +285,7 @@ async fn grants_are_owner_checked_and_origin_checked() {
     // Bob may not grant carol's agent anything.
     let r = resume_with(&app, &bob, &eid, json!({"action": "accept", "grant": {"scope": "1h"}})).await;
     assert_eq!(r.status(), 403);
-    let r = post_fn(&app, &bob, "grant", &[("id", &eid), ("scope", "1h")]).await;
+    let r = app.post_fn(&bob, "grant", &[("id", &eid), ("scope", "1h")]).await;
     assert_eq!(r.status(), 403);
     // A grant goes with accept only; an unknown scope is a bad body.
     let r = resume_with(&app, &carol, &eid, json!({"action": "decline", "grant": {"scope": "1h"}})).await;
@@ -325,13 +314,13 @@ async fn grants_are_owner_checked_and_origin_checked() {
     assert_eq!(r.status(), 403);
     let r = evil(Method::POST, "/api/fn/revoke-grant").form(&[("id", id.as_str())]).send().await.unwrap();
     assert_eq!(r.status(), 403);
-    let r = post_fn(&app, &bob, "revoke-grant", &[("id", &id)]).await;
+    let r = app.post_fn(&bob, "revoke-grant", &[("id", &id)]).await;
     assert_eq!(r.status(), 403, "bob may not revoke carol's grant");
     assert_eq!(grants_of(&app, &carol).await.len(), 1, "still there");
 
     // An admin sees and revokes everyone's (here through the page's form).
     assert_eq!(grants_of(&app, &ada).await.len(), 1);
-    assert_eq!(post_fn(&app, &ada, "revoke-grant", &[("id", &id)]).await.status(), 200);
+    assert_eq!(app.post_fn(&ada, "revoke-grant", &[("id", &id)]).await.status(), 200);
     assert!(grants_of(&app, &carol).await.is_empty());
     let change = app.core.changes.recent("grant", 1).unwrap().remove(0);
     assert_eq!((change.action.as_str(), change.actor.as_str()), ("revoke", "user:ada"));
@@ -377,7 +366,7 @@ async fn a_decline_reason_reaches_the_agents_client_and_the_audit() {
         .await
         .unwrap();
     let eid = paused.structured_content.as_ref().unwrap()["executionId"].as_str().unwrap().to_string();
-    let r = post_fn(&app, &ada, "decide", &[("id", &eid), ("action", "accept"), ("reason", "fine for today")]).await;
+    let r = app.post_fn(&ada, "decide", &[("id", &eid), ("action", "accept"), ("reason", "fine for today")]).await;
     assert_eq!(r.status(), 200);
     let approved = app.core.approvals.audit().timeline(&eid).unwrap();
     assert_eq!((approved[1].state.as_str(), approved[1].detail.as_deref()), ("approved", Some("fine for today")));

@@ -142,6 +142,18 @@ impl TestApp {
         self.client.request(method, self.url(path)).header("origin", &self.address)
     }
 
+    /// A server function posted as a form (what `ActionForm` sends without
+    /// JavaScript), as `cookie`, answered as JSON.
+    pub async fn post_fn(&self, cookie: &str, name: &str, form: &[(&str, &str)]) -> reqwest::Response {
+        self.same_origin(reqwest::Method::POST, &format!("/api/fn/{name}"))
+            .header("cookie", cookie)
+            .header("accept", "application/json")
+            .form(form)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// A JSON sign-in as `username` with `password`, from this site.
     pub fn sign_in_request(&self, username: &str, password: &str) -> reqwest::RequestBuilder {
         self.same_origin(reqwest::Method::POST, "/api/auth/sign-in")
