@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::Core;
 use gatehouse_core::oauth::{Client, ClientKind, Consent, OAuthError, is_pkce_value, redirect_matches};
@@ -149,11 +149,17 @@ async fn find_client(state: &AppState, client_id: &str, fetch: bool) -> Result<C
 }
 
 /// Every check of an authorization request, in the order RFC 6749 §4.1.2.1 gives.
-pub async fn check(state: &AppState, params: &AuthorizeParams, fetch: bool) -> Result<Checked, Refusal> {
+/// `server` is the authorization server as this request sees it.
+pub async fn check(
+    state: &AppState,
+    server: &OAuthServer,
+    params: &AuthorizeParams,
+    fetch: bool,
+) -> Result<Checked, Refusal> {
     let client_id = params.client_id.as_deref().filter(|c| !c.is_empty());
     let client_id = client_id.ok_or_else(|| Refusal::Page("The request names no client (client_id).".into()))?;
     let client = find_client(state, client_id, fetch).await.map_err(Refusal::Page)?;
-    check_with_client(&state.mcp.oauth, client, params)
+    check_with_client(server, client, params)
 }
 
 fn check_with_client(server: &OAuthServer, client: Client, params: &AuthorizeParams) -> Result<Checked, Refusal> {
@@ -230,7 +236,7 @@ pub struct ConsentSource {
 }
 
 impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
-    fn consent(&self, user: &User, query: &str) -> ConsentInfo {
+    fn consent(&self, user: &User, query: &str, host: Option<&str>) -> ConsentInfo {
         let params: AuthorizeParams = match serde_urlencoded::from_str(query) {
             Ok(p) => p,
             Err(e) => return ConsentInfo::Refused(format!("The request is malformed: {e}.")),
@@ -244,7 +250,7 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
             Ok(None) => return ConsentInfo::Refused("This client is not registered here. Connect it again.".into()),
             Err(e) => return ConsentInfo::Refused(format!("Could not look the client up: {e}")),
         };
-        match check_with_client(&self.server, client, &params) {
+        match check_with_client(&self.server.seen_from(host), client, &params) {
             Ok(checked) => ConsentInfo::Ask(view(&checked, &params, user)),
             Err(Refusal::Page(why)) => ConsentInfo::Refused(why),
             Err(Refusal::Redirect(_)) => ConsentInfo::Refused("The request is not valid; start connecting again.".into()),
@@ -273,7 +279,8 @@ pub async fn start(state: AppState, render: Render, user: Option<Extension<User>
             return page(render, request, StatusCode::BAD_REQUEST, None).await;
         }
     };
-    let checked = match check(&state, &params, true).await {
+    let server = state.mcp.oauth.seen_by(request.headers());
+    let checked = match check(&state, &server, &params, true).await {
         Ok(checked) => checked,
         Err(Refusal::Redirect(url)) => return Redirect::to(&url).into_response(),
         Err(Refusal::Page(why)) => {
@@ -323,6 +330,7 @@ pub struct DecisionForm {
 pub async fn decide(
     State(state): State<AppState>,
     user: Option<Extension<User>>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let form: DecisionForm =
@@ -331,12 +339,13 @@ pub async fn decide(
         let next: String = url::form_urlencoded::byte_serialize(form.params.path_and_query().as_bytes()).collect();
         return Ok(Redirect::to(&format!("/sign-in?next={next}")).into_response());
     };
-    let checked = match check(&state, &form.params, false).await {
+    let server = state.mcp.oauth.seen_by(&headers);
+    let checked = match check(&state, &server, &form.params, false).await {
         Ok(checked) => checked,
         Err(Refusal::Redirect(url)) => return Ok(Redirect::to(&url).into_response()),
         Err(Refusal::Page(why)) => return Err(ApiError::BadRequest(why)),
     };
-    let issuer = state.mcp.oauth.issuer.clone();
+    let issuer = server.issuer.clone();
     match form.decision.as_deref() {
         Some("deny") => {
             tracing::info!(user = %user.username, client = %checked.client.client_id, "OAuth sign-in denied");

@@ -58,6 +58,9 @@ pub struct OAuthServer {
     pub resource: String,
     /// Fetches client metadata documents.
     pub documents: client_metadata::Fetcher,
+    /// Whether the base URL is configured (`public_url`); if not, it is the
+    /// one each request used (see [`OAuthServer::seen_from`]).
+    pub fixed: bool,
 }
 
 impl OAuthServer {
@@ -69,7 +72,36 @@ impl OAuthServer {
             issuer: base.to_string(),
             resource: format!("{base}/mcp"),
             documents: client_metadata::Fetcher::new(config.allow_private_client_metadata),
+            fixed: false,
         }
+    }
+
+    /// The same, with the base URL configured (`public_url`) rather than
+    /// the bound address.
+    pub fn fixed(mut self, fixed: bool) -> Self {
+        self.fixed = fixed;
+        self
+    }
+
+    /// This server as a request to `host` sees it. Without a configured
+    /// `public_url` the base URL is the one the client used (its `Host`,
+    /// already allow-listed): a client that connects to `localhost` gets
+    /// metadata, an issuer and tokens for `localhost`, as it checks they are.
+    pub fn seen_from(&self, host: Option<&str>) -> OAuthServer {
+        let usable = |h: &&str| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic() && !b"/?#@\\".contains(&b));
+        match host.filter(usable) {
+            Some(host) if !self.fixed => OAuthServer {
+                issuer: format!("http://{host}"),
+                resource: format!("http://{host}/mcp"),
+                ..self.clone()
+            },
+            _ => self.clone(),
+        }
+    }
+
+    /// [`OAuthServer::seen_from`] the `Host` of `headers`.
+    pub fn seen_by(&self, headers: &axum::http::HeaderMap) -> OAuthServer {
+        self.seen_from(headers.get(header::HOST).and_then(|h| h.to_str().ok()))
     }
 
     /// The URL of `path` on this Gatehouse.

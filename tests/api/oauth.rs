@@ -158,6 +158,20 @@ async fn discovery_leads_from_a_401_to_this_gatehouse() {
     let root: Value =
         app.client.get(app.url("/.well-known/oauth-protected-resource")).send().await.unwrap().json().await.unwrap();
     assert_eq!(root, resource);
+    // Without a public_url, a client that says localhost is answered for localhost.
+    let port = app.address.rsplit(':').next().unwrap();
+    let local: Value = app
+        .client
+        .get(&metadata_url)
+        .header("host", format!("localhost:{port}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(local["resource"], format!("http://localhost:{port}/mcp"));
+    assert_eq!(local["authorization_servers"], json!([format!("http://localhost:{port}")]));
 
     let server: Value =
         app.client.get(app.url("/.well-known/oauth-authorization-server")).send().await.unwrap().json().await.unwrap();
