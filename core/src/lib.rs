@@ -101,7 +101,8 @@ impl Core {
         let audit = audit::AuditLog::new(db.clone(), clock.clone());
         let credentials =
             credentials::CredentialStore::new(db.clone(), clock.clone(), settings.liveness_window, live.clone());
-        let oauth = oauth::OAuthStore::new(db.clone(), clock.clone(), credentials.clone(), live.clone(), settings.oauth);
+        let oauth =
+            oauth::OAuthStore::new(db.clone(), clock.clone(), credentials.clone(), live.clone(), settings.oauth);
         Ok(Self {
             approvals: approvals::ApprovalStore::new(
                 audit,

@@ -18,9 +18,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::Core;
+use gatehouse_core::model::{ConsentInfo, ConsentView};
 use gatehouse_core::oauth::{Client, ClientKind, Consent, OAuthError, is_pkce_value, redirect_matches};
 use gatehouse_core::users::User;
-use gatehouse_core::model::{ConsentInfo, ConsentView};
 use serde::Deserialize;
 use url::Url;
 
@@ -128,7 +128,10 @@ async fn find_client(state: &AppState, client_id: &str, fetch: bool) -> Result<C
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
     if !client_metadata::is_document_url(client_id) {
-        return known.ok_or_else(|| "This client is not registered here (it may have been forgotten after a day unused). Connect it again.".into());
+        return known.ok_or_else(|| {
+            "This client is not registered here (it may have been forgotten after a day unused). Connect it again."
+                .into()
+        });
     }
     let now = state.mcp.core.clock.now_ms();
     if let Some(client) = &known
@@ -163,10 +166,8 @@ pub async fn check(
 }
 
 fn check_with_client(server: &OAuthServer, client: Client, params: &AuthorizeParams) -> Result<Checked, Refusal> {
-    let redirect_uri = params
-        .redirect_uri
-        .clone()
-        .ok_or_else(|| Refusal::Page("The request names no redirect_uri.".into()))?;
+    let redirect_uri =
+        params.redirect_uri.clone().ok_or_else(|| Refusal::Page("The request names no redirect_uri.".into()))?;
     if !redirect_matches(&client.redirect_uris, &redirect_uri) {
         return Err(Refusal::Page(format!(
             "{redirect_uri:?} is not a redirect URI this client registered, so Gatehouse will not send you there."
@@ -253,7 +254,9 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
         match check_with_client(&self.server.seen_from(host), client, &params) {
             Ok(checked) => ConsentInfo::Ask(view(&checked, &params, user)),
             Err(Refusal::Page(why)) => ConsentInfo::Refused(why),
-            Err(Refusal::Redirect(_)) => ConsentInfo::Refused("The request is not valid; start connecting again.".into()),
+            Err(Refusal::Redirect(_)) => {
+                ConsentInfo::Refused("The request is not valid; start connecting again.".into())
+            }
         }
     }
 }
@@ -361,7 +364,9 @@ pub async fn decide(
             let agent = form.agent.as_deref().map(str::trim).unwrap_or_default();
             let agent = if agent.is_empty() { checked.client.name.clone() } else { agent.to_string() };
             if agent.chars().count() > 200 || agent.chars().any(char::is_control) {
-                return Err(ApiError::BadRequest("the agent name must be at most 200 characters, without control characters".into()));
+                return Err(ApiError::BadRequest(
+                    "the agent name must be at most 200 characters, without control characters".into(),
+                ));
             }
             let consent = Consent {
                 client_id: checked.client.client_id.clone(),

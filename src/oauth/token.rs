@@ -74,7 +74,12 @@ fn client_credentials(
         let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).map_err(|_| bad())?;
         let decoded = String::from_utf8(decoded).map_err(|_| bad())?;
         let (id, secret) = decoded.split_once(':').ok_or_else(bad)?;
-        let unescape = |s: &str| -> String { url::form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default() };
+        let unescape = |s: &str| -> String {
+            url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        };
         let (id, secret) = (unescape(id), unescape(secret));
         if client_id.as_deref().is_some_and(|c| c != id) {
             return Err(OAuthError::InvalidClient("client_id differs from the authenticated client".into()));
