@@ -12,7 +12,7 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 use tower_cookies::CookieManagerLayer;
 
 use crate::state::AppState;
-use crate::{api, auth, mcp, metrics, oauth, security, site};
+use crate::{api, auth, health, mcp, metrics, oauth, security, site};
 
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
@@ -72,7 +72,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(fallback)
         .route("/pkg/{*path}", get(site::pkg))
         .route("/favicon.ico", get(site::favicon))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::admin_metrics))
         .layer(from_fn_with_state(state.clone(), auth::load_user))
         .layer(CookieManagerLayer::new())

@@ -34,6 +34,8 @@ pub struct AppState {
     pub links: gatehouse_app::server_fns::HeldLinks,
     /// `[[notify]]` targets and their delivery status (started by [`crate::startup::Application::run`]).
     pub notify: crate::notify::Notifier,
+    /// Set once start-up is done (`/readyz`).
+    pub ready: crate::health::Readiness,
 }
 
 impl AppState {
@@ -83,6 +85,7 @@ impl AppState {
             leptos_options: leptos_options(),
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
             throttles,
+            ready: crate::health::Readiness::default(),
         })
     }
 

@@ -15,6 +15,7 @@ pub mod db;
 pub mod error;
 pub mod grants;
 pub mod live;
+pub mod maintenance;
 pub mod oauth;
 pub mod pins;
 pub mod policy;
