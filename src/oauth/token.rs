@@ -172,7 +172,7 @@ pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: axu
         let (client_id, secret, via) = client_credentials(&headers, request.client_id, request.client_secret)?;
         blocking(state.mcp.core.oauth.clone(), move |o| {
             let client = authenticate(o, &client_id, secret.as_deref(), via)?;
-            o.revoke(&client, &token).map_err(Into::into)
+            o.revoke(&client, &token)
         })
         .await
     }
