@@ -10,10 +10,15 @@ log() { printf '\n== %s\n' "$*"; }
 log "rust wasm target"
 rustup target list --installed | grep -q wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 
-log "debian packages (chromium, wrk)"
+log "debian packages (chromium, wrk, postgresql, haproxy)"
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v wrk >/dev/null || need+=(wrk)
+# A throw-away PostgreSQL for the store tests (scripts/postgres.sh) and HAProxy
+# for the multi-replica test (deploy/haproxy.cfg). Checked by path: initdb is
+# not on PATH (/usr/lib/postgresql/N/bin), haproxy is in /usr/sbin.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+[ -x /usr/sbin/haproxy ] || need+=(haproxy)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
