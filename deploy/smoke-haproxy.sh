@@ -10,8 +10,11 @@
 # replicas; every request carrying a session id reaches the replica that
 # created it; an SSE stream passes through unbuffered; with a replica gone, its
 # sessions get 404 from the other one (the client re-initialises) and new
-# sessions all go to the survivor. Every process it starts is stopped at the
-# end, and it checks that none survives.
+# sessions all go to the survivor. Then, if the release binary exists
+# (GATEHOUSE_BIN, else ~/.cache/gatehouse/target/release/gatehouse; it is only
+# run, never built), the same with two real Gatehouse replicas: health checks
+# pass, MCP sessions spread and stick. Every process it starts is stopped at
+# the end, and it checks that none survives.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -238,5 +241,88 @@ for sid in "${sids[@]}"; do
   esac
 done
 echo "  ok"
+
+# ---- Part 2: the real Gatehouse binary as both replicas, if there is one.
+# Each replica has its own SQLite data dir (one shared PostgreSQL is the next
+# step of issue #13); B's is a copy of A's made after issuing the agent token,
+# so one token works on both. This checks what the stand-ins cannot: that
+# Gatehouse passes the health check and that its sessions stick.
+gatehouse=${GATEHOUSE_BIN:-$HOME/.cache/gatehouse/target/release/gatehouse}
+if [ ! -x "$gatehouse" ]; then
+  say "== all smoke checks passed (no Gatehouse binary at $gatehouse: real replicas skipped)"
+  exit 0
+fi
+say "== real replicas: $gatehouse"
+for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+lb=$(free_port)
+pa=$(free_port)
+pb=$(free_port)
+sed -e "s/127\.0\.0\.1:8080/127.0.0.1:$lb/" -e "s/127\.0\.0\.1:8081/127.0.0.1:$pa/" \
+  -e "s/127\.0\.0\.1:8082/127.0.0.1:$pb/" -e "s/inter 2s fall 2 rise 2/inter 300ms fall 2 rise 1/" \
+  "$here/haproxy.cfg" >"$work/haproxy.cfg"
+base="http://127.0.0.1:$lb"
+token=$("$gatehouse" --data-dir "$work/data_a" token issue --agent smoke --json \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+cp -a "$work/data_a" "$work/data_b"
+"$gatehouse" --listen "127.0.0.1:$pa" --data-dir "$work/data_a" >"$work/gatehouse_a.log" 2>&1 &
+pids+=($!)
+"$gatehouse" --listen "127.0.0.1:$pb" --data-dir "$work/data_b" >"$work/gatehouse_b.log" 2>&1 &
+pids+=($!)
+# A binary built before /readyz existed (9362cb9) answers it 404: check
+# /healthz instead, and say so.
+ready=/readyz
+for port in "$pa" "$pb"; do
+  for _ in $(seq 150); do
+    status=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port$ready")
+    [ "$status" = 200 ] && break
+    if [ "$status" = 404 ] && [ "$ready" = /readyz ]; then
+      ready=/healthz
+      say "  this binary has no /readyz (built before 9362cb9): the health check uses /healthz"
+      sed -i "s|uri /readyz|uri /healthz|" "$work/haproxy.cfg"
+      continue
+    fi
+    sleep 0.1
+  done
+  [ "$status" = 200 ] || fail "replica on $port never ready ($ready: $status)"
+done
+: >"$work/haproxy.log"
+haproxy -f "$work/haproxy.cfg" >"$work/haproxy.log" 2>&1 &
+pids+=($!)
+sleep 1
+grep -q 'is DOWN' "$work/haproxy.log" && fail "a Gatehouse replica failed the health check"
+
+mcp() { # mcp URL SID BODY: POST URL/mcp as the agent; prints the status.
+  local header=()
+  [ -z "$2" ] || header=(-H "mcp-session-id: $2")
+  curl -s -D "$work/h" -o "$work/b" -w '%{http_code}' -X POST "$1/mcp" -H "authorization: Bearer $token" \
+    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    -H 'mcp-protocol-version: 2025-11-25' "${header[@]}" -d "$3" || true
+}
+init='{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"smoke","version":"1"}}}'
+initialized='{"jsonrpc":"2.0","method":"notifications/initialized"}'
+list='{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+on_a=0 on_b=0
+for _ in $(seq 4); do
+  [ "$(mcp "$base" "" "$init")" = 200 ] || fail "initialize through the balancer: $(cat "$work/b")"
+  sid=$(sid_of)
+  [ -n "$sid" ] || fail "Gatehouse sent no mcp-session-id"
+  [ "$(mcp "$base" "$sid" "$initialized")" = 202 ] || fail "notifications/initialized: $(cat "$work/b")"
+  # Which replica holds it: asked directly, the other answers 404.
+  a=$(mcp "http://127.0.0.1:$pa" "$sid" "$list")
+  b=$(mcp "http://127.0.0.1:$pb" "$sid" "$list")
+  case "$a $b" in
+    "200 404") on_a=$((on_a + 1)) ;;
+    "404 200") on_b=$((on_b + 1)) ;;
+    *) fail "session $sid: replica A says $a, B says $b (expected one 200, one 404)" ;;
+  esac
+  for _ in $(seq 6); do
+    status=$(mcp "$base" "$sid" "$list")
+    [ "$status" = 200 ] || fail "tools/list for $sid through the balancer: $status (routed to the wrong replica?)"
+  done
+done
+if [ "$on_a" -eq 0 ] || [ "$on_b" -eq 0 ]; then fail "sessions were not spread: $on_a on A, $on_b on B"; fi
+say "  4 sessions ($on_a on A, $on_b on B), 6 tools/list each through the balancer, all on their replica"
 
 say "== all smoke checks passed"
