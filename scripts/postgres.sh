@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A throw-away PostgreSQL (Debian's `postgresql` package, version 15 or
-# whichever /usr/lib/postgresql holds) for tests: a temp data dir, loopback
-# only, a free port, trust authentication on loopback, a database `gatehouse`.
+# A throw-away PostgreSQL for tests, from Debian's `postgresql` package (the
+# newest version under /usr/lib/postgresql, 15 on bookworm; PG_BIN overrides):
+# a temp data dir, loopback only, a free port, trust authentication on
+# loopback, a database `gatehouse`.
 #
 #   bash scripts/postgres.sh start   starts it (if not running) and prints its URL
 #   bash scripts/postgres.sh url     prints the URL of the running one
@@ -27,12 +28,8 @@ die() {
 
 # pg_bin: the server binaries' directory (newest installed major version).
 pg_bin() {
-  local dir
-  if [ -n "${PG_BIN:-}" ]; then
-    echo "$PG_BIN"
-    return
-  fi
-  dir=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
+  local dir=${PG_BIN:-}
+  [ -n "$dir" ] || dir=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
   if [ -z "$dir" ] || [ ! -x "$dir/initdb" ] || [ ! -x "$dir/pg_ctl" ]; then
     die "no PostgreSQL server found under /usr/lib/postgresql (apt-get install postgresql)"
   fi
@@ -62,11 +59,21 @@ read_state() {
   [ -n "$datadir" ] && [ -n "$port" ] && [ -n "$url" ]
 }
 
-# running: whether the server in the state file is up.
+# alive PID: whether process PID exists and is not a zombie (a killed
+# postmaster lingers as one until init reaps it).
+alive() {
+  [ -n "$1" ] && kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ]
+}
+
+# postmaster: the pid in the data dir's postmaster.pid, if any.
+postmaster() { head -1 "$datadir/postmaster.pid" 2>/dev/null || true; }
+
+# running: whether the server in the state file is up and accepts connections.
 running() {
   read_state || return 1
   [ -f "$datadir/PG_VERSION" ] || return 1
-  as_pg "$(pg_bin)/pg_ctl" -D "$datadir" status >/dev/null 2>&1
+  alive "$(postmaster)" || return 1
+  "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$port" -t 5
 }
 
 cmd_start() {
@@ -129,17 +136,15 @@ cmd_url() {
 
 cmd_stop() {
   read_state || { rm -f "$state"; return 0; }
-  if [ -f "$datadir/PG_VERSION" ]; then
+  local pid
+  pid=$(postmaster)
+  if [ -f "$datadir/PG_VERSION" ] && alive "$pid"; then
     # fast: disconnect clients and stop; immediate if that does not finish.
     as_pg "$(pg_bin)/pg_ctl" -D "$datadir" -m fast -w -t 30 stop >/dev/null 2>&1 \
       || as_pg "$(pg_bin)/pg_ctl" -D "$datadir" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
   fi
-  if [ -f "$datadir/postmaster.pid" ]; then
-    local pid
-    pid=$(head -1 "$datadir/postmaster.pid")
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-      die "server (pid $pid) did not stop; data dir $datadir kept"
-    fi
+  if alive "$pid"; then
+    die "server (pid $pid) did not stop; data dir $datadir kept"
   fi
   case $datadir in
     /tmp/gatehouse-pg.*) rm -rf "$datadir" "$datadir.log" ;;
