@@ -34,6 +34,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+trap 'echo "FAIL: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 
 fail() {
   echo "FAIL: $*" >&2
@@ -275,7 +276,7 @@ pids+=($!)
 ready=/readyz
 for port in "$pa" "$pb"; do
   for _ in $(seq 150); do
-    status=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port$ready")
+    status=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port$ready" || true)
     [ "$status" = 200 ] && break
     if [ "$status" = 404 ] && [ "$ready" = /readyz ]; then
       ready=/healthz
