@@ -169,7 +169,7 @@ test("discovery: /mcp without a token points at the protected resource metadata,
   );
 });
 
-test("TypeScript SDK, registered dynamically: sign in, consent under a chosen agent name, tools, a gated call in that user's inbox, OAuth on /agents, refresh rotates, revoking cuts it off", async ({ page }) => {
+test("TypeScript SDK, registered dynamically: sign in, consent under a chosen agent name, tools, a gated call in that user's inbox, OAuth on /agents, refresh rotates, a replayed refresh token revokes it", async ({ page }) => {
   test.setTimeout(120_000);
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));
@@ -248,18 +248,18 @@ test("TypeScript SDK, registered dynamically: sign in, consent under a chosen ag
     expect(replay.status).toBe(400);
     expect((await replay.json()).error).toBe("invalid_grant");
 
-    // Revoked on /agents: the next call is refused, and a refresh does not bring it back.
-    await page.reload();
-    await page.getByRole("region", { name: "Agent olive-laptop" }).getByRole("button", { name: "Revoke", exact: true }).first().click();
-    await expect(page.getByRole("region", { name: "Agent olive-laptop" })).toContainText("revoked");
+    // A spent refresh token presented again means it leaked: the credential is revoked
+    // (OAuth 2.1 §4.3.1), so the client's next call fails and /agents says so.
     await expect(c.call("gatehouse_status")).rejects.toThrow();
+    await page.reload();
+    await expect(page.getByRole("region", { name: "Agent olive-laptop" })).toContainText("revoked");
     expect(errors).toEqual([]);
   } finally {
     c.stop();
   }
 });
 
-test("TypeScript SDK with a client ID metadata document: Gatehouse fetches it and the consent page shows its name", async ({ page }) => {
+test("TypeScript SDK with a client ID metadata document: Gatehouse fetches it, the consent page shows its name; revoked on /agents it stops working", async ({ page }) => {
   const hits: string[] = [];
   let docUrl = "";
   const docServer: Server = createServer((req: IncomingMessage, res) => {
@@ -298,7 +298,13 @@ test("TypeScript SDK with a client ID metadata document: Gatehouse fetches it an
     const status = await c.call("gatehouse_status");
     expect(status.structuredContent.agent).toBe("Metadata Doc Client");
     await page.goto(`${gh.url}/agents`);
-    await expect(page.getByRole("region", { name: "Agent Metadata Doc Client" })).toContainText("OAuth");
+    const agent = page.getByRole("region", { name: "Agent Metadata Doc Client" });
+    await expect(agent).toContainText("OAuth");
+    // Revoked on /agents like any credential: the next call is refused and no refresh brings it back.
+    await expect(page.locator(".live-status")).toHaveText("Live");
+    await agent.getByRole("button", { name: "Revoke", exact: true }).first().click();
+    await expect(agent).toContainText("revoked");
+    await expect(c.call("gatehouse_status")).rejects.toThrow();
   } finally {
     c.stop();
     docServer.close();
