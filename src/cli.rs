@@ -220,7 +220,14 @@ fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
     let core = open_core(config)?;
     match cmd {
         TokenCommand::Issue { agent, thread, provider, owner, json } => {
-            let issued = core.credentials.issue(IssueRequest { agent, thread, provider_session: provider, owner })?;
+            let issued = core.credentials.issue(IssueRequest {
+                agent,
+                thread,
+                provider_session: provider,
+                owner,
+                via: gatehouse_core::credentials::IssuedVia::Cli,
+                oauth_client: None,
+            })?;
             let out = IssuedCredential::new(issued, &config.base_url(config.listen));
             if json {
                 println!("{}", serde_json::to_string(&out)?);

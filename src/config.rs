@@ -101,6 +101,51 @@ pub struct FileConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// `[[notify]]` targets told when an execution opens and settles.
     pub notify: Option<Vec<crate::notify::NotifyConfig>>,
+    /// `[oauth]`: Gatehouse as the authorization server of MCP clients.
+    pub oauth: Option<OAuthFileConfig>,
+}
+
+/// The `[oauth]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthFileConfig {
+    /// `enabled = false` turns the OAuth endpoints off (bearer tokens only).
+    pub enabled: Option<bool>,
+    /// `access_token_ttl = "15m"`
+    #[serde(default, with = "humantime_opt")]
+    pub access_token_ttl: Option<Duration>,
+    /// `refresh_token_ttl = "30d"` (never past the credential's liveness).
+    #[serde(default, with = "humantime_opt")]
+    pub refresh_token_ttl: Option<Duration>,
+    /// `allow_private_client_metadata = true` lets client metadata documents
+    /// come over plain `http://` and from loopback or private addresses
+    /// (tests, a LAN); off, only public `https://` URLs are fetched.
+    pub allow_private_client_metadata: Option<bool>,
+}
+
+/// OAuth settings as resolved.
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    /// Whether the authorization server and its discovery are served.
+    pub enabled: bool,
+    /// Lifetime of an access token.
+    pub access_token_ttl: Duration,
+    /// Lifetime of a refresh token (each use rotates it).
+    pub refresh_token_ttl: Duration,
+    /// Whether client metadata documents may be fetched from `http://` and
+    /// private addresses.
+    pub allow_private_client_metadata: bool,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            access_token_ttl: Duration::from_secs(15 * 60),
+            refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
+            allow_private_client_metadata: false,
+        }
+    }
 }
 
 /// One `[[upstream]]` table: a stdio child process (`command`) or a
@@ -373,6 +418,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Where messages about executions go (`[[notify]]`).
     pub notify: Vec<crate::notify::Target>,
+    /// The OAuth authorization server (`[oauth]`).
+    pub oauth: OAuthConfig,
 }
 
 /// What bounds the gate: who may decide besides a person, and how much one
@@ -433,6 +480,7 @@ impl Default for Config {
             audit_retention: Duration::from_secs(90 * 24 * 3600),
             metrics_listen: None,
             notify: Vec::new(),
+            oauth: OAuthConfig::default(),
         }
     }
 }
@@ -609,6 +657,18 @@ impl Config {
             audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
             metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
             notify: crate::notify::config::resolve(file.notify.clone().unwrap_or_default())?,
+            oauth: {
+                let o = file.oauth.clone().unwrap_or_default();
+                let d = OAuthConfig::default();
+                OAuthConfig {
+                    enabled: o.enabled.unwrap_or(d.enabled),
+                    access_token_ttl: o.access_token_ttl.unwrap_or(d.access_token_ttl),
+                    refresh_token_ttl: o.refresh_token_ttl.unwrap_or(d.refresh_token_ttl),
+                    allow_private_client_metadata: o
+                        .allow_private_client_metadata
+                        .unwrap_or(d.allow_private_client_metadata),
+                }
+            },
         };
         if config.list_page_size == 0 {
             return Err(ConfigError::Value { key: "list_page_size".into(), message: "must be at least 1".into() });
@@ -706,6 +766,10 @@ impl Config {
             // Never longer than the approval itself may wait.
             run_window: self.limits.run_window.min(self.approval_ttl),
             max_executions_per_credential: self.limits.max_executions_per_credential,
+            oauth: gatehouse_core::oauth::Lifetimes {
+                access: self.oauth.access_token_ttl,
+                refresh: self.oauth.refresh_token_ttl,
+            },
         }
     }
 

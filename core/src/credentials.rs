@@ -15,7 +15,7 @@ use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
 
-pub use gatehouse_model::{CredentialStatus, CredentialView, RevokeScope};
+pub use gatehouse_model::{CredentialStatus, CredentialView, IssuedVia, RevokeScope};
 
 /// Whose credentials an action may touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +37,10 @@ pub struct IssueRequest {
     pub provider_session: Option<String>,
     /// The user who owns the agent (approves its calls).
     pub owner: Option<String>,
+    /// How it is being issued (shown on the Agents page).
+    pub via: IssuedVia,
+    /// The OAuth client's name, when issued by OAuth.
+    pub oauth_client: Option<String>,
 }
 
 /// A freshly issued credential: the only time the token itself is visible.
@@ -109,6 +113,10 @@ pub struct Credential {
     pub revoked_at_ms: Option<i64>,
     /// Why it was revoked (`revoked`, `reissued`, …).
     pub revoked_reason: Option<String>,
+    /// How it was issued.
+    pub issued_via: IssuedVia,
+    /// The OAuth client's name, when issued by OAuth.
+    pub oauth_client: Option<String>,
 }
 
 /// Why a token was not accepted.
@@ -139,8 +147,8 @@ pub struct CredentialStore {
     live: LiveHub,
 }
 
-const COLUMNS: &str =
-    "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, revoked_reason";
+const COLUMNS: &str = "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, \
+     revoked_reason, issued_via, oauth_client";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Credential> {
     Ok(Credential {
@@ -153,6 +161,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Credential> {
         last_seen_ms: row.get(6)?,
         revoked_at_ms: row.get(7)?,
         revoked_reason: row.get(8)?,
+        issued_via: IssuedVia::parse(&row.get::<_, String>(9)?),
+        oauth_client: row.get(10)?,
     })
 }
 
@@ -186,6 +196,20 @@ impl CredentialStore {
 
     /// Issues a credential. Issuing for a thread revokes that thread's earlier ones.
     pub fn issue(&self, request: IssueRequest) -> Result<Issued> {
+        let mut conn = self.db.conn();
+        let tx = conn.transaction()?;
+        let (id, token) = self.insert(&tx, &request)?;
+        tx.commit()?;
+        drop(conn);
+        self.live.publish(LiveEvent::CredentialsChanged);
+        let credential = self.get(&id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
+        Ok(Issued { id, token, credential })
+    }
+
+    /// Inserts a credential inside the caller's transaction (an OAuth code
+    /// exchange makes the credential and its tokens together); returns its
+    /// id and token. The caller publishes `CredentialsChanged` after commit.
+    pub(crate) fn insert(&self, tx: &rusqlite::Transaction<'_>, request: &IssueRequest) -> Result<(String, String)> {
         non_empty("agent", &request.agent)?;
         for (field, value) in
             [("thread", &request.thread), ("provider_session", &request.provider_session), ("owner", &request.owner)]
@@ -197,8 +221,6 @@ impl CredentialStore {
         let now = self.clock.now_ms();
         let token = secret::new_token();
         let id = secret::new_id("cred");
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
         if let Some(owner) = &request.owner {
             let exists: bool =
                 tx.query_row("SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)", [owner], |r| r.get(0))?;
@@ -216,8 +238,9 @@ impl CredentialStore {
             )?;
         }
         tx.execute(
-            "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at,
+                                      issued_via, oauth_client)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9)",
             params![
                 id,
                 secret::hash(&token),
@@ -225,14 +248,12 @@ impl CredentialStore {
                 request.thread,
                 request.provider_session,
                 request.owner,
-                now
+                now,
+                request.via.as_str(),
+                request.oauth_client,
             ],
         )?;
-        tx.commit()?;
-        drop(conn);
-        self.live.publish(LiveEvent::CredentialsChanged);
-        let credential = self.get(&id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
-        Ok(Issued { id, token, credential })
+        Ok((id, token))
     }
 
     /// One credential by id, whatever its state.
@@ -250,9 +271,38 @@ impl CredentialStore {
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM credentials WHERE token_hash = ?1 AND revoked_at IS NULL"
         ))?;
-        let Some(mut credential) = stmt.query_row([secret::hash(token)], from_row).optional()? else {
+        let Some(credential) = stmt.query_row([secret::hash(token)], from_row).optional()? else {
             return Ok(Err(Rejection::UnknownOrExpiredToken));
         };
+        drop(stmt);
+        self.accept(conn, credential, now)
+    }
+
+    /// Accepts the live credential `id` (an OAuth access token stands for
+    /// it), with the same liveness rule and sign of life as a bearer token.
+    pub fn authenticate_id(&self, id: &str) -> Result<std::result::Result<Credential, Rejection>> {
+        let now = self.clock.now_ms();
+        let conn = self.db.conn();
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1 AND revoked_at IS NULL"))?;
+        let Some(credential) = stmt.query_row([id], from_row).optional()? else {
+            return Ok(Err(Rejection::UnknownOrExpiredToken));
+        };
+        drop(stmt);
+        self.accept(conn, credential, now)
+    }
+
+    /// Whether a credential is still alive at `now` (not revoked, not lapsed).
+    pub fn is_alive(&self, credential: &Credential, now: i64) -> bool {
+        credential.revoked_at_ms.is_none() && credential.last_seen_ms + self.window_ms > now
+    }
+
+    fn accept(
+        &self,
+        conn: std::sync::MutexGuard<'_, rusqlite::Connection>,
+        mut credential: Credential,
+        now: i64,
+    ) -> Result<std::result::Result<Credential, Rejection>> {
         if credential.last_seen_ms + self.window_ms <= now {
             return Ok(Err(Rejection::UnknownOrExpiredToken));
         }
@@ -260,7 +310,6 @@ impl CredentialStore {
             conn.prepare_cached("UPDATE credentials SET last_seen_at = ?1 WHERE id = ?2")?
                 .execute(params![now, credential.id])?;
             credential.last_seen_ms = now;
-            drop(stmt);
             drop(conn);
             self.live.publish(LiveEvent::CredentialsChanged);
         }
@@ -404,6 +453,8 @@ impl CredentialStore {
             provider_session: credential.provider_session,
             owner: credential.owner,
             revoked_reason: credential.revoked_reason,
+            issued_via: credential.issued_via,
+            oauth_client: credential.oauth_client,
         }
     }
 }

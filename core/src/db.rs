@@ -222,6 +222,48 @@ const MIGRATIONS: &[&str] = &[
         expires_at       INTEGER NOT NULL
     );
     "#,
+    // 10: OAuth 2.1 for MCP clients: how a credential was issued, the clients
+    // (registered dynamically or by a metadata document), one-time codes and
+    // the access and refresh tokens (all secrets as hashes only).
+    r#"
+    ALTER TABLE credentials ADD COLUMN issued_via TEXT NOT NULL DEFAULT 'token';
+    ALTER TABLE credentials ADD COLUMN oauth_client TEXT;
+    CREATE TABLE oauth_clients (
+        client_id     TEXT PRIMARY KEY,
+        kind          TEXT NOT NULL,
+        name          TEXT NOT NULL,
+        redirect_uris TEXT NOT NULL,
+        auth_method   TEXT NOT NULL,
+        secret_hash   TEXT,
+        created_at    INTEGER NOT NULL,
+        fetched_at    INTEGER,
+        last_used_at  INTEGER
+    );
+    CREATE TABLE oauth_codes (
+        code_hash      TEXT PRIMARY KEY,
+        client_id      TEXT NOT NULL,
+        owner          TEXT NOT NULL,
+        agent          TEXT NOT NULL,
+        redirect_uri   TEXT NOT NULL,
+        code_challenge TEXT NOT NULL,
+        resource       TEXT NOT NULL,
+        created_at     INTEGER NOT NULL,
+        expires_at     INTEGER NOT NULL,
+        used_at        INTEGER,
+        credential_id  TEXT
+    );
+    CREATE TABLE oauth_tokens (
+        token_hash    TEXT PRIMARY KEY,
+        kind          TEXT NOT NULL,
+        credential_id TEXT NOT NULL,
+        client_id     TEXT NOT NULL,
+        resource      TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        expires_at    INTEGER NOT NULL,
+        used_at       INTEGER
+    );
+    CREATE INDEX oauth_tokens_credential ON oauth_tokens(credential_id);
+    "#,
 ];
 
 /// A shared connection to the database. SQLite serialises writers anyway, and

@@ -15,6 +15,7 @@ pub mod db;
 pub mod error;
 pub mod grants;
 pub mod live;
+pub mod oauth;
 pub mod pins;
 pub mod policy;
 pub mod secret;
@@ -55,6 +56,8 @@ pub struct Core {
     pub approvals: approvals::ApprovalStore,
     /// Scoped grants ("allow this tool for this agent"), indexed in memory.
     pub grants: grants::GrantStore,
+    /// The OAuth authorization server's clients, codes and tokens.
+    pub oauth: oauth::OAuthStore,
 }
 
 /// Settings the stores need.
@@ -70,6 +73,8 @@ pub struct Settings {
     pub run_window: Duration,
     /// Live executions one credential may hold.
     pub max_executions_per_credential: usize,
+    /// Lifetimes of OAuth access and refresh tokens.
+    pub oauth: oauth::Lifetimes,
 }
 
 impl Default for Settings {
@@ -80,6 +85,10 @@ impl Default for Settings {
             policy_rules: Vec::new(),
             run_window: Duration::from_secs(300),
             max_executions_per_credential: 20,
+            oauth: oauth::Lifetimes {
+                access: Duration::from_secs(15 * 60),
+                refresh: Duration::from_secs(30 * 24 * 3600),
+            },
         }
     }
 }
@@ -90,6 +99,9 @@ impl Core {
     pub fn new(db: Db, clock: Arc<dyn Clock>, settings: Settings) -> Result<Self, CoreError> {
         let live = live::LiveHub::new();
         let audit = audit::AuditLog::new(db.clone(), clock.clone());
+        let credentials =
+            credentials::CredentialStore::new(db.clone(), clock.clone(), settings.liveness_window, live.clone());
+        let oauth = oauth::OAuthStore::new(db.clone(), clock.clone(), credentials.clone(), live.clone(), settings.oauth);
         Ok(Self {
             approvals: approvals::ApprovalStore::new(
                 audit,
@@ -110,12 +122,8 @@ impl Core {
                 live.clone(),
             )?,
             pins: pins::ToolPins::new(db.clone(), clock.clone()),
-            credentials: credentials::CredentialStore::new(
-                db.clone(),
-                clock.clone(),
-                settings.liveness_window,
-                live.clone(),
-            ),
+            credentials,
+            oauth,
             users: users::UserStore::new(db.clone(), clock.clone()).with_live(live.clone()),
             api_tokens: api_tokens::ApiTokenStore::new(db.clone(), clock.clone()),
             live,

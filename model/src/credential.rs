@@ -31,6 +31,60 @@ impl std::fmt::Display for CredentialStatus {
     }
 }
 
+/// How a credential came to be: minted as a bearer token (by the CLI, the
+/// admin API or the console) or through an OAuth sign-in by an MCP client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IssuedVia {
+    /// A bearer token issued before the way was recorded.
+    #[default]
+    Token,
+    /// `gatehouse token issue` on the command line.
+    Cli,
+    /// The admin API (`POST /api/credentials`).
+    Api,
+    /// Minted on the console's Agents page.
+    Console,
+    /// An MCP client's OAuth sign-in, approved by its owner.
+    #[serde(rename = "oauth")]
+    OAuth,
+}
+
+impl IssuedVia {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssuedVia::Token => "token",
+            IssuedVia::Cli => "cli",
+            IssuedVia::Api => "api",
+            IssuedVia::Console => "console",
+            IssuedVia::OAuth => "oauth",
+        }
+    }
+
+    /// From the stored name (unknown names read as [`IssuedVia::Token`]).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "cli" => IssuedVia::Cli,
+            "api" => IssuedVia::Api,
+            "console" => IssuedVia::Console,
+            "oauth" => IssuedVia::OAuth,
+            _ => IssuedVia::Token,
+        }
+    }
+
+    /// How a person reads it on the Agents page.
+    pub fn label(self) -> &'static str {
+        match self {
+            IssuedVia::Token => "Bearer token",
+            IssuedVia::Cli => "Bearer token (CLI)",
+            IssuedVia::Api => "Bearer token (API)",
+            IssuedVia::Console => "Bearer token (console)",
+            IssuedVia::OAuth => "OAuth sign-in",
+        }
+    }
+}
+
 /// A credential with its liveness worked out against the window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CredentialView {
@@ -46,6 +100,10 @@ pub struct CredentialView {
     pub owner: Option<String>,
     /// Why it was revoked (`revoked`, `reissued`, …).
     pub revoked_reason: Option<String>,
+    /// How it was issued.
+    pub issued_via: IssuedVia,
+    /// The OAuth client's name, for credentials issued by OAuth.
+    pub oauth_client: Option<String>,
     /// Active, expired or revoked.
     pub status: CredentialStatus,
     /// RFC 3339 issue time.

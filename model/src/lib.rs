@@ -15,7 +15,7 @@ pub mod state;
 pub mod tools;
 pub mod user;
 
-pub use credential::{ClientConfig, CredentialStatus, CredentialView, MintedCredential, RevokeScope};
+pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
 pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
 pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};

@@ -42,6 +42,8 @@ pub async fn issue(
         thread: body.thread,
         provider_session: body.provider_session,
         owner,
+        via: gatehouse_core::credentials::IssuedVia::Api,
+        oauth_client: None,
     })?;
     tracing::info!(credential = %issued.id, agent = %issued.credential.agent, by = %admin.actor(), "credential issued");
     Ok((StatusCode::CREATED, ApiJson(IssuedCredential::new(issued, &state.mcp.base_url))))

@@ -62,6 +62,8 @@ pub async fn mint_credential(agent: String, thread: String, owner: String) -> Re
             thread,
             provider_session: None,
             owner: Some(owner),
+            via: gatehouse_core::credentials::IssuedVia::Console,
+            oauth_client: None,
         })?;
         tracing::info!(credential = %issued.id, agent = %issued.credential.agent, by = %user.username, "credential minted in the browser");
         let minted = MintedCredential {

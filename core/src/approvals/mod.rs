@@ -319,6 +319,8 @@ mod tests {
             last_seen_ms: 0,
             revoked_at_ms: None,
             revoked_reason: None,
+            issued_via: Default::default(),
+            oauth_client: None,
         };
         let opener = cred("cred_1", "claude", Some("t1"), Some("ada"));
         let e = |thread: Option<&str>| Execution {
