@@ -12,6 +12,7 @@ let gh: Gatehouse;
 let cookie = "";
 let pendingId = "";
 let settledId = "";
+let consentPath = "";
 const closers: (() => Promise<void>)[] = [];
 
 const shots =
@@ -44,6 +45,30 @@ test.beforeAll(async () => {
       pendingId = eid;
     }
   }
+  // An OAuth client asking ada for access: its consent page.
+  const reg = await fetch(`${gh.url}/oauth/register`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      client_name: "Claude Code",
+      redirect_uris: ["http://127.0.0.1:33418/callback"],
+      grant_types: ["authorization_code", "refresh_token"],
+      response_types: ["code"],
+      token_endpoint_auth_method: "none",
+    }),
+  });
+  expect(reg.status).toBe(201);
+  const { client_id } = await reg.json();
+  consentPath = `/oauth/authorize?${new URLSearchParams({
+    response_type: "code",
+    client_id,
+    redirect_uri: "http://127.0.0.1:33418/callback",
+    code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+    code_challenge_method: "S256",
+    state: "console-spec",
+    scope: "mcp",
+    resource: `${gh.url}/mcp`,
+  })}`;
 });
 test.afterAll(async () => {
   for (const close of closers) await close();
@@ -68,6 +93,7 @@ const pages: [string, () => string][] = [
   ["upstreams", () => "/upstreams"],
   ["grants", () => "/grants"],
   ["users", () => "/users"],
+  ["oauth-consent", () => consentPath],
 ];
 
 for (const [name, path] of pages) {
