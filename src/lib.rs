@@ -15,6 +15,7 @@ pub mod housekeeping;
 pub mod mcp;
 pub mod metrics;
 pub mod notify;
+pub mod oauth;
 pub mod router;
 pub mod security;
 pub mod server;

@@ -12,7 +12,7 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 use tower_cookies::CookieManagerLayer;
 
 use crate::state::AppState;
-use crate::{api, auth, mcp, metrics, security, site};
+use crate::{api, auth, mcp, metrics, oauth, security, site};
 
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
@@ -21,15 +21,26 @@ pub fn app(state: AppState) -> Router {
     let tools: std::sync::Arc<dyn gatehouse_app::server_fns::ToolCatalog> = std::sync::Arc::new(state.mcp.clone());
     let notify: std::sync::Arc<dyn gatehouse_app::server_fns::NotifyTargets> =
         std::sync::Arc::new(state.notify.clone());
+    let consent: std::sync::Arc<dyn gatehouse_app::server_fns::OAuthConsent> =
+        std::sync::Arc::new(oauth::authorize::ConsentSource { core: core.clone(), server: state.mcp.oauth.clone() });
     let context = move || {
         provide_context(core.clone());
         provide_context(minted.clone());
         provide_context(links.clone());
         provide_context(tools.clone());
         provide_context(notify.clone());
+        provide_context(consent.clone());
     };
+    // The consent page is served by the authorization endpoint, which checks
+    // the request (and may redirect) before drawing it.
+    let routes: Vec<_> =
+        generate_route_list(App).into_iter().filter(|r| r.path() != oauth::paths::AUTHORIZE).collect();
+    let consent_page = oauth::authorize::render_with(leptos_axum::render_app_to_stream_with_context(context.clone(), {
+        let options = state.leptos_options.clone();
+        move || shell(options.clone())
+    }));
     let pages = Router::<AppState>::new()
-        .leptos_routes_with_context(&state, generate_route_list(App), context, {
+        .leptos_routes_with_context(&state, routes, context, {
             let options = state.leptos_options.clone();
             move || shell(options.clone())
         })
@@ -56,6 +67,7 @@ pub fn app(state: AppState) -> Router {
     };
     let site = Router::new()
         .merge(api::router())
+        .merge(oauth::router(state.mcp.oauth.enabled, consent_page))
         .merge(pages)
         .fallback(fallback)
         .route("/pkg/{*path}", get(site::pkg))

@@ -111,7 +111,9 @@ pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Requ
         {
             return refuse(StatusCode::FORBIDDEN, "forbidden_origin", format!("Origin {o:?} is not allowed"));
         }
-    } else if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+    } else if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS)
+        && !crate::oauth::paths::CROSS_ORIGIN.contains(&request.uri().path())
+    {
         // Browsers send Origin on every cross-site POST, so a present Origin
         // must be ours. Without one, only a cookie can carry ambient
         // authority: a bearer header cannot be attached cross-site without CORS.
@@ -167,7 +169,11 @@ pub async fn security_headers(State(policy): State<HeaderPolicy>, mut request: R
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    if let Ok(csp) = csp {
+    // A page that widened its own policy (the OAuth consent page, whose
+    // form redirects to the client) keeps it; it is built from the same nonce.
+    if let Ok(csp) = csp
+        && !h.contains_key(header::CONTENT_SECURITY_POLICY)
+    {
         h.insert(header::CONTENT_SECURITY_POLICY, csp);
     }
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));

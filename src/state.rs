@@ -62,6 +62,7 @@ impl AppState {
             mcp: McpState {
                 max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),
+                oauth: crate::oauth::OAuthServer::new(&base_url, &config.oauth),
                 base_url,
                 codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir)?),
                 allow_model_decisions: config.allow_model_decisions,

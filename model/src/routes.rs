@@ -130,3 +130,6 @@ mod tests {
         assert_eq!(history_export(crate::ExportFormat::Csv, &f), "/api/history/export.csv?tool=rm");
     }
 }
+
+/// The OAuth authorization endpoint: the consent page (GET) and its decision (POST).
+pub const OAUTH_AUTHORIZE: &str = "/oauth/authorize";

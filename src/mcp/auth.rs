@@ -36,17 +36,21 @@ fn unauthorized(state: &McpState, rejection: Rejection) -> Response {
         }
         Rejection::UnknownOrExpiredToken => "the bearer token is unknown, revoked or expired; ask for a new one",
     };
-    let challenge = match rejection {
-        Rejection::MissingBearerToken => r#"Bearer realm="gatehouse""#,
-        Rejection::UnknownOrExpiredToken => r#"Bearer realm="gatehouse", error="invalid_token""#,
-    };
+    // With OAuth on, the challenge points clients at the resource metadata
+    // (RFC 9728 §5.1), where discovery of the sign-in starts.
+    let challenge = state.oauth.challenge(match rejection {
+        Rejection::MissingBearerToken => None,
+        Rejection::UnknownOrExpiredToken => Some("invalid_token"),
+    });
     let mut response = (
         StatusCode::UNAUTHORIZED,
         axum::Json(json!({ "error": "invalid_mcp_credential", "reason": rejection.reason(), "message": message })),
     )
         .into_response();
     let h = response.headers_mut();
-    h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    if let Ok(challenge) = HeaderValue::from_str(&challenge) {
+        h.insert(header::WWW_AUTHENTICATE, challenge);
+    }
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
@@ -73,7 +77,12 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
     let Some(token) = crate::auth::bearer_token(request.headers()) else {
         return unauthorized(&state, Rejection::MissingBearerToken);
     };
-    let credential = match state.core.credentials.authenticate(token) {
+    let accepted = if state.oauth.enabled && token.starts_with(gatehouse_core::oauth::ACCESS_PREFIX) {
+        state.core.oauth.authenticate(token, &state.oauth.resource).map_err(|e| e.to_string())
+    } else {
+        state.core.credentials.authenticate(token).map_err(|e| e.to_string())
+    };
+    let credential = match accepted {
         Ok(Ok(credential)) => credential,
         Ok(Err(rejection)) => return unauthorized(&state, rejection),
         Err(e) => {

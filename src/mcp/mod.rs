@@ -35,6 +35,8 @@ pub struct McpState {
     pub metrics: Arc<auth::AuthMetrics>,
     /// Base URL for approval links.
     pub base_url: String,
+    /// The OAuth authorization server's settings (challenges, the resource).
+    pub oauth: crate::oauth::OAuthServer,
     /// Seals and opens 2026-07-28 `requestState` values (key in the data dir).
     pub codec: Arc<rmcp::model::RequestStateCodec>,
     /// Whether `elicitation_mode=model` sessions may decide their own calls.

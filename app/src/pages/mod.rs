@@ -2,6 +2,7 @@
 //! so they work before hydration.
 
 pub mod agents;
+pub mod consent;
 pub mod grants;
 pub mod history;
 pub mod home;

@@ -93,3 +93,12 @@ pub trait ToolCatalog: Send + Sync {
 pub fn tool_catalog() -> Result<std::sync::Arc<dyn ToolCatalog>, ServerFnError> {
     use_context::<std::sync::Arc<dyn ToolCatalog>>().ok_or_else(|| ServerFnError::new("no tool catalogue"))
 }
+
+/// Where the OAuth consent page reads a sign-in request from (the server's
+/// authorization server implements it: the same checks the authorize
+/// endpoint makes).
+pub trait OAuthConsent: Send + Sync {
+    /// The request in `query` (the authorize URL's query string) as the
+    /// signed-in `user` would approve it, or why it cannot be approved.
+    fn consent(&self, user: &User, query: &str) -> gatehouse_model::ConsentInfo;
+}

@@ -14,6 +14,7 @@ pub mod history;
 #[cfg(feature = "ssr")]
 mod minted;
 pub mod notify;
+pub mod oauth;
 pub mod overview;
 pub mod policies;
 pub mod tools;
@@ -22,7 +23,7 @@ pub mod users;
 
 pub use agents::*;
 #[cfg(feature = "ssr")]
-pub use context::ToolCatalog;
+pub use context::{OAuthConsent, ToolCatalog};
 pub use executions::*;
 pub use grants::*;
 #[cfg(feature = "ssr")]
@@ -31,6 +32,7 @@ pub use history::*;
 #[cfg(feature = "ssr")]
 pub use minted::MintedTokens;
 pub use notify::*;
+pub use oauth::*;
 pub use overview::*;
 pub use policies::*;
 pub use tools::*;

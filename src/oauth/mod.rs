@@ -1,0 +1,208 @@
+//! Gatehouse as the OAuth 2.1 authorization server of MCP clients (the MCP
+//! authorization spec, 2025-11-25): discovery (RFC 9728, RFC 8414), client
+//! registration (RFC 7591, and Client ID Metadata Documents), the consent
+//! page, the token endpoint (authorization code with PKCE S256, rotating
+//! refresh tokens, RFC 8707 resource binding) and revocation (RFC 7009).
+//! The protocol state lives in [`gatehouse_core::oauth`]; this is the HTTP.
+
+pub mod authorize;
+pub mod client_metadata;
+pub mod discovery;
+pub mod register;
+pub mod token;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::{Extension, Router};
+use gatehouse_core::users::User;
+use tower_http::cors::{Any, CorsLayer};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use gatehouse_core::oauth::OAuthError;
+use oauth2::StandardErrorResponse;
+use oauth2::basic::BasicErrorResponseType;
+use url::Url;
+
+use crate::config::OAuthConfig;
+use crate::state::AppState;
+
+/// Where the endpoints are.
+pub mod paths {
+    /// RFC 9728 metadata of `/mcp` (path-suffixed form).
+    pub const RESOURCE_METADATA_MCP: &str = "/.well-known/oauth-protected-resource/mcp";
+    /// RFC 9728 metadata, root form.
+    pub const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
+    /// RFC 8414 metadata.
+    pub const SERVER_METADATA: &str = "/.well-known/oauth-authorization-server";
+    /// The authorization endpoint (the consent page).
+    pub const AUTHORIZE: &str = "/oauth/authorize";
+    /// The token endpoint.
+    pub const TOKEN: &str = "/oauth/token";
+    /// Dynamic client registration.
+    pub const REGISTER: &str = "/oauth/register";
+    /// Token revocation.
+    pub const REVOKE: &str = "/oauth/revoke";
+    /// Endpoints clients call from anywhere (browser-based ones too): they
+    /// read no cookie, so a cross-site request carries no ambient authority.
+    pub const CROSS_ORIGIN: [&str; 3] = [TOKEN, REGISTER, REVOKE];
+}
+
+/// What the HTTP side of the authorization server knows.
+#[derive(Debug, Clone)]
+pub struct OAuthServer {
+    /// Whether it is served at all.
+    pub enabled: bool,
+    /// The issuer identifier: this Gatehouse's base URL.
+    pub issuer: String,
+    /// The canonical URI of the protected resource: `<base>/mcp`.
+    pub resource: String,
+    /// Fetches client metadata documents.
+    pub documents: client_metadata::Fetcher,
+}
+
+impl OAuthServer {
+    /// The authorization server of the Gatehouse at `base_url`.
+    pub fn new(base_url: &str, config: &OAuthConfig) -> Self {
+        let base = base_url.trim_end_matches('/');
+        Self {
+            enabled: config.enabled,
+            issuer: base.to_string(),
+            resource: format!("{base}/mcp"),
+            documents: client_metadata::Fetcher::new(config.allow_private_client_metadata),
+        }
+    }
+
+    /// The URL of `path` on this Gatehouse.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.issuer)
+    }
+
+    /// The `WWW-Authenticate` challenge of a 401 from `/mcp`.
+    pub fn challenge(&self, error: Option<&str>) -> String {
+        let metadata = self.url(paths::RESOURCE_METADATA_MCP);
+        match (self.enabled, error) {
+            (true, Some(e)) => format!(r#"Bearer realm="gatehouse", error="{e}", resource_metadata="{metadata}""#),
+            (true, None) => format!(r#"Bearer realm="gatehouse", resource_metadata="{metadata}""#),
+            (false, Some(e)) => format!(r#"Bearer realm="gatehouse", error="{e}""#),
+            (false, None) => r#"Bearer realm="gatehouse""#.to_string(),
+        }
+    }
+
+    /// The resource a request names (RFC 8707), as the canonical
+    /// `<base>/mcp`: absent means this one; this Gatehouse's `/mcp` (or its
+    /// base URL), with or without a trailing slash, is accepted; anything
+    /// else is another server's and refused with `invalid_target`.
+    pub fn resource_param(&self, presented: Option<&str>) -> Result<String, OAuthError> {
+        let Some(presented) = presented.filter(|p| !p.is_empty()) else { return Ok(self.resource.clone()) };
+        let refuse = || {
+            OAuthError::InvalidTarget(format!(
+                "resource {presented:?} is not this Gatehouse; use {:?}",
+                self.resource
+            ))
+        };
+        let (Ok(given), Ok(ours)) = (Url::parse(presented), Url::parse(&self.issuer)) else { return Err(refuse()) };
+        let path = given.path().trim_end_matches('/');
+        let same = given.origin() == ours.origin()
+            && given.query().is_none()
+            && given.fragment().is_none()
+            && (path.is_empty() || path == "/mcp");
+        if same { Ok(self.resource.clone()) } else { Err(refuse()) }
+    }
+}
+
+/// The authorization server's routes (none when `[oauth] enabled = false`);
+/// `render` draws the consent page.
+pub fn router(enabled: bool, render: authorize::Render) -> Router<AppState> {
+    if !enabled {
+        return Router::new();
+    }
+    // Discovery, registration, tokens and revocation answer browser-based
+    // clients too (no cookies are read or set there).
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION, header::HeaderName::from_static("mcp-protocol-version")]);
+    let open = Router::new()
+        .route(paths::RESOURCE_METADATA_MCP, get(discovery::resource_metadata))
+        .route(paths::RESOURCE_METADATA, get(discovery::resource_metadata))
+        .route(paths::SERVER_METADATA, get(discovery::server_metadata))
+        .route(paths::TOKEN, post(token::token))
+        .route(paths::REGISTER, post(register::register))
+        .route(paths::REVOKE, post(token::revoke))
+        .layer(cors);
+    let start = move |State(state): State<AppState>, user: Option<Extension<User>>, request: Request| {
+        let render = render.clone();
+        async move { authorize::start(state, render, user, request).await }
+    };
+    Router::new().merge(open).route(paths::AUTHORIZE, get(start).post(authorize::decide))
+}
+
+/// An OAuth error as the RFCs answer it: a JSON `{error, error_description}`
+/// body (built with the `oauth2` crate's types), 400 — or 401 with a
+/// challenge for client authentication, 503 when busy, 500 for our faults.
+#[derive(Debug)]
+pub struct OAuthResponseError(pub OAuthError);
+
+impl From<OAuthError> for OAuthResponseError {
+    fn from(e: OAuthError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for OAuthResponseError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let status = match &e {
+            OAuthError::InvalidClient(_) => StatusCode::UNAUTHORIZED,
+            OAuthError::TemporarilyUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            OAuthError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let description = match &e {
+            OAuthError::Store(inner) => {
+                tracing::error!(error = %inner, "OAuth request failed in the store");
+                "internal error".to_string()
+            }
+            other => {
+                tracing::warn!(error = other.code(), message = %other, "OAuth request refused");
+                other.to_string()
+            }
+        };
+        let kind = match e.code() {
+            "invalid_client" => BasicErrorResponseType::InvalidClient,
+            "invalid_grant" => BasicErrorResponseType::InvalidGrant,
+            "invalid_request" => BasicErrorResponseType::InvalidRequest,
+            "unsupported_grant_type" => BasicErrorResponseType::UnsupportedGrantType,
+            other => BasicErrorResponseType::Extension(other.to_string()),
+        };
+        let body = StandardErrorResponse::new(kind, Some(description), None);
+        let mut response = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(r#"Basic realm="gatehouse""#));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resource_must_be_this_gatehouse() {
+        let server = OAuthServer::new("http://127.0.0.1:8080", &OAuthConfig::default());
+        for ok in [None, Some(""), Some("http://127.0.0.1:8080/mcp"), Some("http://127.0.0.1:8080/mcp/"), Some("http://127.0.0.1:8080")] {
+            assert_eq!(server.resource_param(ok).unwrap(), "http://127.0.0.1:8080/mcp", "{ok:?}");
+        }
+        for bad in [
+            "http://127.0.0.1:8081/mcp",
+            "https://127.0.0.1:8080/mcp",
+            "http://127.0.0.1:8080/other",
+            "http://evil.example/mcp",
+            "http://127.0.0.1:8080/mcp?x=1",
+            "not a url",
+        ] {
+            assert_eq!(server.resource_param(Some(bad)).unwrap_err().code(), "invalid_target", "{bad}");
+        }
+    }
+}

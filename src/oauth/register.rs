@@ -1,0 +1,86 @@
+//! Dynamic client registration (RFC 7591): open to anyone, as MCP clients
+//! register themselves. What a registration claims (its name above all) is
+//! not verified, and the consent page says so; never-used registrations are
+//! forgotten after a day and capped in number.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use gatehouse_core::oauth::{ClientMetadata, OAuthError};
+use serde::{Deserialize, Serialize};
+
+use super::OAuthResponseError;
+use crate::state::AppState;
+
+/// The RFC 7591 §2 fields Gatehouse reads (others are ignored).
+#[derive(Debug, Deserialize)]
+pub struct RegistrationRequest {
+    /// Where codes may be sent.
+    #[serde(default)]
+    pub redirect_uris: Vec<String>,
+    /// The client's name, shown (as unverified) on the consent page.
+    pub client_name: Option<String>,
+    /// `none` (public), `client_secret_post` or `client_secret_basic` (default).
+    pub token_endpoint_auth_method: Option<String>,
+    /// Must include `authorization_code`; may include `refresh_token`.
+    pub grant_types: Option<Vec<String>>,
+    /// Only `code`.
+    pub response_types: Option<Vec<String>>,
+}
+
+/// RFC 7591 §3.2.1.
+#[derive(Debug, Serialize)]
+pub struct RegistrationResponse {
+    /// The new client's id.
+    pub client_id: String,
+    /// Its secret (confidential clients only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// Registration time (Unix seconds).
+    pub client_id_issued_at: i64,
+    /// 0: the secret does not expire.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret_expires_at: Option<i64>,
+    /// As registered.
+    pub client_name: String,
+    /// As registered.
+    pub redirect_uris: Vec<String>,
+    /// As registered.
+    pub token_endpoint_auth_method: &'static str,
+    /// What it may use.
+    pub grant_types: Vec<&'static str>,
+    /// `["code"]`
+    pub response_types: Vec<&'static str>,
+}
+
+/// `POST /oauth/register` with a JSON body.
+pub async fn register(State(state): State<AppState>, body: axum::body::Bytes) -> Result<Response, OAuthResponseError> {
+    let request: RegistrationRequest = serde_json::from_slice(&body)
+        .map_err(|e| OAuthError::InvalidClientMetadata(format!("not a registration request: {e}")))?;
+    let metadata = ClientMetadata::check(
+        request.client_name.as_deref(),
+        &request.redirect_uris,
+        request.token_endpoint_auth_method.as_deref(),
+        request.grant_types.as_deref(),
+        request.response_types.as_deref(),
+    )?;
+    let oauth = state.mcp.core.oauth.clone();
+    let registered = tokio::task::spawn_blocking(move || oauth.register(metadata))
+        .await
+        .map_err(|e| OAuthError::Store(gatehouse_core::CoreError::Join(e.to_string())))??;
+    let client = registered.client;
+    tracing::info!(client = %client.client_id, name = ?client.name, "OAuth client registered");
+    let body = RegistrationResponse {
+        client_secret_expires_at: registered.secret.as_ref().map(|_| 0),
+        client_secret: registered.secret,
+        client_id: client.client_id,
+        client_id_issued_at: registered.issued_at_secs,
+        client_name: client.name,
+        redirect_uris: client.redirect_uris,
+        token_endpoint_auth_method: client.auth_method.as_str(),
+        grant_types: vec!["authorization_code", "refresh_token"],
+        response_types: vec!["code"],
+    };
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
