@@ -1,5 +1,6 @@
 //! Background housekeeping: deletes browser sessions that have expired and
-//! audit entries older than `audit_retention`, once at start and then every
+//! audit entries older than `audit_retention`, and dead OAuth codes, tokens
+//! and unused client registrations, once at start and then every
 //! [`EVERY`], until the server shuts down.
 
 use std::time::Duration;
@@ -18,6 +19,8 @@ pub struct Swept {
     pub sessions: usize,
     /// Audit entries past the retention.
     pub audit_events: usize,
+    /// Expired OAuth codes and tokens, and registrations never used.
+    pub oauth: usize,
 }
 
 /// One sweep, on a blocking thread (it may delete many rows).
@@ -26,7 +29,8 @@ pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, Core
     tokio::task::spawn_blocking(move || {
         let sessions = core.users.purge_expired_sessions()?;
         let audit_events = AuditLog::new(core.db.clone(), core.clock.clone()).prune_older_than(audit_retention)?;
-        Ok(Swept { sessions, audit_events })
+        let oauth = core.oauth.purge()?;
+        Ok(Swept { sessions, audit_events, oauth })
     })
     .await
     .map_err(|e| CoreError::Join(e.to_string()))?
@@ -47,6 +51,7 @@ pub async fn run(core: Core, audit_retention: Duration, shutdown: CancellationTo
                 tracing::info!(
                     sessions = swept.sessions,
                     audit_events = swept.audit_events,
+                    oauth = swept.oauth,
                     "housekeeping deleted old rows"
                 );
             }

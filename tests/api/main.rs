@@ -14,6 +14,7 @@ mod mcp_auth;
 mod mcp_transport;
 mod native;
 mod notify;
+mod oauth;
 mod operator;
 mod page_guards;
 mod pinning;
