@@ -332,16 +332,14 @@ test("a client ID metadata document whose client_id is not its own URL is refuse
   const c = OAuthClient.start(["--client-metadata-url", docUrl]);
   try {
     const { url } = await c.event("authorize");
-    await page.goto(url);
-    if (page.url().includes("/sign-in")) {
-      await page.getByLabel("Username").fill("oscar");
-      await page.getByLabel("Password").fill(PW);
-      await page.getByRole("button", { name: "Sign in" }).click();
-    }
-    await expect(page).toHaveURL(/\/oauth\/authorize\?/);
-    // An unverifiable client never reaches a consent page, nor is the browser sent to its redirect URI.
+    await signInPage(page, gh, "oscar", PW, "/");
+    const response = await page.goto(url);
+    // An unverifiable client gets no consent page, and the browser is not
+    // sent to the redirect URI it claims: the person is told it cannot be used.
+    expect(response?.status()).toBe(400);
+    expect(page.url()).toBe(url);
+    await expect(page.getByRole("heading", { level: 1 })).toHaveText("This sign-in request cannot be used");
     await expect(page.getByRole("button", { name: "Allow" })).toHaveCount(0);
-    expect(page.url().startsWith(gh.url)).toBe(true);
     await expect(page.locator("body")).not.toContainText("Impostor");
   } finally {
     c.stop();
