@@ -192,7 +192,9 @@ test("TypeScript SDK, registered dynamically: sign in, consent under a chosen ag
     const consent = page.locator("main");
     await expect(consent).toContainText("Olive's Editor");
     await expect(consent).toContainText(redirectUri);
-    await expect(consent).toContainText("olive");
+    await expect(consent).toContainText("Signed in as olive");
+    // A registered name is only the client's own claim, and the page says so.
+    await expect(consent).toContainText("the name is the client's own claim");
     const agentName = page.getByLabel("Agent name");
     await expect(agentName).toHaveValue("Olive's Editor");
     await agentName.fill("olive-laptop");
@@ -294,6 +296,9 @@ test("TypeScript SDK with a client ID metadata document: Gatehouse fetches it, t
     await signInToConsent(page, url, "oscar");
     expect(hits).toContain("/oauth/client.json");
     await expect(page.locator("main")).toContainText("Metadata Doc Client");
+    // The name is vouched for by the host that serves the document.
+    await expect(page.locator("main")).toContainText("127.0.0.1");
+    await expect(page.locator("main")).not.toContainText("the name is the client's own claim");
     await expect(page.locator("main")).toContainText(authorize.searchParams.get("redirect_uri")!);
     await expect(page.getByLabel("Agent name")).toHaveValue("Metadata Doc Client");
     await page.getByRole("button", { name: "Allow" }).click();
@@ -351,6 +356,10 @@ test("Deny: the client is sent back with access_denied, its sign-in fails, and n
   const c = OAuthClient.start(["--client-name", "Unwanted Tool"]);
   try {
     const { url } = await c.event("authorize");
+    // Signed out, the authorization endpoint sends the browser to sign in first (303).
+    const signedOut = await fetch(url, { redirect: "manual" });
+    expect(signedOut.status).toBe(303);
+    expect(signedOut.headers.get("location")).toMatch(/^\/sign-in\?next=%2Foauth%2Fauthorize%3F/);
     await signInToConsent(page, url, "nadia");
     await page.getByRole("button", { name: "Deny" }).click();
     await expect(page.getByRole("heading", { name: /Authorization failed: access_denied/ })).toBeVisible();
