@@ -1,4 +1,5 @@
-//! The command line: `serve` (the default), `token`, `user` and `api-token`.
+//! The command line: `serve` (the default), `token`, `user`, `api-token`,
+//! `migrate` and `backup`.
 //! The CLI works on the same database whether or not a server is running.
 
 use std::io::Read;
@@ -58,6 +59,23 @@ pub enum Command {
     /// Admin API tokens for orchestrators.
     #[command(subcommand, name = "api-token")]
     ApiToken(ApiTokenCommand),
+    /// Migrate the database to this version's schema and exit (for deploy pipelines).
+    Migrate {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy the database to FILE while a server may be running (SQLite online backup).
+    Backup {
+        /// The backup file to create (owner-only).
+        file: PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `gatehouse token …`
@@ -160,6 +178,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token(cmd) => token(&config, cmd),
         Command::User(cmd) => user(&config, cmd),
         Command::ApiToken(cmd) => api_token(&config, cmd),
+        Command::Migrate { json } => crate::operations::migrate(&config, json),
+        Command::Backup { file, force, json } => crate::operations::backup(&config, &file, force, json),
     }
 }
 

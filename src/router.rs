@@ -12,7 +12,7 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 use tower_cookies::CookieManagerLayer;
 
 use crate::state::AppState;
-use crate::{api, auth, mcp, metrics, oauth, security, site};
+use crate::{api, auth, health, mcp, metrics, oauth, security, site};
 
 /// The whole router: `/mcp`, the API, the site. Tests call this directly.
 pub fn app(state: AppState) -> Router {
@@ -35,8 +35,7 @@ pub fn app(state: AppState) -> Router {
     // the request (and may redirect) before drawing it. Rendered async like
     // the routed pages (SsrMode::Async): a streamed render would send the form
     // as a template only JavaScript swaps in, so it would not work without it.
-    let routes: Vec<_> =
-        generate_route_list(App).into_iter().filter(|r| r.path() != oauth::paths::AUTHORIZE).collect();
+    let routes: Vec<_> = generate_route_list(App).into_iter().filter(|r| r.path() != oauth::paths::AUTHORIZE).collect();
     let consent_page = oauth::authorize::render_with(leptos_axum::render_app_async_with_context(context.clone(), {
         let options = state.leptos_options.clone();
         move || shell(options.clone())
@@ -74,7 +73,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(fallback)
         .route("/pkg/{*path}", get(site::pkg))
         .route("/favicon.ico", get(site::favicon))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::admin_metrics))
         .layer(from_fn_with_state(state.clone(), auth::load_user))
         .layer(CookieManagerLayer::new())

@@ -123,6 +123,8 @@ impl Application {
                 tasks.clone(),
             ))
         });
+        // Start-up is done: migrated, paused executions restored, tasks running.
+        state.ready.set_ready();
         crate::server::serve(self.listener, self.router, limits, shutdown, tasks.clone()).await;
         drain(&tasks).await;
         // Every queued write of paused executions reaches the disk before exit.

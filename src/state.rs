@@ -34,6 +34,8 @@ pub struct AppState {
     pub links: gatehouse_app::server_fns::HeldLinks,
     /// `[[notify]]` targets and their delivery status (started by [`crate::startup::Application::run`]).
     pub notify: crate::notify::Notifier,
+    /// Set once start-up is done (`/readyz`).
+    pub ready: crate::health::Readiness,
 }
 
 impl AppState {
@@ -62,7 +64,7 @@ impl AppState {
             mcp: McpState {
                 max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),
-                oauth: crate::oauth::OAuthServer::new(&base_url, &config.oauth),
+                oauth: crate::oauth::OAuthServer::new(&base_url, &config.oauth).fixed(config.public_url.is_some()),
                 base_url,
                 codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir)?),
                 allow_model_decisions: config.allow_model_decisions,
@@ -83,6 +85,7 @@ impl AppState {
             leptos_options: leptos_options(),
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
             throttles,
+            ready: crate::health::Readiness::default(),
         })
     }
 

@@ -15,6 +15,7 @@ pub mod db;
 pub mod error;
 pub mod grants;
 pub mod live;
+pub mod maintenance;
 pub mod oauth;
 pub mod pins;
 pub mod policy;
@@ -101,7 +102,8 @@ impl Core {
         let audit = audit::AuditLog::new(db.clone(), clock.clone());
         let credentials =
             credentials::CredentialStore::new(db.clone(), clock.clone(), settings.liveness_window, live.clone());
-        let oauth = oauth::OAuthStore::new(db.clone(), clock.clone(), credentials.clone(), live.clone(), settings.oauth);
+        let oauth =
+            oauth::OAuthStore::new(db.clone(), clock.clone(), credentials.clone(), live.clone(), settings.oauth);
         Ok(Self {
             approvals: approvals::ApprovalStore::new(
                 audit,

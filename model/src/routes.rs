@@ -111,6 +111,9 @@ fn with_query(path: &str, query: &str) -> String {
     if query.is_empty() { path.to_string() } else { format!("{path}?{query}") }
 }
 
+/// The OAuth authorization endpoint: the consent page (GET) and its decision (POST).
+pub const OAUTH_AUTHORIZE: &str = "/oauth/authorize";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +133,3 @@ mod tests {
         assert_eq!(history_export(crate::ExportFormat::Csv, &f), "/api/history/export.csv?tool=rm");
     }
 }
-
-/// The OAuth authorization endpoint: the consent page (GET) and its decision (POST).
-pub const OAUTH_AUTHORIZE: &str = "/oauth/authorize";

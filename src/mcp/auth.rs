@@ -22,7 +22,7 @@ pub struct AuthMetrics {
     pub unknown: AtomicU64,
 }
 
-fn unauthorized(state: &McpState, rejection: Rejection) -> Response {
+fn unauthorized(state: &McpState, host: Option<&str>, rejection: Rejection) -> Response {
     let counter = match rejection {
         Rejection::MissingBearerToken => &state.metrics.missing,
         Rejection::UnknownOrExpiredToken => &state.metrics.unknown,
@@ -38,7 +38,7 @@ fn unauthorized(state: &McpState, rejection: Rejection) -> Response {
     };
     // With OAuth on, the challenge points clients at the resource metadata
     // (RFC 9728 §5.1), where discovery of the sign-in starts.
-    let challenge = state.oauth.challenge(match rejection {
+    let challenge = state.oauth.seen_from(host).challenge(match rejection {
         Rejection::MissingBearerToken => None,
         Rejection::UnknownOrExpiredToken => Some("invalid_token"),
     });
@@ -74,17 +74,19 @@ fn is_initialize(body: &[u8]) -> bool {
 /// Authenticates every `/mcp` request; the accepted credential goes into the
 /// request extensions for the tool handlers.
 pub async fn authenticate(State(state): State<McpState>, mut request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string);
     let Some(token) = crate::auth::bearer_token(request.headers()) else {
-        return unauthorized(&state, Rejection::MissingBearerToken);
+        return unauthorized(&state, host.as_deref(), Rejection::MissingBearerToken);
     };
     let accepted = if state.oauth.enabled && token.starts_with(gatehouse_core::oauth::ACCESS_PREFIX) {
-        state.core.oauth.authenticate(token, &state.oauth.resource).map_err(|e| e.to_string())
+        let resource = state.oauth.seen_from(host.as_deref()).resource;
+        state.core.oauth.authenticate(token, &resource).map_err(|e| e.to_string())
     } else {
         state.core.credentials.authenticate(token).map_err(|e| e.to_string())
     };
     let credential = match accepted {
         Ok(Ok(credential)) => credential,
-        Ok(Err(rejection)) => return unauthorized(&state, rejection),
+        Ok(Err(rejection)) => return unauthorized(&state, host.as_deref(), rejection),
         Err(e) => {
             tracing::error!(error = %e, "credential lookup failed");
             return jsonrpc_error(StatusCode::INTERNAL_SERVER_ERROR, -32603, "internal error".into());

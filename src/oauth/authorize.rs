@@ -15,12 +15,12 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::Core;
+use gatehouse_core::model::{ConsentInfo, ConsentView};
 use gatehouse_core::oauth::{Client, ClientKind, Consent, OAuthError, is_pkce_value, redirect_matches};
 use gatehouse_core::users::User;
-use gatehouse_core::model::{ConsentInfo, ConsentView};
 use serde::Deserialize;
 use url::Url;
 
@@ -128,7 +128,10 @@ async fn find_client(state: &AppState, client_id: &str, fetch: bool) -> Result<C
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
     if !client_metadata::is_document_url(client_id) {
-        return known.ok_or_else(|| "This client is not registered here (it may have been forgotten after a day unused). Connect it again.".into());
+        return known.ok_or_else(|| {
+            "This client is not registered here (it may have been forgotten after a day unused). Connect it again."
+                .into()
+        });
     }
     let now = state.mcp.core.clock.now_ms();
     if let Some(client) = &known
@@ -149,18 +152,22 @@ async fn find_client(state: &AppState, client_id: &str, fetch: bool) -> Result<C
 }
 
 /// Every check of an authorization request, in the order RFC 6749 §4.1.2.1 gives.
-pub async fn check(state: &AppState, params: &AuthorizeParams, fetch: bool) -> Result<Checked, Refusal> {
+/// `server` is the authorization server as this request sees it.
+pub async fn check(
+    state: &AppState,
+    server: &OAuthServer,
+    params: &AuthorizeParams,
+    fetch: bool,
+) -> Result<Checked, Refusal> {
     let client_id = params.client_id.as_deref().filter(|c| !c.is_empty());
     let client_id = client_id.ok_or_else(|| Refusal::Page("The request names no client (client_id).".into()))?;
     let client = find_client(state, client_id, fetch).await.map_err(Refusal::Page)?;
-    check_with_client(&state.mcp.oauth, client, params)
+    check_with_client(server, client, params)
 }
 
 fn check_with_client(server: &OAuthServer, client: Client, params: &AuthorizeParams) -> Result<Checked, Refusal> {
-    let redirect_uri = params
-        .redirect_uri
-        .clone()
-        .ok_or_else(|| Refusal::Page("The request names no redirect_uri.".into()))?;
+    let redirect_uri =
+        params.redirect_uri.clone().ok_or_else(|| Refusal::Page("The request names no redirect_uri.".into()))?;
     if !redirect_matches(&client.redirect_uris, &redirect_uri) {
         return Err(Refusal::Page(format!(
             "{redirect_uri:?} is not a redirect URI this client registered, so Gatehouse will not send you there."
@@ -230,7 +237,7 @@ pub struct ConsentSource {
 }
 
 impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
-    fn consent(&self, user: &User, query: &str) -> ConsentInfo {
+    fn consent(&self, user: &User, query: &str, host: Option<&str>) -> ConsentInfo {
         let params: AuthorizeParams = match serde_urlencoded::from_str(query) {
             Ok(p) => p,
             Err(e) => return ConsentInfo::Refused(format!("The request is malformed: {e}.")),
@@ -244,10 +251,12 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
             Ok(None) => return ConsentInfo::Refused("This client is not registered here. Connect it again.".into()),
             Err(e) => return ConsentInfo::Refused(format!("Could not look the client up: {e}")),
         };
-        match check_with_client(&self.server, client, &params) {
+        match check_with_client(&self.server.seen_from(host), client, &params) {
             Ok(checked) => ConsentInfo::Ask(view(&checked, &params, user)),
             Err(Refusal::Page(why)) => ConsentInfo::Refused(why),
-            Err(Refusal::Redirect(_)) => ConsentInfo::Refused("The request is not valid; start connecting again.".into()),
+            Err(Refusal::Redirect(_)) => {
+                ConsentInfo::Refused("The request is not valid; start connecting again.".into())
+            }
         }
     }
 }
@@ -273,7 +282,8 @@ pub async fn start(state: AppState, render: Render, user: Option<Extension<User>
             return page(render, request, StatusCode::BAD_REQUEST, None).await;
         }
     };
-    let checked = match check(&state, &params, true).await {
+    let server = state.mcp.oauth.seen_by(request.headers());
+    let checked = match check(&state, &server, &params, true).await {
         Ok(checked) => checked,
         Err(Refusal::Redirect(url)) => return Redirect::to(&url).into_response(),
         Err(Refusal::Page(why)) => {
@@ -323,6 +333,7 @@ pub struct DecisionForm {
 pub async fn decide(
     State(state): State<AppState>,
     user: Option<Extension<User>>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let form: DecisionForm =
@@ -331,12 +342,13 @@ pub async fn decide(
         let next: String = url::form_urlencoded::byte_serialize(form.params.path_and_query().as_bytes()).collect();
         return Ok(Redirect::to(&format!("/sign-in?next={next}")).into_response());
     };
-    let checked = match check(&state, &form.params, false).await {
+    let server = state.mcp.oauth.seen_by(&headers);
+    let checked = match check(&state, &server, &form.params, false).await {
         Ok(checked) => checked,
         Err(Refusal::Redirect(url)) => return Ok(Redirect::to(&url).into_response()),
         Err(Refusal::Page(why)) => return Err(ApiError::BadRequest(why)),
     };
-    let issuer = state.mcp.oauth.issuer.clone();
+    let issuer = server.issuer.clone();
     match form.decision.as_deref() {
         Some("deny") => {
             tracing::info!(user = %user.username, client = %checked.client.client_id, "OAuth sign-in denied");
@@ -352,7 +364,9 @@ pub async fn decide(
             let agent = form.agent.as_deref().map(str::trim).unwrap_or_default();
             let agent = if agent.is_empty() { checked.client.name.clone() } else { agent.to_string() };
             if agent.chars().count() > 200 || agent.chars().any(char::is_control) {
-                return Err(ApiError::BadRequest("the agent name must be at most 200 characters, without control characters".into()));
+                return Err(ApiError::BadRequest(
+                    "the agent name must be at most 200 characters, without control characters".into(),
+                ));
             }
             let consent = Consent {
                 client_id: checked.client.client_id.clone(),

@@ -125,10 +125,8 @@ impl Fetcher {
     }
 
     async fn resolve(&self, host: &str, port: u16) -> Result<SocketAddr, String> {
-        let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| format!("cannot resolve {host}: {e}"))?
-            .collect();
+        let addresses: Vec<SocketAddr> =
+            tokio::net::lookup_host((host, port)).await.map_err(|e| format!("cannot resolve {host}: {e}"))?.collect();
         let first = *addresses.first().ok_or_else(|| format!("{host} has no address"))?;
         if !self.allow_private
             && let Some(private) = addresses.iter().find(|a| !is_public(a.ip()))
@@ -178,7 +176,8 @@ mod tests {
 
     #[test]
     fn only_public_addresses_count_as_public() {
-        for private in ["127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.0.1", "169.254.169.254", "100.64.0.1", "0.0.0.0"]
+        for private in
+            ["127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.0.1", "169.254.169.254", "100.64.0.1", "0.0.0.0"]
         {
             assert!(!is_public(private.parse().unwrap()), "{private}");
         }

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_core::oauth::SCOPE;
 use serde::Serialize;
@@ -70,8 +70,8 @@ fn public_json(body: impl Serialize) -> Response {
 }
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`
-pub async fn resource_metadata(State(state): State<AppState>) -> Response {
-    let server = &state.mcp.oauth;
+pub async fn resource_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let server = &state.mcp.oauth.seen_by(&headers);
     public_json(ResourceMetadata {
         resource: server.resource.clone(),
         authorization_servers: vec![server.issuer.clone()],
@@ -82,8 +82,8 @@ pub async fn resource_metadata(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /.well-known/oauth-authorization-server`
-pub async fn server_metadata(State(state): State<AppState>) -> Response {
-    let server = &state.mcp.oauth;
+pub async fn server_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let server = &state.mcp.oauth.seen_by(&headers);
     public_json(ServerMetadata {
         issuer: server.issuer.clone(),
         authorization_endpoint: server.url(paths::AUTHORIZE),

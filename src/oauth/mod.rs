@@ -13,14 +13,14 @@ pub mod token;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::{Extension, Router};
-use gatehouse_core::users::User;
-use tower_http::cors::{Any, CorsLayer};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use gatehouse_core::oauth::OAuthError;
+use gatehouse_core::users::User;
 use oauth2::StandardErrorResponse;
 use oauth2::basic::BasicErrorResponseType;
+use tower_http::cors::{Any, CorsLayer};
 use url::Url;
 
 use crate::config::OAuthConfig;
@@ -58,6 +58,9 @@ pub struct OAuthServer {
     pub resource: String,
     /// Fetches client metadata documents.
     pub documents: client_metadata::Fetcher,
+    /// Whether the base URL is configured (`public_url`); if not, it is the
+    /// one each request used (see [`OAuthServer::seen_from`]).
+    pub fixed: bool,
 }
 
 impl OAuthServer {
@@ -69,7 +72,34 @@ impl OAuthServer {
             issuer: base.to_string(),
             resource: format!("{base}/mcp"),
             documents: client_metadata::Fetcher::new(config.allow_private_client_metadata),
+            fixed: false,
         }
+    }
+
+    /// The same, with the base URL configured (`public_url`) rather than
+    /// the bound address.
+    pub fn fixed(mut self, fixed: bool) -> Self {
+        self.fixed = fixed;
+        self
+    }
+
+    /// This server as a request to `host` sees it. Without a configured
+    /// `public_url` the base URL is the one the client used (its `Host`,
+    /// already allow-listed): a client that connects to `localhost` gets
+    /// metadata, an issuer and tokens for `localhost`, as it checks they are.
+    pub fn seen_from(&self, host: Option<&str>) -> OAuthServer {
+        let usable = |h: &&str| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic() && !b"/?#@\\".contains(&b));
+        match host.filter(usable) {
+            Some(host) if !self.fixed => {
+                OAuthServer { issuer: format!("http://{host}"), resource: format!("http://{host}/mcp"), ..self.clone() }
+            }
+            _ => self.clone(),
+        }
+    }
+
+    /// [`OAuthServer::seen_from`] the `Host` of `headers`.
+    pub fn seen_by(&self, headers: &axum::http::HeaderMap) -> OAuthServer {
+        self.seen_from(headers.get(header::HOST).and_then(|h| h.to_str().ok()))
     }
 
     /// The URL of `path` on this Gatehouse.
@@ -95,10 +125,7 @@ impl OAuthServer {
     pub fn resource_param(&self, presented: Option<&str>) -> Result<String, OAuthError> {
         let Some(presented) = presented.filter(|p| !p.is_empty()) else { return Ok(self.resource.clone()) };
         let refuse = || {
-            OAuthError::InvalidTarget(format!(
-                "resource {presented:?} is not this Gatehouse; use {:?}",
-                self.resource
-            ))
+            OAuthError::InvalidTarget(format!("resource {presented:?} is not this Gatehouse; use {:?}", self.resource))
         };
         let (Ok(given), Ok(ours)) = (Url::parse(presented), Url::parse(&self.issuer)) else { return Err(refuse()) };
         let path = given.path().trim_end_matches('/');
@@ -118,10 +145,11 @@ pub fn router(enabled: bool, render: authorize::Render) -> Router<AppState> {
     }
     // Discovery, registration, tokens and revocation answer browser-based
     // clients too (no cookies are read or set there).
-    let cors = CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([Method::GET, Method::POST])
-        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION, header::HeaderName::from_static("mcp-protocol-version")]);
+    let cors = CorsLayer::new().allow_origin(Any).allow_methods([Method::GET, Method::POST]).allow_headers([
+        header::CONTENT_TYPE,
+        header::AUTHORIZATION,
+        header::HeaderName::from_static("mcp-protocol-version"),
+    ]);
     let open = Router::new()
         .route(paths::RESOURCE_METADATA_MCP, get(discovery::resource_metadata))
         .route(paths::RESOURCE_METADATA, get(discovery::resource_metadata))
@@ -178,7 +206,9 @@ impl IntoResponse for OAuthResponseError {
         let body = StandardErrorResponse::new(kind, Some(description), None);
         let mut response = (status, axum::Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(r#"Basic realm="gatehouse""#));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(r#"Basic realm="gatehouse""#));
         }
         response
     }
@@ -191,7 +221,13 @@ mod tests {
     #[test]
     fn the_resource_must_be_this_gatehouse() {
         let server = OAuthServer::new("http://127.0.0.1:8080", &OAuthConfig::default());
-        for ok in [None, Some(""), Some("http://127.0.0.1:8080/mcp"), Some("http://127.0.0.1:8080/mcp/"), Some("http://127.0.0.1:8080")] {
+        for ok in [
+            None,
+            Some(""),
+            Some("http://127.0.0.1:8080/mcp"),
+            Some("http://127.0.0.1:8080/mcp/"),
+            Some("http://127.0.0.1:8080"),
+        ] {
             assert_eq!(server.resource_param(ok).unwrap(), "http://127.0.0.1:8080/mcp", "{ok:?}");
         }
         for bad in [

@@ -74,7 +74,12 @@ fn client_credentials(
         let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).map_err(|_| bad())?;
         let decoded = String::from_utf8(decoded).map_err(|_| bad())?;
         let (id, secret) = decoded.split_once(':').ok_or_else(bad)?;
-        let unescape = |s: &str| -> String { url::form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default() };
+        let unescape = |s: &str| -> String {
+            url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        };
         let (id, secret) = (unescape(id), unescape(secret));
         if client_id.as_deref().is_some_and(|c| c != id) {
             return Err(OAuthError::InvalidClient("client_id differs from the authenticated client".into()));
@@ -115,12 +120,13 @@ async fn issue(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Res
     let request: TokenRequest = parse_form(headers, body)?;
     let (client_id, secret, via) = client_credentials(headers, request.client_id, request.client_secret)?;
     let oauth = state.mcp.core.oauth.clone();
+    let server = state.mcp.oauth.seen_by(headers);
     let tokens = match request.grant_type.as_deref() {
         Some("authorization_code") => {
             let code = required(request.code, "code")?;
             let redirect_uri = required(request.redirect_uri, "redirect_uri")?;
             let verifier = required(request.code_verifier, "code_verifier")?;
-            let resource = state.mcp.oauth.resource_param(request.resource.as_deref())?;
+            let resource = server.resource_param(request.resource.as_deref())?;
             blocking(oauth, move |o| {
                 let client = authenticate(o, &client_id, secret.as_deref(), via)?;
                 o.exchange_code(&client, &code, &redirect_uri, &verifier, &resource)
@@ -130,7 +136,7 @@ async fn issue(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Res
         Some("refresh_token") => {
             let refresh = required(request.refresh_token, "refresh_token")?;
             let resource = match request.resource.as_deref() {
-                Some(r) => Some(state.mcp.oauth.resource_param(Some(r))?),
+                Some(r) => Some(server.resource_param(Some(r))?),
                 None => None,
             };
             blocking(oauth, move |o| {
@@ -166,7 +172,7 @@ pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: axu
         let (client_id, secret, via) = client_credentials(&headers, request.client_id, request.client_secret)?;
         blocking(state.mcp.core.oauth.clone(), move |o| {
             let client = authenticate(o, &client_id, secret.as_deref(), via)?;
-            Ok(o.revoke(&client, &token)?)
+            o.revoke(&client, &token)
         })
         .await
     }

@@ -118,3 +118,115 @@ fn the_binary_prints_a_setup_link_and_logs_rejections_without_tokens() {
     assert_eq!(reasons, ["missing_bearer_token", "unknown_or_expired_token"], "{logs}");
     assert!(!logs.contains(secret), "the token never reaches the log");
 }
+
+/// `gatehouse --data-dir DIR ARGS…` (no server).
+fn gatehouse(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gatehouse")).arg("--data-dir").arg(dir).args(args).output().unwrap()
+}
+
+#[test]
+fn migrate_creates_and_migrates_the_database_then_says_it_is_up_to_date() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("data");
+    let out = gatehouse(&dir, &["migrate", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(first["before"], 0);
+    let latest = first["after"].as_i64().unwrap();
+    assert!(latest > 0 && first["applied"] == latest, "{first}");
+    assert!(first["database"].as_str().unwrap().ends_with("gatehouse.db"));
+
+    let out = gatehouse(&dir, &["migrate", "--json"]);
+    let again: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (again["before"].as_i64(), again["after"].as_i64(), again["applied"].as_i64()),
+        (Some(latest), Some(latest), Some(0))
+    );
+    let out = gatehouse(&dir, &["migrate"]);
+    assert!(out.status.success());
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(line.contains(&format!("schema version {latest}, up to date")), "{line}");
+
+    // A data dir that cannot be one (a file) is an error naming it, and exit 1.
+    let file = root.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let out = gatehouse(&file, &["migrate"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot create data dir") && err.contains("not-a-dir"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn backup_copies_the_database_of_a_running_server_that_keeps_serving() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    for n in 0..20 {
+        app.issue(&format!("agent-{n}"), None);
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let file = out_dir.path().join("gatehouse-backup.db");
+
+    // The backup runs in its own process while this server takes requests and writes.
+    let mut command = app.cli_command();
+    command.args(["backup", "--json"]).arg(&file);
+    let backup = tokio::task::spawn_blocking(move || command.output().unwrap());
+    let mut served = 0;
+    while !backup.is_finished() {
+        let r = app.client.get(app.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        app.issue("during-backup", None);
+        served += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let out = backup.await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["path"], file.display().to_string());
+    assert_eq!(report["bytes"].as_u64().unwrap(), std::fs::metadata(&file).unwrap().len());
+    assert!(served >= 1);
+
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600, "owner-only");
+    {
+        let copy = rusqlite::Connection::open_with_flags(&file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let check: String = copy.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(check, "ok");
+        let users: Vec<String> = copy
+            .prepare("SELECT username FROM users")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(users, ["ada"]);
+        let agents: i64 =
+            copy.query_row("SELECT count(*) FROM credentials WHERE agent LIKE 'agent-%'", [], |r| r.get(0)).unwrap();
+        assert_eq!(agents, 20, "everything written before the backup is in it");
+        let mode: String = copy.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        assert_eq!(mode, "delete", "one self-contained file");
+    }
+
+    // An existing file is kept unless --force.
+    let before = std::fs::read(&file).unwrap();
+    let out = app.cli(&["backup", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    let out = app.cli(&["backup", "--force", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(line.contains(&file.display().to_string()) && line.contains("bytes"), "{line}");
+    // Never over the live database itself.
+    let live = app.dir.path().join("gatehouse.db");
+    let out = app.cli(&["backup", "--force", live.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(app.client.get(app.url("/healthz")).send().await.unwrap().status() == 200);
+
+    // A data dir with no database is an error, and creates nothing.
+    let empty = tempfile::tempdir().unwrap();
+    let out = gatehouse(empty.path(), &["backup", out_dir.path().join("none.db").to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no database"));
+    assert!(!out_dir.path().join("none.db").exists());
+}

@@ -158,6 +158,20 @@ async fn discovery_leads_from_a_401_to_this_gatehouse() {
     let root: Value =
         app.client.get(app.url("/.well-known/oauth-protected-resource")).send().await.unwrap().json().await.unwrap();
     assert_eq!(root, resource);
+    // Without a public_url, a client that says localhost is answered for localhost.
+    let port = app.address.rsplit(':').next().unwrap();
+    let local: Value = app
+        .client
+        .get(&metadata_url)
+        .header("host", format!("localhost:{port}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(local["resource"], format!("http://localhost:{port}/mcp"));
+    assert_eq!(local["authorization_servers"], json!([format!("http://localhost:{port}")]));
 
     let server: Value =
         app.client.get(app.url("/.well-known/oauth-authorization-server")).send().await.unwrap().json().await.unwrap();
@@ -423,7 +437,8 @@ async fn consent_cannot_be_given_from_another_site_or_by_nobody() {
     let mut tampered = form.to_vec();
     tampered.retain(|(k, _)| *k != "redirect_uri");
     tampered.push(("redirect_uri", "https://evil.example/cb"));
-    let r = app.same_origin(Method::POST, "/oauth/authorize").header("cookie", &bob).form(&tampered).send().await.unwrap();
+    let r =
+        app.same_origin(Method::POST, "/oauth/authorize").header("cookie", &bob).form(&tampered).send().await.unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.headers().get("location").is_none());
 }
@@ -435,7 +450,10 @@ async fn registration_is_checked_and_open_to_clients_anywhere() {
         (json!({"redirect_uris": ["http://evil.example/cb"]}), "invalid_redirect_uri"),
         (json!({"redirect_uris": []}), "invalid_redirect_uri"),
         (json!({"redirect_uris": [REDIRECT], "grant_types": ["implicit"]}), "invalid_client_metadata"),
-        (json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "private_key_jwt"}), "invalid_client_metadata"),
+        (
+            json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "private_key_jwt"}),
+            "invalid_client_metadata",
+        ),
         (json!("not an object"), "invalid_client_metadata"),
     ] {
         let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
@@ -484,7 +502,8 @@ async fn serve_document(name: &str) -> String {
     let url = format!("http://{}/client.json", listener.local_addr().unwrap());
     let document = json!({"client_id": url, "client_name": name, "redirect_uris": [REDIRECT],
                           "token_endpoint_auth_method": "none"});
-    let router = axum::Router::new().route("/client.json", axum::routing::get(move || async move { axum::Json(document) }));
+    let router =
+        axum::Router::new().route("/client.json", axum::routing::get(move || async move { axum::Json(document) }));
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     url
 }

@@ -149,3 +149,24 @@ async fn the_sweeper_sweeps_at_start_and_ends_on_shutdown() {
     shutdown.cancel();
     sweeper.await.unwrap();
 }
+
+#[tokio::test]
+async fn healthz_reports_the_store_and_readyz_is_ready_once_serving() {
+    let app = spawn_app().await;
+    let r = app.client.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<serde_json::Value>().await.unwrap(), json!({"status": "ok", "store": "ok"}));
+    let mut ready = None;
+    for _ in 0..100 {
+        let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+        if r.status() == 200 {
+            ready = Some(r.json::<serde_json::Value>().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ready, Some(json!({"status": "ready"})));
+    // Neither needs a session, and neither is served to a foreign Host.
+    let foreign = app.client.get(app.url("/readyz")).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(foreign.status(), 403);
+}

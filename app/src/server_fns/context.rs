@@ -98,7 +98,7 @@ pub fn tool_catalog() -> Result<std::sync::Arc<dyn ToolCatalog>, ServerFnError> 
 /// authorization server implements it: the same checks the authorize
 /// endpoint makes).
 pub trait OAuthConsent: Send + Sync {
-    /// The request in `query` (the authorize URL's query string) as the
-    /// signed-in `user` would approve it, or why it cannot be approved.
-    fn consent(&self, user: &User, query: &str) -> gatehouse_model::ConsentInfo;
+    /// The request in `query` (the authorize URL's query string), made to
+    /// `host`, as the signed-in `user` would approve it, or why it cannot be.
+    fn consent(&self, user: &User, query: &str, host: Option<&str>) -> gatehouse_model::ConsentInfo;
 }

@@ -300,7 +300,13 @@ struct CodeRow {
 
 impl OAuthStore {
     /// A store issuing tokens with `lifetimes`; credentials go to `credentials`.
-    pub fn new(db: Db, clock: Arc<dyn Clock>, credentials: CredentialStore, live: LiveHub, lifetimes: Lifetimes) -> Self {
+    pub fn new(
+        db: Db,
+        clock: Arc<dyn Clock>,
+        credentials: CredentialStore,
+        live: LiveHub,
+        lifetimes: Lifetimes,
+    ) -> Self {
         Self { db, clock, credentials, live, lifetimes }
     }
 
@@ -324,10 +330,8 @@ impl OAuthStore {
                 client_id,
                 ClientKind::Registered.as_str(),
                 metadata.name,
-                serde_json::to_string(&metadata.redirect_uris).map_err(|e| CoreError::Invalid {
-                    field: "redirect_uris",
-                    reason: e.to_string()
-                })?,
+                serde_json::to_string(&metadata.redirect_uris)
+                    .map_err(|e| CoreError::Invalid { field: "redirect_uris", reason: e.to_string() })?,
                 metadata.auth_method.as_str(),
                 secret.as_deref().map(secret::hash),
                 now
@@ -538,8 +542,14 @@ impl OAuthStore {
         let invalid = || OAuthError::InvalidGrant("unknown, used or expired refresh token".into());
         let mut conn = self.db.conn();
         let tx = conn.transaction()?;
-        let (credential_id, client_id, token_resource, expires_at, used_at): (String, String, String, i64, Option<i64>) =
-            tx.query_row(
+        let (credential_id, client_id, token_resource, expires_at, used_at): (
+            String,
+            String,
+            String,
+            i64,
+            Option<i64>,
+        ) = tx
+            .query_row(
                 "SELECT credential_id, client_id, resource, expires_at, used_at FROM oauth_tokens
                  WHERE token_hash = ?1 AND kind = 'refresh'",
                 [secret::hash(refresh_token)],
@@ -622,7 +632,12 @@ impl OAuthStore {
             now,
             now + refresh_ms
         ])?;
-        Ok(Tokens { access_token, refresh_token, expires_in: self.lifetimes.access, credential_id: credential_id.into() })
+        Ok(Tokens {
+            access_token,
+            refresh_token,
+            expires_in: self.lifetimes.access,
+            credential_id: credential_id.into(),
+        })
     }
 
     /// Revokes a token (RFC 7009): if it is this client's, the credential it

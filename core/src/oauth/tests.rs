@@ -162,7 +162,8 @@ fn revocation_is_the_clients_own_and_ends_the_credential() {
 #[test]
 fn confidential_clients_must_prove_themselves_the_way_they_registered() {
     let (core, _) = core();
-    let metadata = ClientMetadata::check(Some("web app"), &["https://app.example/cb".into()], None, None, None).unwrap();
+    let metadata =
+        ClientMetadata::check(Some("web app"), &["https://app.example/cb".into()], None, None, None).unwrap();
     let registered = core.oauth.register(metadata).unwrap();
     let id = registered.client.client_id.clone();
     let secret = registered.secret.expect("client_secret_basic by default");
