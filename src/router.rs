@@ -32,13 +32,14 @@ pub fn app(state: AppState) -> Router {
         provide_context(consent.clone());
     };
     // The consent page is served by the authorization endpoint, which checks
-    // the request (and may redirect) before drawing it.
+    // the request (and may redirect) before drawing it. Rendered async like
+    // the routed pages (SsrMode::Async): a streamed render would send the form
+    // as a template only JavaScript swaps in, so it would not work without it.
     let routes: Vec<_> = generate_route_list(App).into_iter().filter(|r| r.path() != oauth::paths::AUTHORIZE).collect();
-    let consent_page =
-        oauth::authorize::render_with(leptos_axum::render_app_to_stream_with_context(context.clone(), {
-            let options = state.leptos_options.clone();
-            move || shell(options.clone())
-        }));
+    let consent_page = oauth::authorize::render_with(leptos_axum::render_app_async_with_context(context.clone(), {
+        let options = state.leptos_options.clone();
+        move || shell(options.clone())
+    }));
     let pages = Router::<AppState>::new()
         .leptos_routes_with_context(&state, routes, context, {
             let options = state.leptos_options.clone();

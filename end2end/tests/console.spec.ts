@@ -12,6 +12,7 @@ let gh: Gatehouse;
 let cookie = "";
 let pendingId = "";
 let settledId = "";
+let consentPath = "";
 const closers: (() => Promise<void>)[] = [];
 
 const shots =
@@ -44,6 +45,30 @@ test.beforeAll(async () => {
       pendingId = eid;
     }
   }
+  // An OAuth client asking ada for access: its consent page.
+  const reg = await fetch(`${gh.url}/oauth/register`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      client_name: "Claude Code",
+      redirect_uris: ["http://127.0.0.1:33418/callback"],
+      grant_types: ["authorization_code", "refresh_token"],
+      response_types: ["code"],
+      token_endpoint_auth_method: "none",
+    }),
+  });
+  expect(reg.status).toBe(201);
+  const { client_id } = await reg.json();
+  consentPath = `/oauth/authorize?${new URLSearchParams({
+    response_type: "code",
+    client_id,
+    redirect_uri: "http://127.0.0.1:33418/callback",
+    code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+    code_challenge_method: "S256",
+    state: "console-spec",
+    scope: "mcp",
+    resource: `${gh.url}/mcp`,
+  })}`;
 });
 test.afterAll(async () => {
   for (const close of closers) await close();
@@ -92,6 +117,29 @@ for (const [name, path] of pages) {
     }
   });
 }
+
+// The OAuth consent page (an MCP client asking to connect as ada's agent):
+// no live data on it, so no live status to wait for.
+test("oauth-consent: no serious accessibility violation; photographed at 390 and 1280, light and dark", async ({ browser }) => {
+  for (const colorScheme of ["light", "dark"] as const) {
+    for (const [width, height] of [[390, 844], [1280, 800]]) {
+      const context = await browser.newContext({ viewport: { width, height }, colorScheme });
+      const page = await context.newPage();
+      await signIn(page);
+      await page.goto(`${gh.url}${consentPath}`);
+      await expect(page.getByRole("heading", { level: 1 })).toContainText("Claude Code");
+      await expect(page.getByRole("button", { name: "Allow" })).toBeVisible();
+      await expect(page.getByRole("alert"), "nothing failed to load").toHaveCount(0);
+      const scan = await new AxeBuilder({ page }).analyze();
+      const bad = scan.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+      expect(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join(", ")})`)).toEqual([]);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow).toBeLessThanOrEqual(0);
+      await page.screenshot({ path: join(shots, `oauth-consent-${width}-${colorScheme}.png`), fullPage: true });
+      await context.close();
+    }
+  }
+});
 
 // The pages a signed-out person sees: sign-in, and an invite or reset link
 // (here one that does not work, which is what most stray visits see).
