@@ -344,6 +344,7 @@ test("a client ID metadata document whose client_id is not its own URL is refuse
     expect(response?.status()).toBe(400);
     expect(page.url()).toBe(url);
     await expect(page.getByRole("heading", { level: 1 })).toHaveText("This sign-in request cannot be used");
+    await expect(page.getByRole("alert")).toContainText("not its own URL");
     await expect(page.getByRole("button", { name: "Allow" })).toHaveCount(0);
     await expect(page.locator("body")).not.toContainText("Impostor");
   } finally {

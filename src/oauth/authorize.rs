@@ -273,12 +273,14 @@ fn form_action_source(redirect_uri: &str) -> Option<String> {
 
 /// `GET /oauth/authorize`: errors the client can be told of go back to it;
 /// others are shown; a signed-out visitor signs in first; then the consent page.
-pub async fn start(state: AppState, render: Render, user: Option<Extension<User>>, request: Request) -> Response {
+pub async fn start(state: AppState, render: Render, user: Option<Extension<User>>, mut request: Request) -> Response {
     let query = request.uri().query().unwrap_or_default().to_string();
     let params: AuthorizeParams = match serde_urlencoded::from_str(&query) {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e, "malformed authorization request");
+            let why = format!("The request is malformed: {e}.");
+            request.extensions_mut().insert(ConsentInfo::Refused(why));
             return page(render, request, StatusCode::BAD_REQUEST, None).await;
         }
     };
@@ -288,6 +290,8 @@ pub async fn start(state: AppState, render: Render, user: Option<Extension<User>
         Err(Refusal::Redirect(url)) => return Redirect::to(&url).into_response(),
         Err(Refusal::Page(why)) => {
             tracing::warn!(reason = %why, "authorization request refused");
+            // The page says why (signed in or not): it reads this first.
+            request.extensions_mut().insert(ConsentInfo::Refused(why));
             return page(render, request, StatusCode::BAD_REQUEST, None).await;
         }
     };

@@ -292,9 +292,14 @@ async fn the_rfcs_refusals_come_with_their_error_codes() {
         assert!(r.headers().get("location").is_none());
         assert!(r.text().await.unwrap().contains("is not a redirect URI this client registered"));
     }
-    // Unknown client: the same.
+    // Unknown client: the same, saying why, signed in or not.
     let r = app.get_as(&bob, &authorize_path(&app, "client_nope", &[])).await;
     assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("This client is not registered here"));
+    let r = app.client.get(app.url(&authorize_path(&app, "client_nope", &[]))).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.headers().get("location").is_none());
+    assert!(r.text().await.unwrap().contains("This client is not registered here"), "the reason, even signed out");
 
     // Errors the client may hear go back to it.
     for (extra, error) in [

@@ -8,6 +8,13 @@ use leptos::prelude::*;
 #[server]
 pub async fn load_consent(query: String) -> Result<ConsentInfo, ServerFnError> {
     use super::context as ctx;
+    // A request the authorization endpoint already refused: its reason, to
+    // anyone (signed in or not), so the page can say what went wrong.
+    let parts = use_context::<http::request::Parts>();
+    if let Some(refused) = parts.as_ref().and_then(|p| p.extensions.get::<ConsentInfo>()) {
+        ctx::set_status(400);
+        return Ok(refused.clone());
+    }
     let (user, _) = ctx::context()?;
     let host = use_context::<http::request::Parts>()
         .and_then(|p| p.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string));
