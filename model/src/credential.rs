@@ -76,10 +76,10 @@ impl IssuedVia {
     /// How a person reads it on the Agents page.
     pub fn label(self) -> &'static str {
         match self {
-            IssuedVia::Token => "Bearer token",
-            IssuedVia::Cli => "Bearer token (CLI)",
-            IssuedVia::Api => "Bearer token (API)",
-            IssuedVia::Console => "Bearer token (console)",
+            IssuedVia::Token => "token",
+            IssuedVia::Cli => "CLI token",
+            IssuedVia::Api => "API token",
+            IssuedVia::Console => "console token",
             IssuedVia::OAuth => "OAuth sign-in",
         }
     }

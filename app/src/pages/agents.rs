@@ -144,7 +144,7 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
                     <div class="table-wrap" tabindex="0" role="region" aria-label=format!("Credentials of {agent} (scrolls sideways)")>
                     <table class="responsive" aria-label=format!("Credentials of {agent}")>
                         <thead><tr>
-                            <th scope="col">"Thread"</th><th scope="col">"Issued by"</th><th scope="col">"Status"</th><th scope="col">"Created"</th>
+                            <th scope="col">"Thread"</th><th scope="col">"Status"</th><th scope="col">"Issued"</th>
                             <th scope="col">"Last sign of life"</th><th scope="col">"Lapses"</th>
                             <th scope="col">"Sessions"</th><th scope="col"><span class="visually-hidden">"Actions"</span></th>
                         </tr></thead>
@@ -157,11 +157,11 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
                                     Some(t) => view! { <Name text=t/> }.into_any(),
                                     None => "—".into_any(),
                                 }}</td>
-                                <td data-label="Issued by" data-issued-via=c.issued_via.as_str()>{c.issued_via.label()}
-                                    {c.oauth_client.clone().map(|client| view! { <br/><span class="hint"><Name text=client/></span> })}
-                                </td>
                                 <td data-label="Status"><span class=format!("status {}", c.status)>{c.status.as_str()}</span></td>
-                                <td data-label="Created"><When ms=c.created_ms now_ms/></td>
+                                <td data-label="Issued" data-issued-via=c.issued_via.as_str()><span class="stacked"><When ms=c.created_ms now_ms/>
+                                    <br/><span class="hint">{c.issued_via.label()}
+                                    {c.oauth_client.clone().map(|client| view! { " · " <Name text=client/> })}</span>
+                                </span></td>
                                 <td data-label="Last sign of life"><When ms=c.last_seen_ms now_ms/></td>
                                 <td data-label="Lapses">{live.then(|| view! { <When ms=c.expires_ms now_ms/> })}</td>
                                 <td data-label="Sessions">{sessions_of(&c.id)}</td>
