@@ -284,6 +284,15 @@ pub async fn start(state: AppState, render: Render, user: Option<Extension<User>
             return page(render, request, StatusCode::BAD_REQUEST, None).await;
         }
     };
+    // A metadata document is fetched only for a signed-in person: otherwise
+    // anyone could make Gatehouse fetch (and remember) any URL they name.
+    let sign_in = || {
+        let next: String = url::form_urlencoded::byte_serialize(params.path_and_query().as_bytes()).collect();
+        Redirect::to(&format!("/sign-in?next={next}")).into_response()
+    };
+    if user.is_none() && params.client_id.as_deref().is_some_and(client_metadata::is_document_url) {
+        return sign_in();
+    }
     let server = state.mcp.oauth.seen_by(request.headers());
     let checked = match check(&state, &server, &params, true).await {
         Ok(checked) => checked,
@@ -296,8 +305,7 @@ pub async fn start(state: AppState, render: Render, user: Option<Extension<User>
         }
     };
     if user.is_none() {
-        let next: String = url::form_urlencoded::byte_serialize(params.path_and_query().as_bytes()).collect();
-        return Redirect::to(&format!("/sign-in?next={next}")).into_response();
+        return sign_in();
     }
     let source = form_action_source(&checked.redirect_uri);
     page(render, request, StatusCode::OK, source).await

@@ -501,28 +501,44 @@ async fn registration_is_checked_and_open_to_clients_anywhere() {
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "invalid_grant", "authenticated, but no such token");
 }
 
-/// A client metadata document served on loopback; its URL.
-async fn serve_document(name: &str) -> String {
+/// A client metadata document served on loopback: its URL, and how many
+/// times it was fetched.
+async fn serve_document(name: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/client.json", listener.local_addr().unwrap());
     let document = json!({"client_id": url, "client_name": name, "redirect_uris": [REDIRECT],
                           "token_endpoint_auth_method": "none"});
-    let router =
-        axum::Router::new().route("/client.json", axum::routing::get(move || async move { axum::Json(document) }));
+    let fetched = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = fetched.clone();
+    let router = axum::Router::new().route(
+        "/client.json",
+        axum::routing::get(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let document = document.clone();
+            async move { axum::Json(document) }
+        }),
+    );
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    url
+    (url, fetched)
 }
 
 #[tokio::test]
 async fn clients_known_by_their_metadata_document() {
-    let document = serve_document("VS Code").await;
+    let (document, fetched) = serve_document("VS Code").await;
     let app = spawn_app_with(|c| c.oauth.allow_private_client_metadata = true).await;
     app.add_user("bob", false).await;
+    // Signed out, nothing is fetched: sign in first.
+    let r = app.client.get(app.url(&authorize_path(&app, &document, &[]))).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(r.headers()["location"].to_str().unwrap().starts_with("/sign-in?next="));
+    assert_eq!(fetched.load(std::sync::atomic::Ordering::SeqCst), 0, "no fetch for a signed-out visitor");
     let bob = app.sign_in("bob").await;
     let r = app.get_as(&bob, &authorize_path(&app, &document, &[])).await;
     assert_eq!(r.status(), 200);
     let html = r.text().await.unwrap();
     assert!(html.contains("VS Code") && html.contains("127.0.0.1"), "named, and vouched for by its host");
+    assert_eq!(fetched.load(std::sync::atomic::Ordering::SeqCst), 1);
     let code = approved_code(&app, &bob, &document, "vs code").await;
     let (status, tokens) = exchange(&app, &document, &code, VERIFIER).await;
     assert_eq!(status, 200, "{tokens}");
