@@ -375,9 +375,11 @@ pub async fn decide(
         Some("approve") => {
             let agent = form.agent.as_deref().map(str::trim).unwrap_or_default();
             let agent = if agent.is_empty() { checked.client.name.clone() } else { agent.to_string() };
-            if agent.chars().count() > 200 || agent.chars().any(char::is_control) {
+            // The credential store's own rule (200 bytes), checked here so a
+            // name it would refuse never reaches the code exchange.
+            if agent.len() > 200 || agent.chars().any(char::is_control) {
                 return Err(ApiError::BadRequest(
-                    "the agent name must be at most 200 characters, without control characters".into(),
+                    "the agent name must be at most 200 bytes, without control characters".into(),
                 ));
             }
             let consent = Consent {

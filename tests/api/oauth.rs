@@ -446,6 +446,11 @@ async fn consent_cannot_be_given_from_another_site_or_by_nobody() {
         app.same_origin(Method::POST, "/oauth/authorize").header("cookie", &bob).form(&tampered).send().await.unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.headers().get("location").is_none());
+    // An agent name the credential store would refuse (150 characters, 300 bytes) is refused here.
+    let long = "é".repeat(150);
+    let r = decide(&app, &bob, &client_id, "approve", &long).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.headers().get("location").is_none());
 }
 
 #[tokio::test]

@@ -511,16 +511,23 @@ impl OAuthStore {
         if !may_sign_in {
             return Err(OAuthError::InvalidGrant("the person who approved this can no longer sign in".into()));
         }
-        let (credential_id, _unused_bearer) = self.credentials.insert(
-            &tx,
-            &IssueRequest {
-                agent: row.agent,
-                owner: Some(row.owner),
-                via: IssuedVia::OAuth,
-                oauth_client: Some(client.name.clone()),
-                ..Default::default()
-            },
-        )?;
+        let (credential_id, _unused_bearer) = self
+            .credentials
+            .insert(
+                &tx,
+                &IssueRequest {
+                    agent: row.agent,
+                    owner: Some(row.owner),
+                    via: IssuedVia::OAuth,
+                    oauth_client: Some(client.name.clone()),
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| match e {
+                // What was approved cannot become a credential: the grant is bad, not the server.
+                CoreError::Invalid { .. } => OAuthError::InvalidGrant(e.to_string()),
+                other => OAuthError::Store(other),
+            })?;
         tx.execute(
             "UPDATE oauth_codes SET used_at = ?1, credential_id = ?2 WHERE code_hash = ?3",
             params![now, credential_id, secret::hash(code)],
