@@ -78,25 +78,14 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use axum::body::Body;
-    use gatehouse_core::{Core, Db, SystemClock};
     use http::{Request, StatusCode};
     use http_body_util::BodyExt;
-    use tokio_util::sync::CancellationToken;
     use tower::ServiceExt;
 
-    use crate::config::Config;
     use crate::router::app;
     use crate::state::AppState;
-
-    fn state() -> (AppState, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
-        let core = Core::new(Db::open_in_memory().unwrap(), Arc::new(SystemClock), config.settings()).unwrap();
-        (AppState::new(&config, core, config.listen, CancellationToken::new()).unwrap(), dir)
-    }
+    use crate::state::for_tests as state;
 
     async fn get(state: &AppState, path: &str) -> (StatusCode, serde_json::Value) {
         let request = Request::get(path).header("host", "127.0.0.1").body(Body::empty()).unwrap();

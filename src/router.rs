@@ -91,24 +91,13 @@ pub fn app(state: AppState) -> Router {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use axum::body::Body;
-    use gatehouse_core::{Core, Db, SystemClock};
     use http::{Request, StatusCode};
-    use tokio_util::sync::CancellationToken;
     use tower::ServiceExt;
 
     use super::app;
-    use crate::config::Config;
     use crate::state::AppState;
-
-    fn state() -> (AppState, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
-        let core = Core::new(Db::open_in_memory().unwrap(), Arc::new(SystemClock), config.settings()).unwrap();
-        (AppState::new(&config, core, config.listen, CancellationToken::new()).unwrap(), dir)
-    }
+    use crate::state::for_tests as state;
 
     async fn status(state: &AppState, request: Request<Body>) -> StatusCode {
         app(state.clone()).oneshot(request).await.unwrap().status()

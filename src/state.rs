@@ -105,3 +105,18 @@ impl FromRef<AppState> for LeptosOptions {
 pub fn leptos_options() -> LeptosOptions {
     leptos::config::get_config_from_str(include_str!("../Leptos.toml")).expect("Leptos.toml is valid")
 }
+
+/// A state over an in-memory database and a temporary data dir, for the
+/// unit tests that route requests through [`crate::router::app`].
+#[cfg(test)]
+pub(crate) fn for_tests() -> (AppState, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
+    let core = Core::new(
+        gatehouse_core::Db::open_in_memory().unwrap(),
+        Arc::new(gatehouse_core::SystemClock),
+        config.settings(),
+    )
+    .unwrap();
+    (AppState::new(&config, core, config.listen, CancellationToken::new()).unwrap(), dir)
+}

@@ -70,10 +70,12 @@ impl AuthorizeParams {
         .collect()
     }
 
-    /// The authorize URL (path and query) this request was made with.
-    fn path_and_query(&self) -> String {
+    /// The sign-in page, coming back to this request once signed in.
+    fn sign_in_first(&self) -> Response {
         let query = serde_urlencoded::to_string(self.fields()).unwrap_or_default();
-        format!("{}?{query}", super::paths::AUTHORIZE)
+        let back = format!("{}?{query}", super::paths::AUTHORIZE);
+        let next: String = url::form_urlencoded::byte_serialize(back.as_bytes()).collect();
+        Redirect::to(&format!("/sign-in?next={next}")).into_response()
     }
 }
 
@@ -286,12 +288,8 @@ pub async fn start(state: AppState, render: Render, user: Option<Extension<User>
     };
     // A metadata document is fetched only for a signed-in person: otherwise
     // anyone could make Gatehouse fetch (and remember) any URL they name.
-    let sign_in = || {
-        let next: String = url::form_urlencoded::byte_serialize(params.path_and_query().as_bytes()).collect();
-        Redirect::to(&format!("/sign-in?next={next}")).into_response()
-    };
     if user.is_none() && params.client_id.as_deref().is_some_and(client_metadata::is_document_url) {
-        return sign_in();
+        return params.sign_in_first();
     }
     let server = state.mcp.oauth.seen_by(request.headers());
     let checked = match check(&state, &server, &params, true).await {
@@ -305,7 +303,7 @@ pub async fn start(state: AppState, render: Render, user: Option<Extension<User>
         }
     };
     if user.is_none() {
-        return sign_in();
+        return params.sign_in_first();
     }
     let source = form_action_source(&checked.redirect_uri);
     page(render, request, StatusCode::OK, source).await
@@ -351,8 +349,7 @@ pub async fn decide(
     let form: DecisionForm =
         serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::BadRequest(format!("invalid form: {e}")))?;
     let Some(Extension(user)) = user else {
-        let next: String = url::form_urlencoded::byte_serialize(form.params.path_and_query().as_bytes()).collect();
-        return Ok(Redirect::to(&format!("/sign-in?next={next}")).into_response());
+        return Ok(form.params.sign_in_first());
     };
     let server = state.mcp.oauth.seen_by(&headers);
     let checked = match check(&state, &server, &form.params, false).await {

@@ -33,47 +33,40 @@ async fn register(app: &TestApp, name: &str, redirect: &str) -> String {
     body["client_id"].as_str().unwrap().to_string()
 }
 
-/// The authorize URL's path and query for `client_id`, with `extra` pairs replacing defaults.
-fn authorize_path(app: &TestApp, client_id: &str, extra: &[(&str, &str)]) -> String {
-    let resource = app.url("/mcp");
-    let mut pairs: Vec<(&str, &str)> = vec![
+/// A valid authorization request of `client_id`, with `extra` pairs
+/// replacing its fields (an empty value drops the field).
+fn request_pairs(app: &TestApp, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = [
         ("response_type", "code"),
         ("client_id", client_id),
         ("redirect_uri", REDIRECT),
         ("code_challenge", CHALLENGE),
         ("code_challenge_method", "S256"),
         ("state", "xyz"),
-        ("resource", &resource),
+        ("resource", &app.url("/mcp")),
         ("scope", "mcp"),
-    ];
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     for (k, v) in extra {
         pairs.retain(|(key, _)| key != k);
         if !v.is_empty() {
-            pairs.push((k, v));
+            pairs.push((k.to_string(), v.to_string()));
         }
     }
-    format!("/oauth/authorize?{}", serde_urlencoded::to_string(&pairs).unwrap())
+    pairs
+}
+
+/// The authorize URL's path and query for `client_id`, with `extra` pairs replacing defaults.
+fn authorize_path(app: &TestApp, client_id: &str, extra: &[(&str, &str)]) -> String {
+    format!("/oauth/authorize?{}", serde_urlencoded::to_string(request_pairs(app, client_id, extra)).unwrap())
 }
 
 /// The consent form posted as `cookie` from this site; the response.
 async fn decide(app: &TestApp, cookie: &str, client_id: &str, decision: &str, agent: &str) -> reqwest::Response {
-    let resource = app.url("/mcp");
-    app.same_origin(Method::POST, "/oauth/authorize")
-        .header("cookie", cookie)
-        .form(&[
-            ("response_type", "code"),
-            ("client_id", client_id),
-            ("redirect_uri", REDIRECT),
-            ("code_challenge", CHALLENGE),
-            ("code_challenge_method", "S256"),
-            ("state", "xyz"),
-            ("resource", &resource),
-            ("decision", decision),
-            ("agent", agent),
-        ])
-        .send()
-        .await
-        .unwrap()
+    let form = request_pairs(app, client_id, &[("decision", decision), ("agent", agent)]);
+    app.same_origin(Method::POST, "/oauth/authorize").header("cookie", cookie).form(&form).send().await.unwrap()
 }
 
 /// The query parameters of a redirect's `Location`.
@@ -411,17 +404,7 @@ async fn consent_cannot_be_given_from_another_site_or_by_nobody() {
     app.add_user("bob", false).await;
     let bob = app.sign_in("bob").await;
     let client_id = register(&app, "Claude Code", REDIRECT).await;
-    let resource = app.url("/mcp");
-    let form = [
-        ("response_type", "code"),
-        ("client_id", client_id.as_str()),
-        ("redirect_uri", REDIRECT),
-        ("code_challenge", CHALLENGE),
-        ("code_challenge_method", "S256"),
-        ("resource", resource.as_str()),
-        ("decision", "approve"),
-        ("agent", "x"),
-    ];
+    let form = request_pairs(&app, &client_id, &[("decision", "approve"), ("agent", "x")]);
     // A page on another site posting the form with bob's cookie.
     let r = app
         .client
@@ -439,9 +422,11 @@ async fn consent_cannot_be_given_from_another_site_or_by_nobody() {
     assert!(r.headers()["location"].to_str().unwrap().starts_with("/sign-in?next="));
     assert!(app.core.credentials.list().unwrap().is_empty());
     // A tampered redirect in the form: refused, nowhere to go.
-    let mut tampered = form.to_vec();
-    tampered.retain(|(k, _)| *k != "redirect_uri");
-    tampered.push(("redirect_uri", "https://evil.example/cb"));
+    let tampered = request_pairs(
+        &app,
+        &client_id,
+        &[("decision", "approve"), ("agent", "x"), ("redirect_uri", "https://evil.example/cb")],
+    );
     let r =
         app.same_origin(Method::POST, "/oauth/authorize").header("cookie", &bob).form(&tampered).send().await.unwrap();
     assert_eq!(r.status(), 400);
