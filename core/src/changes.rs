@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use gatehouse_model::ChangeEntry;
-use rusqlite::params;
 
 use crate::clock::{Clock, rfc3339};
 use crate::db::Db;
+use crate::args;
 use crate::error::Result;
 
 /// What is written for one change.
@@ -40,23 +40,19 @@ impl ChangeLog {
 
     /// Appends one change.
     pub fn record(&self, c: Change<'_>) -> Result<()> {
-        self.db
-            .conn()
-            .prepare_cached(
-                "INSERT INTO changes (at, actor, subject, target, action, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![self.clock.now_ms(), c.actor, c.subject, c.target, c.action, c.detail])?;
+        self.db.conn()?.execute(
+            "INSERT INTO changes (at, actor, subject, target, action, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            args![self.clock.now_ms(), c.actor, c.subject, c.target, c.action, c.detail],
+        )?;
         Ok(())
     }
 
     /// The newest `limit` changes of one kind of subject, newest first.
     pub fn recent(&self, subject: &str, limit: usize) -> Result<Vec<ChangeEntry>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        self.db.conn()?.query(
             "SELECT id, at, actor, subject, target, action, detail FROM changes WHERE subject = ?1 ORDER BY id DESC LIMIT ?2",
-        )?;
-        let rows = stmt
-            .query_map(params![subject, i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            args![subject, limit],
+            |r| {
                 let at_ms: i64 = r.get(1)?;
                 Ok(ChangeEntry {
                     id: r.get(0)?,
@@ -68,9 +64,8 @@ impl ChangeLog {
                     action: r.get(5)?,
                     detail: r.get(6)?,
                 })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+            },
+        )
     }
 }
 
@@ -81,7 +76,7 @@ mod tests {
 
     #[test]
     fn changes_are_listed_newest_first_by_subject() {
-        let log = ChangeLog::new(Db::open_in_memory().unwrap(), Arc::new(ManualClock::new(1_700_000_000_000)));
+        let log = ChangeLog::new(Db::for_tests().unwrap(), Arc::new(ManualClock::new(1_700_000_000_000)));
         for (subject, target) in [("policy", "fs_*"), ("user", "bob"), ("policy", "rm")] {
             log.record(Change { actor: "user:ada", subject, target, action: "set", detail: None }).unwrap();
         }

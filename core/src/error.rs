@@ -5,7 +5,7 @@
 pub enum CoreError {
     /// The database refused or failed.
     #[error("database error: {0}")]
-    Db(#[from] rusqlite::Error),
+    Db(crate::db::DbError),
     /// A migration could not be applied.
     #[error("database migration failed: {0}")]
     Migration(#[from] rusqlite_migration::Error),

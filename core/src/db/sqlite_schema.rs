@@ -1,66 +1,9 @@
-//! The embedded SQLite database: one file in the data directory, WAL, migrations.
+//! The SQLite schema, one migration per step; PostgreSQL's twin is
+//! `postgres_schema.rs` with the same numbering.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use rusqlite::Connection;
-use rusqlite_migration::{M, Migrations};
-
-use crate::error::{CoreError, Result};
-
-/// File name of the database inside the data directory.
-pub const DB_FILE: &str = "gatehouse.db";
-
-/// Files in the data directory that hold secrets (hashes, keys, audit) and
-/// must be readable by the owner only: the database, its WAL and shared
-/// memory, and the `requestState` sealing key (written by the MCP side).
-pub const PRIVATE_FILES: [&str; 4] = [DB_FILE, "gatehouse.db-wal", "gatehouse.db-shm", "request-state.key"];
-
-/// Creates the data directory (and parents) readable by the owner only.
-pub fn create_data_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
-}
-
-/// Makes the data directory 0700 and its [`PRIVATE_FILES`] 0600 where they
-/// are looser (a copied or restored directory), with a warning for each fix.
-#[cfg(unix)]
-pub fn restrict_permissions(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let tighten = |path: &Path, mode: u32| -> std::io::Result<()> {
-        let current = match std::fs::metadata(path) {
-            Ok(meta) => meta.permissions().mode() & 0o777,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        if current & !mode != 0 {
-            tracing::warn!(
-                path = ?path,
-                was = format!("{current:o}"),
-                now = format!("{mode:o}"),
-                "data directory permissions were looser than owner-only; fixed"
-            );
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-        }
-        Ok(())
-    };
-    tighten(dir, 0o700)?;
-    for file in PRIVATE_FILES {
-        tighten(&dir.join(file), 0o600)?;
-    }
-    Ok(())
-}
-
-/// Permissions are a Unix notion here; elsewhere the directory's ACLs apply.
-#[cfg(not(unix))]
-pub fn restrict_permissions(_dir: &Path) -> std::io::Result<()> {
-    Ok(())
-}
-
-const MIGRATIONS: &[&str] = &[
+/// Applied in order by `rusqlite_migration` (which keeps the version in
+/// `user_version`).
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: users, browser sessions, setup token, agent credentials, admin API tokens.
     r#"
     CREATE TABLE users (
@@ -265,56 +208,3 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX oauth_tokens_credential ON oauth_tokens(credential_id);
     "#,
 ];
-
-/// A shared connection to the database. SQLite serialises writers anyway, and
-/// the queries here take microseconds, so one connection behind a mutex is
-/// simpler than a pool and not slower at this scale.
-#[derive(Clone)]
-pub struct Db {
-    conn: Arc<Mutex<Connection>>,
-}
-
-impl Db {
-    /// Opens (creating if needed) the database in `data_dir` and migrates it.
-    /// The directory and the database files are made owner-only first and
-    /// again once SQLite has created its WAL files.
-    pub fn open(data_dir: &Path) -> Result<Self> {
-        let path = data_dir.join(DB_FILE);
-        let unusable = |e: std::io::Error| CoreError::Invalid { field: "data_dir", reason: e.to_string() };
-        restrict_permissions(data_dir).map_err(unusable)?;
-        // Create the file owner-only before SQLite does (it would use the
-        // umask); SQLite gives the WAL and shared-memory files the same mode.
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(false);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        options.open(&path).map_err(unusable)?;
-        let db = Self::from_connection(Connection::open(&path)?)?;
-        restrict_permissions(data_dir).map_err(unusable)?;
-        Ok(db)
-    }
-
-    /// A private in-memory database (tests).
-    pub fn open_in_memory() -> Result<Self> {
-        Self::from_connection(Connection::open_in_memory()?)
-    }
-
-    fn from_connection(mut conn: Connection) -> Result<Self> {
-        // WAL lets the CLI write while a server reads; the busy timeout makes
-        // the two wait for each other instead of failing.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        let migrations = Migrations::new(MIGRATIONS.iter().map(|sql| M::up(sql)).collect());
-        migrations.to_latest(&mut conn)?;
-        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
-    }
-
-    /// Locks the connection for a short synchronous query.
-    pub fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave SQLite inconsistent
-        // (statements are atomic), so a poisoned lock is still usable.
-        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}

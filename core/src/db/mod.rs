@@ -1,0 +1,190 @@
+//! The database: embedded SQLite (one file in the data directory, WAL) by
+//! default, or PostgreSQL shared by several replicas; migrations for both.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+use rusqlite_migration::{M, Migrations};
+
+pub use self::sql::{Arg, Backend, Conn, DbError, FromValue, Row, Value};
+use crate::error::{CoreError, Result};
+
+mod postgres;
+mod postgres_schema;
+mod sql;
+mod sqlite_schema;
+
+/// File name of the database inside the data directory.
+pub const DB_FILE: &str = "gatehouse.db";
+
+/// Files in the data directory that hold secrets (hashes, keys, audit) and
+/// must be readable by the owner only: the database, its WAL and shared
+/// memory, and the `requestState` sealing key (written by the MCP side).
+pub const PRIVATE_FILES: [&str; 4] = [DB_FILE, "gatehouse.db-wal", "gatehouse.db-shm", "request-state.key"];
+
+/// Creates the data directory (and parents) readable by the owner only.
+pub fn create_data_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Makes the data directory 0700 and its [`PRIVATE_FILES`] 0600 where they
+/// are looser (a copied or restored directory), with a warning for each fix.
+#[cfg(unix)]
+pub fn restrict_permissions(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let tighten = |path: &Path, mode: u32| -> std::io::Result<()> {
+        let current = match std::fs::metadata(path) {
+            Ok(meta) => meta.permissions().mode() & 0o777,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if current & !mode != 0 {
+            tracing::warn!(
+                path = ?path,
+                was = format!("{current:o}"),
+                now = format!("{mode:o}"),
+                "data directory permissions were looser than owner-only; fixed"
+            );
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        }
+        Ok(())
+    };
+    tighten(dir, 0o700)?;
+    for file in PRIVATE_FILES {
+        tighten(&dir.join(file), 0o600)?;
+    }
+    Ok(())
+}
+
+/// Permissions are a Unix notion here; elsewhere the directory's ACLs apply.
+#[cfg(not(unix))]
+pub fn restrict_permissions(_dir: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Where the data lives: the embedded SQLite file (one connection behind a
+/// mutex: SQLite serialises writers anyway and its queries take
+/// microseconds) or a PostgreSQL server several replicas share (a pool).
+#[derive(Clone)]
+pub struct Db {
+    inner: Inner,
+}
+
+#[derive(Clone)]
+enum Inner {
+    Sqlite(Arc<Mutex<Connection>>),
+    Postgres { pool: r2d2::Pool<postgres::Manager>, url: Arc<str> },
+}
+
+impl Db {
+    /// Opens (creating if needed) the database in `data_dir` and migrates it.
+    /// The directory and the database files are made owner-only first and
+    /// again once SQLite has created its WAL files.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        let path = data_dir.join(DB_FILE);
+        let unusable = |e: std::io::Error| CoreError::Invalid { field: "data_dir", reason: e.to_string() };
+        restrict_permissions(data_dir).map_err(unusable)?;
+        // Create the file owner-only before SQLite does (it would use the
+        // umask); SQLite gives the WAL and shared-memory files the same mode.
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(&path).map_err(unusable)?;
+        let db = Self::from_connection(Connection::open(&path)?)?;
+        restrict_permissions(data_dir).map_err(unusable)?;
+        Ok(db)
+    }
+
+    /// Connects to PostgreSQL at `url` and migrates it. Blocks: call it
+    /// before serving or from a blocking thread.
+    pub fn connect(url: &str) -> Result<Self> {
+        Ok(Self::connect_migrated(url)?.0)
+    }
+
+    /// [`Db::connect`], also saying from which schema version to which.
+    pub fn connect_migrated(url: &str) -> Result<(Self, i64, i64)> {
+        let pool = postgres::connect(url)?;
+        let (before, after) = postgres::migrate(&mut *pool.get()?)?;
+        Ok((Self { inner: Inner::Postgres { pool, url: url.into() } }, before, after))
+    }
+
+    /// A private in-memory SQLite database.
+    pub fn open_in_memory() -> Result<Self> {
+        Self::from_connection(Connection::open_in_memory()?)
+    }
+
+    /// The database a test runs on: PostgreSQL in a schema of its own when
+    /// `GATEHOUSE_TEST_DATABASE_URL` is set (so one suite covers both
+    /// backends), otherwise a private in-memory SQLite database.
+    pub fn for_tests() -> Result<Self> {
+        match test_database_url()? {
+            Some(url) => Self::connect(&url),
+            None => Self::open_in_memory(),
+        }
+    }
+
+    fn from_connection(mut conn: Connection) -> Result<Self> {
+        // WAL lets the CLI write while a server reads; the busy timeout makes
+        // the two wait for each other instead of failing.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let migrations = Migrations::new(sqlite_schema::MIGRATIONS.iter().map(|sql| M::up(sql)).collect());
+        migrations.to_latest(&mut conn)?;
+        Ok(Self { inner: Inner::Sqlite(Arc::new(Mutex::new(conn))) })
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        match self.inner {
+            Inner::Sqlite(_) => Backend::Sqlite,
+            Inner::Postgres { .. } => Backend::Postgres,
+        }
+    }
+
+    /// The PostgreSQL URL (for a listener's own connection); `None` on SQLite.
+    pub fn postgres_url(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::Sqlite(_) => None,
+            Inner::Postgres { url, .. } => Some(url),
+        }
+    }
+
+    /// A connection for a short unit of work. On PostgreSQL this blocks
+    /// (a pooled synchronous client), so async code calls the stores from
+    /// `spawn_blocking`; a SQLite query takes microseconds under the lock.
+    pub fn conn(&self) -> Result<Conn<'_>> {
+        match &self.inner {
+            // A panic while holding the lock cannot leave SQLite inconsistent
+            // (statements are atomic), so a poisoned lock is still usable.
+            Inner::Sqlite(conn) => Ok(Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))),
+            Inner::Postgres { pool, .. } => Ok(Conn::Postgres(pool.get()?)),
+        }
+    }
+
+    /// The schema version (the number of migrations applied).
+    pub fn schema_version(&self) -> Result<i64> {
+        match self.conn()? {
+            Conn::Sqlite(conn) => Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?),
+            Conn::Postgres(mut conn) => postgres::schema_version(&mut *conn),
+        }
+    }
+}
+
+/// `GATEHOUSE_TEST_DATABASE_URL` with a fresh schema of its own set as the
+/// search path, or `None` when the variable is unset.
+pub fn test_database_url() -> Result<Option<String>> {
+    let Ok(base) = std::env::var("GATEHOUSE_TEST_DATABASE_URL") else { return Ok(None) };
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut client = postgres::config(&base)?.connect(::postgres::NoTls)?;
+    client.batch_execute(&format!("CREATE SCHEMA {schema}"))?;
+    let separator = if base.contains('?') { '&' } else { '?' };
+    Ok(Some(format!("{base}{separator}options=-c%20search_path%3D{schema}")))
+}

@@ -1,0 +1,552 @@
+//! One way to run a query on either backend: values, rows and a connection
+//! that speak both SQLite (rusqlite) and PostgreSQL (postgres).
+//!
+//! The stores write each query once, in the SQL both databases accept, with
+//! `?N` placeholders (rewritten to `$N` for PostgreSQL). Integers are `i64`
+//! and flags 0/1 in both schemas, so a value converts the same way on both.
+
+use std::collections::HashMap;
+use std::sync::MutexGuard;
+
+use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+
+use crate::error::{CoreError, Result};
+
+/// A value passed to or read from a query.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// Any integer or flag.
+    Int(i64),
+    /// A floating point number.
+    Real(f64),
+    /// Text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
+}
+
+/// What can be passed as a query argument.
+pub trait Arg {
+    /// The value sent to the database.
+    fn value(&self) -> Value;
+}
+
+macro_rules! int_arg {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            fn value(&self) -> Value {
+                // Counts and sizes beyond i64 do not occur; saturate rather than wrap.
+                Value::Int(i64::try_from(*self).unwrap_or(i64::MAX))
+            }
+        }
+    )*};
+}
+int_arg!(i64, i32, u32, u64, usize, u16, u8);
+
+impl Arg for bool {
+    fn value(&self) -> Value {
+        Value::Int(i64::from(*self))
+    }
+}
+impl Arg for f64 {
+    fn value(&self) -> Value {
+        Value::Real(*self)
+    }
+}
+impl Arg for str {
+    fn value(&self) -> Value {
+        Value::Text(self.to_owned())
+    }
+}
+impl Arg for String {
+    fn value(&self) -> Value {
+        Value::Text(self.clone())
+    }
+}
+impl Arg for [u8] {
+    fn value(&self) -> Value {
+        Value::Blob(self.to_vec())
+    }
+}
+impl Arg for Vec<u8> {
+    fn value(&self) -> Value {
+        Value::Blob(self.clone())
+    }
+}
+impl Arg for Value {
+    fn value(&self) -> Value {
+        self.clone()
+    }
+}
+impl<T: Arg + ?Sized> Arg for &T {
+    fn value(&self) -> Value {
+        (**self).value()
+    }
+}
+impl<T: Arg> Arg for Option<T> {
+    fn value(&self) -> Value {
+        self.as_ref().map_or(Value::Null, Arg::value)
+    }
+}
+
+/// Query arguments: `args![id, now, owner]`.
+#[macro_export]
+macro_rules! args {
+    () => { &[] as &[$crate::db::Value] };
+    ($($x:expr),+ $(,)?) => { &[$($crate::db::Arg::value(&$x)),+] as &[$crate::db::Value] };
+}
+
+/// What a column can be read as.
+pub trait FromValue: Sized {
+    /// Converts, or says why not.
+    fn from_value(value: Value) -> std::result::Result<Self, String>;
+}
+
+impl FromValue for Value {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        Ok(value)
+    }
+}
+impl FromValue for i64 {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        match value {
+            Value::Int(i) => Ok(i),
+            other => Err(format!("expected an integer, found {other:?}")),
+        }
+    }
+}
+macro_rules! int_from {
+    ($($t:ty),*) => {$(
+        impl FromValue for $t {
+            fn from_value(value: Value) -> std::result::Result<Self, String> {
+                let i = i64::from_value(value)?;
+                <$t>::try_from(i).map_err(|_| format!("{i} is out of range for {}", stringify!($t)))
+            }
+        }
+    )*};
+}
+int_from!(i32, u32, u64, usize);
+
+impl FromValue for bool {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        Ok(i64::from_value(value)? != 0)
+    }
+}
+impl FromValue for f64 {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        match value {
+            Value::Real(f) => Ok(f),
+            #[allow(clippy::cast_precision_loss)]
+            Value::Int(i) => Ok(i as f64),
+            other => Err(format!("expected a number, found {other:?}")),
+        }
+    }
+}
+impl FromValue for String {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        match value {
+            Value::Text(s) => Ok(s),
+            other => Err(format!("expected text, found {other:?}")),
+        }
+    }
+}
+impl FromValue for Vec<u8> {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        match value {
+            Value::Blob(b) => Ok(b),
+            Value::Text(s) => Ok(s.into_bytes()),
+            other => Err(format!("expected bytes, found {other:?}")),
+        }
+    }
+}
+impl<T: FromValue> FromValue for Option<T> {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        match value {
+            Value::Null => Ok(None),
+            other => T::from_value(other).map(Some),
+        }
+    }
+}
+
+/// One row of a result.
+pub enum Row<'a> {
+    /// A SQLite row.
+    Sqlite(&'a rusqlite::Row<'a>),
+    /// A PostgreSQL row.
+    Postgres(&'a postgres::Row),
+}
+
+impl Row<'_> {
+    /// Column `index` (from 0) as `T`.
+    pub fn get<T: FromValue>(&self, index: usize) -> Result<T> {
+        let value = match self {
+            Row::Sqlite(row) => match row.get::<_, rusqlite::types::Value>(index)? {
+                rusqlite::types::Value::Null => Value::Null,
+                rusqlite::types::Value::Integer(i) => Value::Int(i),
+                rusqlite::types::Value::Real(f) => Value::Real(f),
+                rusqlite::types::Value::Text(s) => Value::Text(s),
+                rusqlite::types::Value::Blob(b) => Value::Blob(b),
+            },
+            Row::Postgres(row) => row.try_get::<_, Value>(index)?,
+        };
+        T::from_value(value).map_err(|reason| CoreError::Db(DbError::Type { column: index, reason }))
+    }
+}
+
+/// Which database a [`Conn`] speaks to, for the few statements that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded SQLite.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+/// What the database layer can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// SQLite refused or failed.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL refused or failed.
+    #[error(transparent)]
+    Postgres(#[from] postgres::Error),
+    /// No PostgreSQL connection became free in time, or none could be made.
+    #[error("no database connection: {0}")]
+    Pool(#[from] r2d2::Error),
+    /// A column held something the code did not expect.
+    #[error("column {column}: {reason}")]
+    Type {
+        /// Which column (from 0).
+        column: usize,
+        /// What was found.
+        reason: String,
+    },
+    /// A query that must return a row returned none.
+    #[error("query returned no rows")]
+    NoRow,
+}
+
+impl DbError {
+    /// Whether a UNIQUE or PRIMARY KEY constraint refused the write.
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                e.code == rusqlite::ErrorCode::ConstraintViolation
+            }
+            DbError::Postgres(e) => e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION),
+            _ => false,
+        }
+    }
+
+    /// The failure in words safe to show anyone: an error code, never a
+    /// path or a query.
+    pub fn public_reason(&self) -> String {
+        match self {
+            DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => format!("{:?}", e.code),
+            DbError::Postgres(e) => e.code().map_or_else(|| "connection failed".into(), |c| c.code().to_string()),
+            DbError::Pool(_) => "no connection".into(),
+            _ => "query failed".into(),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for CoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        CoreError::Db(DbError::Sqlite(e))
+    }
+}
+impl From<postgres::Error> for CoreError {
+    fn from(e: postgres::Error) -> Self {
+        CoreError::Db(DbError::Postgres(e))
+    }
+}
+impl From<r2d2::Error> for CoreError {
+    fn from(e: r2d2::Error) -> Self {
+        CoreError::Db(DbError::Pool(e))
+    }
+}
+
+/// A pooled PostgreSQL connection with its prepared statements, keyed by
+/// the query as the stores wrote it.
+pub struct PgConn {
+    pub(super) client: postgres::Client,
+    statements: HashMap<String, postgres::Statement>,
+}
+
+/// Prepared statements kept per connection; the audit filter builds its SQL,
+/// so the cache is bounded.
+const STATEMENT_CACHE: usize = 256;
+
+impl PgConn {
+    pub(super) fn new(client: postgres::Client) -> Self {
+        Self { client, statements: HashMap::new() }
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(&dollar_placeholders(sql))?;
+        if self.statements.len() >= STATEMENT_CACHE {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+}
+
+/// A connection borrowed for one unit of work: the SQLite connection under
+/// its lock, or a PostgreSQL connection from the pool.
+pub enum Conn<'a> {
+    /// SQLite, locked for as long as this lives.
+    Sqlite(MutexGuard<'a, rusqlite::Connection>),
+    /// PostgreSQL, back to the pool when dropped.
+    Postgres(r2d2::PooledConnection<super::postgres::Manager>),
+}
+
+impl Conn<'_> {
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Conn::Sqlite(_) => Backend::Sqlite,
+            Conn::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Runs a statement; returns how many rows it changed.
+    pub fn execute(&mut self, sql: &str, args: &[Value]) -> Result<usize> {
+        match self {
+            Conn::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute(rusqlite::params_from_iter(args))?),
+            Conn::Postgres(conn) => {
+                let statement = conn.statement(sql)?;
+                let n = conn.client.execute(&statement, &pg_args(args))?;
+                Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
+    /// Runs statements without arguments or results (DDL, `BEGIN`).
+    pub fn batch(&mut self, sql: &str) -> Result<()> {
+        match self {
+            Conn::Sqlite(conn) => conn.execute_batch(sql)?,
+            Conn::Postgres(conn) => conn.client.batch_execute(sql)?,
+        }
+        Ok(())
+    }
+
+    /// Every row of a query, each mapped by `f`.
+    pub fn query<T>(&mut self, sql: &str, args: &[Value], mut f: impl FnMut(&Row<'_>) -> Result<T>) -> Result<Vec<T>> {
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut statement = conn.prepare_cached(sql)?;
+                let mut rows = statement.query(rusqlite::params_from_iter(args))?;
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    out.push(f(&Row::Sqlite(row))?);
+                }
+                Ok(out)
+            }
+            Conn::Postgres(conn) => {
+                let statement = conn.statement(sql)?;
+                let rows = conn.client.query(&statement, &pg_args(args))?;
+                rows.iter().map(|row| f(&Row::Postgres(row))).collect()
+            }
+        }
+    }
+
+    /// The first row of a query, if there is one.
+    pub fn query_opt<T>(&mut self, sql: &str, args: &[Value], f: impl FnOnce(&Row<'_>) -> Result<T>) -> Result<Option<T>> {
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut statement = conn.prepare_cached(sql)?;
+                let mut rows = statement.query(rusqlite::params_from_iter(args))?;
+                match rows.next()? {
+                    Some(row) => f(&Row::Sqlite(row)).map(Some),
+                    None => Ok(None),
+                }
+            }
+            Conn::Postgres(conn) => {
+                let statement = conn.statement(sql)?;
+                match conn.client.query_opt(&statement, &pg_args(args))? {
+                    Some(row) => f(&Row::Postgres(&row)).map(Some),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// The first row of a query, which must exist (`COUNT(*)`, `EXISTS`).
+    pub fn query_one<T>(&mut self, sql: &str, args: &[Value], f: impl FnOnce(&Row<'_>) -> Result<T>) -> Result<T> {
+        self.query_opt(sql, args, f)?.ok_or(CoreError::Db(DbError::NoRow))
+    }
+
+    /// Runs `f` in a transaction: committed if it returns `Ok`, rolled back
+    /// otherwise. On SQLite the transaction takes the write lock at once
+    /// (`IMMEDIATE`), so a read-then-write inside cannot be overtaken.
+    pub fn transaction<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.batch(match self.backend() {
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+            Backend::Postgres => "BEGIN",
+        })?;
+        match f(self) {
+            Ok(value) => {
+                self.batch("COMMIT")?;
+                Ok(value)
+            }
+            Err(e) => {
+                if let Err(rollback) = self.batch("ROLLBACK") {
+                    tracing::warn!(error = %rollback, "rollback failed");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The SQLite connection itself, for what only SQLite has (the backup
+    /// API, pragmas); `None` on PostgreSQL.
+    pub fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        match self {
+            Conn::Sqlite(conn) => Some(conn),
+            Conn::Postgres(_) => None,
+        }
+    }
+}
+
+fn pg_args(args: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
+    args.iter().map(|a| a as &(dyn ToSql + Sync)).collect()
+}
+
+/// `?N` (and bare `?`) placeholders as PostgreSQL's `$N`, leaving quoted
+/// text alone.
+pub fn dollar_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut chars = sql.chars().peekable();
+    let mut quoted = false;
+    let mut next_bare = 0;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                out.push(c);
+            }
+            '?' if !quoted => {
+                out.push('$');
+                if chars.peek().is_some_and(char::is_ascii_digit) {
+                    while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                        out.push(d);
+                    }
+                } else {
+                    next_bare += 1;
+                    out.push_str(&next_bare.to_string());
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(i) => ValueRef::Integer(*i),
+            Value::Real(f) => ValueRef::Real(*f),
+            Value::Text(s) => ValueRef::Text(s.as_bytes()),
+            Value::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+/// Sends a value as whatever type PostgreSQL inferred for the placeholder,
+/// so the stores need not know whether a column is `INT4` or `INT8`.
+impl ToSql for Value {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut postgres::types::private::BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(i) => match *ty {
+                Type::INT8 => i.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
+                Type::BOOL => (*i != 0).to_sql(ty, out),
+                #[allow(clippy::cast_precision_loss)]
+                Type::FLOAT8 => (*i as f64).to_sql(ty, out),
+                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => i.to_string().to_sql(&Type::TEXT, out),
+                _ => Err(format!("cannot send an integer as {ty}").into()),
+            },
+            Value::Real(f) => match *ty {
+                Type::FLOAT8 => f.to_sql(ty, out),
+                #[allow(clippy::cast_possible_truncation)]
+                Type::FLOAT4 => (*f as f32).to_sql(ty, out),
+                _ => Err(format!("cannot send a number as {ty}").into()),
+            },
+            Value::Text(s) => match *ty {
+                Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => s.as_str().to_sql(&Type::TEXT, out),
+                _ => Err(format!("cannot send text as {ty}").into()),
+            },
+            Value::Blob(b) => b.as_slice().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_ty: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for Value {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(match *ty {
+            Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
+            Type::INT4 => Value::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT2 => Value::Int(i16::from_sql(ty, raw)?.into()),
+            Type::BOOL => Value::Int(bool::from_sql(ty, raw)?.into()),
+            Type::FLOAT8 => Value::Real(f64::from_sql(ty, raw)?),
+            Type::FLOAT4 => Value::Real(f32::from_sql(ty, raw)?.into()),
+            Type::BYTEA => Value::Blob(raw.to_vec()),
+            _ => Value::Text(String::from_sql(ty, raw)?),
+        })
+    }
+
+    fn from_sql_null(_ty: &Type) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Value::Null)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(
+            *ty,
+            Type::INT8
+                | Type::INT4
+                | Type::INT2
+                | Type::BOOL
+                | Type::FLOAT8
+                | Type::FLOAT4
+                | Type::BYTEA
+                | Type::TEXT
+                | Type::VARCHAR
+                | Type::BPCHAR
+                | Type::NAME
+                | Type::UNKNOWN
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dollar_placeholders;
+
+    #[test]
+    fn placeholders_become_dollars_outside_quotes() {
+        assert_eq!(dollar_placeholders("SELECT ?1, ?12 WHERE a = '?2'"), "SELECT $1, $12 WHERE a = '?2'");
+        assert_eq!(dollar_placeholders("a IN (?, ?)"), "a IN ($1, $2)");
+    }
+}
