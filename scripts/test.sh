@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: build (front end + release server), unit and
 # integration tests, the MCP conformance scenarios, the Python SDK client, and
-# Playwright (Debian chromium) with the TypeScript SDK client.
+# Playwright (Debian chromium) with the TypeScript SDK client, then two
+# replicas on PostgreSQL behind HAProxy (scripts/multi-replica.sh).
 # Installs what is missing first (.ci/install.sh is idempotent).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -39,5 +40,8 @@ stop gatehouse
 
 step "end to end: Playwright in chromium, TypeScript SDK client"
 (cd end2end && npx playwright test)
+
+step "several replicas on PostgreSQL behind HAProxy"
+bash scripts/multi-replica.sh
 
 step "all tests passed"

@@ -28,6 +28,10 @@ pub struct Cli {
     /// Data directory holding the database [env: GATEHOUSE_DATA_DIR] [default: ./.gatehouse]
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// PostgreSQL shared by several replicas, `postgres://user@host/db`
+    /// (default: SQLite in the data dir) [env: GATEHOUSE_DATABASE_URL]
+    #[arg(long, global = true, value_name = "URL")]
+    pub database_url: Option<String>,
     /// Configuration file (TOML)
     #[arg(long, global = true, value_name = "FILE", env = "GATEHOUSE_CONFIG")]
     pub config: Option<PathBuf>,
@@ -169,6 +173,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         listen: cli.listen,
         data_dir: cli.data_dir.clone(),
         public_url: cli.public_url.clone(),
+        database_url: cli.database_url.clone(),
         log_format: cli.log_format,
         metrics_listen: cli.metrics_listen,
     };

@@ -50,6 +50,8 @@ pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     /// `public_url = "https://gate.example.com"`
     pub public_url: Option<Url>,
+    /// `[database] url = "postgres://…"`: PostgreSQL shared by replicas.
+    pub database: Option<DatabaseFileConfig>,
     /// `liveness_window = "24h"`
     #[serde(default, with = "humantime_opt")]
     pub liveness_window: Option<Duration>,
@@ -103,6 +105,14 @@ pub struct FileConfig {
     pub notify: Option<Vec<crate::notify::NotifyConfig>>,
     /// `[oauth]`: Gatehouse as the authorization server of MCP clients.
     pub oauth: Option<OAuthFileConfig>,
+}
+
+/// The `[database]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseFileConfig {
+    /// `url = "postgres://gatehouse@db.internal/gatehouse"`; without it, SQLite in the data dir.
+    pub url: Option<String>,
 }
 
 /// The `[oauth]` table.
@@ -372,6 +382,8 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     /// `--public-url`
     pub public_url: Option<Url>,
+    /// `--database-url`
+    pub database_url: Option<String>,
     /// `--log-format`
     pub log_format: Option<LogFormat>,
     /// `--metrics-listen`
@@ -387,6 +399,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The URL people and agents reach Gatehouse at, if not the listen address.
     pub public_url: Option<Url>,
+    /// PostgreSQL shared by several replicas; `None`: SQLite in `data_dir`.
+    pub database_url: Option<String>,
     /// A credential lapses after this long without a sign of life.
     pub liveness_window: Duration,
     /// Pending approvals expire after this long.
@@ -465,6 +479,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from(".gatehouse"),
             public_url: None,
+            database_url: None,
             liveness_window: Duration::from_secs(24 * 3600),
             approval_ttl: Duration::from_secs(600),
             max_body_bytes: 4 * 1024 * 1024,
@@ -536,6 +551,9 @@ impl FileConfig {
         }
         if let Some(v) = env_value("GATEHOUSE_PUBLIC_URL", |v| Url::parse(v).map_err(|x| x.to_string()))? {
             self.public_url = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_DATABASE_URL", |v| Ok(v.to_string()))? {
+            self.database.get_or_insert_with(Default::default).url = Some(v);
         }
         if let Some(v) = env_value("GATEHOUSE_LIVENESS_WINDOW", parse_duration)? {
             self.liveness_window = Some(v);
@@ -629,6 +647,7 @@ impl Config {
             listen: overrides.listen.or(file.listen).unwrap_or(d.listen),
             data_dir: overrides.data_dir.clone().or(file.data_dir).unwrap_or(d.data_dir),
             public_url: overrides.public_url.clone().or(file.public_url),
+            database_url: overrides.database_url.clone().or(file.database.and_then(|d| d.url)).filter(|u| !u.is_empty()),
             liveness_window: file.liveness_window.unwrap_or(d.liveness_window),
             approval_ttl: file.approval_ttl.unwrap_or(d.approval_ttl),
             max_body_bytes: file.max_body_bytes.unwrap_or(d.max_body_bytes),

@@ -12,6 +12,9 @@ use tokio_util::sync::CancellationToken;
 /// How often the sweep runs.
 pub const EVERY: Duration = Duration::from_secs(10 * 60);
 
+/// The advisory lock key of the sweep ("hk" in ASCII): one replica at a time.
+const HOUSEKEEPING_JOB: i64 = 0x686b;
+
 /// What one sweep deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Swept {
@@ -27,10 +30,14 @@ pub struct Swept {
 pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, CoreError> {
     let core = core.clone();
     tokio::task::spawn_blocking(move || {
-        let sessions = core.users.purge_expired_sessions()?;
-        let audit_events = AuditLog::new(core.db.clone(), core.clock.clone()).prune_older_than(audit_retention)?;
-        let oauth = core.oauth.purge()?;
-        Ok(Swept { sessions, audit_events, oauth })
+        // Replicas on one PostgreSQL sweep in turn, not all at once.
+        let swept = core.db.exclusively(HOUSEKEEPING_JOB, || {
+            let sessions = core.users.purge_expired_sessions()?;
+            let audit_events = AuditLog::new(core.db.clone(), core.clock.clone()).prune_older_than(audit_retention)?;
+            let oauth = core.oauth.purge()?;
+            Ok(Swept { sessions, audit_events, oauth })
+        })?;
+        Ok(swept.unwrap_or_default())
     })
     .await
     .map_err(|e| CoreError::Join(e.to_string()))?

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
+use gatehouse_core::cluster::Cluster;
 use gatehouse_core::{Core, Db, SystemClock};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -17,14 +18,33 @@ use crate::config::Config;
 use crate::site;
 use crate::state::AppState;
 
-/// Opens (creating if needed) the data directory and its database: the one
-/// way the server and the CLI reach the stores.
-pub fn open_core(config: &Config) -> anyhow::Result<Core> {
+/// Opens the configured database: PostgreSQL at `database_url`, or
+/// (creating both if needed) SQLite in the data directory. Migrates it.
+pub fn open_db(config: &Config) -> anyhow::Result<Db> {
+    if let Some(url) = &config.database_url {
+        return Db::connect(url).with_context(|| format!("cannot open the PostgreSQL database at {}", redact(url)));
+    }
     gatehouse_core::db::create_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-    let db = Db::open(&config.data_dir)
-        .with_context(|| format!("cannot open the database in {}", config.data_dir.display()))?;
-    Ok(Core::new(db, Arc::new(SystemClock), config.settings())?)
+    Db::open(&config.data_dir).with_context(|| format!("cannot open the database in {}", config.data_dir.display()))
+}
+
+/// The database and the stores over it: the one way the server and the CLI
+/// reach the stores.
+pub fn open_core(config: &Config) -> anyhow::Result<Core> {
+    Ok(Core::new(open_db(config)?, Arc::new(SystemClock), config.settings())?)
+}
+
+/// A database URL fit for a log line or an error: the password removed.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => "(unparsable URL)".to_string(),
+    }
 }
 
 /// A bound, ready-to-run server.
@@ -37,6 +57,8 @@ pub struct Application {
     metrics_listener: Option<TcpListener>,
     /// Audit entries older than this are deleted in the background.
     audit_retention: std::time::Duration,
+    /// The other replicas on the same PostgreSQL, if any.
+    cluster: Option<Cluster>,
 }
 
 impl Application {
@@ -48,6 +70,23 @@ impl Application {
 
     /// Like [`Application::build`] over prepared stores (tests inject a clock).
     pub async fn build_with_core(config: &Config, core: Core, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        // On PostgreSQL, join the other replicas first: restore then takes
+        // only the executions no live replica owns.
+        if let Some(cluster) = gatehouse_core::cluster::Cluster::join(&core.db, core.clock.clone(), &core.live)
+            .context("cannot join the other replicas")?
+        {
+            core.approvals.join(cluster);
+        }
+        // On PostgreSQL, join the other replicas first: restore then takes
+        // only what no live replica holds.
+        let db = core.db.clone();
+        let (clock, live) = (core.clock.clone(), core.live.clone());
+        let cluster = tokio::task::spawn_blocking(move || Cluster::join(&db, clock, &live))
+            .await?
+            .context("cannot join the other replicas on PostgreSQL")?;
+        if let Some(cluster) = &cluster {
+            core.approvals.join(cluster.clone());
+        }
         // What a previous run left paused is live again before anything is served.
         core.approvals.restore().await.context("cannot restore the paused executions")?;
         let listener = TcpListener::bind(config.listen)
@@ -70,6 +109,7 @@ impl Application {
             state,
             metrics_listener,
             audit_retention: config.audit_retention,
+            cluster,
         })
     }
 
@@ -107,8 +147,16 @@ impl Application {
             shutdown.clone(),
         ));
         state.notify.start(state.core(), &state.mcp.base_url, &tasks, &shutdown);
+        // Other replicas' decisions, hand-overs and executions (no-op on SQLite).
+        let approvals = state.core().approvals.clone();
+        let stop = shutdown.clone();
+        tasks.spawn(async move { approvals.follow(stop.cancelled_owned()).await });
         let housekeeping =
             tasks.spawn(crate::housekeeping::run(state.core().clone(), self.audit_retention, shutdown.clone()));
+        let following = {
+            let (approvals, stop) = (state.core().approvals.clone(), shutdown.clone());
+            tasks.spawn(async move { approvals.follow(stop.cancelled_owned()).await })
+        };
         let limits = crate::server::ConnectionLimits {
             max_connections: state.mcp.limits.max_connections,
             header_read_timeout: state.mcp.limits.header_read_timeout,
@@ -129,6 +177,27 @@ impl Application {
         drain(&tasks).await;
         // Every queued write of paused executions reaches the disk before exit.
         state.core().approvals.flush().await;
+        following.await?;
+        if let Some(cluster) = self.cluster {
+            // Hand this replica's paused executions to the others and stop
+            // its heartbeat, so they need not wait for it to go stale.
+            let approvals = state.core().approvals.clone();
+            tokio::task::spawn_blocking(move || {
+                approvals.leave();
+                cluster.leave();
+            })
+            .await?;
+        }
+        // On a cluster: hand this replica's executions to the others at once
+        // (rather than after its heartbeat goes stale), then leave.
+        if let Some(cluster) = state.core().approvals.cluster().cloned() {
+            let approvals = state.core().approvals.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                approvals.leave();
+                cluster.leave();
+            })
+            .await;
+        }
         // Finished by now; awaited for a panic in any of them.
         sweeper.await?;
         housekeeping.await?;

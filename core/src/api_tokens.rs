@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
+use crate::args;
 use crate::clock::{Clock, rfc3339};
 use crate::db::Db;
 use crate::error::{CoreError, Result};
@@ -55,38 +55,36 @@ impl ApiTokenStore {
         }
         let token = secret::new_token();
         let id = secret::new_id("api");
-        self.db.conn().execute(
+        self.db.conn()?.execute(
             "INSERT INTO api_tokens (id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, name, secret::hash(&token), self.clock.now_ms()],
+            args![id, name, secret::hash(&token), self.clock.now_ms()],
         )?;
         Ok(IssuedApiToken { id, name: name.into(), token })
     }
 
     /// The id of a live token matching `token`.
     pub fn authenticate(&self, token: &str) -> Result<Option<String>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached("SELECT id FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL")?;
-        Ok(stmt.query_row([secret::hash(token)], |r| r.get(0)).optional()?)
+        self.db.conn()?.query_opt(
+            "SELECT id FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
+            args![secret::hash(token)],
+            |r| r.get(0),
+        )
     }
 
     /// Revokes a token; `false` if none was live under that id.
     pub fn revoke(&self, id: &str) -> Result<bool> {
-        Ok(self.db.conn().execute(
+        Ok(self.db.conn()?.execute(
             "UPDATE api_tokens SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
-            params![self.clock.now_ms(), id],
+            args![self.clock.now_ms(), id],
         )? > 0)
     }
 
     /// All tokens, newest first.
     pub fn list(&self) -> Result<Vec<ApiToken>> {
-        let conn = self.db.conn();
-        let mut stmt = conn
-            .prepare("SELECT id, name, created_at, revoked_at IS NOT NULL FROM api_tokens ORDER BY created_at DESC")?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(ApiToken { id: r.get(0)?, name: r.get(1)?, created_at: rfc3339(r.get(2)?), revoked: r.get(3)? })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+        self.db.conn()?.query(
+            "SELECT id, name, created_at, revoked_at IS NOT NULL FROM api_tokens ORDER BY created_at DESC",
+            args![],
+            |r| Ok(ApiToken { id: r.get(0)?, name: r.get(1)?, created_at: rfc3339(r.get(2)?), revoked: r.get(3)? }),
+        )
     }
 }

@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use gatehouse_model::{AuditEntry, HistoryFilter, State};
-use rusqlite::types::Value as SqlValue;
-use rusqlite::{OptionalExtension, params, params_from_iter};
 
+use crate::args;
 use crate::clock::{Clock, rfc3339};
-use crate::db::Db;
+use crate::db::{Db, Row, Value};
 use crate::error::CoreError;
 use crate::error::Result;
 
@@ -38,7 +37,7 @@ pub struct Entry<'a> {
     pub detail: Option<&'a str>,
 }
 
-/// Append-only log in SQLite.
+/// Append-only log in the database.
 #[derive(Clone)]
 pub struct AuditLog {
     db: Db,
@@ -58,68 +57,73 @@ impl AuditLog {
 
     /// Appends one entry.
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
-        self.db.conn().prepare_cached(
+        self.db.conn()?.execute(
             "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        )?.execute(params![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream])?;
+            args![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream],
+        )?;
         Ok(())
     }
 
     /// The latest entry of an execution.
     pub fn latest(&self, execution_id: &str) -> Result<Option<AuditEntry>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1"
-        ))?;
-        Ok(stmt.query_row([execution_id], row).optional()?)
+        self.db.conn()?.query_opt(
+            &format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1"),
+            args![execution_id],
+            row,
+        )
     }
 
     /// Every entry of an execution, oldest first: its timeline.
     pub fn timeline(&self, execution_id: &str) -> Result<Vec<AuditEntry>> {
-        let conn = self.db.conn();
-        let mut stmt =
-            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id"))?;
-        let rows = stmt.query_map([execution_id], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+        self.db.conn()?.query(
+            &format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id"),
+            args![execution_id],
+            row,
+        )
     }
 
     /// Who took an execution out of pending (the approve, decline, expiry or
     /// cancellation entry's actor).
     pub fn decided_by(&self, execution_id: &str) -> Result<Option<String>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT actor FROM audit_events WHERE execution_id = ?1
-             AND state IN ('approved', 'declined', 'expired', 'cancelled', 'abandoned') ORDER BY id LIMIT 1",
-        )?;
-        Ok(stmt.query_row([execution_id], |r| r.get(0)).optional()?.flatten())
+        Ok(self
+            .db
+            .conn()?
+            .query_opt(
+                "SELECT actor FROM audit_events WHERE execution_id = ?1
+                 AND state IN ('approved', 'declined', 'expired', 'cancelled', 'abandoned') ORDER BY id LIMIT 1",
+                args![execution_id],
+                |r| r.get::<Option<String>>(0),
+            )?
+            .flatten())
     }
 
     /// Up to `limit` entries `scope` may read that `filter` lets through,
     /// newest first (older than `filter.before`, when set).
     pub fn search(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
         let mut clauses: Vec<&str> = Vec::new();
-        let mut values: Vec<SqlValue> = Vec::new();
-        let mut add = |clause, value: SqlValue| {
+        let mut values: Vec<Value> = Vec::new();
+        let mut add = |clause, value: Value| {
             clauses.push(clause);
             values.push(value);
         };
         match scope {
             HistoryScope::All => {}
-            HistoryScope::Owner(owner) => add("owner = ?", owner.clone().into()),
+            HistoryScope::Owner(owner) => add("owner = ?", Value::Text(owner.clone())),
             // Another owner-less credential is someone else, whatever its agent name.
-            HistoryScope::Credential(id) => add("credential_id = ? AND owner IS NULL", id.clone().into()),
+            HistoryScope::Credential(id) => add("credential_id = ? AND owner IS NULL", Value::Text(id.clone())),
         }
         if !filter.agent.is_empty() {
-            add("agent = ?", filter.agent.clone().into());
+            add("agent = ?", Value::Text(filter.agent.clone()));
         }
         if !filter.tool.is_empty() {
-            add("tool = ?", filter.tool.clone().into());
+            add("tool = ?", Value::Text(filter.tool.clone()));
         }
         match filter.upstream.as_str() {
             "" => {}
             // Gatehouse's own tools have no upstream.
-            "gatehouse" => add("upstream IS ?", SqlValue::Null),
-            name => add("upstream = ?", name.to_string().into()),
+            "gatehouse" => add("upstream IS NOT DISTINCT FROM ?", Value::Null),
+            name => add("upstream = ?", Value::Text(name.to_string())),
         }
         if !filter.outcome.is_empty() {
             let state = filter.outcome_state().ok_or_else(|| CoreError::Invalid {
@@ -128,29 +132,26 @@ impl AuditLog {
             })?;
             // What a restart left open is stored as `abandoned` and reads as cancelled.
             let clause = if state == State::Cancelled { "state IN (?, 'abandoned')" } else { "state = ?" };
-            add(clause, state.as_str().to_string().into());
+            add(clause, Value::Text(state.as_str().to_string()));
         }
         if !filter.decider.is_empty() {
             let actor =
                 if filter.decider.contains(':') { filter.decider.clone() } else { format!("user:{}", filter.decider) };
-            add("actor = ?", actor.into());
+            add("actor = ?", Value::Text(actor));
         }
         if !filter.from.is_empty() {
-            add("at >= ?", day_start_ms("from", &filter.from)?.into());
+            add("at >= ?", Value::Int(day_start_ms("from", &filter.from)?));
         }
         if !filter.to.is_empty() {
-            add("at < ?", (day_start_ms("to", &filter.to)? + DAY_MS).into());
+            add("at < ?", Value::Int(day_start_ms("to", &filter.to)? + DAY_MS));
         }
         if let Some(before) = filter.before {
-            add("id < ?", before.into());
+            add("id < ?", Value::Int(before));
         }
-        values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        values.push(Value::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
         let filter_sql = if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
         let sql = format!("SELECT {COLUMNS} FROM audit_events {filter_sql} ORDER BY id DESC LIMIT ?");
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(values), row)?.collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+        self.db.conn()?.query(&sql, &values, row)
     }
 }
 
@@ -163,9 +164,9 @@ impl AuditLog {
         let cutoff = self.clock.now_ms().saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
         let mut total = 0;
         loop {
-            let n = self.db.conn().execute(
+            let n = self.db.conn()?.execute(
                 "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ?1 LIMIT ?2)",
-                params![cutoff, BATCH],
+                args![cutoff, BATCH],
             )?;
             total += n;
             if (n as i64) < BATCH {
@@ -199,7 +200,7 @@ fn day_start_ms(field: &'static str, day: &str) -> Result<i64> {
     Ok(date.midnight().assume_utc().unix_timestamp() * 1000)
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEntry> {
+fn row(r: &Row<'_>) -> Result<AuditEntry> {
     let at_ms: i64 = r.get(2)?;
     let state: String = r.get(3)?;
     Ok(AuditEntry {
@@ -231,16 +232,17 @@ mod tests {
     #[test]
     fn entries_older_than_the_retention_are_pruned() {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let log = AuditLog::new(Db::open_in_memory().unwrap(), clock.clone());
+        let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
         // Plain SQL rather than `Entry`, so this test does not care which
         // columns entries gain.
         let record = |id: &str| {
             log.db
                 .conn()
+                .unwrap()
                 .execute(
                     "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent)
                      VALUES (?1, ?2, 'pending', 't', 'd', 'a')",
-                    params![id, clock.now_ms()],
+                    args![id, clock.now_ms()],
                 )
                 .unwrap()
         };
@@ -256,7 +258,7 @@ mod tests {
     #[test]
     fn search_narrows_by_scope_and_filters_and_pages_by_id() {
         let clock = Arc::new(ManualClock::new(1_764_460_800_000)); // 2025-11-30T00:00:00Z
-        let log = AuditLog::new(Db::open_in_memory().unwrap(), clock.clone());
+        let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
         let write = |eid: &str, state: &str, tool: &str, upstream: Option<&str>, owner: Option<&str>, actor: &str| {
             log.record(Entry {
                 execution_id: eid,

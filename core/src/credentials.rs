@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 
+use crate::args;
 use crate::clock::{Clock, rfc3339};
-use crate::db::Db;
+use crate::db::{Conn, Db, Row, Value};
 use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
@@ -150,7 +150,7 @@ pub struct CredentialStore {
 const COLUMNS: &str = "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, \
      revoked_reason, issued_via, oauth_client";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Credential> {
+fn from_row(row: &Row<'_>) -> Result<Credential> {
     Ok(Credential {
         id: row.get(0)?,
         agent: row.get(1)?,
@@ -161,7 +161,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Credential> {
         last_seen_ms: row.get(6)?,
         revoked_at_ms: row.get(7)?,
         revoked_reason: row.get(8)?,
-        issued_via: IssuedVia::parse(&row.get::<_, String>(9)?),
+        issued_via: IssuedVia::parse(&row.get::<String>(9)?),
         oauth_client: row.get(10)?,
     })
 }
@@ -196,11 +196,7 @@ impl CredentialStore {
 
     /// Issues a credential. Issuing for a thread revokes that thread's earlier ones.
     pub fn issue(&self, request: IssueRequest) -> Result<Issued> {
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
-        let (id, token) = self.insert(&tx, &request)?;
-        tx.commit()?;
-        drop(conn);
+        let (id, token) = self.db.conn()?.transaction(|tx| self.insert(tx, &request))?;
         self.live.publish(LiveEvent::CredentialsChanged);
         let credential = self.get(&id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
         Ok(Issued { id, token, credential })
@@ -209,7 +205,7 @@ impl CredentialStore {
     /// Inserts a credential inside the caller's transaction (an OAuth code
     /// exchange makes the credential and its tokens together); returns its
     /// id and token. The caller publishes `CredentialsChanged` after commit.
-    pub(crate) fn insert(&self, tx: &rusqlite::Transaction<'_>, request: &IssueRequest) -> Result<(String, String)> {
+    pub(crate) fn insert(&self, tx: &mut Conn<'_>, request: &IssueRequest) -> Result<(String, String)> {
         non_empty("agent", &request.agent)?;
         for (field, value) in
             [("thread", &request.thread), ("provider_session", &request.provider_session), ("owner", &request.owner)]
@@ -223,7 +219,7 @@ impl CredentialStore {
         let id = secret::new_id("cred");
         if let Some(owner) = &request.owner {
             let exists: bool =
-                tx.query_row("SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)", [owner], |r| r.get(0))?;
+                tx.query_one("SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)", args![owner], |r| r.get(0))?;
             if !exists {
                 return Err(CoreError::Invalid { field: "owner", reason: format!("no user named {owner:?}") });
             }
@@ -233,15 +229,15 @@ impl CredentialStore {
             // thread must not revoke that user's agents.
             tx.execute(
                 "UPDATE credentials SET revoked_at = ?1, revoked_reason = 'reissued'
-                 WHERE thread = ?2 AND owner IS ?3 AND revoked_at IS NULL",
-                params![now, thread, request.owner],
+                 WHERE thread = ?2 AND owner IS NOT DISTINCT FROM ?3 AND revoked_at IS NULL",
+                args![now, thread, request.owner],
             )?;
         }
         tx.execute(
             "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at,
                                       issued_via, oauth_client)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9)",
-            params![
+            args![
                 id,
                 secret::hash(&token),
                 request.agent,
@@ -258,23 +254,22 @@ impl CredentialStore {
 
     /// One credential by id, whatever its state.
     pub fn get(&self, id: &str) -> Result<Option<Credential>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1"))?;
-        Ok(stmt.query_row([id], from_row).optional()?)
+        self.db.conn()?.query_opt(&format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1"), args![id], from_row)
     }
 
     /// Accepts a presented token if it is known, not revoked and alive; the use
     /// itself is a sign of life and keeps it alive.
     pub fn authenticate(&self, token: &str) -> Result<std::result::Result<Credential, Rejection>> {
         let now = self.clock.now_ms();
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM credentials WHERE token_hash = ?1 AND revoked_at IS NULL"
-        ))?;
-        let Some(credential) = stmt.query_row([secret::hash(token)], from_row).optional()? else {
+        let mut conn = self.db.conn()?;
+        let Some(credential) = conn.query_opt(
+            &format!("SELECT {COLUMNS} FROM credentials WHERE token_hash = ?1 AND revoked_at IS NULL"),
+            args![secret::hash(token)],
+            from_row,
+        )?
+        else {
             return Ok(Err(Rejection::UnknownOrExpiredToken));
         };
-        drop(stmt);
         self.accept(conn, credential, now)
     }
 
@@ -282,13 +277,15 @@ impl CredentialStore {
     /// it), with the same liveness rule and sign of life as a bearer token.
     pub fn authenticate_id(&self, id: &str) -> Result<std::result::Result<Credential, Rejection>> {
         let now = self.clock.now_ms();
-        let conn = self.db.conn();
-        let mut stmt =
-            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1 AND revoked_at IS NULL"))?;
-        let Some(credential) = stmt.query_row([id], from_row).optional()? else {
+        let mut conn = self.db.conn()?;
+        let Some(credential) = conn.query_opt(
+            &format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1 AND revoked_at IS NULL"),
+            args![id],
+            from_row,
+        )?
+        else {
             return Ok(Err(Rejection::UnknownOrExpiredToken));
         };
-        drop(stmt);
         self.accept(conn, credential, now)
     }
 
@@ -299,7 +296,7 @@ impl CredentialStore {
 
     fn accept(
         &self,
-        conn: std::sync::MutexGuard<'_, rusqlite::Connection>,
+        mut conn: Conn<'_>,
         mut credential: Credential,
         now: i64,
     ) -> Result<std::result::Result<Credential, Rejection>> {
@@ -307,8 +304,7 @@ impl CredentialStore {
             return Ok(Err(Rejection::UnknownOrExpiredToken));
         }
         if now - credential.last_seen_ms >= self.touch_granularity_ms() {
-            conn.prepare_cached("UPDATE credentials SET last_seen_at = ?1 WHERE id = ?2")?
-                .execute(params![now, credential.id])?;
+            conn.execute("UPDATE credentials SET last_seen_at = ?1 WHERE id = ?2", args![now, credential.id])?;
             credential.last_seen_ms = now;
             drop(conn);
             self.live.publish(LiveEvent::CredentialsChanged);
@@ -320,10 +316,10 @@ impl CredentialStore {
     /// kept alive. A credential that has already lapsed is not revived.
     pub fn touch_thread(&self, thread: &str) -> Result<usize> {
         let now = self.clock.now_ms();
-        let n = self.db.conn().execute(
+        let n = self.db.conn()?.execute(
             "UPDATE credentials SET last_seen_at = ?1
              WHERE thread = ?2 AND revoked_at IS NULL AND last_seen_at + ?3 > ?1",
-            params![now, thread, self.window_ms],
+            args![now, thread, self.window_ms],
         )?;
         if n > 0 {
             self.live.publish(LiveEvent::CredentialsChanged);
@@ -333,23 +329,21 @@ impl CredentialStore {
 
     fn revoke_where(&self, condition: &str, arg: Option<&str>) -> Result<usize> {
         match arg {
-            Some(arg) => self.revoke_matching(condition, &[&arg]),
-            None => self.revoke_matching(condition, &[]),
+            Some(arg) => self.revoke_matching(condition, args![arg]),
+            None => self.revoke_matching(condition, args![]),
         }
     }
 
     /// Revokes the live credentials `condition` matches (`?1` is now, the
     /// rest are `args` from `?2` on).
-    fn revoke_matching(&self, condition: &str, args: &[&dyn rusqlite::ToSql]) -> Result<usize> {
+    fn revoke_matching(&self, condition: &str, args: &[Value]) -> Result<usize> {
         let now = self.clock.now_ms();
         let sql = format!(
             "UPDATE credentials SET revoked_at = ?1, revoked_reason = 'revoked' WHERE revoked_at IS NULL AND {condition}"
         );
-        let mut all: Vec<&dyn rusqlite::ToSql> = vec![&now];
+        let mut all = vec![Value::Int(now)];
         all.extend_from_slice(args);
-        let conn = self.db.conn();
-        let n = conn.execute(&sql, all.as_slice())?;
-        drop(conn);
+        let n = self.db.conn()?.execute(&sql, &all)?;
         if n > 0 {
             self.live.publish(LiveEvent::CredentialsChanged);
         }
@@ -381,8 +375,10 @@ impl CredentialStore {
             RevokeScope::Agent => "agent",
         };
         match owned {
-            Owned::ByAnyone => self.revoke_matching(&format!("{column} = ?2"), &[&target]),
-            Owned::By(owner) => self.revoke_matching(&format!("{column} = ?2 AND owner IS ?3"), &[&target, &owner]),
+            Owned::ByAnyone => self.revoke_matching(&format!("{column} = ?2"), args![target]),
+            Owned::By(owner) => {
+                self.revoke_matching(&format!("{column} = ?2 AND owner IS NOT DISTINCT FROM ?3"), args![target, owner])
+            }
         }
     }
 
@@ -399,10 +395,11 @@ impl CredentialStore {
 
     /// Every credential, newest first, with its liveness worked out.
     pub fn list(&self) -> Result<Vec<CredentialView>> {
-        let conn = self.db.conn();
-        let mut stmt =
-            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM credentials ORDER BY created_at DESC, id"))?;
-        let rows = stmt.query_map([], from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        let rows = self.db.conn()?.query(
+            &format!("SELECT {COLUMNS} FROM credentials ORDER BY created_at DESC, id"),
+            args![],
+            from_row,
+        )?;
         Ok(rows.into_iter().map(|c| self.view(c)).collect())
     }
 
@@ -412,15 +409,18 @@ impl CredentialStore {
     /// re-issue for its thread (its successor carries its calls on). The
     /// server sweeps its sessions and pending executions with it.
     pub fn revoked_among(&self, ids: &[String]) -> Result<Vec<(String, bool)>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT revoked_at IS NOT NULL, revoked_reason IS 'reissued' FROM credentials WHERE id = ?1",
-        )?;
+        let mut conn = self.db.conn()?;
         let mut revoked = Vec::new();
         for id in ids {
             // A credential that no longer exists is as good as revoked.
-            let (gone, reissued): (bool, bool) =
-                stmt.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?.unwrap_or((true, false));
+            let (gone, reissued): (bool, bool) = conn
+                .query_opt(
+                    "SELECT revoked_at IS NOT NULL, revoked_reason IS NOT DISTINCT FROM 'reissued' FROM credentials
+                     WHERE id = ?1",
+                    args![id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?
+                .unwrap_or((true, false));
             if gone {
                 revoked.push((id.clone(), reissued));
             }
@@ -468,7 +468,7 @@ mod tests {
 
     fn store() -> (CredentialStore, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let store = CredentialStore::new(Db::open_in_memory().unwrap(), clock.clone(), WINDOW, LiveHub::new());
+        let store = CredentialStore::new(Db::for_tests().unwrap(), clock.clone(), WINDOW, LiveHub::new());
         (store, clock)
     }
 
@@ -489,7 +489,8 @@ mod tests {
         let stored: String = store
             .db
             .conn()
-            .query_row("SELECT token_hash FROM credentials WHERE id = ?1", [&issued.id], |r| r.get(0))
+            .unwrap()
+            .query_one("SELECT token_hash FROM credentials WHERE id = ?1", args![issued.id], |r| r.get(0))
             .unwrap();
         assert_eq!(stored, secret::hash(&issued.token));
         assert_ne!(stored, issued.token);
@@ -604,9 +605,10 @@ mod tests {
             store
                 .db
                 .conn()
+                .unwrap()
                 .execute(
                     "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, 'x', 0, 0)",
-                    [user],
+                    args![user],
                 )
                 .unwrap();
         }

@@ -16,20 +16,21 @@
 //!
 //! Every call checks for a grant, so lookups read an in-memory index
 //! (loaded at start, changed with every write); use counts are kept in
-//! memory and written to the database in batches on a blocking thread.
+//! memory and written to the database in batches on a blocking thread, as
+//! increments, so replicas sharing a database add up rather than overwrite.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use gatehouse_model::{ArgMatch, Decision, GrantRequest, GrantScope, GrantView, clean_note};
-use rusqlite::params;
 use serde_json::Value;
 
 use crate::approvals::{AccessError, ApprovalStore, may_decide};
+use crate::args;
 use crate::changes::{Change, ChangeLog};
 use crate::clock::Clock;
-use crate::db::Db;
+use crate::db::{Backend, Conn, Db};
 use crate::error::CoreError;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
@@ -113,6 +114,8 @@ impl From<AccessError> for GrantError {
 struct Live {
     view: GrantView,
     uses: AtomicU64,
+    /// How much of `uses` the database has (loaded, or added by a flush).
+    flushed: AtomicU64,
     /// 0: never used.
     last_used_ms: AtomicI64,
 }
@@ -162,6 +165,10 @@ struct Inner {
     dirty: Mutex<HashSet<String>>,
     /// Whether a flush is already on its way (one at a time suffices).
     flush_pending: AtomicBool,
+    /// Held through a flush, so two never add the same uses.
+    flushing: Mutex<()>,
+    /// The shared configuration version the index was read at (PostgreSQL).
+    version: Mutex<Option<i64>>,
 }
 
 /// The grants, in the database and in memory.
@@ -190,36 +197,18 @@ impl GrantStore {
     pub fn load(db: Db, clock: Arc<dyn Clock>, changes: ChangeLog, live: LiveHub) -> Result<Self, CoreError> {
         let now = clock.now_ms();
         let views = {
-            let conn = db.conn();
-            conn.execute(
-                "DELETE FROM grants WHERE session_id IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?1)",
-                [now],
-            )?;
-            let mut stmt = conn.prepare(
-                "SELECT id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id, created_at,
-                        expires_at, uses, last_used_at FROM grants",
-            )?;
-            stmt.query_map([], |r| {
-                let arguments: String = r.get(4)?;
-                let scope: String = r.get(5)?;
-                Ok(GrantView {
-                    id: r.get(0)?,
-                    agent: r.get(1)?,
-                    owner: r.get(2)?,
-                    tool: r.get(3)?,
-                    arguments: serde_json::from_str(&arguments).unwrap_or_default(),
-                    scope: GrantScope::parse(&scope).unwrap_or(GrantScope::Session),
-                    session_id: r.get(6)?,
-                    created_by: r.get(7)?,
-                    execution_id: r.get(8)?,
-                    created_at_ms: r.get(9)?,
-                    expires_at_ms: r.get(10)?,
-                    uses: r.get::<_, i64>(11)?.max(0) as u64,
-                    last_used_ms: r.get(12)?,
-                })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?
+            let mut conn = db.conn()?;
+            // On SQLite every session is this process's and died with it; on
+            // PostgreSQL other replicas' sessions live on, so only expired
+            // grants go (a dead replica's session grants match no session).
+            let stale = match conn.backend() {
+                Backend::Sqlite => "DELETE FROM grants WHERE session_id IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?1)",
+                Backend::Postgres => "DELETE FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ?1",
+            };
+            conn.execute(stale, args![now])?;
+            read_views(&mut conn)?
         };
+        let version = db.config_version()?;
         let store = Self {
             db,
             clock,
@@ -229,6 +218,8 @@ impl GrantStore {
                 index: RwLock::default(),
                 dirty: Mutex::default(),
                 flush_pending: AtomicBool::new(false),
+                flushing: Mutex::default(),
+                version: Mutex::new(version),
             }),
         };
         for view in views {
@@ -238,11 +229,7 @@ impl GrantStore {
     }
 
     fn insert_live(&self, view: GrantView) {
-        let live = Arc::new(Live {
-            uses: AtomicU64::new(view.uses),
-            last_used_ms: AtomicI64::new(view.last_used_ms.unwrap_or(0)),
-            view,
-        });
+        let live = Arc::new(Live::new(view));
         let mut index = self.inner.index.write().unwrap_or_else(|p| p.into_inner());
         index.entry(key_of(&live.view)).or_default().push(live);
     }
@@ -268,8 +255,33 @@ impl GrantStore {
         removed
     }
 
+    /// On PostgreSQL, re-reads the grants when any replica changed them
+    /// (the shared configuration version moved), keeping the use counters of
+    /// grants already known. One indexed read; nothing on SQLite.
+    pub fn sync(&self) -> Result<(), CoreError> {
+        let Some(version) = self.db.config_version()? else { return Ok(()) };
+        if *self.inner.version.lock().unwrap_or_else(|p| p.into_inner()) == Some(version) {
+            return Ok(());
+        }
+        let views = read_views(&mut self.db.conn()?)?;
+        let known: HashMap<String, Arc<Live>> = {
+            let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
+            index.values().flatten().map(|g| (g.view.id.clone(), g.clone())).collect()
+        };
+        let mut fresh: HashMap<Key, Vec<Arc<Live>>> = HashMap::new();
+        for view in views {
+            let live = known.get(&view.id).cloned().unwrap_or_else(|| Arc::new(Live::new(view)));
+            fresh.entry(key_of(&live.view)).or_default().push(live);
+        }
+        *self.inner.index.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        *self.inner.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version);
+        self.live.publish_local(LiveEvent::GrantsChanged);
+        Ok(())
+    }
+
     /// The grant that lets this call through now, if any; counts the use in
-    /// memory. Pure memory: called for every gated call. The caller has
+    /// memory. Pure memory on SQLite (called for every gated call); the
+    /// caller runs [`GrantStore::sync`] first on PostgreSQL. The caller has
     /// checked that the call is not `human_only`.
     pub fn find(
         &self,
@@ -292,34 +304,69 @@ impl GrantStore {
         Some(Matched { id: live.view.id.clone(), flush_needed })
     }
 
-    /// Writes the use counters that changed to the database. Blocking: run
-    /// it on a blocking thread (the gate does after a use, one flush at a time).
+    /// Adds the uses counted since the last flush to the database (another
+    /// replica's uses of the same grant add up, never overwrite), keeping the
+    /// latest use time, and takes the database's totals as the counts here.
+    /// Blocking: run it on a blocking thread (the gate does
+    /// after a use, one flush at a time).
     pub fn flush_uses(&self) -> Result<usize, CoreError> {
+        let _flushing = self.inner.flushing.lock().unwrap_or_else(|p| p.into_inner());
         self.inner.flush_pending.store(false, Ordering::Release);
         let ids: Vec<String> =
             std::mem::take(&mut *self.inner.dirty.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
         if ids.is_empty() {
             return Ok(0);
         }
-        let counters: Vec<(String, u64, i64)> = {
+        // Each grant with the uses counted so far, of which `flushed` are written.
+        let counters: Vec<(Arc<Live>, u64, i64)> = {
             let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
             index
                 .values()
                 .flatten()
                 .filter(|g| ids.contains(&g.view.id))
-                .map(|g| (g.view.id.clone(), g.uses.load(Ordering::Relaxed), g.last_used_ms.load(Ordering::Relaxed)))
+                .map(|g| (g.clone(), g.uses.load(Ordering::Relaxed), g.last_used_ms.load(Ordering::Relaxed)))
                 .collect()
         };
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
-        {
-            let mut stmt = tx.prepare_cached("UPDATE grants SET uses = ?2, last_used_at = ?3 WHERE id = ?1")?;
-            for (id, uses, last) in &counters {
-                stmt.execute(params![id, i64::try_from(*uses).unwrap_or(i64::MAX), last])?;
+        // The database's totals after adding, which include other replicas' uses.
+        let written = self.db.conn()?.transaction(|tx| {
+            let mut totals = Vec::with_capacity(counters.len());
+            for (g, uses, last) in &counters {
+                let delta = uses.saturating_sub(g.flushed.load(Ordering::Relaxed));
+                totals.push(tx.query_opt(
+                    "UPDATE grants SET uses = uses + ?2,
+                         last_used_at = CASE WHEN last_used_at IS NULL OR last_used_at < ?3 THEN ?3 ELSE last_used_at END
+                     WHERE id = ?1
+                     RETURNING uses, last_used_at",
+                    args![g.view.id, i64::try_from(delta).unwrap_or(i64::MAX), last],
+                    |r| Ok((r.get::<i64>(0)?.max(0) as u64, r.get::<Option<i64>>(1)?)),
+                )?);
+            }
+            Ok(totals)
+        });
+        let totals = match written {
+            Ok(totals) => totals,
+            Err(e) => {
+                // Still unwritten: the next flush adds them.
+                self.inner.dirty.lock().unwrap_or_else(|p| p.into_inner()).extend(ids);
+                return Err(e);
+            }
+        };
+        for ((g, uses, _), total) in counters.iter().zip(totals) {
+            match total {
+                // Uses counted here since `uses` was read stay on top of the total.
+                Some((total, last)) => {
+                    if total >= *uses {
+                        g.uses.fetch_add(total - uses, Ordering::Relaxed);
+                    } else {
+                        g.uses.fetch_sub(uses - total, Ordering::Relaxed);
+                    }
+                    g.flushed.store(total, Ordering::Relaxed);
+                    g.last_used_ms.fetch_max(last.unwrap_or(0), Ordering::Relaxed);
+                }
+                // Revoked meanwhile (by another replica): nothing left to add to.
+                None => g.flushed.store(*uses, Ordering::Relaxed),
             }
         }
-        tx.commit()?;
-        drop(conn);
         self.live.publish(LiveEvent::GrantsChanged);
         Ok(counters.len())
     }
@@ -344,7 +391,7 @@ impl GrantStore {
     pub fn sweep_expired(&self) -> Result<usize, CoreError> {
         let now = self.clock.now_ms();
         let gone = self.remove_live(|g| g.expired(now));
-        self.db.conn().execute("DELETE FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ?1", [now])?;
+        self.db.conn()?.execute("DELETE FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ?1", args![now])?;
         Ok(gone.len())
     }
 
@@ -357,7 +404,13 @@ impl GrantStore {
         }
         let (db, sid) = (self.db.clone(), session_id.to_string());
         let delete = move || {
-            if let Err(e) = db.conn().execute("DELETE FROM grants WHERE session_id = ?1", [&sid]) {
+            let deleted = db.conn().and_then(|mut conn| {
+                conn.transaction(|tx| {
+                    tx.execute("DELETE FROM grants WHERE session_id = ?1", args![sid])?;
+                    Db::bump_config(tx)
+                })
+            });
+            if let Err(e) = deleted {
                 tracing::error!(error = %e, "could not delete a closed session's grants");
             }
         };
@@ -380,7 +433,10 @@ impl GrantStore {
             return Err(GrantError::Forbidden);
         }
         self.remove_live(|g| g.view.id == id);
-        self.db.conn().execute("DELETE FROM grants WHERE id = ?1", [id]).map_err(CoreError::from)?;
+        self.db.conn()?.transaction(|tx| {
+            tx.execute("DELETE FROM grants WHERE id = ?1", args![id])?;
+            Db::bump_config(tx)
+        })?;
         let actor = format!("user:{}", user.username);
         self.changes.record(Change {
             actor: &actor,
@@ -395,24 +451,27 @@ impl GrantStore {
 
     fn insert(&self, view: GrantView, actor: &str) -> Result<(), CoreError> {
         let arguments = serde_json::to_string(&view.arguments).unwrap_or_else(|_| "{}".into());
-        self.db.conn().execute(
-            "INSERT INTO grants (id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id,
-                                 created_at, expires_at, uses, last_used_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, NULL)",
-            params![
-                view.id,
-                view.agent,
-                view.owner,
-                view.tool,
-                arguments,
-                view.scope.as_str(),
-                view.session_id,
-                view.created_by,
-                view.execution_id,
-                view.created_at_ms,
-                view.expires_at_ms
-            ],
-        )?;
+        self.db.conn()?.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO grants (id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id,
+                                     created_at, expires_at, uses, last_used_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, NULL)",
+                args![
+                    view.id,
+                    view.agent,
+                    view.owner,
+                    view.tool,
+                    arguments,
+                    view.scope.as_str(),
+                    view.session_id,
+                    view.created_by,
+                    view.execution_id,
+                    view.created_at_ms,
+                    view.expires_at_ms
+                ],
+            )?;
+            Db::bump_config(tx)
+        })?;
         self.changes.record(Change {
             actor,
             subject: "grant",
@@ -423,6 +482,45 @@ impl GrantStore {
         self.insert_live(view);
         self.live.publish(LiveEvent::GrantsChanged);
         Ok(())
+    }
+}
+
+/// Every grant row.
+fn read_views(conn: &mut Conn<'_>) -> Result<Vec<GrantView>, CoreError> {
+    conn.query(
+        "SELECT id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id, created_at,
+                expires_at, uses, last_used_at FROM grants",
+        args![],
+        |r| {
+            let arguments: String = r.get(4)?;
+            let scope: String = r.get(5)?;
+            Ok(GrantView {
+                id: r.get(0)?,
+                agent: r.get(1)?,
+                owner: r.get(2)?,
+                tool: r.get(3)?,
+                arguments: serde_json::from_str(&arguments).unwrap_or_default(),
+                scope: GrantScope::parse(&scope).unwrap_or(GrantScope::Session),
+                session_id: r.get(6)?,
+                created_by: r.get(7)?,
+                execution_id: r.get(8)?,
+                created_at_ms: r.get(9)?,
+                expires_at_ms: r.get(10)?,
+                uses: r.get::<i64>(11)?.max(0) as u64,
+                last_used_ms: r.get(12)?,
+            })
+        },
+    )
+}
+
+impl Live {
+    fn new(view: GrantView) -> Self {
+        Self {
+            uses: AtomicU64::new(view.uses),
+            flushed: AtomicU64::new(view.uses),
+            last_used_ms: AtomicI64::new(view.last_used_ms.unwrap_or(0)),
+            view,
+        }
     }
 }
 
@@ -531,7 +629,7 @@ mod tests {
     use serde_json::json;
 
     fn store() -> (GrantStore, Arc<ManualClock>) {
-        let db = Db::open_in_memory().unwrap();
+        let db = Db::for_tests().unwrap();
         let clock = Arc::new(ManualClock::new(1_000_000));
         let changes = ChangeLog::new(db.clone(), clock.clone());
         (GrantStore::load(db, clock.clone(), changes, LiveHub::new()).unwrap(), clock)
@@ -583,7 +681,7 @@ mod tests {
 
     #[test]
     fn every_change_to_the_grants_is_told_to_the_live_pages() {
-        let db = Db::open_in_memory().unwrap();
+        let db = Db::for_tests().unwrap();
         let clock = Arc::new(ManualClock::new(1_000_000));
         let live = LiveHub::new();
         let mut events = live.subscribe();
@@ -628,5 +726,30 @@ mod tests {
         reloaded.revoke_for(&ada, &view.id).unwrap();
         assert!(reloaded.find("claude", Some("ada"), "fs_write", None, &json!({})).is_none());
         assert_eq!(reloaded.revoke_for(&ada, &view.id), Err(GrantError::NotFound("no such grant".into())));
+    }
+
+    #[test]
+    fn two_stores_on_one_database_add_their_uses_up() {
+        let (first, clock) = store();
+        let view = grant(GrantScope::UntilRevoked, None, BTreeMap::new(), clock.now_ms());
+        first.insert(view, "user:ada").unwrap();
+        let second =
+            GrantStore::load(first.db.clone(), first.clock.clone(), first.changes.clone(), LiveHub::new()).unwrap();
+        let ada = User { id: 1, username: "ada".into(), is_admin: false };
+        for _ in 0..2 {
+            first.find("claude", Some("ada"), "fs_write", None, &json!({})).unwrap();
+        }
+        first.flush_uses().unwrap();
+        for _ in 0..3 {
+            second.find("claude", Some("ada"), "fs_write", None, &json!({})).unwrap();
+        }
+        second.flush_uses().unwrap();
+        assert_eq!(second.list_for(&ada).unwrap()[0].uses, 5, "the flush brings the other's uses");
+        first.find("claude", Some("ada"), "fs_write", None, &json!({})).unwrap();
+        first.flush_uses().unwrap();
+        assert_eq!(first.list_for(&ada).unwrap()[0].uses, 6);
+        let reloaded =
+            GrantStore::load(first.db.clone(), clock.clone(), first.changes.clone(), LiveHub::new()).unwrap();
+        assert_eq!(reloaded.list_for(&ada).unwrap()[0].uses, 6);
     }
 }

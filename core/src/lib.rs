@@ -10,6 +10,7 @@ pub mod approvals;
 pub mod audit;
 pub mod changes;
 pub mod clock;
+pub mod cluster;
 pub mod credentials;
 pub mod db;
 pub mod error;

@@ -2,9 +2,11 @@
 //! change events that SSE streams forward to browsers.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use tokio::sync::broadcast;
+
+use crate::cluster::{Body, Cluster};
 
 pub use gatehouse_model::{LiveEvent, McpSessionInfo, UpstreamInfo};
 
@@ -14,6 +16,17 @@ pub struct LiveHub {
     events: broadcast::Sender<LiveEvent>,
     sessions: Arc<RwLock<HashMap<String, McpSessionInfo>>>,
     upstreams: Arc<RwLock<Vec<UpstreamInfo>>>,
+    /// Other replicas' sessions and upstream health, by replica (PostgreSQL).
+    elsewhere: Arc<RwLock<HashMap<String, Elsewhere>>>,
+    /// The other replicas, once this one has joined them.
+    cluster: Arc<OnceLock<Cluster>>,
+}
+
+/// What another replica last told about itself.
+#[derive(Default)]
+struct Elsewhere {
+    sessions: HashMap<String, McpSessionInfo>,
+    upstreams: Vec<UpstreamInfo>,
 }
 
 impl Default for LiveHub {
@@ -27,12 +40,94 @@ impl LiveHub {
     pub fn new() -> Self {
         // Subscribers only need "something changed"; a lagging one re-reads everything.
         let (events, _) = broadcast::channel(256);
-        Self { events, sessions: Arc::default(), upstreams: Arc::default() }
+        Self {
+            events,
+            sessions: Arc::default(),
+            upstreams: Arc::default(),
+            elsewhere: Arc::default(),
+            cluster: Arc::default(),
+        }
     }
 
-    /// Tells every subscriber.
+    /// From now on, events and sessions are told to the other replicas too.
+    pub fn relay_to(&self, cluster: Cluster) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// Tells every subscriber, on this replica and the others.
     pub fn publish(&self, event: LiveEvent) {
+        self.publish_local(event);
+        self.relay(Body::Live { event });
+    }
+
+    /// Tells this replica's subscribers only (an event another replica relayed).
+    pub fn publish_local(&self, event: LiveEvent) {
         let _ = self.events.send(event);
+    }
+
+    fn relay(&self, body: Body) {
+        if let Some(cluster) = self.cluster.get() {
+            cluster.send(None, body);
+        }
+    }
+
+    fn elsewhere(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Elsewhere>> {
+        self.elsewhere.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A session opened on another replica.
+    pub fn remote_session_opened(&self, replica: &str, info: McpSessionInfo) {
+        self.elsewhere().entry(replica.to_string()).or_default().sessions.insert(info.session_id.clone(), info);
+        self.publish_local(LiveEvent::SessionsChanged);
+    }
+
+    /// A session closed on another replica.
+    pub fn remote_session_closed(&self, replica: &str, session_id: &str) {
+        if let Some(there) = self.elsewhere().get_mut(replica) {
+            there.sessions.remove(session_id);
+        }
+        self.publish_local(LiveEvent::SessionsChanged);
+    }
+
+    /// Another replica's upstream health.
+    pub fn remote_upstreams(&self, replica: &str, upstreams: Vec<UpstreamInfo>) {
+        self.elsewhere().entry(replica.to_string()).or_default().upstreams = upstreams;
+        self.publish_local(LiveEvent::UpstreamsChanged);
+    }
+
+    /// Forgets what replicas not in `alive` said (they stopped or died).
+    pub fn forget_replicas_except(&self, alive: &[String]) {
+        let mut elsewhere = self.elsewhere();
+        let before = elsewhere.len();
+        elsewhere.retain(|replica, _| alive.contains(replica));
+        if elsewhere.len() != before {
+            drop(elsewhere);
+            self.publish_local(LiveEvent::SessionsChanged);
+            self.publish_local(LiveEvent::UpstreamsChanged);
+        }
+    }
+
+    /// This replica's own sessions.
+    pub fn sessions_here(&self) -> Vec<McpSessionInfo> {
+        self.sessions.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// This replica's own upstream health.
+    pub fn upstreams_here(&self) -> Vec<UpstreamInfo> {
+        self.upstreams.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Other replicas' upstream health, by replica.
+    pub fn upstreams_elsewhere(&self) -> Vec<(String, Vec<UpstreamInfo>)> {
+        let mut all: Vec<_> = self
+            .elsewhere
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(replica, there)| (replica.clone(), there.upstreams.clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
     }
 
     /// A new subscription to change events.
@@ -42,22 +137,25 @@ impl LiveHub {
 
     /// Records an opened session.
     pub fn session_opened(&self, info: McpSessionInfo) {
-        self.sessions.write().unwrap_or_else(|p| p.into_inner()).insert(info.session_id.clone(), info);
-        self.publish(LiveEvent::SessionsChanged);
+        self.sessions.write().unwrap_or_else(|p| p.into_inner()).insert(info.session_id.clone(), info.clone());
+        self.publish_local(LiveEvent::SessionsChanged);
+        self.relay(Body::SessionOpened { info });
     }
 
     /// Forgets a closed session.
     pub fn session_closed(&self, session_id: &str) {
         let removed = self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(session_id);
         if removed.is_some() {
-            self.publish(LiveEvent::SessionsChanged);
+            self.publish_local(LiveEvent::SessionsChanged);
+            self.relay(Body::SessionClosed { session_id: session_id.to_string() });
         }
     }
 
     /// Replaces the upstream health snapshot and tells subscribers.
     pub fn set_upstreams(&self, upstreams: Vec<UpstreamInfo>) {
-        *self.upstreams.write().unwrap_or_else(|p| p.into_inner()) = upstreams;
-        self.publish(LiveEvent::UpstreamsChanged);
+        *self.upstreams.write().unwrap_or_else(|p| p.into_inner()) = upstreams.clone();
+        self.publish_local(LiveEvent::UpstreamsChanged);
+        self.relay(Body::Upstreams { upstreams });
     }
 
     /// The latest upstream health snapshot, by name.
@@ -65,9 +163,12 @@ impl LiveHub {
         self.upstreams.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Every connected session, oldest first.
+    /// Every connected session, on this replica and the others, oldest first.
     pub fn sessions(&self) -> Vec<McpSessionInfo> {
-        let mut all: Vec<_> = self.sessions.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut all = self.sessions_here();
+        all.extend(
+            self.elsewhere.read().unwrap_or_else(|p| p.into_inner()).values().flat_map(|e| e.sessions.values().cloned()),
+        );
         all.sort_by(|a, b| a.opened_at_ms.cmp(&b.opened_at_ms).then(a.session_id.cmp(&b.session_id)));
         all
     }

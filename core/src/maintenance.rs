@@ -1,6 +1,7 @@
 //! Operations on the database file itself: migrating it on purpose
 //! (`gatehouse migrate`), copying it while a server runs (`gatehouse backup`,
-//! SQLite's online backup API) and the trivial query behind `/healthz`.
+//! SQLite's online backup API) and the trivial query behind `/healthz`
+//! (either backend).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -8,12 +9,14 @@ use std::time::{Duration, Instant};
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
 
+use crate::args;
 use crate::db::{DB_FILE, Db, PRIVATE_FILES};
 use crate::error::CoreError;
 
-/// The schema version a database is at (SQLite's `user_version`, which the
-/// migrations advance by one each).
-pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
+/// The schema version of a SQLite file opened directly (its `user_version`,
+/// which the migrations advance by one each); [`Db::schema_version`] is the
+/// same for an open store.
+fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
@@ -45,20 +48,21 @@ pub fn migrate(data_dir: &Path) -> Result<Migrated, CoreError> {
         _ => 0,
     };
     let db = Db::open(data_dir)?;
-    let after = schema_version(&db.conn())?;
+    let after = db.schema_version()?;
     Ok(Migrated { database, before, after })
 }
 
 /// The trivial query `/healthz` runs: the store answers at all.
-pub fn check(db: &Db) -> rusqlite::Result<()> {
-    db.conn().query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get::<_, i64>(0)).map(|_| ())
+pub fn check(db: &Db) -> Result<(), CoreError> {
+    db.conn()?.query_one("SELECT 1", args![], |row| row.get::<i64>(0)).map(|_| ())
 }
 
-/// A failed [`check`] in words safe to show anyone: SQLite's error code
-/// (`DatabaseBusy`, `SystemIoFailure`, …), never a path or a query.
-pub fn public_reason(error: &rusqlite::Error) -> String {
+/// A failed [`check`] in words safe to show anyone: the database's error
+/// code (`DatabaseBusy`, `SystemIoFailure`, a PostgreSQL SQLSTATE, …),
+/// never a path or a query.
+pub fn public_reason(error: &CoreError) -> String {
     match error {
-        rusqlite::Error::SqliteFailure(e, _) => format!("{:?}", e.code),
+        CoreError::Db(e) => e.public_reason(),
         _ => "query failed".to_string(),
     }
 }
@@ -246,15 +250,17 @@ mod tests {
     fn a_backup_in_many_steps_is_one_consistent_snapshot_while_another_connection_writes() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path()).unwrap();
-        let insert = |conn: &Connection, n: i64| {
-            conn.execute(
-                "INSERT INTO changes (at, actor, subject, target, action, detail) VALUES (?1, 'a', 's', 't', 'x', ?2)",
-                rusqlite::params![n, "x".repeat(2000)],
-            )
-            .unwrap();
+        let insert = |n: i64| {
+            db.conn()
+                .unwrap()
+                .execute(
+                    "INSERT INTO changes (at, actor, subject, target, action, detail) VALUES (?1, 'a', 's', 't', 'x', ?2)",
+                    args![n, "x".repeat(2000)],
+                )
+                .unwrap();
         };
         for n in 0..500 {
-            insert(&db.conn(), n);
+            insert(n);
         }
         let dest = dir.path().join("copy.db");
         let (source, target) = (dir.path().to_path_buf(), dest.clone());
@@ -262,7 +268,7 @@ mod tests {
         let copying = std::thread::spawn(move || backup_in_steps(&source, &target, false, 1));
         let mut written = 0;
         while !copying.is_finished() {
-            insert(&db.conn(), 1000 + written);
+            insert(1000 + written);
             written += 1;
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -278,7 +284,7 @@ mod tests {
     #[test]
     fn a_failed_query_is_named_by_its_code_without_the_message() {
         let conn = Connection::open_in_memory().unwrap();
-        let error = conn.execute("DELETE FROM secret_table_name", []).unwrap_err();
+        let error = CoreError::from(conn.execute("DELETE FROM secret_table_name", []).unwrap_err());
         let reason = public_reason(&error);
         assert!(!reason.contains("secret_table_name") && !reason.is_empty(), "{reason}");
     }
@@ -294,7 +300,8 @@ mod tests {
 
         let db = Db::open(dir.path()).unwrap();
         db.conn()
-            .execute("INSERT INTO policy_rules (pattern, action, updated_at) VALUES ('x*', 'block', 1)", [])
+            .unwrap()
+            .execute("INSERT INTO policy_rules (pattern, action, updated_at) VALUES ('x*', 'block', 1)", args![])
             .unwrap();
         check(&db).unwrap();
         let dest = dir.path().join("copy.db");

@@ -5,14 +5,14 @@
 //! so; the pin itself stays.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use gatehouse_model::PinView;
-use rusqlite::params;
 use serde_json::Value;
 
+use crate::args;
 use crate::clock::Clock;
-use crate::db::Db;
+use crate::db::{Db, Versioned};
 use crate::error::Result;
 
 /// Who pinned a definition that was pinned because it was the first seen.
@@ -41,7 +41,7 @@ pub fn digest(definition: &Value) -> String {
 pub struct ToolPins {
     db: Db,
     clock: Arc<dyn Clock>,
-    cache: Arc<RwLock<Option<Arc<PinMap>>>>,
+    cache: Arc<Versioned<PinMap>>,
 }
 
 impl ToolPins {
@@ -52,23 +52,16 @@ impl ToolPins {
 
     /// Every pin.
     pub fn all(&self) -> Result<Arc<PinMap>> {
-        if let Some(pins) = self.cache.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            return Ok(pins.clone());
-        }
-        let pins = Arc::new(self.load()?);
-        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = Some(pins.clone());
-        Ok(pins)
+        self.cache.get(&self.db, || self.load())
     }
 
     fn load(&self) -> Result<PinMap> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        let rows: Vec<((String, String), Pin)> = self.db.conn()?.query(
             "SELECT upstream, tool, digest, definition, pinned_at, pinned_by, rejected_digest, rejected_by, rejected_at FROM tool_pins",
-        )?;
-        let rows = stmt
-            .query_map([], |r| {
+            args![],
+            |r| {
                 let definition: String = r.get(3)?;
-                let rejected = match (r.get::<_, Option<String>>(6)?, r.get::<_, Option<String>>(7)?, r.get(8)?) {
+                let rejected = match (r.get::<Option<String>>(6)?, r.get::<Option<String>>(7)?, r.get(8)?) {
                     (Some(d), Some(by), Some(at)) => Some((d, by, at)),
                     _ => None,
                 };
@@ -84,13 +77,13 @@ impl ToolPins {
                         rejected,
                     },
                 ))
-            })?
-            .collect::<rusqlite::Result<PinMap>>()?;
-        Ok(rows)
+            },
+        )?;
+        Ok(rows.into_iter().collect())
     }
 
     fn invalidate(&self) {
-        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.cache.invalidate();
     }
 
     /// Pins each of `upstream`'s `definitions` (own name, definition) that has
@@ -103,18 +96,19 @@ impl ToolPins {
             return Ok(0);
         }
         let now = self.clock.now_ms();
-        let mut added = 0;
-        {
-            let mut conn = self.db.conn();
-            let tx = conn.transaction()?;
+        let added = self.db.conn()?.transaction(|tx| {
+            let mut added = 0;
             for (tool, definition) in &new {
+                // A pin made meanwhile (another listing or replica) stands.
                 added += tx.execute(
-                    "INSERT OR IGNORE INTO tool_pins (upstream, tool, digest, definition, pinned_at, pinned_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![upstream, tool, digest(definition), definition.to_string(), now, FIRST_SEEN],
+                    "INSERT INTO tool_pins (upstream, tool, digest, definition, pinned_at, pinned_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT DO NOTHING",
+                    args![upstream, tool, digest(definition), definition.to_string(), now, FIRST_SEEN],
                 )?;
             }
-            tx.commit()?;
-        }
+            Db::bump_config(tx)?;
+            Ok(added)
+        })?;
         self.invalidate();
         Ok(added)
     }
@@ -122,13 +116,16 @@ impl ToolPins {
     /// Pins `definition` for `upstream`'s `tool`, as accepted by `actor`
     /// (a rejection of an earlier definition is forgotten).
     pub fn accept(&self, upstream: &str, tool: &str, definition: &Value, actor: &str) -> Result<()> {
-        self.db.conn().execute(
-            "INSERT INTO tool_pins (upstream, tool, digest, definition, pinned_at, pinned_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (upstream, tool) DO UPDATE SET digest = excluded.digest, definition = excluded.definition,
-                 pinned_at = excluded.pinned_at, pinned_by = excluded.pinned_by,
-                 rejected_digest = NULL, rejected_by = NULL, rejected_at = NULL",
-            params![upstream, tool, digest(definition), definition.to_string(), self.clock.now_ms(), actor],
-        )?;
+        self.db.conn()?.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO tool_pins (upstream, tool, digest, definition, pinned_at, pinned_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (upstream, tool) DO UPDATE SET digest = excluded.digest, definition = excluded.definition,
+                     pinned_at = excluded.pinned_at, pinned_by = excluded.pinned_by,
+                     rejected_digest = NULL, rejected_by = NULL, rejected_at = NULL",
+                args![upstream, tool, digest(definition), definition.to_string(), self.clock.now_ms(), actor],
+            )?;
+            Db::bump_config(tx)
+        })?;
         self.invalidate();
         Ok(())
     }
@@ -136,10 +133,14 @@ impl ToolPins {
     /// Records that `actor` rejected the definition `rejected_digest` of
     /// `upstream`'s `tool`; the pin stays. False if the tool has no pin.
     pub fn reject(&self, upstream: &str, tool: &str, rejected_digest: &str, actor: &str) -> Result<bool> {
-        let n = self.db.conn().execute(
-            "UPDATE tool_pins SET rejected_digest = ?3, rejected_by = ?4, rejected_at = ?5 WHERE upstream = ?1 AND tool = ?2",
-            params![upstream, tool, rejected_digest, actor, self.clock.now_ms()],
-        )?;
+        let n = self.db.conn()?.transaction(|tx| {
+            let n = tx.execute(
+                "UPDATE tool_pins SET rejected_digest = ?3, rejected_by = ?4, rejected_at = ?5 WHERE upstream = ?1 AND tool = ?2",
+                args![upstream, tool, rejected_digest, actor, self.clock.now_ms()],
+            )?;
+            Db::bump_config(tx)?;
+            Ok(n)
+        })?;
         self.invalidate();
         Ok(n > 0)
     }
@@ -157,7 +158,7 @@ mod tests {
     use serde_json::json;
 
     fn pins() -> ToolPins {
-        ToolPins::new(Db::open_in_memory().unwrap(), Arc::new(ManualClock::new(1_700_000_000_000)))
+        ToolPins::new(Db::for_tests().unwrap(), Arc::new(ManualClock::new(1_700_000_000_000)))
     }
 
     #[test]

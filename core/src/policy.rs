@@ -7,10 +7,9 @@
 
 use std::sync::Arc;
 
-use rusqlite::params;
-
+use crate::args;
 use crate::clock::Clock;
-use crate::db::Db;
+use crate::db::{Db, Versioned};
 use crate::error::{CoreError, Result};
 
 pub use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
@@ -77,9 +76,9 @@ pub struct PolicyStore {
     db: Db,
     clock: Arc<dyn Clock>,
     config_rules: Arc<Vec<Rule>>,
-    // Every call consults the rules; they change only through this store, so
-    // a copy is kept and dropped on each change.
-    cache: Arc<std::sync::RwLock<Option<Arc<Vec<Rule>>>>>,
+    // Every call consults the rules; they change only through this store
+    // (on any replica), so a copy is kept until they change.
+    cache: Arc<Versioned<Vec<Rule>>>,
 }
 
 impl PolicyStore {
@@ -91,24 +90,22 @@ impl PolicyStore {
 
     /// Every rule: config first, then the database's.
     pub fn rules(&self) -> Result<Arc<Vec<Rule>>> {
-        if let Some(rules) = self.cache.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            return Ok(rules.clone());
-        }
-        let rules = Arc::new(self.load()?);
-        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = Some(rules.clone());
-        Ok(rules)
+        self.cache.get(&self.db, || self.load())
     }
 
     fn invalidate(&self) {
-        *self.cache.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.cache.invalidate();
     }
 
     fn load(&self) -> Result<Vec<Rule>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached("SELECT pattern, action, human_only FROM policy_rules ORDER BY pattern")?;
-        let db_rules = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?)))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut db_rules =
+            self.db.conn()?.query("SELECT pattern, action, human_only FROM policy_rules", args![], |r| {
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<bool>(2)?))
+            })?;
+        // Byte order, as SQLite's `ORDER BY` gave it: a PostgreSQL collation
+        // could order differently, and which of equally strict rules is
+        // named as the reason depends on the order.
+        db_rules.sort_by(|a, b| a.0.cmp(&b.0));
         let mut all: Vec<Rule> = self.config_rules.as_ref().clone();
         for (pattern, action, human_only) in db_rules {
             all.push(Rule {
@@ -125,18 +122,25 @@ impl PolicyStore {
     /// Adds or replaces the database rule for `pattern`.
     pub fn set(&self, pattern: &str, action: Action, human_only: bool) -> Result<()> {
         validate_pattern(pattern)?;
-        self.db.conn().execute(
-            "INSERT INTO policy_rules (pattern, action, human_only, updated_at) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(pattern) DO UPDATE SET action = excluded.action, human_only = excluded.human_only, updated_at = excluded.updated_at",
-            params![pattern, action.as_str(), human_only, self.clock.now_ms()],
-        )?;
+        self.db.conn()?.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO policy_rules (pattern, action, human_only, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(pattern) DO UPDATE SET action = excluded.action, human_only = excluded.human_only, updated_at = excluded.updated_at",
+                args![pattern, action.as_str(), human_only, self.clock.now_ms()],
+            )?;
+            Db::bump_config(tx)
+        })?;
         self.invalidate();
         Ok(())
     }
 
     /// Removes the database rule for `pattern`; `false` if there was none.
     pub fn remove(&self, pattern: &str) -> Result<bool> {
-        let removed = self.db.conn().execute("DELETE FROM policy_rules WHERE pattern = ?1", [pattern])? > 0;
+        let removed = self.db.conn()?.transaction(|tx| {
+            let n = tx.execute("DELETE FROM policy_rules WHERE pattern = ?1", args![pattern])?;
+            Db::bump_config(tx)?;
+            Ok(n > 0)
+        })?;
         self.invalidate();
         Ok(removed)
     }

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
+use crate::args;
 use crate::clock::Clock;
-use crate::db::Db;
+use crate::db::{Conn, Db};
 use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
@@ -229,12 +229,12 @@ impl UserStore {
     /// Whether the browser session stored as `hash` still signs its user in
     /// (live, and the user not disabled).
     pub fn session_live(&self, session: &BrowserSession) -> Result<bool> {
-        Ok(self.db.conn().query_row(
+        self.db.conn()?.query_one(
             "SELECT EXISTS(SELECT 1 FROM browser_sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = ?1 AND s.expires_at > ?2 AND u.disabled_at IS NULL)",
-            params![session.0, self.clock.now_ms()],
+            args![session.0, self.clock.now_ms()],
             |r| r.get(0),
-        )?)
+        )
     }
 
     /// The gate every password hash of the server passes.
@@ -275,7 +275,7 @@ impl UserStore {
 
     /// How many users exist.
     pub fn count(&self) -> Result<i64> {
-        Ok(self.db.conn().query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?)
+        self.db.conn()?.query_one("SELECT COUNT(*) FROM users", args![], |r| r.get(0))
     }
 
     /// Creates a user. Hashing is slow on purpose: call from a blocking context.
@@ -284,16 +284,14 @@ impl UserStore {
         validate_password(password)?;
         let hash = hash_password(password)?;
         let now = self.clock.now_ms();
-        let conn = self.db.conn();
-        match conn.execute(
-            "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![username, hash, is_admin, now],
+        match self.db.conn()?.query_one(
+            "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, ?2, ?3, ?4) RETURNING id",
+            args![username, hash, is_admin, now],
+            |r| r.get(0),
         ) {
-            Ok(_) => Ok(User { id: conn.last_insert_rowid(), username: username.into(), is_admin }),
-            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
-                Err(CoreError::Conflict(format!("user {username:?}")))
-            }
-            Err(e) => Err(e.into()),
+            Ok(id) => Ok(User { id, username: username.into(), is_admin }),
+            Err(CoreError::Db(e)) if e.is_unique_violation() => Err(CoreError::Conflict(format!("user {username:?}"))),
+            Err(e) => Err(e),
         }
     }
 
@@ -301,16 +299,12 @@ impl UserStore {
     /// context). A disabled user, or an invited one without a password yet,
     /// never matches; every refusal costs the same hash.
     pub fn verify_password(&self, username: &str, password: &str) -> Result<Option<User>> {
-        let row: Option<(i64, String, bool)> = self
-            .db
-            .conn()
-            .query_row(
-                "SELECT id, password_hash, is_admin FROM users
-                 WHERE username = ?1 AND disabled_at IS NULL AND password_hash != ''",
-                [username],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
+        let row: Option<(i64, String, bool)> = self.db.conn()?.query_opt(
+            "SELECT id, password_hash, is_admin FROM users
+             WHERE username = ?1 AND disabled_at IS NULL AND password_hash != ''",
+            args![username],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
         let stored = row.as_ref().map(|(_, h, _)| h.as_str()).unwrap_or_else(|| dummy_hash());
         let parsed = PasswordHash::new(stored).map_err(|e| CoreError::Password(e.to_string()))?;
         let ok = Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok();
@@ -324,30 +318,26 @@ impl UserStore {
     pub fn create_session(&self, user: &User) -> Result<String> {
         let token = secret::new_token();
         let now = self.clock.now_ms();
-        self.db.conn().execute(
+        self.db.conn()?.execute(
             "INSERT INTO browser_sessions (token_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
-            params![secret::hash(&token), user.id, now, now + SESSION_LIFETIME.as_millis() as i64],
+            args![secret::hash(&token), user.id, now, now + SESSION_LIFETIME.as_millis() as i64],
         )?;
         Ok(token)
     }
 
     /// The user behind a session cookie, if the session is live.
     pub fn session_user(&self, token: &str) -> Result<Option<User>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        self.db.conn()?.query_opt(
             "SELECT u.id, u.username, u.is_admin FROM browser_sessions s JOIN users u ON u.id = s.user_id
              WHERE s.token_hash = ?1 AND s.expires_at > ?2 AND u.disabled_at IS NULL",
-        )?;
-        Ok(stmt
-            .query_row(params![secret::hash(token), self.clock.now_ms()], |r| {
-                Ok(User { id: r.get(0)?, username: r.get(1)?, is_admin: r.get(2)? })
-            })
-            .optional()?)
+            args![secret::hash(token), self.clock.now_ms()],
+            |r| Ok(User { id: r.get(0)?, username: r.get(1)?, is_admin: r.get(2)? }),
+        )
     }
 
     /// Ends a browser session.
     pub fn end_session(&self, token: &str) -> Result<()> {
-        self.db.conn().execute("DELETE FROM browser_sessions WHERE token_hash = ?1", [secret::hash(token)])?;
+        self.db.conn()?.execute("DELETE FROM browser_sessions WHERE token_hash = ?1", args![secret::hash(token)])?;
         self.changed(());
         Ok(())
     }
@@ -355,7 +345,10 @@ impl UserStore {
     /// Deletes browser sessions that have expired (they no longer sign anyone
     /// in, but their rows would pile up); returns how many.
     pub fn purge_expired_sessions(&self) -> Result<usize> {
-        let n = self.db.conn().execute("DELETE FROM browser_sessions WHERE expires_at <= ?1", [self.clock.now_ms()])?;
+        let n = self
+            .db
+            .conn()?
+            .execute("DELETE FROM browser_sessions WHERE expires_at <= ?1", args![self.clock.now_ms()])?;
         if n > 0 {
             // Live streams of an expired session close.
             self.changed(());
@@ -365,42 +358,38 @@ impl UserStore {
 
     /// How many browser sessions are stored (live or not yet purged).
     pub fn stored_sessions(&self) -> Result<i64> {
-        Ok(self.db.conn().query_row("SELECT COUNT(*) FROM browser_sessions", [], |r| r.get(0))?)
+        self.db.conn()?.query_one("SELECT COUNT(*) FROM browser_sessions", args![], |r| r.get(0))
     }
 
     /// Ends every browser session of `user_id` but the one whose cookie
     /// hashes to `keep`; returns how many ended.
     pub fn end_other_sessions(&self, user_id: i64, keep: &BrowserSession) -> Result<usize> {
-        let n = self.db.conn().execute(
-            "DELETE FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2",
-            params![user_id, keep.0],
-        )?;
+        let n = self
+            .db
+            .conn()?
+            .execute("DELETE FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2", args![user_id, keep.0])?;
         Ok(self.changed(n))
     }
 
     /// How many live browser sessions `user_id` has.
     pub fn live_sessions(&self, user_id: i64) -> Result<usize> {
-        let n: i64 = self.db.conn().query_row(
+        self.db.conn()?.query_one(
             "SELECT COUNT(*) FROM browser_sessions WHERE user_id = ?1 AND expires_at > ?2",
-            params![user_id, self.clock.now_ms()],
+            args![user_id, self.clock.now_ms()],
             |r| r.get(0),
-        )?;
-        Ok(n as usize)
+        )
     }
 
     /// Every user, by name, with their status, sessions and any unused link.
     pub fn list(&self) -> Result<Vec<UserView>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare_cached(
+        self.db.conn()?.query(
             "SELECT u.username, u.is_admin, u.password_hash = '', u.disabled_at IS NOT NULL, u.created_at,
                     (SELECT MAX(l.expires_at) FROM password_links l WHERE l.user_id = u.id AND l.expires_at > ?1),
                     (SELECT COUNT(*) FROM browser_sessions s WHERE s.user_id = u.id AND s.expires_at > ?1)
              FROM users u ORDER BY u.username",
-        )?;
-        let rows = stmt
-            .query_map([self.clock.now_ms()], |r| {
+            args![self.clock.now_ms()],
+            |r| {
                 let (invited, disabled): (bool, bool) = (r.get(2)?, r.get(3)?);
-                let sessions: i64 = r.get(6)?;
                 Ok(UserView {
                     username: r.get(0)?,
                     is_admin: r.get(1)?,
@@ -413,32 +402,30 @@ impl UserStore {
                     },
                     created_ms: r.get(4)?,
                     link_expires_ms: r.get(5)?,
-                    sessions: sessions as usize,
+                    sessions: r.get(6)?,
                 })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+            },
+        )
     }
 
     /// Adds a user without a password and makes the one-time link with
     /// which they choose one (an invite).
     pub fn invite(&self, username: &str, is_admin: bool) -> Result<IssuedLink> {
         validate_username(username)?;
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        match tx.execute(
-            "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, '', ?2, ?3)",
-            params![username, is_admin, self.clock.now_ms()],
-        ) {
-            Ok(_) => {}
-            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
-                return Err(CoreError::Conflict(format!("user {username:?}")));
-            }
-            Err(e) => return Err(e.into()),
-        }
-        let id = tx.last_insert_rowid();
-        let link = self.make_link(&tx, id, username, LinkPurpose::Invite)?;
-        tx.commit()?;
+        let link = self.db.conn()?.transaction(|tx| {
+            let id: i64 = match tx.query_one(
+                "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, '', ?2, ?3) RETURNING id",
+                args![username, is_admin, self.clock.now_ms()],
+                |r| r.get(0),
+            ) {
+                Ok(id) => id,
+                Err(CoreError::Db(e)) if e.is_unique_violation() => {
+                    return Err(CoreError::Conflict(format!("user {username:?}")));
+                }
+                Err(e) => return Err(e),
+            };
+            self.make_link(tx, id, username, LinkPurpose::Invite)
+        })?;
         Ok(self.changed(link))
     }
 
@@ -446,32 +433,25 @@ impl UserStore {
     /// chose a password, otherwise a reset), replacing any earlier one. The
     /// current password keeps working until the link is used.
     pub fn new_link(&self, username: &str) -> Result<IssuedLink> {
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let (id, invited, disabled) = user_row(&tx, username)?;
-        if disabled {
-            return Err(CoreError::Refused(format!("{username} is disabled: enable them first")));
-        }
-        let purpose = if invited { LinkPurpose::Invite } else { LinkPurpose::Reset };
-        let link = self.make_link(&tx, id, username, purpose)?;
-        tx.commit()?;
+        let link = self.db.conn()?.transaction(|tx| {
+            let (id, invited, disabled) = user_row(tx, username)?;
+            if disabled {
+                return Err(CoreError::Refused(format!("{username} is disabled: enable them first")));
+            }
+            let purpose = if invited { LinkPurpose::Invite } else { LinkPurpose::Reset };
+            self.make_link(tx, id, username, purpose)
+        })?;
         Ok(self.changed(link))
     }
 
-    fn make_link(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        user_id: i64,
-        username: &str,
-        purpose: LinkPurpose,
-    ) -> Result<IssuedLink> {
+    fn make_link(&self, tx: &mut Conn<'_>, user_id: i64, username: &str, purpose: LinkPurpose) -> Result<IssuedLink> {
         let token = secret::new_token();
         let now = self.clock.now_ms();
         let expires_ms = now + PASSWORD_LINK_LIFETIME.as_millis() as i64;
-        tx.execute("DELETE FROM password_links WHERE user_id = ?1", [user_id])?;
+        tx.execute("DELETE FROM password_links WHERE user_id = ?1", args![user_id])?;
         tx.execute(
             "INSERT INTO password_links (token_hash, user_id, purpose, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![secret::hash(&token), user_id, purpose.as_str(), now, expires_ms],
+            args![secret::hash(&token), user_id, purpose.as_str(), now, expires_ms],
         )?;
         Ok(IssuedLink { username: username.into(), purpose, token, expires_ms })
     }
@@ -479,16 +459,12 @@ impl UserStore {
     /// What the link `token` is: valid (for whom), expired, or invalid.
     /// Cheap (no password hashing), so callers check it before hashing.
     pub fn password_link(&self, token: &str) -> Result<LinkCheck> {
-        let row: Option<(String, String, i64)> = self
-            .db
-            .conn()
-            .query_row(
-                "SELECT u.username, l.purpose, l.expires_at FROM password_links l JOIN users u ON u.id = l.user_id
-                 WHERE l.token_hash = ?1 AND u.disabled_at IS NULL",
-                [secret::hash(token)],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
+        let row: Option<(String, String, i64)> = self.db.conn()?.query_opt(
+            "SELECT u.username, l.purpose, l.expires_at FROM password_links l JOIN users u ON u.id = l.user_id
+             WHERE l.token_hash = ?1 AND u.disabled_at IS NULL",
+            args![secret::hash(token)],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
         Ok(match row {
             None => LinkCheck::Invalid,
             Some((_, _, expires)) if expires <= self.clock.now_ms() => LinkCheck::Expired,
@@ -507,24 +483,22 @@ impl UserStore {
         self.password_link(token)?.check()?;
         validate_password(password)?;
         let hash = hash_password(password)?;
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let row: Option<(i64, String, bool)> = tx
-            .query_row(
+        let user = self.db.conn()?.transaction(|tx| {
+            let row: Option<(i64, String, bool)> = tx.query_opt(
                 "SELECT u.id, u.username, u.is_admin FROM password_links l JOIN users u ON u.id = l.user_id
                  WHERE l.token_hash = ?1 AND l.expires_at > ?2 AND u.disabled_at IS NULL",
-                params![secret::hash(token), self.clock.now_ms()],
+                args![secret::hash(token), self.clock.now_ms()],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        let Some((id, username, is_admin)) = row else {
-            return Err(LinkCheck::Invalid.refusal());
-        };
-        tx.execute("UPDATE users SET password_hash = ?1 WHERE id = ?2", params![hash, id])?;
-        tx.execute("DELETE FROM password_links WHERE user_id = ?1", [id])?;
-        tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1", [id])?;
-        tx.commit()?;
-        Ok(self.changed(User { id, username, is_admin }))
+            )?;
+            let Some((id, username, is_admin)) = row else {
+                return Err(LinkCheck::Invalid.refusal());
+            };
+            tx.execute("UPDATE users SET password_hash = ?1 WHERE id = ?2", args![hash, id])?;
+            tx.execute("DELETE FROM password_links WHERE user_id = ?1", args![id])?;
+            tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1", args![id])?;
+            Ok(User { id, username, is_admin })
+        })?;
+        Ok(self.changed(user))
     }
 
     /// [`UserStore::use_password_link`] through the hashing gate, off the async workers.
@@ -540,12 +514,12 @@ impl UserStore {
             return Ok(false);
         }
         let hash = hash_password(new)?;
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
-        tx.execute("UPDATE users SET password_hash = ?1 WHERE id = ?2", params![hash, user.id])?;
-        tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2", params![user.id, keep.0])?;
-        tx.execute("DELETE FROM password_links WHERE user_id = ?1", [user.id])?;
-        tx.commit()?;
+        self.db.conn()?.transaction(|tx| {
+            tx.execute("UPDATE users SET password_hash = ?1 WHERE id = ?2", args![hash, user.id])?;
+            tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2", args![user.id, keep.0])?;
+            tx.execute("DELETE FROM password_links WHERE user_id = ?1", args![user.id])?;
+            Ok(())
+        })?;
         Ok(self.changed(true))
     }
 
@@ -564,53 +538,53 @@ impl UserStore {
     /// any unused link end at once) or enables them again. Returns whether
     /// anything changed. The last admin who can sign in is never disabled.
     pub fn set_disabled(&self, username: &str, disabled: bool) -> Result<bool> {
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let (id, _, was_disabled) = user_row(&tx, username)?;
-        if was_disabled == disabled {
-            return Ok(false);
-        }
-        if disabled {
-            keep_an_admin(&tx, id, username, "disable")?;
-            tx.execute("UPDATE users SET disabled_at = ?1 WHERE id = ?2", params![self.clock.now_ms(), id])?;
-            tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1", [id])?;
-            tx.execute("DELETE FROM password_links WHERE user_id = ?1", [id])?;
-        } else {
-            tx.execute("UPDATE users SET disabled_at = NULL WHERE id = ?1", [id])?;
-        }
-        tx.commit()?;
-        Ok(self.changed(true))
+        let changed = self.db.conn()?.transaction(|tx| {
+            let (id, _, was_disabled) = user_row(tx, username)?;
+            if was_disabled == disabled {
+                return Ok(false);
+            }
+            if disabled {
+                keep_an_admin(tx, id, username, "disable")?;
+                tx.execute("UPDATE users SET disabled_at = ?1 WHERE id = ?2", args![self.clock.now_ms(), id])?;
+                tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1", args![id])?;
+                tx.execute("DELETE FROM password_links WHERE user_id = ?1", args![id])?;
+            } else {
+                tx.execute("UPDATE users SET disabled_at = NULL WHERE id = ?1", args![id])?;
+            }
+            Ok(true)
+        })?;
+        Ok(if changed { self.changed(true) } else { false })
     }
 
     /// Makes `username` an admin or not; returns whether anything changed.
     /// The last admin who can sign in is never demoted.
     pub fn set_admin(&self, username: &str, admin: bool) -> Result<bool> {
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let (id, _, _) = user_row(&tx, username)?;
-        let was: bool = tx.query_row("SELECT is_admin FROM users WHERE id = ?1", [id], |r| r.get(0))?;
-        if was == admin {
-            return Ok(false);
-        }
-        if !admin {
-            keep_an_admin(&tx, id, username, "demote")?;
-        }
-        tx.execute("UPDATE users SET is_admin = ?1 WHERE id = ?2", params![admin, id])?;
-        tx.commit()?;
-        Ok(self.changed(true))
+        let changed = self.db.conn()?.transaction(|tx| {
+            let (id, _, _) = user_row(tx, username)?;
+            let was: bool = tx.query_one("SELECT is_admin FROM users WHERE id = ?1", args![id], |r| r.get(0))?;
+            if was == admin {
+                return Ok(false);
+            }
+            if !admin {
+                keep_an_admin(tx, id, username, "demote")?;
+            }
+            tx.execute("UPDATE users SET is_admin = ?1 WHERE id = ?2", args![admin, id])?;
+            Ok(true)
+        })?;
+        Ok(if changed { self.changed(true) } else { false })
     }
 
     /// Removes `username`, their browser sessions and links (their agents'
     /// credentials are the credential store's: revoke them by owner). The
     /// last admin who can sign in is never removed.
     pub fn remove(&self, username: &str) -> Result<()> {
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let (id, _, _) = user_row(&tx, username)?;
-        keep_an_admin(&tx, id, username, "remove")?;
-        // Sessions and links go with the row (ON DELETE CASCADE).
-        tx.execute("DELETE FROM users WHERE id = ?1", [id])?;
-        tx.commit()?;
+        self.db.conn()?.transaction(|tx| {
+            let (id, _, _) = user_row(tx, username)?;
+            keep_an_admin(tx, id, username, "remove")?;
+            // Sessions and links go with the row (ON DELETE CASCADE).
+            tx.execute("DELETE FROM users WHERE id = ?1", args![id])?;
+            Ok(())
+        })?;
         self.changed(());
         Ok(())
     }
@@ -622,11 +596,11 @@ impl UserStore {
             return Ok(None);
         }
         let token = secret::new_token();
-        let conn = self.db.conn();
-        conn.execute("DELETE FROM setup_tokens", [])?;
+        let mut conn = self.db.conn()?;
+        conn.execute("DELETE FROM setup_tokens", args![])?;
         conn.execute(
             "INSERT INTO setup_tokens (token_hash, created_at) VALUES (?1, ?2)",
-            params![secret::hash(&token), self.clock.now_ms()],
+            args![secret::hash(&token), self.clock.now_ms()],
         )?;
         Ok(Some(token))
     }
@@ -639,15 +613,11 @@ impl UserStore {
     /// What `token` is: valid, expired, or invalid. Cheap (no hashing), so
     /// callers check it before spending a password hash on a request.
     pub fn setup_token(&self, token: &str) -> Result<SetupToken> {
-        let created: Option<i64> = self
-            .db
-            .conn()
-            .query_row(
-                "SELECT created_at FROM setup_tokens WHERE token_hash = ?1 AND NOT EXISTS(SELECT 1 FROM users)",
-                [secret::hash(token)],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let created: Option<i64> = self.db.conn()?.query_opt(
+            "SELECT created_at FROM setup_tokens WHERE token_hash = ?1 AND NOT EXISTS(SELECT 1 FROM users)",
+            args![secret::hash(token)],
+            |r| r.get(0),
+        )?;
         Ok(match created {
             None => SetupToken::Invalid,
             Some(at) if self.clock.now_ms() - at >= SETUP_TOKEN_LIFETIME.as_millis() as i64 => SetupToken::Expired,
@@ -663,50 +633,49 @@ impl UserStore {
         validate_username(username)?;
         validate_password(password)?;
         let hash = hash_password(password)?;
-        let mut conn = self.db.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        // Checked again inside the transaction: another request may have
-        // finished setup, or the link expired, while the password was hashed.
-        let fresh_since = self.clock.now_ms() - SETUP_TOKEN_LIFETIME.as_millis() as i64;
-        let consumed = tx.execute(
-            "DELETE FROM setup_tokens WHERE token_hash = ?1 AND created_at > ?2 AND NOT EXISTS(SELECT 1 FROM users)",
-            params![secret::hash(token), fresh_since],
-        )?;
-        if consumed == 0 {
-            return Err(SetupToken::Invalid.refusal());
-        }
-        tx.execute(
-            "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, ?2, 1, ?3)",
-            params![username, hash, self.clock.now_ms()],
-        )?;
-        let id = tx.last_insert_rowid();
-        tx.execute("DELETE FROM setup_tokens", [])?;
-        tx.commit()?;
+        let id = self.db.conn()?.transaction(|tx| {
+            // Checked again inside the transaction: another request may have
+            // finished setup, or the link expired, while the password was hashed.
+            let fresh_since = self.clock.now_ms() - SETUP_TOKEN_LIFETIME.as_millis() as i64;
+            let consumed = tx.execute(
+                "DELETE FROM setup_tokens WHERE token_hash = ?1 AND created_at > ?2 AND NOT EXISTS(SELECT 1 FROM users)",
+                args![secret::hash(token), fresh_since],
+            )?;
+            if consumed == 0 {
+                return Err(SetupToken::Invalid.refusal());
+            }
+            let id: i64 = tx.query_one(
+                "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES (?1, ?2, 1, ?3) RETURNING id",
+                args![username, hash, self.clock.now_ms()],
+                |r| r.get(0),
+            )?;
+            tx.execute("DELETE FROM setup_tokens", args![])?;
+            Ok(id)
+        })?;
         Ok(User { id, username: username.into(), is_admin: true })
     }
 }
 
 /// `username`'s id, whether they are only invited (no password), and whether disabled.
-fn user_row(tx: &rusqlite::Transaction<'_>, username: &str) -> Result<(i64, bool, bool)> {
-    tx.query_row(
+fn user_row(tx: &mut Conn<'_>, username: &str) -> Result<(i64, bool, bool)> {
+    tx.query_opt(
         "SELECT id, password_hash = '', disabled_at IS NOT NULL FROM users WHERE username = ?1",
-        [username],
+        args![username],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )
-    .optional()?
+    )?
     .ok_or_else(|| CoreError::NotFound(format!("user {username:?}")))
 }
 
 /// Refuses to `what` (disable, demote, remove) user `id` when no other
 /// admin could still sign in afterwards.
-fn keep_an_admin(tx: &rusqlite::Transaction<'_>, id: i64, username: &str, what: &str) -> Result<()> {
+fn keep_an_admin(tx: &mut Conn<'_>, id: i64, username: &str, what: &str) -> Result<()> {
     const CAN_SIGN_IN: &str = "is_admin = 1 AND disabled_at IS NULL AND password_hash != ''";
     let is_one: bool =
-        tx.query_row(&format!("SELECT EXISTS(SELECT 1 FROM users WHERE id = ?1 AND {CAN_SIGN_IN})"), [id], |r| {
+        tx.query_one(&format!("SELECT EXISTS(SELECT 1 FROM users WHERE id = ?1 AND {CAN_SIGN_IN})"), args![id], |r| {
             r.get(0)
         })?;
     let others: i64 =
-        tx.query_row(&format!("SELECT COUNT(*) FROM users WHERE id != ?1 AND {CAN_SIGN_IN}"), [id], |r| r.get(0))?;
+        tx.query_one(&format!("SELECT COUNT(*) FROM users WHERE id != ?1 AND {CAN_SIGN_IN}"), args![id], |r| r.get(0))?;
     if is_one && others == 0 {
         return Err(CoreError::Refused(format!(
             "cannot {what} {username}: they are the last admin who can sign in; make another user an admin first"
@@ -722,7 +691,7 @@ mod tests {
 
     fn store() -> (UserStore, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        (UserStore::new(Db::open_in_memory().unwrap(), clock.clone()), clock)
+        (UserStore::new(Db::for_tests().unwrap(), clock.clone()), clock)
     }
 
     #[test]
@@ -732,7 +701,8 @@ mod tests {
         assert!(users.verify_password("ada", "correct horse").unwrap().is_some());
         assert!(users.verify_password("ada", "wrong horse!").unwrap().is_none());
         assert!(users.verify_password("bob", "correct horse").unwrap().is_none());
-        let stored: String = users.db.conn().query_row("SELECT password_hash FROM users", [], |r| r.get(0)).unwrap();
+        let stored: String =
+            users.db.conn().unwrap().query_one("SELECT password_hash FROM users", args![], |r| r.get(0)).unwrap();
         assert!(stored.starts_with("$argon2id$"));
         assert!(matches!(users.add("ada", "another one", false), Err(CoreError::Conflict(_))));
     }
@@ -743,8 +713,12 @@ mod tests {
         let ada = users.add("ada", "correct horse", true).unwrap();
         let cookie = users.create_session(&ada).unwrap();
         assert_eq!(users.session_user(&cookie).unwrap(), Some(ada));
-        let stored: String =
-            users.db.conn().query_row("SELECT token_hash FROM browser_sessions", [], |r| r.get(0)).unwrap();
+        let stored: String = users
+            .db
+            .conn()
+            .unwrap()
+            .query_one("SELECT token_hash FROM browser_sessions", args![], |r| r.get(0))
+            .unwrap();
         assert_eq!(stored, secret::hash(&cookie));
         clock.advance(SESSION_LIFETIME);
         assert_eq!(users.session_user(&cookie).unwrap(), None);
@@ -799,7 +773,7 @@ mod tests {
         let link = users.invite("bob", false).unwrap();
         assert_eq!(link.purpose, LinkPurpose::Invite);
         let stored: String =
-            users.db.conn().query_row("SELECT token_hash FROM password_links", [], |r| r.get(0)).unwrap();
+            users.db.conn().unwrap().query_one("SELECT token_hash FROM password_links", args![], |r| r.get(0)).unwrap();
         assert_eq!(stored, secret::hash(&link.token), "only the hash is kept");
         assert_eq!(users.list().unwrap()[0].status, UserStatus::Invited);
         assert!(users.verify_password("bob", "").unwrap().is_none(), "no password yet signs nobody in");

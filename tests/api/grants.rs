@@ -136,7 +136,7 @@ async fn an_expired_grant_pauses_again_and_use_counts_reach_the_database() {
     // The use count was flushed off the request path.
     let mut written = 0;
     for _ in 0..100 {
-        written = app.core.db.conn().query_row("SELECT uses FROM grants", [], |r| r.get::<_, i64>(0)).unwrap();
+        written = app.core.db.conn().unwrap().query_one("SELECT uses FROM grants", &[], |r| r.get::<i64>(0)).unwrap();
         if written >= 1 {
             break;
         }
@@ -177,7 +177,7 @@ async fn a_session_grant_covers_only_its_session_and_ends_with_it() {
     }
     assert!(grants_of(&app, &carol).await.is_empty(), "the session ended, so did its grant");
     for _ in 0..100 {
-        let rows: i64 = app.core.db.conn().query_row("SELECT COUNT(*) FROM grants", [], |r| r.get(0)).unwrap();
+        let rows: i64 = app.core.db.conn().unwrap().query_one("SELECT COUNT(*) FROM grants", &[], |r| r.get(0)).unwrap();
         if rows == 0 {
             return;
         }

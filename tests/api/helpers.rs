@@ -10,7 +10,7 @@ use gatehouse::config::{Config, UpstreamConfig};
 use gatehouse::startup::Application;
 use gatehouse::state::AppState;
 use gatehouse_core::credentials::IssueRequest;
-use gatehouse_core::{Core, Db, ManualClock};
+use gatehouse_core::{Core, ManualClock};
 use reqwest::header::HeaderMap;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -57,6 +57,20 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     spawn_app_in(tempfile::tempdir().unwrap(), None, configure).await
 }
 
+/// With `GATEHOUSE_TEST_DATABASE_URL` set, the PostgreSQL schema of the app
+/// whose data directory is `dir` (made on first use and named in the
+/// directory, so a restart over the same directory finds the same data);
+/// otherwise `None` (SQLite in the directory).
+pub fn test_database_url(dir: &std::path::Path) -> Option<String> {
+    let named = dir.join("test-database-url");
+    if let Ok(url) = std::fs::read_to_string(&named) {
+        return Some(url);
+    }
+    let url = gatehouse_core::db::test_database_url().unwrap()?;
+    std::fs::write(&named, &url).unwrap();
+    Some(url)
+}
+
 /// A server over `dir` (fresh, or one a stopped server left), its clock
 /// starting at `now_ms` (the real time when `None`).
 async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: impl FnOnce(&mut Config)) -> TestApp {
@@ -73,7 +87,10 @@ async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: im
     ));
     // `configure` may point the data directory elsewhere (a restart over the same data).
     gatehouse_core::db::create_data_dir(&config.data_dir).unwrap();
-    let core = Core::new(Db::open(&config.data_dir).unwrap(), clock.clone(), config.settings()).unwrap();
+    if config.database_url.is_none() {
+        config.database_url = test_database_url(&config.data_dir);
+    }
+    let core = Core::new(gatehouse::startup::open_db(&config).unwrap(), clock.clone(), config.settings()).unwrap();
     let shutdown = CancellationToken::new();
     let app = Application::build_with_core(&config, core.clone(), shutdown.clone()).await.unwrap();
     let upstreams = app.state().mcp.upstreams.clone();

@@ -88,7 +88,7 @@ async fn looser_permissions_are_tightened_on_start() {
 }
 
 fn audit_rows(app: &TestApp) -> i64 {
-    app.core.db.conn().query_row("SELECT COUNT(*) FROM audit_events", [], |r| r.get(0)).unwrap()
+    app.core.db.conn().unwrap().query_one("SELECT COUNT(*) FROM audit_events", &[], |r| r.get(0)).unwrap()
 }
 
 #[tokio::test]
@@ -130,10 +130,11 @@ async fn the_sweeper_sweeps_at_start_and_ends_on_shutdown() {
     app.core
         .db
         .conn()
+        .unwrap()
         .execute(
             "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent)
              VALUES ('exec_ancient', 0, 'completed', 't', 'd', 'a')",
-            [],
+            &[],
         )
         .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();

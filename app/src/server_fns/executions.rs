@@ -53,7 +53,7 @@ pub async fn decide_execution(
             return Err(ServerFnError::new(e.to_string()));
         }
     };
-    match core.approvals.decide_for_noted(&user, &id, decision, reason.as_deref()) {
+    match core.approvals.decide_for_anywhere(&user, &id, decision, reason.as_deref()).await {
         Ok(snapshot) => Ok(snapshot.state.as_str().to_string()),
         Err(e) => {
             ctx::set_status(e.status_code());

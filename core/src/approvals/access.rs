@@ -58,6 +58,15 @@ impl AccessError {
     }
 }
 
+/// A store's refusal as the pages' and the API's.
+pub(super) fn access_error(e: DecideError) -> AccessError {
+    match e {
+        DecideError::NotFound => AccessError::NotFound,
+        DecideError::Conflict(s) => AccessError::Conflict(s),
+        DecideError::Storage(s) => AccessError::Storage(s),
+    }
+}
+
 /// Whether `user` may see and decide executions of `owner`'s agents.
 pub fn may_decide(user: &User, owner: Option<&str>) -> bool {
     user.is_admin || owner == Some(user.username.as_str())
@@ -138,16 +147,31 @@ impl ApprovalStore {
         decision: Decision,
         detail: Option<&str>,
     ) -> std::result::Result<Snapshot, AccessError> {
+        if self.cluster().is_some() && self.entries().get(id).is_none() {
+            // Another replica's (or nobody's yet): forwarded, from this
+            // blocking caller (the grant path) through the runtime.
+            let (store, user, key, detail) = (self.clone(), user.clone(), id.to_string(), detail.map(str::to_string));
+            return self
+                .block_on(async move { store.decide_for_anywhere(&user, &key, decision, detail.as_deref()).await })
+                .unwrap_or_else(|| Err(AccessError::Storage("no runtime to reach the other replicas".into())));
+        }
+        self.decide_local_for(user, id, decision, detail)
+    }
+
+    /// [`Self::decide_for_noted`] on this replica's store alone.
+    pub(super) fn decide_local_for(
+        &self,
+        user: &User,
+        id: &str,
+        decision: Decision,
+        detail: Option<&str>,
+    ) -> std::result::Result<Snapshot, AccessError> {
         let view = self.view_for(user, id)?;
         if view.admin_only && !user.is_admin {
             return Err(AccessError::AdminRequired);
         }
         let actor = format!("user:{}", user.username);
-        let snapshot = self.decide_noted(id, decision, &actor, detail).map_err(|e| match e {
-            DecideError::NotFound => AccessError::NotFound,
-            DecideError::Conflict(s) => AccessError::Conflict(s),
-            DecideError::Storage(s) => AccessError::Storage(s),
-        })?;
+        let snapshot = self.decide_noted(id, decision, &actor, detail).map_err(access_error)?;
         tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
         Ok(snapshot)
     }
@@ -166,6 +190,13 @@ impl ApprovalStore {
             // The inbox lists many calls: arguments are shown on each call's own page.
             .map(|e| ExecutionView { arguments: None, ..live_view(&e.execution, &e.tx.borrow()) })
             .collect();
+        drop(entries);
+        // On a cluster, the other replicas' too (read from the database).
+        all.extend(
+            self.remote_pending_for(user)
+                .iter()
+                .map(|(e, snapshot)| ExecutionView { arguments: None, ..live_view(e, snapshot) }),
+        );
         all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
         all
     }

@@ -20,12 +20,14 @@ mod access;
 mod execution;
 mod metrics;
 mod persist;
+mod replicas;
 mod store;
 
 pub use access::{AccessError, may_decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
 pub use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
 pub use metrics::{ApprovalMetrics, WAIT_BUCKETS};
+pub use replicas::SWEEP_EVERY;
 pub use store::{
     ApprovalStore, DecideError, Limits, MAX_APPROVAL_TTL, OpenError, Restored, RunError, Snapshot, Waited,
 };
@@ -53,7 +55,7 @@ mod tests {
     }
 
     fn store_with(limits: Limits) -> ApprovalStore {
-        let db = Db::open_in_memory().unwrap();
+        let db = Db::for_tests().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         ApprovalStore::new(AuditLog::new(db, clock.clone()), clock, limits, LiveHub::new()).unwrap()
     }
@@ -139,7 +141,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_pending_execution_survives_a_restart_and_runs_once_approved() {
-        let db = Db::open_in_memory().unwrap();
+        let db = Db::for_tests().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
         let e = first.open(new_execution("s")).unwrap();
@@ -164,7 +166,7 @@ mod tests {
 
     #[tokio::test]
     async fn what_ran_out_or_was_held_while_stopped_settles_at_start() {
-        let db = Db::open_in_memory().unwrap();
+        let db = Db::for_tests().unwrap();
         let clock = Arc::new(crate::clock::ManualClock::new(1_700_000_000_000));
         let first = store_on(
             &db,
@@ -227,13 +229,14 @@ mod tests {
         let held_last = state(&held.id);
         assert_eq!((held_last.state, held_last.detail.as_deref()), (State::Cancelled, Some("the server restarted")));
         third.flush().await;
-        let rows: i64 = db.conn().query_row("SELECT COUNT(*) FROM pending_executions", [], |r| r.get(0)).unwrap();
+        let rows: i64 =
+            db.conn().unwrap().query_one("SELECT COUNT(*) FROM pending_executions", crate::args![], |r| r.get(0)).unwrap();
         assert_eq!(rows, 1, "only the live one keeps its arguments");
     }
 
     #[tokio::test]
     async fn an_approved_execution_restored_in_its_run_window_runs() {
-        let db = Db::open_in_memory().unwrap();
+        let db = Db::for_tests().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
         let e = first.open(new_execution("s")).unwrap();

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
-use rusqlite::params;
 use serde_json::Value;
 use tokio::sync::watch;
 
 use super::Execution;
+use crate::args;
 use crate::db::Db;
 use crate::error::Result;
 
@@ -30,8 +30,11 @@ use crate::error::Result;
 const BATCH: usize = 512;
 
 enum Op {
-    Insert(Arc<Execution>),
+    /// A new pause, and the replica that owns it (`None` without a cluster).
+    Insert(Arc<Execution>, Option<String>),
     Delete(String),
+    /// Held inside a request (PostgreSQL: the row stays for other replicas).
+    Hold(String),
 }
 
 /// The queue to the writer thread, and how far it has committed.
@@ -51,7 +54,7 @@ impl Persist {
         let (tx, rx) = mpsc::channel::<(u64, Op)>();
         let (done, committed) = watch::channel(0u64);
         let writer_db = db.clone();
-        // A plain thread, not a runtime task: the writes block on SQLite, and
+        // A plain thread, not a runtime task: the writes block on the database, and
         // the CLI builds the stores without a runtime.
         let spawned = std::thread::Builder::new()
             .name("gatehouse-pending-writer".into())
@@ -69,9 +72,15 @@ impl Persist {
         }
     }
 
-    /// Queues the row of a new pending execution (call under the store's lock).
-    pub(super) fn insert(&self, execution: Arc<Execution>) {
-        self.push(Op::Insert(execution));
+    /// Queues the row of a new pending execution, owned by `replica` (call
+    /// under the store's lock).
+    pub(super) fn insert(&self, execution: Arc<Execution>, replica: Option<String>) {
+        self.push(Op::Insert(execution, replica));
+    }
+
+    /// Queues marking a row held inside its request (call under the store's lock).
+    pub(super) fn hold(&self, id: &str) {
+        self.push(Op::Hold(id.to_string()));
     }
 
     /// Queues the removal of a settled (or request-held) execution's row,
@@ -91,17 +100,36 @@ impl Persist {
     /// The rows left by a previous run, each with the audit log's last state
     /// for it and when that was written.
     pub(super) fn load(&self) -> Result<Vec<Stored>> {
-        let conn = self.db.conn();
-        let mut stmt = conn.prepare(
+        self.select("", args![])
+    }
+
+    /// The row of `id`, if stored.
+    pub(super) fn load_one(&self, id: &str) -> Result<Option<Stored>> {
+        Ok(self.select("WHERE p.id = ?1", args![id])?.pop())
+    }
+
+    /// The rows owned by replicas other than `me` heard from after `cutoff_ms`.
+    pub(super) fn load_remote(&self, me: &str, cutoff_ms: i64) -> Result<Vec<Stored>> {
+        self.select(
+            "WHERE p.replica <> ?1 AND p.replica IN (SELECT id FROM replicas WHERE seen_at > ?2)",
+            args![me, cutoff_ms],
+        )
+    }
+
+    fn select(&self, filter: &str, args: &[crate::db::Value]) -> Result<Vec<Stored>> {
+        let sql = format!(
             "SELECT p.id, p.tool, p.upstream, p.upstream_tool, p.tool_digest, p.arguments, p.arguments_digest,
                     p.agent, p.credential_id, p.thread, p.owner, p.session_id, p.human_only, p.admin_only,
-                    p.created_at, p.expires_at, a.state, a.at, a.actor
+                    p.created_at, p.expires_at, a.state, a.at, a.actor, p.replica, p.held
              FROM pending_executions p
              LEFT JOIN audit_events a
-               ON a.id = (SELECT MAX(b.id) FROM audit_events b WHERE b.execution_id = p.id)",
-        )?;
-        let rows = stmt
-            .query_map([], |r| {
+               ON a.id = (SELECT MAX(b.id) FROM audit_events b WHERE b.execution_id = p.id)
+             {filter}"
+        );
+        self.db.conn()?.query(
+            &sql,
+            args,
+            |r| {
                 let arguments: String = r.get(5)?;
                 Ok(Stored {
                     execution: Execution {
@@ -125,49 +153,92 @@ impl Persist {
                     state: r.get(16)?,
                     at_ms: r.get(17)?,
                     actor: r.get(18)?,
+                    replica: r.get(19)?,
+                    held: r.get(20)?,
                 })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+            },
+        )
     }
 
     /// Deletes the rows of `ids` at once (at start, for those that settled).
     pub(super) fn delete_now(&self, ids: &[String]) -> Result<()> {
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
-        {
-            let mut stmt = tx.prepare_cached("DELETE FROM pending_executions WHERE id = ?1")?;
+        self.db.conn()?.transaction(|tx| {
             for id in ids {
-                stmt.execute([id])?;
+                tx.execute("DELETE FROM pending_executions WHERE id = ?1", args![id])?;
             }
-        }
-        tx.commit()?;
-        Ok(())
+            Ok(())
+        })
     }
 
-    /// Marks `abandoned` every execution the audit log leaves unsettled that
-    /// has no row here: it was held inside a request (or running) when the
-    /// previous run ended, and that request is gone.
-    pub(super) fn abandon_unstored(&self, now_ms: i64) -> Result<usize> {
-        Ok(self.db.conn().execute(
+    /// Marks `abandoned` every execution the audit log leaves unsettled (as
+    /// of `before_ms` or earlier) that has no row here: it was held inside a
+    /// request (or running) when the previous run ended, and that request is
+    /// gone. With `only`, just that execution.
+    pub(super) fn abandon_unstored(&self, now_ms: i64, before_ms: i64, only: Option<&str>) -> Result<usize> {
+        self.db.conn()?.execute(
             "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
-             SELECT a.execution_id, ?1, 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread, a.upstream
+             SELECT a.execution_id, CAST(?1 AS BIGINT), 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread, a.upstream
              FROM audit_events a
              WHERE a.id = (SELECT MAX(id) FROM audit_events b WHERE b.execution_id = a.execution_id)
                AND a.state IN ('pending', 'approved', 'running')
-               AND NOT EXISTS (SELECT 1 FROM pending_executions p WHERE p.id = a.execution_id)",
-            [now_ms],
-        )?)
+               AND NOT EXISTS (SELECT 1 FROM pending_executions p WHERE p.id = a.execution_id)
+               AND a.at <= ?2 AND (?3 = '' OR a.execution_id = ?3)",
+            args![now_ms, before_ms, only.unwrap_or_default()],
+        )
+    }
+
+    /// Who owns `id`'s row (`Some(None)`: nobody), or `None` without a row.
+    pub(super) fn owner_of(&self, id: &str) -> Result<Option<Option<String>>> {
+        self.db.conn()?.query_opt("SELECT replica FROM pending_executions WHERE id = ?1", args![id], |r| r.get(0))
+    }
+
+    /// Makes `me` the owner of `id` if `old` still is (`None`: nobody): of
+    /// replicas racing for a row, exactly one wins.
+    pub(super) fn claim(&self, id: &str, me: &str, old: Option<&str>) -> Result<bool> {
+        let changed = self.db.conn()?.execute(
+            "UPDATE pending_executions SET replica = ?2 WHERE id = ?1 AND COALESCE(replica, '') = ?3",
+            args![id, me, old.unwrap_or_default()],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// The rows whose owner is gone (none, or not heard from after
+    /// `cutoff_ms`), other than `me`'s, each with its owner.
+    pub(super) fn orphans(&self, me: &str, cutoff_ms: i64) -> Result<Vec<(String, Option<String>)>> {
+        self.db.conn()?.query(
+            "SELECT id, replica FROM pending_executions
+             WHERE replica IS NULL
+                OR (replica <> ?1 AND replica NOT IN (SELECT id FROM replicas WHERE seen_at > ?2))",
+            args![me, cutoff_ms],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
+    /// Live executions of `credential_id` on every replica (rows not yet
+    /// written are not counted: the limit is approximate across replicas).
+    pub(super) fn count_credential(&self, credential_id: &str) -> Result<usize> {
+        self.db.conn()?.query_one(
+            "SELECT COUNT(*) FROM pending_executions WHERE credential_id = ?1",
+            args![credential_id],
+            |r| r.get(0),
+        )
+    }
+
+    /// Gives up `me`'s rows that are not held (graceful shutdown): other
+    /// replicas adopt them at their next sweep. Held ones stay, to be
+    /// abandoned by whoever adopts them once `me` is gone.
+    pub(super) fn disown(&self, me: &str) -> Result<usize> {
+        self.db.conn()?.execute("UPDATE pending_executions SET replica = NULL WHERE replica = ?1 AND held = 0", args![me])
     }
 
     /// Whether a row is stored for `id` (tests).
     #[cfg(test)]
     pub(super) fn is_stored(&self, id: &str) -> bool {
-        use rusqlite::OptionalExtension;
         self.db
             .conn()
-            .query_row("SELECT 1 FROM pending_executions WHERE id = ?1", [id], |_| Ok(()))
-            .optional()
+            .and_then(|mut conn| {
+                conn.query_opt("SELECT 1 FROM pending_executions WHERE id = ?1", args![id], |_| Ok(()))
+            })
             .ok()
             .flatten()
             .is_some()
@@ -184,6 +255,10 @@ pub(super) struct Stored {
     pub(super) at_ms: Option<i64>,
     /// Who wrote it.
     pub(super) actor: Option<String>,
+    /// The replica that owns it (`None`: nobody, or no cluster).
+    pub(super) replica: Option<String>,
+    /// Held inside a request (left `abandoned` by whoever adopts it).
+    pub(super) held: bool,
 }
 
 fn write_loop(db: &Db, rx: &mpsc::Receiver<(u64, Op)>, done: &watch::Sender<u64>) {
@@ -206,43 +281,49 @@ fn write_loop(db: &Db, rx: &mpsc::Receiver<(u64, Op)>, done: &watch::Sender<u64>
 }
 
 fn apply(db: &Db, batch: &[(u64, Op)]) -> Result<()> {
-    let mut conn = db.conn();
-    let tx = conn.transaction()?;
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT OR REPLACE INTO pending_executions (id, tool, upstream, upstream_tool, tool_digest, arguments,
-                arguments_digest, agent, credential_id, thread, owner, session_id, human_only, admin_only, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        )?;
-        let mut delete = tx.prepare_cached("DELETE FROM pending_executions WHERE id = ?1")?;
+    db.conn()?.transaction(|tx| {
         for (_, op) in batch {
             match op {
-                Op::Insert(e) => {
-                    insert.execute(params![
-                        e.id,
-                        e.tool,
-                        e.upstream,
-                        e.upstream_tool,
-                        e.tool_digest,
-                        e.arguments.to_string(),
-                        e.arguments_digest,
-                        e.agent,
-                        e.credential_id,
-                        e.thread,
-                        e.owner,
-                        e.session_id,
-                        e.human_only,
-                        e.admin_only,
-                        e.created_at_ms,
-                        e.expires_at_ms,
-                    ])?;
+                Op::Insert(e, replica) => {
+                    tx.execute(
+                        "INSERT INTO pending_executions (id, tool, upstream, upstream_tool, tool_digest, arguments,
+                            arguments_digest, agent, credential_id, thread, owner, session_id, human_only, admin_only, created_at, expires_at, replica)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                         ON CONFLICT (id) DO UPDATE SET tool = excluded.tool, upstream = excluded.upstream,
+                            upstream_tool = excluded.upstream_tool, tool_digest = excluded.tool_digest,
+                            arguments = excluded.arguments, arguments_digest = excluded.arguments_digest,
+                            agent = excluded.agent, credential_id = excluded.credential_id, thread = excluded.thread,
+                            owner = excluded.owner, session_id = excluded.session_id, human_only = excluded.human_only,
+                            admin_only = excluded.admin_only, created_at = excluded.created_at, expires_at = excluded.expires_at",
+                        args![
+                            e.id,
+                            e.tool,
+                            e.upstream,
+                            e.upstream_tool,
+                            e.tool_digest,
+                            e.arguments.to_string(),
+                            e.arguments_digest,
+                            e.agent,
+                            e.credential_id,
+                            e.thread,
+                            e.owner,
+                            e.session_id,
+                            e.human_only,
+                            e.admin_only,
+                            e.created_at_ms,
+                            e.expires_at_ms,
+                            replica,
+                        ],
+                    )?;
                 }
                 Op::Delete(id) => {
-                    delete.execute([id])?;
+                    tx.execute("DELETE FROM pending_executions WHERE id = ?1", args![id])?;
+                }
+                Op::Hold(id) => {
+                    tx.execute("UPDATE pending_executions SET held = 1 WHERE id = ?1", args![id])?;
                 }
             }
         }
-    }
-    tx.commit()?;
-    Ok(())
+        Ok(())
+    })
 }

@@ -8,14 +8,22 @@
 //! held inside a request (URL elicitation, a client form) is marked
 //! [`ApprovalStore::hold`]: it ends with its request or session, and a
 //! restart leaves it `abandoned`.
+//!
+//! Several replicas on one PostgreSQL ([`ApprovalStore::join`]): each
+//! execution has one owner, the replica named in its row, and only the
+//! owner's lock moves it, so "first decision wins" holds across replicas as
+//! within one. Others show it from the database, follow it through a mirror
+//! channel fed by the owner's [`Body::Exec`] messages, forward decisions to
+//! the owner, and adopt it when the owner is gone (see `cluster.rs` of the
+//! approvals module).
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use gatehouse_model::{Decision, State};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -23,13 +31,14 @@ use super::persist::{Persist, Stored};
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
 use crate::audit::{self, AuditLog};
 use crate::clock::Clock;
+use crate::cluster::{Body, Cluster};
 use crate::error::Result;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
 use gatehouse_model::AuditEntry;
 
 /// The state of an execution at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     /// State.
@@ -95,9 +104,9 @@ pub(super) struct Entry {
     pub(super) execution: Arc<Execution>,
     pub(super) tx: watch::Sender<Snapshot>,
     /// When it was approved: it must start running within the run window.
-    approved_at_ms: Option<i64>,
+    pub(super) approved_at_ms: Option<i64>,
     /// Held inside a request (it ends with the request or its session).
-    held: bool,
+    pub(super) held: bool,
 }
 
 /// How long an approval stays pending, and how much one credential may hold.
@@ -123,7 +132,7 @@ pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A timer to arm once restored entries are in: after this long, on this
 /// execution, do this.
-type Rearm = (Duration, String, fn(&ApprovalStore, &str));
+pub(super) type Rearm = (Duration, String, fn(&ApprovalStore, &str));
 
 /// What [`ApprovalStore::restore`] found of a previous run's pauses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -143,13 +152,28 @@ pub(super) struct Inner {
     pub(super) audit: AuditLog,
     clock: Arc<dyn Clock>,
     limits: Limits,
-    live: LiveHub,
+    pub(super) live: LiveHub,
     metrics: ApprovalMetrics,
     /// Expiry timers waiting to fire; aborted when the store is dropped
     /// (a `JoinSet` aborts its tasks on drop), so none outlives it.
     timers: Mutex<JoinSet<()>>,
     /// The durable copy of paused executions.
     pub(super) persist: Persist,
+    /// The replicas this one shares the database with, once joined.
+    pub(super) cluster: OnceLock<Cluster>,
+    /// The runtime timers go on (set at join): an adoption may happen on a
+    /// helper thread's `block_on`, whose timers must outlive it.
+    pub(super) runtime: OnceLock<tokio::runtime::Handle>,
+    /// Local copies of other replicas' executions that someone here watches.
+    pub(super) mirrors: Mutex<HashMap<String, Mirror>>,
+    /// Set by [`ApprovalStore::leave`]: this replica adopts nothing more.
+    pub(super) left: AtomicBool,
+}
+
+/// A watched execution another replica owns.
+pub(super) struct Mirror {
+    pub(super) execution: Arc<Execution>,
+    pub(super) tx: watch::Sender<Snapshot>,
 }
 
 /// The shared in-process approval store.
@@ -175,6 +199,10 @@ impl ApprovalStore {
                 live,
                 metrics: ApprovalMetrics::default(),
                 timers: Mutex::default(),
+                cluster: OnceLock::new(),
+                runtime: OnceLock::new(),
+                mirrors: Mutex::default(),
+                left: AtomicBool::new(false),
             }),
         })
     }
@@ -186,6 +214,10 @@ impl ApprovalStore {
     /// inside a request or running become `abandoned`. Needs the runtime (it
     /// arms timers); reads the database off its threads.
     pub async fn restore(&self) -> Result<Restored> {
+        if self.inner.cluster.get().is_some() {
+            // Other replicas may be serving: take only what nobody owns.
+            return self.restore_orphans().await;
+        }
         let started = std::time::Instant::now();
         let loader = self.clone();
         let stored = tokio::task::spawn_blocking(move || loader.inner.persist.load())
@@ -197,72 +229,14 @@ impl ApprovalStore {
         let mut timers: Vec<Rearm> = Vec::new();
         {
             let mut entries = self.entries();
-            for Stored { execution, state, at_ms, actor } in stored {
-                let execution = Arc::new(execution);
-                let state = state.as_deref().and_then(State::parse);
-                let (snapshot_state, approved_at_ms) = match state {
-                    Some(State::Pending) if execution.expires_at_ms > now => (State::Pending, None),
-                    Some(State::Pending) => {
-                        self.record(
-                            &execution,
-                            State::Expired,
-                            Some("system"),
-                            Some("no decision within the approval TTL (it ran out while Gatehouse was stopped)"),
-                        );
-                        restored.expired += 1;
-                        gone.push(execution.id.clone());
-                        continue;
-                    }
-                    Some(State::Approved) => {
-                        let at = at_ms.unwrap_or(now);
-                        if at + self.run_window_ms(&execution) <= now {
-                            self.record(
-                                &execution,
-                                State::Expired,
-                                Some("system"),
-                                Some("approved but not run within the run window (it ran out while Gatehouse was stopped)"),
-                            );
-                            restored.expired += 1;
-                            gone.push(execution.id.clone());
-                            continue;
-                        }
-                        (State::Approved, Some(at))
-                    }
-                    // Running (its request is gone), settled, or unknown: the row
-                    // goes; `abandon_unstored` below records what was left open.
-                    _ => {
-                        gone.push(execution.id.clone());
-                        continue;
-                    }
-                };
-                let decided_by = approved_at_ms.and(actor.clone());
-                let snapshot = Snapshot { state: snapshot_state, actor, detail: None, decided_by };
-                match approved_at_ms {
-                    Some(at) => {
-                        restored.approved += 1;
-                        let left = (at + self.run_window_ms(&execution) - now).max(0) as u64;
-                        timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
-                            store.expire_unrun(id, true);
-                        }));
-                    }
-                    None => {
-                        restored.pending += 1;
-                        let left = (execution.expires_at_ms - now).max(0) as u64;
-                        timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
-                            store.expire(id);
-                        }));
-                    }
-                }
-                entries.insert(
-                    execution.id.clone(),
-                    Entry { execution, tx: watch::channel(snapshot).0, approved_at_ms, held: false },
-                );
+            for stored in stored {
+                self.revive(&mut entries, stored, now, &mut restored, &mut gone, &mut timers);
             }
         }
         let persist_gone = self.clone();
         let abandoned = tokio::task::spawn_blocking(move || {
             persist_gone.inner.persist.delete_now(&gone)?;
-            persist_gone.inner.persist.abandon_unstored(now)
+            persist_gone.inner.persist.abandon_unstored(now, now, None)
         })
         .await
         .map_err(|e| crate::error::CoreError::Join(e.to_string()))??;
@@ -270,7 +244,12 @@ impl ApprovalStore {
         for (delay, id, then) in timers {
             self.after(delay, &id, then);
         }
-        if restored != Restored::default() {
+        self.announce_restored(&restored, started);
+        Ok(restored)
+    }
+
+    pub(super) fn announce_restored(&self, restored: &Restored, started: std::time::Instant) {
+        if *restored != Restored::default() {
             self.inner.live.publish(LiveEvent::ApprovalsChanged);
             tracing::info!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
@@ -281,7 +260,97 @@ impl ApprovalStore {
                 "restored the executions a previous run left"
             );
         }
-        Ok(restored)
+    }
+
+    /// Makes one stored row live again (caller holds the lock): pending ones
+    /// with their expiry to re-arm, approved ones within their run window;
+    /// those whose time ran out become `expired`; held, running, settled or
+    /// unknown ones go to `gone` (their rows are deleted, then what is left
+    /// open is abandoned). A mirror of it, if any, becomes the entry's
+    /// channel, so whoever watched it here keeps watching.
+    pub(super) fn revive(
+        &self,
+        entries: &mut HashMap<String, Entry>,
+        stored: Stored,
+        now: i64,
+        restored: &mut Restored,
+        gone: &mut Vec<String>,
+        timers: &mut Vec<Rearm>,
+    ) {
+        let Stored { execution, state, at_ms, actor, held, .. } = stored;
+        if entries.contains_key(&execution.id) {
+            return;
+        }
+        let execution = Arc::new(execution);
+        let state = state.as_deref().and_then(State::parse);
+        let (snapshot_state, approved_at_ms) = match state {
+            // Held inside a request that ended with its replica.
+            _ if held => {
+                gone.push(execution.id.clone());
+                return;
+            }
+            Some(State::Pending) if execution.expires_at_ms > now => (State::Pending, None),
+            Some(State::Pending) => {
+                self.record(
+                    &execution,
+                    State::Expired,
+                    Some("system"),
+                    Some("no decision within the approval TTL (it ran out while Gatehouse was stopped)"),
+                );
+                self.publish_exec(&execution.id, State::Expired);
+                restored.expired += 1;
+                gone.push(execution.id.clone());
+                return;
+            }
+            Some(State::Approved) => {
+                let at = at_ms.unwrap_or(now);
+                if at + self.run_window_ms(&execution) <= now {
+                    self.record(
+                        &execution,
+                        State::Expired,
+                        Some("system"),
+                        Some("approved but not run within the run window (it ran out while Gatehouse was stopped)"),
+                    );
+                    self.publish_exec(&execution.id, State::Expired);
+                    restored.expired += 1;
+                    gone.push(execution.id.clone());
+                    return;
+                }
+                (State::Approved, Some(at))
+            }
+            // Running (its request is gone), settled, or unknown: the row
+            // goes; `abandon_unstored` then records what was left open.
+            _ => {
+                gone.push(execution.id.clone());
+                return;
+            }
+        };
+        let decided_by = approved_at_ms.and(actor.clone());
+        let snapshot = Snapshot { state: snapshot_state, actor, detail: None, decided_by };
+        match approved_at_ms {
+            Some(at) => {
+                restored.approved += 1;
+                let left = (at + self.run_window_ms(&execution) - now).max(0) as u64;
+                timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
+                    store.expire_unrun(id, true);
+                }));
+            }
+            None => {
+                restored.pending += 1;
+                let left = (execution.expires_at_ms - now).max(0) as u64;
+                timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
+                    store.expire(id);
+                }));
+            }
+        }
+        let tx = match self.mirrors().remove(&execution.id) {
+            Some(mirror) => {
+                mirror.tx.send_replace(snapshot);
+                mirror.tx
+            }
+            None => watch::channel(snapshot).0,
+        };
+        entries.insert(execution.id.clone(), Entry { execution, tx, approved_at_ms, held: false });
     }
 
     /// Waits until every pause opened so far is on disk (the engine awaits
@@ -337,6 +406,9 @@ impl ApprovalStore {
     }
 
     /// Pending executions (for the inbox), oldest first.
+    ///
+    /// On a cluster, also those of the other live replicas (read from the
+    /// database: may block).
     pub fn pending(&self) -> Vec<Arc<Execution>> {
         let mut all: Vec<_> = self
             .entries()
@@ -344,11 +416,12 @@ impl ApprovalStore {
             .filter(|e| e.tx.borrow().state == State::Pending)
             .map(|e| e.execution.clone())
             .collect();
+        all.extend(self.remote_pending().into_iter().map(|(e, _)| e));
         all.sort_by_key(|e| (e.created_at_ms, e.id.clone()));
         all
     }
 
-    fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
+    pub(super) fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
         let result = self.inner.audit.record(audit::Entry {
             execution_id: &execution.id,
             state: state.as_str(),
@@ -382,8 +455,13 @@ impl ApprovalStore {
         let decided_by = if previous.state == State::Pending { actor.map(Into::into) } else { previous.decided_by };
         let snapshot = Snapshot { state, actor: actor.map(Into::into), detail: detail.map(Into::into), decided_by };
         entry.tx.send_replace(snapshot.clone());
+        if let Some(cluster) = self.inner.cluster.get() {
+            // Queued, never sent under the lock.
+            cluster.send(None, Body::Exec { id: id.to_string(), snapshot: snapshot.clone() });
+        }
         if state.is_settled() {
-            if !entry.held {
+            // A held pause has a row only on a cluster.
+            if !entry.held || self.inner.cluster.get().is_some() {
                 self.inner.persist.delete(id);
             }
             entries.remove(id);
@@ -417,15 +495,21 @@ impl ApprovalStore {
             expires_at_ms: now + ttl.as_millis() as i64,
         });
         let snapshot = Snapshot { state: State::Pending, actor: Some("agent".into()), detail: None, decided_by: None };
+        let limit = self.inner.limits.per_credential;
+        // On a cluster the credential's executions on every replica count
+        // (read before the lock: a database round trip must not hold it).
+        let elsewhere = match self.inner.cluster.get() {
+            Some(_) if limit != usize::MAX => self.inner.persist.count_credential(&execution.credential_id).unwrap_or(0),
+            _ => 0,
+        };
         {
             let mut entries = self.entries();
-            let limit = self.inner.limits.per_credential;
-            let held = entries.values().filter(|e| e.execution.credential_id == execution.credential_id).count();
-            if held >= limit {
+            let here = entries.values().filter(|e| e.execution.credential_id == execution.credential_id).count();
+            if here.max(elsewhere) >= limit {
                 return Err(OpenError::TooMany { limit });
             }
             self.record(&execution, State::Pending, Some("agent"), None);
-            self.inner.persist.insert(execution.clone());
+            self.inner.persist.insert(execution.clone(), self.me());
             entries.insert(
                 execution.id.clone(),
                 Entry {
@@ -446,18 +530,22 @@ impl ApprovalStore {
     /// Runs `then` on this store after `delay`. The timer holds no strong
     /// reference (a waiting timer never keeps the store alive) and is one of
     /// the store's `timers`, so it is aborted when the store goes.
-    fn after(&self, delay: Duration, id: &str, then: fn(&ApprovalStore, &str)) {
+    pub(super) fn after(&self, delay: Duration, id: &str, then: fn(&ApprovalStore, &str)) {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let id = id.to_string();
         let mut timers = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
         // Let go of timers that have fired: the set holds only waiting ones.
         while timers.try_join_next().is_some() {}
-        timers.spawn(async move {
+        let timer = async move {
             tokio::time::sleep(delay).await;
             if let Some(inner) = weak.upgrade() {
                 then(&ApprovalStore { inner }, &id);
             }
-        });
+        };
+        match self.inner.runtime.get() {
+            Some(runtime) => timers.spawn_on(timer, runtime),
+            None => timers.spawn(timer),
+        };
     }
 
     /// Expires a still-pending execution (the TTL passed).
@@ -532,13 +620,27 @@ impl ApprovalStore {
     }
 
     /// The live execution and its state.
+    ///
+    /// On a cluster, another replica's live execution too (read from the
+    /// database: may block; pages call it, not the call path).
     pub fn get(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
-        self.entries().get(id).map(|e| (e.execution.clone(), e.tx.borrow().clone()))
+        let local = self.entries().get(id).map(|e| (e.execution.clone(), e.tx.borrow().clone()));
+        local.or_else(|| self.remote(id))
     }
 
-    /// Watches a live execution's state.
+    /// Watches a live execution's state. On a cluster, another replica's
+    /// execution is watched through a local mirror its owner's messages
+    /// keep up to date (and the sweep, should a message be lost).
     pub fn subscribe(&self, id: &str) -> Option<(Arc<Execution>, watch::Receiver<Snapshot>)> {
-        self.entries().get(id).map(|e| (e.execution.clone(), e.tx.subscribe()))
+        if let Some(local) = self.entries().get(id).map(|e| (e.execution.clone(), e.tx.subscribe())) {
+            return Some(local);
+        }
+        let (execution, snapshot) = self.remote(id)?;
+        let mut mirrors = self.mirrors();
+        let mirror = mirrors
+            .entry(id.to_string())
+            .or_insert_with(|| Mirror { execution, tx: watch::channel(snapshot).0 });
+        Some((mirror.execution.clone(), mirror.tx.subscribe()))
     }
 
     /// The audit log's last word on an execution that is no longer live.
@@ -676,14 +778,22 @@ impl ApprovalStore {
 
     /// Marks a pause as held inside the request that made it (URL
     /// elicitation, a client form): it ends with that request or its session,
-    /// so it is not kept on disk, and a restart leaves it `abandoned`.
+    /// so it is not kept on disk (on a cluster its row stays, marked held, so
+    /// other replicas can show and decide it), and a restart leaves it
+    /// `abandoned`.
     pub fn hold(&self, id: &str) {
         let mut entries = self.entries();
         if let Some(entry) = entries.get_mut(id)
             && !entry.held
         {
             entry.held = true;
-            self.inner.persist.delete(id);
+            if self.inner.cluster.get().is_some() {
+                // Kept, marked: other replicas show and decide it; an
+                // adopter abandons it once this replica is gone.
+                self.inner.persist.hold(id);
+            } else {
+                self.inner.persist.delete(id);
+            }
         }
     }
 

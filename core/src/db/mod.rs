@@ -14,6 +14,9 @@ mod postgres;
 mod postgres_schema;
 mod sql;
 mod sqlite_schema;
+mod versioned;
+
+pub use self::versioned::Versioned;
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "gatehouse.db";
@@ -169,6 +172,51 @@ impl Db {
         }
     }
 
+    /// Runs `work` unless another replica is running the same `job` right
+    /// now (PostgreSQL: a session advisory lock held meanwhile); `None` when
+    /// skipped. On SQLite there is one process and `work` always runs. For
+    /// sweeps that should happen once, not once per replica.
+    pub fn exclusively<T>(&self, job: i64, work: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
+        let mut lock = match self.conn()? {
+            Conn::Sqlite(conn) => {
+                drop(conn);
+                return work().map(Some);
+            }
+            pg => pg,
+        };
+        let got: bool = lock.query_one("SELECT pg_try_advisory_lock(?1)", crate::args![job], |r| r.get(0))?;
+        if !got {
+            return Ok(None);
+        }
+        let done = work();
+        if let Err(e) = lock.query_one("SELECT pg_advisory_unlock(?1)", crate::args![job], |r| r.get::<bool>(0)) {
+            // The session ends with the pooled connection at worst, and the lock with it.
+            tracing::warn!(error = %e, "could not release an advisory lock");
+        }
+        done.map(Some)
+    }
+
+    /// Bumps the shared configuration version (policy rules, tool pins,
+    /// grants) inside the writer's transaction, so every replica's cache
+    /// sees the change on its next read. Nothing on SQLite (one process).
+    pub fn bump_config(conn: &mut Conn<'_>) -> Result<()> {
+        if conn.backend() == Backend::Postgres {
+            conn.execute("UPDATE config_version SET version = version + 1", &[])?;
+        }
+        Ok(())
+    }
+
+    /// The shared configuration version a cache was filled at; `None` on
+    /// SQLite, where only this process writes and caches are dropped locally.
+    pub fn config_version(&self) -> Result<Option<i64>> {
+        match self.backend() {
+            Backend::Sqlite => Ok(None),
+            Backend::Postgres => {
+                self.conn()?.query_one("SELECT version FROM config_version", &[], |r| r.get(0)).map(Some)
+            }
+        }
+    }
+
     /// The schema version (the number of migrations applied).
     pub fn schema_version(&self) -> Result<i64> {
         match self.conn()? {
@@ -178,13 +226,22 @@ impl Db {
     }
 }
 
+/// The client configuration of a PostgreSQL URL (a listener's own connection).
+pub fn postgres_config(url: &str) -> Result<::postgres::Config> {
+    postgres::config(url)
+}
+
 /// `GATEHOUSE_TEST_DATABASE_URL` with a fresh schema of its own set as the
 /// search path, or `None` when the variable is unset.
 pub fn test_database_url() -> Result<Option<String>> {
     let Ok(base) = std::env::var("GATEHOUSE_TEST_DATABASE_URL") else { return Ok(None) };
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let mut client = postgres::config(&base)?.connect(::postgres::NoTls)?;
-    client.batch_execute(&format!("CREATE SCHEMA {schema}"))?;
+    let config = postgres::config(&base)?;
+    sql::off_runtime(|| {
+        let mut client = config.connect(::postgres::NoTls)?;
+        client.batch_execute(&format!("CREATE SCHEMA {schema}"))?;
+        Ok(())
+    })?;
     let separator = if base.contains('?') { '&' } else { '?' };
     Ok(Some(format!("{base}{separator}options=-c%20search_path%3D{schema}")))
 }

@@ -50,6 +50,10 @@ pub(super) fn connect(url: &str) -> Result<r2d2::Pool<Manager>> {
         .max_size(POOL_SIZE)
         .min_idle(Some(1))
         .connection_timeout(POOL_WAIT)
+        // Checking a connection on checkout would query on the caller's
+        // thread before `off_runtime` is in charge; a broken one fails its
+        // query instead, and the pool drops it (`has_broken`).
+        .test_on_check_out(false)
         .build(Manager { config })?;
     Ok(pool)
 }
@@ -62,6 +66,10 @@ pub(super) fn config(url: &str) -> Result<postgres::Config> {
 /// Applies the migrations this database has not had yet; returns the
 /// version before and after.
 pub(super) fn migrate(conn: &mut PgConn) -> Result<(i64, i64)> {
+    super::sql::off_runtime(|| migrate_now(conn))
+}
+
+fn migrate_now(conn: &mut PgConn) -> Result<(i64, i64)> {
     let client = &mut conn.client;
     client.batch_execute(
         "CREATE TABLE IF NOT EXISTS gatehouse_schema (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
@@ -86,6 +94,10 @@ pub(super) fn migrate(conn: &mut PgConn) -> Result<(i64, i64)> {
 
 /// The schema version of a PostgreSQL database (0 before the first migration).
 pub(super) fn schema_version(conn: &mut PgConn) -> Result<i64> {
+    super::sql::off_runtime(|| schema_version_now(conn))
+}
+
+fn schema_version_now(conn: &mut PgConn) -> Result<i64> {
     let exists: bool = conn
         .client
         .query_one("SELECT to_regclass('gatehouse_schema') IS NOT NULL", &[])?

@@ -209,4 +209,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX oauth_tokens_credential ON oauth_tokens(credential_id);
     "#,
+    // 11: replicas sharing one PostgreSQL (a heartbeat each), which of them
+    // holds each paused execution, and a version of the gate's configuration
+    // (rules, pins, grants) their caches compare with. Unused on SQLite (one process), kept
+    // so both schemas have the same steps.
+    r#"
+    CREATE TABLE replicas (
+        id         TEXT PRIMARY KEY,
+        started_at BIGINT NOT NULL,
+        seen_at    BIGINT NOT NULL
+    );
+    ALTER TABLE pending_executions ADD COLUMN replica TEXT;
+    CREATE TABLE config_version (version BIGINT NOT NULL);
+    INSERT INTO config_version (version) VALUES (0);
+    "#,
+    // 12: a pause held inside a request keeps its row on PostgreSQL (other
+    // replicas show and decide it), marked held, so a restart or an adoption
+    // still settles it as abandoned. Always 0 on SQLite.
+    r#"
+    ALTER TABLE pending_executions ADD COLUMN held BIGINT NOT NULL DEFAULT 0;
+    "#,
 ];

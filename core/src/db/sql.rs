@@ -320,11 +320,11 @@ impl Conn<'_> {
     pub fn execute(&mut self, sql: &str, args: &[Value]) -> Result<usize> {
         match self {
             Conn::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute(rusqlite::params_from_iter(args))?),
-            Conn::Postgres(conn) => {
+            Conn::Postgres(conn) => off_runtime(|| {
                 let statement = conn.statement(sql)?;
                 let n = conn.client.execute(&statement, &pg_args(args))?;
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
-            }
+            }),
         }
     }
 
@@ -332,7 +332,7 @@ impl Conn<'_> {
     pub fn batch(&mut self, sql: &str) -> Result<()> {
         match self {
             Conn::Sqlite(conn) => conn.execute_batch(sql)?,
-            Conn::Postgres(conn) => conn.client.batch_execute(sql)?,
+            Conn::Postgres(conn) => off_runtime(|| Ok(conn.client.batch_execute(sql)?))?,
         }
         Ok(())
     }
@@ -350,8 +350,10 @@ impl Conn<'_> {
                 Ok(out)
             }
             Conn::Postgres(conn) => {
-                let statement = conn.statement(sql)?;
-                let rows = conn.client.query(&statement, &pg_args(args))?;
+                let rows = off_runtime(|| {
+                    let statement = conn.statement(sql)?;
+                    Ok(conn.client.query(&statement, &pg_args(args))?)
+                })?;
                 rows.iter().map(|row| f(&Row::Postgres(row))).collect()
             }
         }
@@ -369,8 +371,11 @@ impl Conn<'_> {
                 }
             }
             Conn::Postgres(conn) => {
-                let statement = conn.statement(sql)?;
-                match conn.client.query_opt(&statement, &pg_args(args))? {
+                let row = off_runtime(|| {
+                    let statement = conn.statement(sql)?;
+                    Ok(conn.client.query_opt(&statement, &pg_args(args))?)
+                })?;
+                match row {
                     Some(row) => f(&Row::Postgres(&row)).map(Some),
                     None => Ok(None),
                 }
@@ -412,6 +417,24 @@ impl Conn<'_> {
             Conn::Sqlite(conn) => Some(conn),
             Conn::Postgres(_) => None,
         }
+    }
+}
+
+/// Runs a blocking PostgreSQL call wherever the store was called from. The
+/// synchronous client drives its own small runtime, which tokio refuses to
+/// start on a thread already driving async tasks: on a multi-thread worker
+/// the call runs under `block_in_place` (the worker's other tasks move to
+/// another thread meanwhile); inside a current-thread runtime (tests) it
+/// runs on a short-lived thread of its own. Hot paths call the stores from
+/// `spawn_blocking` and take neither detour.
+pub(super) fn off_runtime<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        Ok(_) => std::thread::scope(|scope| {
+            scope.spawn(work).join().unwrap_or_else(|_| Err(CoreError::Join("database call panicked".into())))
+        }),
+        Err(_) => work(),
     }
 }
 

@@ -15,11 +15,10 @@ pub mod uris;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, params};
-
+use crate::args;
 use crate::clock::Clock;
 use crate::credentials::{Credential, CredentialStore, IssueRequest, IssuedVia, Rejection};
-use crate::db::Db;
+use crate::db::{Conn, Db};
 use crate::error::CoreError;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
@@ -73,8 +72,8 @@ pub enum OAuthError {
     Store(#[from] CoreError),
 }
 
-impl From<rusqlite::Error> for OAuthError {
-    fn from(e: rusqlite::Error) -> Self {
+impl From<crate::db::DbError> for OAuthError {
+    fn from(e: crate::db::DbError) -> Self {
         OAuthError::Store(CoreError::Db(e))
     }
 }
@@ -313,9 +312,9 @@ impl OAuthStore {
     /// Registers a client (RFC 7591); confidential ones get a secret.
     pub fn register(&self, metadata: ClientMetadata) -> Result<Registered> {
         let now = self.clock.now_ms();
-        let conn = self.db.conn();
+        let mut conn = self.db.conn()?;
         let waiting: i64 =
-            conn.query_row("SELECT COUNT(*) FROM oauth_clients WHERE last_used_at IS NULL", [], |r| r.get(0))?;
+            conn.query_one("SELECT COUNT(*) FROM oauth_clients WHERE last_used_at IS NULL", args![], |r| r.get(0))?;
         if waiting >= MAX_UNUSED_CLIENTS {
             return Err(OAuthError::TemporarilyUnavailable(
                 "too many registered clients have not been used yet; try again later".into(),
@@ -326,7 +325,7 @@ impl OAuthStore {
         conn.execute(
             "INSERT INTO oauth_clients (client_id, kind, name, redirect_uris, auth_method, secret_hash, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
+            args![
                 client_id,
                 ClientKind::Registered.as_str(),
                 metadata.name,
@@ -358,34 +357,33 @@ impl OAuthStore {
         let now = self.clock.now_ms();
         let uris = serde_json::to_string(&metadata.redirect_uris)
             .map_err(|e| CoreError::Invalid { field: "redirect_uris", reason: e.to_string() })?;
-        self.db.conn().execute(
+        // The existing row's `kind` is named with its table: PostgreSQL finds
+        // a bare column ambiguous beside `excluded`.
+        self.db.conn()?.execute(
             "INSERT INTO oauth_clients (client_id, kind, name, redirect_uris, auth_method, created_at, fetched_at)
              VALUES (?1, ?2, ?3, ?4, 'none', ?5, ?5)
              ON CONFLICT(client_id) DO UPDATE SET name = ?3, redirect_uris = ?4, fetched_at = ?5
-             WHERE kind = ?2",
-            params![client_id, ClientKind::MetadataDocument.as_str(), metadata.name, uris, now],
+             WHERE oauth_clients.kind = ?2",
+            args![client_id, ClientKind::MetadataDocument.as_str(), metadata.name, uris, now],
         )?;
         self.client(client_id)?.ok_or_else(|| OAuthError::InvalidClient("unknown client".into()))
     }
 
     /// A client by id.
     pub fn client(&self, client_id: &str) -> Result<Option<Client>> {
-        let conn = self.db.conn();
-        let row = conn
-            .query_row(
-                "SELECT kind, name, redirect_uris, auth_method, fetched_at FROM oauth_clients WHERE client_id = ?1",
-                [client_id],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, Option<i64>>(4)?,
-                    ))
-                },
-            )
-            .optional()?;
+        let row = self.db.conn()?.query_opt(
+            "SELECT kind, name, redirect_uris, auth_method, fetched_at FROM oauth_clients WHERE client_id = ?1",
+            args![client_id],
+            |r| {
+                Ok((
+                    r.get::<String>(0)?,
+                    r.get::<String>(1)?,
+                    r.get::<String>(2)?,
+                    r.get::<String>(3)?,
+                    r.get::<Option<i64>>(4)?,
+                ))
+            },
+        )?;
         Ok(row.map(|(kind, name, uris, method, fetched)| Client {
             client_id: client_id.to_string(),
             kind: if kind == "metadata_document" { ClientKind::MetadataDocument } else { ClientKind::Registered },
@@ -404,9 +402,9 @@ impl OAuthStore {
         if client.auth_method == AuthMethod::None {
             return Ok(client);
         }
-        let stored: Option<String> = self.db.conn().query_row(
+        let stored: Option<String> = self.db.conn()?.query_one(
             "SELECT secret_hash FROM oauth_clients WHERE client_id = ?1",
-            [client_id],
+            args![client_id],
             |r| r.get(0),
         )?;
         let given = secret.map(secret::hash);
@@ -424,11 +422,11 @@ impl OAuthStore {
         }
         let now = self.clock.now_ms();
         let code = secret::new_token();
-        self.db.conn().execute(
+        self.db.conn()?.execute(
             "INSERT INTO oauth_codes (code_hash, client_id, owner, agent, redirect_uri, code_challenge, resource,
                                       created_at, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
+            args![
                 secret::hash(&code),
                 consent.client_id,
                 consent.owner,
@@ -455,87 +453,125 @@ impl OAuthStore {
         resource: &str,
     ) -> Result<Tokens> {
         let now = self.clock.now_ms();
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
-        let row = tx
-            .query_row(
-                "SELECT client_id, owner, agent, redirect_uri, code_challenge, resource, expires_at, used_at,
-                        credential_id
-                 FROM oauth_codes WHERE code_hash = ?1",
-                [secret::hash(code)],
-                |r| {
-                    Ok(CodeRow {
-                        client_id: r.get(0)?,
-                        owner: r.get(1)?,
-                        agent: r.get(2)?,
-                        redirect_uri: r.get(3)?,
-                        code_challenge: r.get(4)?,
-                        resource: r.get(5)?,
-                        expires_at: r.get(6)?,
-                        used_at: r.get(7)?,
-                        credential_id: r.get(8)?,
-                    })
-                },
-            )
-            .optional()?
-            .ok_or_else(|| OAuthError::InvalidGrant("unknown authorization code".into()))?;
-        if row.client_id != client.client_id {
-            return Err(OAuthError::InvalidGrant("the code was issued to another client".into()));
-        }
-        if row.used_at.is_some() {
-            if let Some(credential) = &row.credential_id {
-                revoke_in(&tx, credential, "code_reused", now)?;
-                tx.commit()?;
-                drop(conn);
-                self.live.publish(LiveEvent::CredentialsChanged);
-                tracing::warn!(credential = %credential, "authorization code reused: its credential is revoked");
-            }
-            return Err(OAuthError::InvalidGrant("the authorization code was already used".into()));
-        }
-        if row.expires_at <= now {
-            return Err(OAuthError::InvalidGrant("the authorization code has expired".into()));
-        }
-        if row.redirect_uri != redirect_uri {
-            return Err(OAuthError::InvalidGrant("redirect_uri differs from the authorization request's".into()));
-        }
-        if !pkce_s256_matches(&row.code_challenge, verifier) {
-            return Err(OAuthError::InvalidGrant("code_verifier does not match the code_challenge".into()));
-        }
-        if row.resource != resource {
-            return Err(OAuthError::InvalidTarget("the code was issued for another resource".into()));
-        }
-        let may_sign_in: bool = tx
-            .query_row("SELECT disabled_at IS NULL FROM users WHERE username = ?1", [&row.owner], |r| r.get(0))
-            .optional()?
-            .unwrap_or(false);
-        if !may_sign_in {
-            return Err(OAuthError::InvalidGrant("the person who approved this can no longer sign in".into()));
-        }
-        let (credential_id, _unused_bearer) = self
-            .credentials
-            .insert(
-                &tx,
-                &IssueRequest {
-                    agent: row.agent,
-                    owner: Some(row.owner),
-                    via: IssuedVia::OAuth,
-                    oauth_client: Some(client.name.clone()),
-                    ..Default::default()
-                },
-            )
+        let code_hash = secret::hash(code);
+        // A refusal comes back inside `Ok`: a reused code's revocation must
+        // be committed, and every other refusal has written nothing.
+        let mut reused: Option<String> = None;
+        let outcome = self
+            .db
+            .conn()?
+            .transaction(|tx| -> crate::error::Result<Result<Tokens>> {
+                let row = tx.query_opt(
+                    "SELECT client_id, owner, agent, redirect_uri, code_challenge, resource, expires_at, used_at,
+                            credential_id
+                     FROM oauth_codes WHERE code_hash = ?1",
+                    args![code_hash],
+                    |r| {
+                        Ok(CodeRow {
+                            client_id: r.get(0)?,
+                            owner: r.get(1)?,
+                            agent: r.get(2)?,
+                            redirect_uri: r.get(3)?,
+                            code_challenge: r.get(4)?,
+                            resource: r.get(5)?,
+                            expires_at: r.get(6)?,
+                            used_at: r.get(7)?,
+                            credential_id: r.get(8)?,
+                        })
+                    },
+                )?;
+                let Some(row) = row else {
+                    return Ok(Err(OAuthError::InvalidGrant("unknown authorization code".into())));
+                };
+                let used = || OAuthError::InvalidGrant("the authorization code was already used".into());
+                if row.client_id != client.client_id {
+                    return Ok(Err(OAuthError::InvalidGrant("the code was issued to another client".into())));
+                }
+                if row.used_at.is_some() {
+                    if let Some(credential) = row.credential_id {
+                        revoke_in(tx, &credential, "code_reused", now)?;
+                        reused = Some(credential);
+                    }
+                    return Ok(Err(used()));
+                }
+                if row.expires_at <= now {
+                    return Ok(Err(OAuthError::InvalidGrant("the authorization code has expired".into())));
+                }
+                if row.redirect_uri != redirect_uri {
+                    return Ok(Err(OAuthError::InvalidGrant(
+                        "redirect_uri differs from the authorization request's".into(),
+                    )));
+                }
+                if !pkce_s256_matches(&row.code_challenge, verifier) {
+                    return Ok(Err(OAuthError::InvalidGrant("code_verifier does not match the code_challenge".into())));
+                }
+                if row.resource != resource {
+                    return Ok(Err(OAuthError::InvalidTarget("the code was issued for another resource".into())));
+                }
+                let may_sign_in: bool = tx
+                    .query_opt("SELECT disabled_at IS NULL FROM users WHERE username = ?1", args![row.owner], |r| {
+                        r.get(0)
+                    })?
+                    .unwrap_or(false);
+                if !may_sign_in {
+                    return Ok(Err(OAuthError::InvalidGrant(
+                        "the person who approved this can no longer sign in".into(),
+                    )));
+                }
+                // Claim the code before using it. On SQLite the transaction's
+                // write lock already makes this exchange the only one; on
+                // PostgreSQL a concurrent exchange of the same code waits
+                // here and then finds it used, which is a reuse.
+                let claimed = tx.execute(
+                    "UPDATE oauth_codes SET used_at = ?1 WHERE code_hash = ?2 AND used_at IS NULL",
+                    args![now, code_hash],
+                )?;
+                if claimed == 0 {
+                    let winner: Option<String> = tx
+                        .query_opt(
+                            "SELECT credential_id FROM oauth_codes WHERE code_hash = ?1",
+                            args![code_hash],
+                            |r| r.get(0),
+                        )?
+                        .flatten();
+                    if let Some(credential) = winner {
+                        revoke_in(tx, &credential, "code_reused", now)?;
+                        reused = Some(credential);
+                    }
+                    return Ok(Err(used()));
+                }
+                // An `Invalid` error (what was approved cannot become a
+                // credential) rolls the transaction back and is mapped below.
+                let (credential_id, _unused_bearer) = self.credentials.insert(
+                    tx,
+                    &IssueRequest {
+                        agent: row.agent,
+                        owner: Some(row.owner),
+                        via: IssuedVia::OAuth,
+                        oauth_client: Some(client.name.clone()),
+                        ..Default::default()
+                    },
+                )?;
+                tx.execute(
+                    "UPDATE oauth_codes SET credential_id = ?1 WHERE code_hash = ?2",
+                    args![credential_id, code_hash],
+                )?;
+                tx.execute(
+                    "UPDATE oauth_clients SET last_used_at = ?1 WHERE client_id = ?2",
+                    args![now, client.client_id],
+                )?;
+                Ok(Ok(self.insert_tokens(tx, &credential_id, &client.client_id, &row.resource, now)?))
+            })
             .map_err(|e| match e {
                 // What was approved cannot become a credential: the grant is bad, not the server.
                 CoreError::Invalid { .. } => OAuthError::InvalidGrant(e.to_string()),
                 other => OAuthError::Store(other),
             })?;
-        tx.execute(
-            "UPDATE oauth_codes SET used_at = ?1, credential_id = ?2 WHERE code_hash = ?3",
-            params![now, credential_id, secret::hash(code)],
-        )?;
-        tx.execute("UPDATE oauth_clients SET last_used_at = ?1 WHERE client_id = ?2", params![now, client.client_id])?;
-        let tokens = self.insert_tokens(&tx, &credential_id, &client.client_id, &row.resource, now)?;
-        tx.commit()?;
-        drop(conn);
+        if let Some(credential) = reused {
+            self.live.publish(LiveEvent::CredentialsChanged);
+            tracing::warn!(credential = %credential, "authorization code reused: its credential is revoked");
+        }
+        let tokens = outcome?;
         self.live.publish(LiveEvent::CredentialsChanged);
         Ok(tokens)
     }
@@ -546,99 +582,101 @@ impl OAuthStore {
     /// The refresh is a sign of life of the agent.
     pub fn refresh(&self, client: &Client, refresh_token: &str, resource: Option<&str>) -> Result<Tokens> {
         let now = self.clock.now_ms();
+        let token_hash = secret::hash(refresh_token);
         let invalid = || OAuthError::InvalidGrant("unknown, used or expired refresh token".into());
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
-        let (credential_id, client_id, token_resource, expires_at, used_at): (
-            String,
-            String,
-            String,
-            i64,
-            Option<i64>,
-        ) = tx
-            .query_row(
+        let window_ms = self.credentials.liveness_window().as_millis() as i64;
+        // As in `exchange_code`: refusals come back inside `Ok`, so a reused
+        // token's revocation is committed.
+        let mut reused: Option<String> = None;
+        let outcome = self.db.conn()?.transaction(|tx| -> crate::error::Result<Result<Tokens>> {
+            let token = tx.query_opt(
                 "SELECT credential_id, client_id, resource, expires_at, used_at FROM oauth_tokens
                  WHERE token_hash = ?1 AND kind = 'refresh'",
-                [secret::hash(refresh_token)],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-            )
-            .optional()?
-            .ok_or_else(invalid)?;
-        if client_id != client.client_id {
-            return Err(invalid());
-        }
-        if used_at.is_some() {
-            revoke_in(&tx, &credential_id, "refresh_reused", now)?;
-            tx.commit()?;
-            drop(conn);
+                args![token_hash],
+                |r| {
+                    Ok((
+                        r.get::<String>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<String>(2)?,
+                        r.get::<i64>(3)?,
+                        r.get::<Option<i64>>(4)?,
+                    ))
+                },
+            )?;
+            let Some((credential_id, client_id, token_resource, expires_at, used_at)) = token else {
+                return Ok(Err(invalid()));
+            };
+            if client_id != client.client_id {
+                return Ok(Err(invalid()));
+            }
+            if used_at.is_some() {
+                revoke_in(tx, &credential_id, "refresh_reused", now)?;
+                reused = Some(credential_id);
+                return Ok(Err(invalid()));
+            }
+            if expires_at <= now {
+                return Ok(Err(invalid()));
+            }
+            if resource.is_some_and(|r| r != token_resource) {
+                return Ok(Err(OAuthError::InvalidTarget("the refresh token was issued for another resource".into())));
+            }
+            let alive: bool = tx
+                .query_opt(
+                    "SELECT revoked_at IS NULL AND last_seen_at + ?2 > ?3 FROM credentials WHERE id = ?1",
+                    args![credential_id, window_ms, now],
+                    |r| r.get(0),
+                )?
+                .unwrap_or(false);
+            if !alive {
+                return Ok(Err(OAuthError::InvalidGrant("the agent's credential was revoked or has lapsed".into())));
+            }
+            // Only an unused token is used up: on PostgreSQL a concurrent
+            // refresh with the same token waits here and then finds it used,
+            // which is a reuse (SQLite's write lock rules that out already).
+            let claimed = tx.execute(
+                "UPDATE oauth_tokens SET used_at = ?1 WHERE token_hash = ?2 AND used_at IS NULL",
+                args![now, token_hash],
+            )?;
+            if claimed == 0 {
+                revoke_in(tx, &credential_id, "refresh_reused", now)?;
+                reused = Some(credential_id);
+                return Ok(Err(invalid()));
+            }
+            tx.execute("UPDATE credentials SET last_seen_at = ?1 WHERE id = ?2", args![now, credential_id])?;
+            Ok(Ok(self.insert_tokens(tx, &credential_id, &client_id, &token_resource, now)?))
+        })?;
+        if let Some(credential_id) = reused {
             self.live.publish(LiveEvent::CredentialsChanged);
             tracing::warn!(credential = %credential_id, "refresh token reused: its credential is revoked");
-            return Err(invalid());
         }
-        if expires_at <= now {
-            return Err(invalid());
-        }
-        if resource.is_some_and(|r| r != token_resource) {
-            return Err(OAuthError::InvalidTarget("the refresh token was issued for another resource".into()));
-        }
-        let window_ms = self.credentials.liveness_window().as_millis() as i64;
-        let alive: bool = tx
-            .query_row(
-                "SELECT revoked_at IS NULL AND last_seen_at + ?2 > ?3 FROM credentials WHERE id = ?1",
-                params![credential_id, window_ms, now],
-                |r| r.get(0),
-            )
-            .optional()?
-            .unwrap_or(false);
-        if !alive {
-            return Err(OAuthError::InvalidGrant("the agent's credential was revoked or has lapsed".into()));
-        }
-        tx.execute(
-            "UPDATE oauth_tokens SET used_at = ?1 WHERE token_hash = ?2",
-            params![now, secret::hash(refresh_token)],
-        )?;
-        tx.execute("UPDATE credentials SET last_seen_at = ?1 WHERE id = ?2", params![now, credential_id])?;
-        let tokens = self.insert_tokens(&tx, &credential_id, &client_id, &token_resource, now)?;
-        tx.commit()?;
-        drop(conn);
+        let tokens = outcome?;
         self.live.publish(LiveEvent::CredentialsChanged);
         Ok(tokens)
     }
 
     fn insert_tokens(
         &self,
-        tx: &rusqlite::Transaction<'_>,
+        tx: &mut Conn<'_>,
         credential_id: &str,
         client_id: &str,
         resource: &str,
         now: i64,
-    ) -> Result<Tokens> {
+    ) -> crate::error::Result<Tokens> {
         let access_token = format!("{ACCESS_PREFIX}{}", secret::new_token());
         let refresh_token = format!("{REFRESH_PREFIX}{}", secret::new_token());
-        let mut insert = tx.prepare_cached(
+        let insert =
             "INSERT INTO oauth_tokens (token_hash, kind, credential_id, client_id, resource, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?;
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
         let access_ms = self.lifetimes.access.as_millis() as i64;
         let refresh_ms = self.lifetimes.refresh.as_millis() as i64;
-        insert.execute(params![
-            secret::hash(&access_token),
-            "access",
-            credential_id,
-            client_id,
-            resource,
-            now,
-            now + access_ms
-        ])?;
-        insert.execute(params![
-            secret::hash(&refresh_token),
-            "refresh",
-            credential_id,
-            client_id,
-            resource,
-            now,
-            now + refresh_ms
-        ])?;
+        tx.execute(
+            insert,
+            args![secret::hash(&access_token), "access", credential_id, client_id, resource, now, now + access_ms],
+        )?;
+        tx.execute(
+            insert,
+            args![secret::hash(&refresh_token), "refresh", credential_id, client_id, resource, now, now + refresh_ms],
+        )?;
         Ok(Tokens {
             access_token,
             refresh_token,
@@ -652,36 +690,32 @@ impl OAuthStore {
     /// clients' tokens, change nothing (`false`).
     pub fn revoke(&self, client: &Client, token: &str) -> Result<bool> {
         let now = self.clock.now_ms();
-        let mut conn = self.db.conn();
-        let tx = conn.transaction()?;
-        let credential: Option<String> = tx
-            .query_row(
+        let revoked = self.db.conn()?.transaction(|tx| {
+            let credential: Option<String> = tx.query_opt(
                 "SELECT credential_id FROM oauth_tokens WHERE token_hash = ?1 AND client_id = ?2",
-                params![secret::hash(token), client.client_id],
+                args![secret::hash(token), client.client_id],
                 |r| r.get(0),
-            )
-            .optional()?;
-        let Some(credential) = credential else { return Ok(false) };
-        revoke_in(&tx, &credential, "revoked", now)?;
-        tx.commit()?;
-        drop(conn);
-        self.live.publish(LiveEvent::CredentialsChanged);
-        Ok(true)
+            )?;
+            let Some(credential) = credential else { return Ok(false) };
+            revoke_in(tx, &credential, "revoked", now)?;
+            Ok(true)
+        })?;
+        if revoked {
+            self.live.publish(LiveEvent::CredentialsChanged);
+        }
+        Ok(revoked)
     }
 
     /// Accepts an access token for `resource`: unexpired, for this resource,
     /// and standing for a live credential (which the use keeps alive).
     pub fn authenticate(&self, token: &str, resource: &str) -> Result<std::result::Result<Credential, Rejection>> {
         let now = self.clock.now_ms();
-        let credential: Option<String> = self
-            .db
-            .conn()
-            .prepare_cached(
-                "SELECT credential_id FROM oauth_tokens
-                 WHERE token_hash = ?1 AND kind = 'access' AND expires_at > ?2 AND resource = ?3",
-            )?
-            .query_row(params![secret::hash(token), now, resource], |r| r.get(0))
-            .optional()?;
+        let credential: Option<String> = self.db.conn()?.query_opt(
+            "SELECT credential_id FROM oauth_tokens
+             WHERE token_hash = ?1 AND kind = 'access' AND expires_at > ?2 AND resource = ?3",
+            args![secret::hash(token), now, resource],
+            |r| r.get(0),
+        )?;
         match credential {
             Some(id) => Ok(self.credentials.authenticate_id(&id)?),
             None => Ok(Err(Rejection::UnknownOrExpiredToken)),
@@ -692,16 +726,16 @@ impl OAuthStore {
     /// registrations never used within a day; returns how many rows went.
     pub fn purge(&self) -> std::result::Result<usize, CoreError> {
         let now = self.clock.now_ms();
-        let conn = self.db.conn();
-        let mut n = conn.execute("DELETE FROM oauth_codes WHERE expires_at <= ?1", [now])?;
+        let mut conn = self.db.conn()?;
+        let mut n = conn.execute("DELETE FROM oauth_codes WHERE expires_at <= ?1", args![now])?;
         n += conn.execute(
             "DELETE FROM oauth_tokens WHERE expires_at <= ?1
              OR credential_id IN (SELECT id FROM credentials WHERE revoked_at IS NOT NULL)",
-            [now],
+            args![now],
         )?;
         n += conn.execute(
             "DELETE FROM oauth_clients WHERE last_used_at IS NULL AND created_at <= ?1",
-            [now - UNUSED_CLIENT_MS],
+            args![now - UNUSED_CLIENT_MS],
         )?;
         Ok(n)
     }
@@ -712,12 +746,12 @@ fn is_confidential(method: AuthMethod) -> bool {
 }
 
 /// Revokes a credential and drops its tokens, inside `tx`.
-fn revoke_in(tx: &rusqlite::Transaction<'_>, credential: &str, reason: &str, now: i64) -> rusqlite::Result<()> {
+fn revoke_in(tx: &mut Conn<'_>, credential: &str, reason: &str, now: i64) -> crate::error::Result<()> {
     tx.execute(
         "UPDATE credentials SET revoked_at = ?1, revoked_reason = ?2 WHERE id = ?3 AND revoked_at IS NULL",
-        params![now, reason, credential],
+        args![now, reason, credential],
     )?;
-    tx.execute("DELETE FROM oauth_tokens WHERE credential_id = ?1 AND kind = 'access'", [credential])?;
+    tx.execute("DELETE FROM oauth_tokens WHERE credential_id = ?1 AND kind = 'access'", args![credential])?;
     Ok(())
 }
 

@@ -14,7 +14,7 @@ const REDIRECT: &str = "http://127.0.0.1:5555/callback";
 fn core() -> (Core, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let settings = Settings { liveness_window: Duration::from_secs(3600), ..Settings::default() };
-    let core = Core::new(Db::open_in_memory().unwrap(), clock.clone(), settings).unwrap();
+    let core = Core::new(Db::for_tests().unwrap(), clock.clone(), settings).unwrap();
     core.users.add("ada", "correct horse battery", false).unwrap();
     (core, clock)
 }
@@ -61,9 +61,10 @@ fn a_code_makes_a_credential_owned_by_the_approver_and_works_once() {
     let stored: i64 = core
         .db
         .conn()
-        .query_row(
+        .unwrap()
+        .query_one(
             "SELECT COUNT(*) FROM oauth_tokens WHERE token_hash IN (?1, ?2)",
-            [&tokens.access_token, &tokens.refresh_token],
+            args![tokens.access_token, tokens.refresh_token],
             |r| r.get(0),
         )
         .unwrap();

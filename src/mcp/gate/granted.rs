@@ -22,6 +22,15 @@ pub async fn lookup(
 ) -> Option<String> {
     let grants = &state.core.grants;
     let credential = &caller.credential;
+    if state.core.db.backend() == gatehouse_core::db::Backend::Postgres {
+        // A grant made or revoked on another replica counts at once.
+        let syncing = grants.clone();
+        match tokio::task::spawn_blocking(move || syncing.sync()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not re-read the grants; using the ones known here"),
+            Err(e) => tracing::warn!(error = %e, "grant re-read did not finish"),
+        }
+    }
     let matched =
         grants.find(&credential.agent, credential.owner.as_deref(), tool, caller.session_id.as_deref(), arguments)?;
     let actor = format!("grant:{}", matched.id);

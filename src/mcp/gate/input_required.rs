@@ -118,6 +118,8 @@ pub async fn retry(
         }
         Some(_) => {}
     }
+    // Run where the agent is: on a cluster, take it over from its owner.
+    store.take_over(&id).await;
     match super::resume::wait(state, &id, RETRY_HOLD, ctx).await {
         Waited::StillPending => {
             CallToolResponse::InputRequired(InputRequiredResult::from_request_state(request_state.to_string()))

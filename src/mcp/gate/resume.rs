@@ -68,6 +68,8 @@ pub async fn resume(
         tracing::warn!(execution = %id, agent = %caller.credential.agent, credential = %caller.credential.id, "resume refused: another credential's execution");
         return forbidden(&id);
     }
+    // Run where the agent is: on a cluster, take it over from its owner.
+    store.take_over(&id).await;
     if let Some(action) = args.action
         && let Err(refused) = model::decide(state, caller, mode, &execution, action)
     {

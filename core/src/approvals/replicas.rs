@@ -1,0 +1,556 @@
+//! The approval store across replicas sharing one PostgreSQL.
+//!
+//! One owner per execution: the replica named in its `pending_executions`
+//! row. Only the owner's lock moves an execution, so "first decision wins"
+//! holds across replicas exactly as within one. The others:
+//! - show it from the database ([`ApprovalStore::get`], `pending`) and watch
+//!   it through a mirror channel fed by the owner's [`Body::Exec`] messages;
+//! - forward a decision to the owner ([`ApprovalStore::decide_anywhere`]);
+//! - ask the owner to hand it over when its agent resumes it here
+//!   ([`ApprovalStore::take_over`]);
+//! - adopt it when the owner is gone (a conditional `UPDATE`: exactly one
+//!   adopter), so its timers, and its expiry, run exactly once.
+//!
+//! Nothing here holds the entries lock across an await or a message to
+//! another replica.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use gatehouse_model::{AuditEntry, Decision, State};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinSet;
+
+use super::Execution;
+use super::access::may_decide;
+use super::store::{ApprovalStore, DecideError, Mirror, Rearm, Restored, Snapshot};
+use crate::cluster::{Body, Cluster, Message, STALE_AFTER};
+use crate::error::{CoreError, Result};
+use crate::users::User;
+use super::AccessError;
+
+/// How often a replica adopts the executions of replicas that are gone and
+/// re-reads the executions it mirrors (a lost message heals by then).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// The answer an owner gives when the execution is no longer its own (handed
+/// over meanwhile): the asker looks the owner up again.
+const MOVED: &str = "moved";
+/// The answer for an execution neither live nor in the audit log.
+const NOT_FOUND: &str = "not_found";
+/// Prefix of the answer for a storage failure.
+const STORAGE: &str = "storage: ";
+
+/// How many times a decision or hand-over follows a moving owner.
+const ATTEMPTS: usize = 3;
+
+impl ApprovalStore {
+    /// Joins the cluster of replicas (after [`Cluster::join`], before
+    /// [`ApprovalStore::restore`]): rows are then written as this replica's,
+    /// held pauses keep theirs, transitions are announced, and `restore`
+    /// takes only what no live replica owns. Once only; needs the runtime.
+    pub fn join(&self, cluster: Cluster) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let _ = self.inner.runtime.set(runtime);
+        }
+        if self.inner.cluster.set(cluster).is_err() {
+            tracing::warn!("the approval store joined the cluster twice; the second is ignored");
+        }
+    }
+
+    /// The cluster this store has joined, if any.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.inner.cluster.get()
+    }
+
+    /// This replica's id on a cluster.
+    pub(super) fn me(&self) -> Option<String> {
+        self.inner.cluster.get().map(|c| c.replica().to_string())
+    }
+
+    pub(super) fn mirrors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Mirror>> {
+        self.inner.mirrors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_local(&self, id: &str) -> bool {
+        self.entries().contains_key(id)
+    }
+
+    /// Tells the other replicas' mirrors of a state reached outside a
+    /// transition (an adopter's expiry).
+    pub(super) fn publish_exec(&self, id: &str, state: State) {
+        if let Some(cluster) = self.inner.cluster.get() {
+            let snapshot =
+                Snapshot { state, actor: Some("system".into()), detail: None, decided_by: None };
+            cluster.send(None, Body::Exec { id: id.to_string(), snapshot });
+        }
+    }
+
+    /// Heard-from cutoff: replicas seen before it are gone.
+    fn cutoff_ms(&self) -> i64 {
+        self.now_ms() - STALE_AFTER.as_millis() as i64
+    }
+
+    /// Another replica's live execution: its mirror, or its row. Blocks on
+    /// the database.
+    pub(super) fn remote(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
+        self.inner.cluster.get()?;
+        if let Some(mirror) = self.mirrors().get(id) {
+            return Some((mirror.execution.clone(), mirror.tx.borrow().clone()));
+        }
+        let stored = self.inner.persist.load_one(id).ok()??;
+        let state = stored.state.as_deref().and_then(State::parse)?;
+        if state.is_settled() {
+            return None;
+        }
+        let snapshot = self.snapshot_of(id, state, stored.actor.clone(), None);
+        Some((Arc::new(stored.execution), snapshot))
+    }
+
+    /// A state read from the audit log as a snapshot.
+    fn snapshot_of(&self, id: &str, state: State, actor: Option<String>, detail: Option<String>) -> Snapshot {
+        let decided_by =
+            if state == State::Pending { None } else { self.inner.audit.decided_by(id).ok().flatten() };
+        Snapshot { state, actor, detail, decided_by }
+    }
+
+    /// The pending executions of the other live replicas. Blocks on the
+    /// database; empty without a cluster.
+    pub(super) fn remote_pending(&self) -> Vec<(Arc<Execution>, Snapshot)> {
+        let Some(me) = self.me() else { return Vec::new() };
+        let rows = match self.inner.persist.load_remote(&me, self.cutoff_ms()) {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the other replicas' pending executions");
+                return Vec::new();
+            }
+        };
+        let entries = self.entries();
+        rows.into_iter()
+            .filter(|r| r.state.as_deref() == Some(State::Pending.as_str()) && !entries.contains_key(&r.execution.id))
+            .map(|r| {
+                let snapshot = Snapshot { state: State::Pending, actor: r.actor, detail: None, decided_by: None };
+                (Arc::new(r.execution), snapshot)
+            })
+            .collect()
+    }
+
+    /// Pending executions `user` may decide on the other live replicas.
+    pub(super) fn remote_pending_for(&self, user: &User) -> Vec<(Arc<Execution>, Snapshot)> {
+        self.remote_pending().into_iter().filter(|(e, _)| may_decide(user, e.owner.as_deref())).collect()
+    }
+
+    /// At start on a cluster: adopts the rows nobody alive owns (a previous
+    /// run's, or a dead replica's), and abandons what was left open without
+    /// a row long enough ago that no live replica can still be writing it.
+    pub(super) async fn restore_orphans(&self) -> Result<Restored> {
+        let started = std::time::Instant::now();
+        let store = self.clone();
+        let restored = tokio::task::spawn_blocking(move || -> Result<Restored> {
+            let mut restored = store.adopt_orphans()?;
+            let now = store.now_ms();
+            restored.abandoned += store.inner.persist.abandon_unstored(now, store.cutoff_ms(), None)?;
+            Ok(restored)
+        })
+        .await
+        .map_err(|e| CoreError::Join(e.to_string()))??;
+        self.announce_restored(&restored, started);
+        Ok(restored)
+    }
+
+    fn adopt_orphans(&self) -> Result<Restored> {
+        let Some(me) = self.me() else { return Ok(Restored::default()) };
+        if self.inner.left.load(Ordering::SeqCst) {
+            return Ok(Restored::default());
+        }
+        let orphans = self.inner.persist.orphans(&me, self.cutoff_ms())?;
+        self.adopt(orphans)
+    }
+
+    /// Claims each `(id, previous owner)` (lost races are skipped) and
+    /// makes it live here as `restore` does. Blocks on the database; arms
+    /// timers on the runtime.
+    pub(super) fn adopt(&self, candidates: Vec<(String, Option<String>)>) -> Result<Restored> {
+        let mut restored = Restored::default();
+        let Some(me) = self.me() else { return Ok(restored) };
+        let now = self.now_ms();
+        let mut gone = Vec::new();
+        let mut timers: Vec<Rearm> = Vec::new();
+        for (id, old) in candidates {
+            if self.is_local(&id) {
+                continue;
+            }
+            if old.as_deref() != Some(me.as_str()) && !self.inner.persist.claim(&id, &me, old.as_deref())? {
+                continue;
+            }
+            let Some(stored) = self.inner.persist.load_one(&id)? else { continue };
+            if stored.replica.as_deref() != Some(me.as_str()) {
+                // Handed on again meanwhile.
+                continue;
+            }
+            tracing::info!(execution = %id, from = old.as_deref().unwrap_or("nobody"), "adopted an execution");
+            let mut entries = self.entries();
+            self.revive(&mut entries, stored, now, &mut restored, &mut gone, &mut timers);
+        }
+        self.inner.persist.delete_now(&gone)?;
+        for id in &gone {
+            restored.abandoned += self.inner.persist.abandon_unstored(now, now, Some(id))?;
+        }
+        for (delay, id, then) in timers {
+            self.after(delay, &id, then);
+        }
+        if restored != Restored::default() {
+            self.inner.live.publish(crate::live::LiveEvent::ApprovalsChanged);
+        }
+        Ok(restored)
+    }
+
+    /// One sweep: adopts what dead replicas left and re-reads mirrored
+    /// executions (a lost message, or an owner that died). Blocks.
+    fn sweep(&self) {
+        match self.adopt_orphans() {
+            Ok(r) if r != Restored::default() => tracing::info!(
+                pending = r.pending,
+                approved = r.approved,
+                expired = r.expired,
+                abandoned = r.abandoned,
+                "adopted executions of replicas that are gone"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "adopting the executions of replicas that are gone failed"),
+        }
+        let ids: Vec<String> = {
+            let mut mirrors = self.mirrors();
+            mirrors.retain(|_, m| m.tx.receiver_count() > 0);
+            mirrors.keys().cloned().collect()
+        };
+        for id in ids {
+            if let Ok(Some(last)) = self.inner.audit.latest(&id) {
+                self.mirror(&id, self.snapshot_from(&id, last));
+            }
+        }
+    }
+
+    fn snapshot_from(&self, id: &str, last: AuditEntry) -> Snapshot {
+        self.snapshot_of(id, last.state, last.actor, last.detail)
+    }
+
+    /// Updates a mirror; drops it once settled or unwatched.
+    fn mirror(&self, id: &str, snapshot: Snapshot) {
+        let mut mirrors = self.mirrors();
+        let Some(mirror) = mirrors.get(id) else { return };
+        let settled = snapshot.state.is_settled();
+        if *mirror.tx.borrow() != snapshot {
+            mirror.tx.send_replace(snapshot);
+        }
+        if settled || mirror.tx.receiver_count() == 0 {
+            mirrors.remove(id);
+        }
+    }
+
+    /// Follows the cluster until `shutdown`: answers other replicas'
+    /// decisions and hand-overs, keeps mirrors current, and sweeps every
+    /// [`SWEEP_EVERY`]. The server spawns it on its task tracker; returns at
+    /// once without a cluster.
+    pub async fn follow(&self, shutdown: impl Future<Output = ()>) {
+        let Some(cluster) = self.inner.cluster.get().cloned() else { return };
+        let mut incoming = cluster.subscribe();
+        let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Answers run beside the loop (a hand-over awaits the writer); they
+        // end with it.
+        let mut answering: JoinSet<()> = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                _ = sweep.tick() => {
+                    let store = self.clone();
+                    let _ = tokio::task::spawn_blocking(move || store.sweep()).await;
+                }
+                message = incoming.recv() => match message {
+                    Ok(message) => self.on_message(&cluster, &message, &mut answering),
+                    // Lost messages: the sweep re-reads the mirrors.
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => break,
+                },
+                Some(_) = answering.join_next(), if !answering.is_empty() => {}
+            }
+        }
+    }
+
+    fn on_message(&self, cluster: &Cluster, message: &Arc<Message>, answering: &mut JoinSet<()>) {
+        let from = message.from.clone();
+        match &message.body {
+            Body::Exec { id, snapshot } => self.mirror(id, snapshot.clone()),
+            Body::Decide { reply, id, decision, actor, detail } => {
+                let (store, cluster, reply, id, decision, actor, detail) =
+                    (self.clone(), cluster.clone(), reply.clone(), id.clone(), *decision, actor.clone(), detail.clone());
+                answering.spawn(async move {
+                    let outcome = {
+                        let store = store.clone();
+                        tokio::task::spawn_blocking(move || store.answer_decide(&id, decision, &actor, detail.as_deref()))
+                            .await
+                            .unwrap_or_else(|e| Err(format!("{STORAGE}{e}")))
+                    };
+                    cluster.send(Some(&from), Body::Decided { reply, outcome });
+                });
+            }
+            Body::Release { reply, id } => {
+                let (store, cluster, reply, id) = (self.clone(), cluster.clone(), reply.clone(), id.clone());
+                answering.spawn(async move {
+                    // The row must be written before it can change hands.
+                    store.flush().await;
+                    let asker = from.clone();
+                    let worker = store.clone();
+                    let ok = tokio::task::spawn_blocking(move || worker.release(&id, &asker)).await.unwrap_or(false);
+                    cluster.send(Some(&from), Body::Released { reply, ok });
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The owner's side of a forwarded decision. Blocks.
+    fn answer_decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        actor: &str,
+        detail: Option<&str>,
+    ) -> std::result::Result<Snapshot, String> {
+        if !self.is_local(id) {
+            match self.inner.persist.owner_of(id) {
+                // Handed to us but not loaded yet: load it first.
+                Ok(Some(owner)) if owner.as_deref() == self.me().as_deref() => {
+                    let me = self.me();
+                    self.adopt(vec![(id.to_string(), me)]).map_err(|e| format!("{STORAGE}{e}"))?;
+                }
+                Ok(Some(_)) => return Err(MOVED.into()),
+                Ok(None) => {}
+                Err(e) => return Err(format!("{STORAGE}{e}")),
+            }
+        }
+        self.decide_noted(id, decision, actor, detail).map_err(|e| match e {
+            DecideError::NotFound => NOT_FOUND.into(),
+            DecideError::Conflict(state) => state.into(),
+            DecideError::Storage(e) => format!("{STORAGE}{e}"),
+        })
+    }
+
+    /// The owner's side of a hand-over: unless held inside a request here or
+    /// running, the row becomes `asker`'s and the entry leaves this map; its
+    /// channel stays as a mirror for whoever waits on it here. Blocks.
+    fn release(&self, id: &str, asker: &str) -> bool {
+        let Some(me) = self.me() else { return false };
+        let mut entries = self.entries();
+        let Some(entry) = entries.get(id) else {
+            drop(entries);
+            // Not loaded here (or gone): hand over the row if it is ours.
+            return self.inner.persist.claim(id, asker, Some(&me)).unwrap_or(false);
+        };
+        let state = entry.tx.borrow().state;
+        if entry.held || !matches!(state, State::Pending | State::Approved) {
+            return false;
+        }
+        // One short statement under the lock: no transition may slip
+        // between the check and the change of owner.
+        if !self.inner.persist.claim(id, asker, Some(&me)).unwrap_or(false) {
+            return false;
+        }
+        if let Some(entry) = entries.remove(id) {
+            self.mirrors().insert(id.to_string(), Mirror { execution: entry.execution, tx: entry.tx });
+        }
+        tracing::info!(execution = %id, to = %asker, "handed an execution to the replica its agent resumed on");
+        true
+    }
+
+    /// Runs blocking store work off the runtime's threads.
+    async fn blocking<T: Send + 'static>(&self, work: impl FnOnce(&ApprovalStore) -> T + Send + 'static) -> Option<T> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || work(&store)).await.ok()
+    }
+
+    /// Whether replica `owner` (none: nobody) is alive. Blocks.
+    fn owner_alive(&self, owner: Option<&str>) -> bool {
+        match (owner, self.inner.cluster.get()) {
+            (Some(owner), Some(cluster)) => cluster.is_alive(owner).unwrap_or(false),
+            _ => false,
+        }
+    }
+
+    /// Makes `id` this replica's when its agent resumes it here: asks a
+    /// live owner to hand it over, adopts it from a dead one. Does nothing
+    /// without a cluster, for a local execution, or when the owner refuses
+    /// (held inside its request there, or running): then it is followed
+    /// through its mirror.
+    pub async fn take_over(&self, id: &str) {
+        let Some(cluster) = self.inner.cluster.get().cloned() else { return };
+        for _ in 0..ATTEMPTS {
+            if self.is_local(id) {
+                return;
+            }
+            let key = id.to_string();
+            let Some(Ok(Some(owner))) = self.blocking(move |s| s.inner.persist.owner_of(&key)).await else {
+                return;
+            };
+            let me = cluster.replica().to_string();
+            // Whom the row is claimed from: ourselves once handed over (or
+            // already ours), otherwise the owner that is gone.
+            let mut from = owner.clone();
+            if owner.as_deref() != Some(me.as_str()) {
+                let probe = owner.clone();
+                let alive = self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(false);
+                if let (true, Some(owner)) = (alive, owner.as_deref()) {
+                    let key = id.to_string();
+                    match cluster.request(owner, |reply| Body::Release { reply, id: key }).await {
+                        Some(Body::Released { ok: true, .. }) => from = Some(me),
+                        // Refused: it stays there.
+                        Some(_) => return,
+                        // No answer: gone, adopt.
+                        None => tracing::warn!(execution = %id, owner = %owner, "the owner did not answer; adopting"),
+                    }
+                }
+            }
+            let key = id.to_string();
+            if let Some(Err(e)) = self.blocking(move |s| s.adopt(vec![(key, from)])).await {
+                tracing::warn!(execution = %id, error = %e, "cannot take over an execution");
+                return;
+            }
+        }
+    }
+
+    /// Records a decision wherever the execution lives: here, or at its
+    /// owner (forwarded; the owner's lock decides, so the first decision
+    /// wins across replicas); a dead owner's is adopted first. Same
+    /// outcomes as [`ApprovalStore::decide_noted`], which it is without a
+    /// cluster.
+    pub async fn decide_anywhere(
+        &self,
+        id: &str,
+        decision: Decision,
+        actor: &str,
+        detail: Option<&str>,
+    ) -> std::result::Result<Snapshot, DecideError> {
+        let Some(cluster) = self.inner.cluster.get().cloned() else {
+            return self.decide_noted(id, decision, actor, detail);
+        };
+        let storage = |e: String| DecideError::Storage(e);
+        for _ in 0..ATTEMPTS {
+            if self.is_local(id) {
+                break;
+            }
+            let key = id.to_string();
+            let owner = match self.blocking(move |s| s.inner.persist.owner_of(&key)).await {
+                Some(Ok(owner)) => owner,
+                Some(Err(e)) => return Err(storage(e.to_string())),
+                None => return Err(storage("the decision was interrupted".into())),
+            };
+            // No row: settled or unknown; the audit log answers here.
+            let Some(owner) = owner else { break };
+            let me = cluster.replica();
+            if owner.as_deref() != Some(me) {
+                let probe = owner.clone();
+                let alive = self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(false);
+                if let (true, Some(to)) = (alive, owner.as_deref()) {
+                    let (key, actor, detail) = (id.to_string(), actor.to_string(), detail.map(str::to_string));
+                    let asked = cluster
+                        .request(to, |reply| Body::Decide { reply, id: key, decision, actor, detail })
+                        .await;
+                    match asked {
+                        Some(Body::Decided { outcome: Ok(snapshot), .. }) => return Ok(snapshot),
+                        Some(Body::Decided { outcome: Err(e), .. }) => match e.as_str() {
+                            MOVED => continue,
+                            NOT_FOUND => return Err(DecideError::NotFound),
+                            e if e.starts_with(STORAGE) => return Err(storage(e[STORAGE.len()..].to_string())),
+                            state => {
+                                let state = State::parse(state).map_or("settled", State::as_str);
+                                return Err(DecideError::Conflict(state));
+                            }
+                        },
+                        // No answer: the owner is gone; adopt below.
+                        _ => tracing::warn!(execution = %id, owner = %to, "the owner did not answer; adopting"),
+                    }
+                }
+            }
+            let (key, from) = (id.to_string(), owner);
+            match self.blocking(move |s| s.adopt(vec![(key, from)])).await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(storage(e.to_string())),
+                None => return Err(storage("the adoption was interrupted".into())),
+            }
+        }
+        let (key, actor, detail) = (id.to_string(), actor.to_string(), detail.map(str::to_string));
+        self.blocking(move |s| s.decide_noted(&key, decision, &actor, detail.as_deref()))
+            .await
+            .unwrap_or_else(|| Err(storage("the decision was interrupted".into())))
+    }
+
+    /// [`ApprovalStore::decide_for_noted`] wherever the execution lives
+    /// (see [`ApprovalStore::decide_anywhere`]): what the pages and the API
+    /// call. Reads the database off the runtime's threads.
+    pub async fn decide_for_anywhere(
+        &self,
+        user: &User,
+        id: &str,
+        decision: Decision,
+        detail: Option<&str>,
+    ) -> std::result::Result<Snapshot, AccessError> {
+        if self.inner.cluster.get().is_none() {
+            return self.decide_local_for(user, id, decision, detail);
+        }
+        let (viewer, key) = (user.clone(), id.to_string());
+        let view = self
+            .blocking(move |s| s.view_for(&viewer, &key))
+            .await
+            .unwrap_or_else(|| Err(AccessError::Storage("the lookup was interrupted".into())))?;
+        if view.admin_only && !user.is_admin {
+            return Err(AccessError::AdminRequired);
+        }
+        let actor = format!("user:{}", user.username);
+        let snapshot = self.decide_anywhere(id, decision, &actor, detail).await.map_err(super::access::access_error)?;
+        tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
+        Ok(snapshot)
+    }
+
+    /// Runs `work` to completion from synchronous code (the grant path, on a
+    /// blocking thread): on a helper thread, driven by the runtime the store
+    /// joined on, so timers it arms outlive it. `None` without a runtime.
+    pub(super) fn block_on<T: Send>(&self, work: impl Future<Output = T> + Send) -> Option<T> {
+        let runtime = self.inner.runtime.get()?.clone();
+        std::thread::scope(|scope| scope.spawn(move || runtime.block_on(work)).join().ok())
+    }
+
+    /// Leaves the cluster's executions to the others (graceful shutdown):
+    /// the rows this replica owns become nobody's, so another replica adopts
+    /// them at its next sweep, and this one stops adopting. Their channels
+    /// stay as mirrors for anyone still waiting here. Pauses held inside a
+    /// request here stay ours (their requests end with this process); the
+    /// adopter abandons them once this replica is gone. Blocks briefly.
+    pub fn leave(&self) {
+        let Some(me) = self.me() else { return };
+        self.inner.left.store(true, Ordering::SeqCst);
+        {
+            let mut entries = self.entries();
+            let ids: Vec<String> = entries.iter().filter(|(_, e)| !e.held).map(|(id, _)| id.clone()).collect();
+            let mut mirrors = self.mirrors();
+            for id in ids {
+                if let Some(entry) = entries.remove(&id) {
+                    mirrors.insert(id, Mirror { execution: entry.execution, tx: entry.tx });
+                }
+            }
+        }
+        // Queued rows first: one written after the hand-back would be ours again.
+        if let Some(runtime) = self.inner.runtime.get().cloned() {
+            let store = self.clone();
+            let _ = std::thread::scope(|scope| scope.spawn(move || runtime.block_on(store.flush())).join());
+        }
+        match self.inner.persist.disown(&me) {
+            Ok(n) if n > 0 => tracing::info!(executions = n, "left this replica's executions to the others"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot leave this replica's executions to the others"),
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! Replicas sharing one PostgreSQL: who they are, that they are alive, and
+//! what they tell each other over `LISTEN`/`NOTIFY` (no other
+//! infrastructure). On SQLite there is one process and no cluster.
+//!
+//! Each replica has an id, a heartbeat row in `replicas`, one thread that
+//! sends (NOTIFYs and the heartbeat, from a queue, so nobody sends under a
+//! lock or on a runtime thread) and one that listens on its own connection.
+//! What arrives from the others goes to [`Cluster::subscribe`]rs; live
+//! events are re-published on this replica's hub, so its pages see every
+//! replica's changes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gatehouse_model::{Decision, LiveEvent, McpSessionInfo, UpstreamInfo};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, oneshot};
+
+use crate::approvals::Snapshot;
+use crate::args;
+use crate::clock::Clock;
+use crate::db::Db;
+use crate::error::Result;
+use crate::live::LiveHub;
+
+/// The one NOTIFY channel every replica listens on.
+const CHANNEL: &str = "gatehouse";
+
+/// How often a replica says it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// A replica not heard from for this long is gone: its executions may be
+/// adopted and its sessions forgotten.
+pub const STALE_AFTER: Duration = Duration::from_secs(10);
+
+/// How long a request to another replica waits for its answer.
+pub const REPLY_WAIT: Duration = Duration::from_secs(3);
+
+/// NOTIFY payloads must stay under 8000 bytes; free text in a message is cut to this.
+const MAX_TEXT: usize = 1000;
+
+/// What one replica tells the others.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Body {
+    /// Something changed that pages re-read.
+    Live {
+        /// Which change.
+        event: LiveEvent,
+    },
+    /// Policy rules or tool pins changed: drop cached copies.
+    Config,
+    /// An MCP session opened on the sender.
+    SessionOpened {
+        /// The session.
+        info: McpSessionInfo,
+    },
+    /// An MCP session closed on the sender.
+    SessionClosed {
+        /// Its id.
+        session_id: String,
+    },
+    /// The sender's upstream health, whole.
+    Upstreams {
+        /// Each upstream.
+        upstreams: Vec<UpstreamInfo>,
+    },
+    /// A replica started (or its listener reconnected): everyone re-sends
+    /// their sessions and upstreams.
+    Hello,
+    /// An execution the sender owns moved (mirrors on other replicas follow).
+    Exec {
+        /// The execution.
+        id: String,
+        /// Its state now.
+        snapshot: Snapshot,
+    },
+    /// Asks the owner of an execution to record a decision.
+    Decide {
+        /// Correlates the answer.
+        reply: String,
+        /// The execution.
+        id: String,
+        /// Accept or decline.
+        decision: Decision,
+        /// Who decides (`user:ada`).
+        actor: String,
+        /// Their words, if any.
+        detail: Option<String>,
+    },
+    /// The owner's answer to [`Body::Decide`].
+    Decided {
+        /// The request's correlation id.
+        reply: String,
+        /// The state after, or why not (`not_found`, a conflicting state).
+        outcome: std::result::Result<Snapshot, String>,
+    },
+    /// Asks the owner to hand an execution over (an agent resumes it here).
+    Release {
+        /// Correlates the answer.
+        reply: String,
+        /// The execution.
+        id: String,
+    },
+    /// The owner's answer to [`Body::Release`]: whether the row is now the asker's.
+    Released {
+        /// The request's correlation id.
+        reply: String,
+        /// Handed over.
+        ok: bool,
+    },
+}
+
+impl Body {
+    /// The correlation id of an answer.
+    fn reply_id(&self) -> Option<&str> {
+        match self {
+            Body::Decided { reply, .. } | Body::Released { reply, .. } => Some(reply),
+            _ => None,
+        }
+    }
+}
+
+/// A message on the wire: from whom, to whom (everyone when `None`), what.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Message {
+    /// The sending replica.
+    pub from: String,
+    /// The one replica it is for, if not all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// What it says.
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+/// This replica's place in the cluster; cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    replica: String,
+    outbox: Mutex<Option<mpsc::Sender<Message>>>,
+    incoming: broadcast::Sender<Arc<Message>>,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Body>>>,
+    stop: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    db: Db,
+    clock: Arc<dyn Clock>,
+}
+
+impl Cluster {
+    /// Joins the cluster on `db` (PostgreSQL only: `None` on SQLite): writes
+    /// the heartbeat and starts the sending and listening threads. `live`
+    /// gets the other replicas' events; its own events go to them.
+    pub fn join(db: &Db, clock: Arc<dyn Clock>, live: &LiveHub) -> Result<Option<Self>> {
+        let Some(url) = db.postgres_url() else { return Ok(None) };
+        let config = crate::db::postgres_config(url)?;
+        let replica = crate::secret::new_id("replica");
+        let (outbox, queue) = mpsc::channel::<Message>();
+        let (incoming, _) = broadcast::channel(1024);
+        let cluster = Self {
+            inner: Arc::new(Inner {
+                replica,
+                outbox: Mutex::new(Some(outbox)),
+                incoming,
+                waiting: Mutex::default(),
+                stop: AtomicBool::new(false),
+                threads: Mutex::default(),
+                db: db.clone(),
+                clock,
+            }),
+        };
+        cluster.beat()?;
+        let sender = cluster.clone();
+        let listener = cluster.clone();
+        let hub = live.clone();
+        let pruned = live.clone();
+        let threads = vec![
+            std::thread::Builder::new()
+                .name("gatehouse-cluster-send".into())
+                .spawn(move || sender.send_loop(&queue, &pruned))
+                .map_err(|e| crate::error::CoreError::Join(e.to_string()))?,
+            std::thread::Builder::new()
+                .name("gatehouse-cluster-listen".into())
+                .spawn(move || listener.listen_loop(&config, &hub))
+                .map_err(|e| crate::error::CoreError::Join(e.to_string()))?,
+        ];
+        *cluster.inner.threads.lock().unwrap_or_else(|p| p.into_inner()) = threads;
+        live.relay_to(cluster.clone());
+        tracing::info!(replica = %cluster.replica(), "joined the cluster of replicas on PostgreSQL");
+        Ok(Some(cluster))
+    }
+
+    /// This replica's id.
+    pub fn replica(&self) -> &str {
+        &self.inner.replica
+    }
+
+    /// Queues a message to every other replica (`to: None`) or one.
+    pub fn send(&self, to: Option<&str>, mut body: Body) {
+        trim(&mut body);
+        let message = Message { from: self.inner.replica.clone(), to: to.map(Into::into), body };
+        let outbox = self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(outbox) = outbox.as_ref() {
+            let _ = outbox.send(message);
+        }
+    }
+
+    /// Asks replica `to` something and waits (up to [`REPLY_WAIT`]) for the
+    /// answer; `None` if none came (the replica is gone or busy).
+    pub async fn request(&self, to: &str, make: impl FnOnce(String) -> Body) -> Option<Body> {
+        let reply = uuid::Uuid::new_v4().simple().to_string();
+        let (tx, rx) = oneshot::channel();
+        self.waiting().insert(reply.clone(), tx);
+        self.send(Some(to), make(reply.clone()));
+        let answer = tokio::time::timeout(REPLY_WAIT, rx).await.ok().and_then(|r| r.ok());
+        self.waiting().remove(&reply);
+        answer
+    }
+
+    /// Messages from the other replicas (answers to [`Cluster::request`] excepted).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Message>> {
+        self.inner.incoming.subscribe()
+    }
+
+    /// Whether replica `id` has been heard from within [`STALE_AFTER`].
+    /// Blocks on the database: call from a blocking thread.
+    pub fn is_alive(&self, id: &str) -> Result<bool> {
+        if id == self.inner.replica {
+            return Ok(true);
+        }
+        let cutoff = self.inner.clock.now_ms() - STALE_AFTER.as_millis() as i64;
+        self.inner.db.conn()?.query_one(
+            "SELECT EXISTS(SELECT 1 FROM replicas WHERE id = ?1 AND seen_at > ?2)",
+            args![id, cutoff],
+            |r| r.get(0),
+        )
+    }
+
+    /// The replicas heard from within [`STALE_AFTER`], this one included.
+    pub fn alive(&self) -> Result<Vec<String>> {
+        let cutoff = self.inner.clock.now_ms() - STALE_AFTER.as_millis() as i64;
+        self.inner.db.conn()?.query("SELECT id FROM replicas WHERE seen_at > ?1 ORDER BY id", args![cutoff], |r| {
+            r.get(0)
+        })
+    }
+
+    /// Leaves the cluster: stops both threads (sending what is queued first)
+    /// and removes the heartbeat row, so others need not wait for it to go
+    /// stale. Blocks up to a second or two.
+    pub fn leave(&self) {
+        self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.inner.stop.store(true, Ordering::SeqCst);
+        let threads = std::mem::take(&mut *self.inner.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for thread in threads {
+            let _ = thread.join();
+        }
+        let gone = self.inner.db.conn().and_then(|mut c| {
+            c.execute("DELETE FROM replicas WHERE id = ?1", args![self.inner.replica])
+        });
+        if let Err(e) = gone {
+            tracing::warn!(error = %e, "could not remove this replica's heartbeat");
+        }
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Body>>> {
+        self.inner.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn beat(&self) -> Result<()> {
+        let now = self.inner.clock.now_ms();
+        self.inner.db.conn()?.execute(
+            "INSERT INTO replicas (id, started_at, seen_at) VALUES (?1, ?2, ?2)
+             ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+            args![self.inner.replica, now],
+        )?;
+        Ok(())
+    }
+
+    /// Sends queued messages and beats the heart, until the outbox closes.
+    /// Every few beats it also forgets what stale replicas said.
+    fn send_loop(&self, queue: &mpsc::Receiver<Message>, live: &LiveHub) {
+        let mut next_beat = Instant::now() + HEARTBEAT;
+        let mut beats = 0u32;
+        loop {
+            let wait = next_beat.saturating_duration_since(Instant::now());
+            match queue.recv_timeout(wait) {
+                Ok(message) => self.notify(&message),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            if Instant::now() >= next_beat {
+                if let Err(e) = self.beat() {
+                    tracing::warn!(error = %e, "heartbeat failed");
+                }
+                beats = beats.wrapping_add(1);
+                if beats % 3 == 0
+                    && let Ok(alive) = self.alive()
+                {
+                    live.forget_replicas_except(&alive);
+                }
+                next_beat = Instant::now() + HEARTBEAT;
+            }
+        }
+    }
+
+    fn notify(&self, message: &Message) {
+        let payload = match serde_json::to_string(message) {
+            Ok(payload) => payload,
+            Err(e) => return tracing::error!(error = %e, "cannot encode a cluster message"),
+        };
+        let sent = self.inner.db.conn().and_then(|mut c| {
+            c.query_one("SELECT CAST(pg_notify(?1, ?2) AS TEXT)", args![CHANNEL, payload], |r| r.get::<crate::db::Value>(0))
+        });
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, "cannot tell the other replicas");
+        }
+    }
+
+    /// Listens on a connection of its own, reconnecting after a failure; on
+    /// every (re)connect says hello and tells local pages to re-read, since
+    /// what passed while disconnected is lost.
+    fn listen_loop(&self, config: &postgres::Config, live: &LiveHub) {
+        while !self.inner.stop.load(Ordering::SeqCst) {
+            match config.connect(postgres::NoTls) {
+                Ok(mut client) => {
+                    if let Err(e) = client.batch_execute(&format!("LISTEN {CHANNEL}")) {
+                        tracing::warn!(error = %e, "LISTEN failed");
+                    } else {
+                        self.send(None, Body::Hello);
+                        self.deliver_local(live, Message { from: String::new(), to: None, body: Body::Hello });
+                        self.drain(&mut client, live);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot connect the cluster listener; retrying"),
+            }
+            // Wait a second before reconnecting, watching the stop flag.
+            for _ in 0..10 {
+                if self.inner.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Hands on notifications until the connection fails or the cluster stops.
+    fn drain(&self, client: &mut postgres::Client, live: &LiveHub) {
+        while !self.inner.stop.load(Ordering::SeqCst) {
+            {
+            let mut notifications = client.notifications();
+            let mut batch = notifications.timeout_iter(Duration::from_millis(250));
+            loop {
+                use postgres::fallible_iterator::FallibleIterator;
+                match batch.next() {
+                    Ok(Some(n)) => match serde_json::from_str::<Message>(n.payload()) {
+                        Ok(message) => self.deliver_local(live, message),
+                        Err(e) => tracing::warn!(error = %e, "unreadable cluster message"),
+                    },
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the cluster listener lost its connection; reconnecting");
+                        return;
+                    }
+                }
+            }
+            }
+            if client.is_closed() {
+                return;
+            }
+        }
+    }
+
+    fn deliver_local(&self, live: &LiveHub, message: Message) {
+        if message.from == self.inner.replica
+            || message.to.as_deref().is_some_and(|to| to != self.inner.replica)
+        {
+            return;
+        }
+        if let Some(reply) = message.body.reply_id() {
+            if let Some(waiter) = self.waiting().remove(reply) {
+                let _ = waiter.send(message.body);
+            }
+            return;
+        }
+        match &message.body {
+            Body::Live { event } => live.publish_local(*event),
+            Body::SessionOpened { info } => live.remote_session_opened(&message.from, info.clone()),
+            Body::SessionClosed { session_id } => live.remote_session_closed(&message.from, session_id),
+            Body::Upstreams { upstreams } => live.remote_upstreams(&message.from, upstreams.clone()),
+            Body::Hello => {
+                // Whoever just (re)connected wants our picture; and whatever
+                // we missed meanwhile, local pages re-read.
+                if !message.from.is_empty() {
+                    for info in live.sessions_here() {
+                        self.send(Some(&message.from), Body::SessionOpened { info });
+                    }
+                    self.send(Some(&message.from), Body::Upstreams { upstreams: live.upstreams_here() });
+                } else {
+                    for event in ALL_EVENTS {
+                        live.publish_local(event);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let _ = self.inner.incoming.send(Arc::new(message));
+    }
+}
+
+/// Every live event (a reconnected listener re-announces them all).
+const ALL_EVENTS: [LiveEvent; 6] = [
+    LiveEvent::SessionsChanged,
+    LiveEvent::CredentialsChanged,
+    LiveEvent::ApprovalsChanged,
+    LiveEvent::UpstreamsChanged,
+    LiveEvent::UsersChanged,
+    LiveEvent::GrantsChanged,
+];
+
+/// Cuts free text so a message fits a NOTIFY payload.
+fn trim(body: &mut Body) {
+    let cut = |text: &mut Option<String>| {
+        if let Some(t) = text
+            && t.len() > MAX_TEXT
+        {
+            let mut end = MAX_TEXT;
+            while !t.is_char_boundary(end) {
+                end -= 1;
+            }
+            t.truncate(end);
+        }
+    };
+    match body {
+        Body::Exec { snapshot, .. } | Body::Decided { outcome: Ok(snapshot), .. } => cut(&mut snapshot.detail),
+        Body::Decide { detail, .. } => cut(detail),
+        _ => {}
+    }
+}
