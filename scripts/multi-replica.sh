@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Several replicas on one PostgreSQL behind HAProxy (issue #13, item 4): a
 # throw-away PostgreSQL (scripts/postgres.sh; a running one is reused) with a
-# fresh database `mr_<random>` for this run, two Gatehouse replicas (A and B,
+# fresh database `mr_<random>` for this run (none running: one of its own,
+# stopped at the end), two Gatehouse replicas (A and B,
 # each its own data dir, both on that database) and HAProxy from
 # deploy/haproxy.cfg with its ports replaced by free ones, all on loopback.
 #
@@ -20,11 +21,15 @@
 #   3. a policy rule saved on B (/api/fn/policy_save) is enforced on A at A's
 #      next request, and its removal too;
 #   4. 20 gated calls paused through A, 100 decisions (5 per execution,
-#      accept and decline mixed) fired at A and B at once: one outcome per
-#      execution (the rest 409, or 200 agreeing), one decision row per
-#      execution in audit_events, and once the calls are resumed both
-#      replicas' gatehouse_approval_store_entries and gatehouse_approvals_pending
-#      gauges at 0.
+#      accept and decline mixed; one admin on A, another on B) fired at A and
+#      B at once: one outcome per execution (the rest 409, or 200 agreeing),
+#      one decision row per execution in audit_events, and once the calls are
+#      resumed both replicas' gatehouse_approval_store_entries and
+#      gatehouse_approvals_pending gauges at 0;
+#   5. the Python SDK in native mode (end2end/clients/python_native.py)
+#      through the balancer: a gated call on 2026-07-28 whose decision and
+#      retries the balancer spreads over both replicas, approved and declined;
+#   6. Playwright, below.
 # Then `npx playwright test multi-replica.spec.ts` (in end2end/) with
 # GATEHOUSE_LB_URL, GATEHOUSE_A_URL, GATEHOUSE_B_URL, GATEHOUSE_A_PIDFILE,
 # GATEHOUSE_ADMIN_USER, GATEHOUSE_ADMIN_PASSWORD, GATEHOUSE_API_TOKEN and
@@ -64,7 +69,7 @@ cleanup() {
   if [ "${#pids[@]}" -gt 0 ]; then kill "${pids[@]}" 2>/dev/null || true; fi
   wait 2>/dev/null || true
   for pid in "${pids[@]}"; do
-    if kill -0 "$pid" 2>/dev/null && [ "$(ps -o stat= -p "$pid" | cut -c1)" != Z ]; then
+    if alive "$pid"; then
       echo "FAIL: process $pid survived" >&2
       rc=1
     fi
@@ -104,6 +109,9 @@ fail() {
   exit 1
 }
 
+# alive PID: whether process PID exists and is not a zombie.
+alive() { kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ]; }
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
@@ -121,6 +129,10 @@ if bash "$root/scripts/postgres.sh" status >/dev/null 2>&1; then
   admin_url=$(bash "$root/scripts/postgres.sh" url)
   say "  reusing the running server: $admin_url"
 else
+  # Our own server, under a state file of our own: another script starting
+  # the shared one meanwhile cannot race with it, and the stop at the end
+  # can only ever stop this one.
+  export GATEHOUSE_PG_STATE=$work/postgres.state
   started_pg=1
   admin_url=$(bash "$root/scripts/postgres.sh" start)
   say "  started $admin_url (stopped at the end)"
@@ -136,6 +148,10 @@ admin_user=mr-admin
 admin_password="multi-replica $(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 cli migrate >"$work/migrate.out" 2>&1 || { cat "$work/migrate.out" >&2; fail "gatehouse migrate"; }
 printf '%s' "$admin_password" | cli user add "$admin_user" --admin --password-stdin >/dev/null \
+  || fail "gatehouse user add"
+# A second admin, who decides on B in the race (the audit's actor then says
+# which replica's decision won).
+printf '%s' "$admin_password" | cli user add "$admin_user-b" --admin --password-stdin >/dev/null \
   || fail "gatehouse user add"
 api_token=$(cli api-token issue --name multi-replica --json | json_get token) || fail "gatehouse api-token issue"
 
@@ -157,6 +173,9 @@ haproxy -c -f "$work/haproxy.cfg" >/dev/null || fail "the rewritten haproxy.cfg 
 # Both replicas name the balancer as their public URL (what deploy/haproxy.cfg
 # says a deployment does), so approval links point at it.
 say "== replicas A ($a_url) and B ($b_url), balancer $lb_url"
+# (With --database-url, this build refuses a data dir that does not exist yet:
+# "No such file or directory (os error 2)"; with SQLite it creates it.)
+mkdir -p "$work/data_a" "$work/data_b"
 "$gatehouse" --listen "127.0.0.1:$pa" --data-dir "$work/data_a" --database-url "$db_url" --public-url "$lb_url" \
   >"$work/gatehouse_a.log" 2>&1 &
 pid_a=$!
@@ -198,7 +217,7 @@ if [ "$keep" = 1 ]; then
   say "== up (--keep); logs in $work/*.log; Ctrl-C stops everything. In another shell:"
   echo "  . $work/env   # then e.g.: cd end2end && npx playwright test multi-replica.spec.ts"
   cat "$work/env"
-  while kill -0 "$pid_a" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do sleep 1; done
+  while alive "$pid_a" || alive "${pids[1]}"; do sleep 1; done
   say "both replicas ended"
   exit 0
 fi
@@ -262,9 +281,9 @@ def short(body, n=300):
     return text if len(text) <= n else text[:n] + "…"
 
 
-def sign_in(base):
-    """A session cookie of the admin, signed in on `base`."""
-    st, h, body = req(base, "POST", "/api/auth/sign-in", {"username": USER, "password": PASSWORD}, {"origin": base})
+def sign_in(base, user=USER):
+    """A session cookie of `user` (an admin), signed in on `base`."""
+    st, h, body = req(base, "POST", "/api/auth/sign-in", {"username": user, "password": PASSWORD}, {"origin": base})
     check(st == 200, f"sign-in on {NAME[base]}: {st} {short(body)}")
     return "; ".join(c.split(";")[0] for c in h.get_all("set-cookie") or [])
 
@@ -457,7 +476,9 @@ def settle_gauges(label):
 def check_race():
     n, per = 20, 5
     run = "%06x" % random.randrange(1 << 24)
-    cookies = {A: sign_in(A), B: sign_in(B)}
+    # The admin decides on A, the second admin on B: the audit row's actor
+    # names the replica whose decision won.
+    cookies = {A: sign_in(A), B: sign_in(B, USER + "-b")}
     # max_executions_per_credential is 20: two agents, ten calls each.
     sessions = []
     for k in range(2):
@@ -475,7 +496,7 @@ def check_race():
     say(f"{n} gated calls paused through A")
     ma, mb = metrics(A), metrics(B)
     say(
-        "pending before the race: A %s, B %s (gatehouse_approvals_pending)"
+        "before the race, gatehouse_approvals_pending: A %s, B %s (B shows A's calls only if it mirrors them)"
         % (ma.get("gatehouse_approvals_pending"), mb.get("gatehouse_approvals_pending"))
     )
 
@@ -508,6 +529,16 @@ def check_race():
     for _, _, _, st, _, _ in results:
         tally[st] = tally.get(st, 0) + 1
     say(f"{len(results)} decisions fired at A and B at once: statuses {dict(sorted(tally.items()))}, slowest {slowest * 1000:.0f} ms")
+    answers = {}
+    for _, _, where, st, body, _ in results:
+        try:
+            detail = json.loads(body).get("message") or json.loads(body).get("state")
+        except ValueError:
+            detail = short(body, 60)
+        key = f"{where} {st} {detail}"
+        answers[key] = answers.get(key, 0) + 1
+    for key, count in sorted(answers.items()):
+        say(f"  {count:3d} × {key}")
 
     problems = []
     outcome = {}
@@ -529,6 +560,10 @@ def check_race():
                 problems.append(f"{eid} ({state}): {action} on {where} got {st}, not {want}: {short(body, 160)}")
             elif st == 409 and json.loads(body).get("error") != "conflict":
                 problems.append(f"{eid}: 409 without error=conflict: {short(body, 160)}")
+            elif st == 409 and "pending" in (json.loads(body).get("message") or ""):
+                # A conflict names the decision that won; "already pending"
+                # refuses a decision while none has been taken.
+                problems.append(f"{eid} ({state}): {action} on {where} refused while undecided: {short(body, 160)}")
     won = {}
     for s in outcome.values():
         won[s] = won.get(s, 0) + 1
@@ -548,7 +583,10 @@ def check_race():
             problems.append(f"{eid}: {len(got)} decision rows in audit_events: {got}")
         elif eid in outcome and got[0][0] != outcome[eid]:
             problems.append(f"{eid}: audit_events says {got[0][0]}, the API said {outcome[eid]}")
-    say(f"audit_events: {len(rows)} decision rows for {n} executions")
+    won_on = {"A": 0, "B": 0}
+    for eid, state, actor in rows:
+        won_on["B" if actor == f"user:{USER}-b" else "A"] += 1
+    say(f"audit_events: {len(rows)} decision rows for {n} executions; the winning decision was made on A {won_on['A']}, on B {won_on['B']} times")
 
     # Both replicas' view of each execution agrees with the outcome.
     for eid in ids:
@@ -618,26 +656,49 @@ run_check() {
   fi
 }
 
+# last_lines COMMAND...: runs it, shows the last 15 lines of its output (an
+# SDK's traceback is long; its assertion is at the end); its exit status.
+last_lines() {
+  local rc=0
+  "$@" >"$work/client.out" 2>&1 || rc=$?
+  tail -15 "$work/client.out"
+  return "$rc"
+}
+
 py_token=$(cli token issue --agent py-agent --owner "$admin_user" --json | json_get token)
 run_check "1. Python SDK client through the balancer" \
-  "$python" "$root/end2end/clients/python_client.py" "$lb_url/mcp" "$py_token" py-agent
+  last_lines "$python" "$root/end2end/clients/python_client.py" "$lb_url/mcp" "$py_token" py-agent
 run_check "2. revoked on B, refused on A at once" "$python" "$work/checks.py" revoke
 run_check "3. a rule saved on B is enforced on A at its next request" "$python" "$work/checks.py" policy
 run_check "4. 100 concurrent decisions on 20 executions across A and B" "$python" "$work/checks.py" race
+# After the race: a call left waiting here would be counted there.
+# The admin's browser session, signed in through the balancer (sessions are in
+# the shared store, so the cookie works on both replicas).
+sign_in_body=$("$python" -c 'import json, sys; print(json.dumps({"username": sys.argv[1], "password": sys.argv[2]}))' \
+  "$admin_user" "$admin_password")
+admin_cookie=$(curl -s -D - -o /dev/null -X POST "$lb_url/api/auth/sign-in" -H 'content-type: application/json' \
+  -H "origin: $lb_url" -d "$sign_in_body" | awk 'tolower($1)=="set-cookie:"{split($2, c, ";"); print c[1]; exit}')
+[ -n "$admin_cookie" ] || fail "the admin could not sign in through the balancer"
+native_token=$(cli token issue --agent py-native --owner "$admin_user" --json | json_get token)
+run_check "5. Python SDK on 2026-07-28, native mode, through the balancer (requests spread over both replicas)" \
+  last_lines "$python" "$root/end2end/clients/python_native.py" "$lb_url" "$native_token" "$admin_cookie"
 
-say "== 5. Playwright: multi-replica.spec.ts (TypeScript SDK through the balancer, approvals on B, A killed)"
+say "== 6. Playwright: multi-replica.spec.ts (TypeScript SDK through the balancer, approvals on B, A killed)"
+echo "  (its second test kills replica A with SIGKILL: bash then reports A's command as \"Killed\")"
 export PATH="$root/tools/node_modules/.bin:$PATH"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 if (cd "$root/end2end" && npx playwright test multi-replica.spec.ts); then
-  passed+=("5. Playwright multi-replica.spec.ts")
+  passed+=("6. Playwright multi-replica.spec.ts")
 else
-  failed+=("5. Playwright multi-replica.spec.ts")
+  failed+=("6. Playwright multi-replica.spec.ts")
   echo "  -- replica log lines (WARN/ERROR):" >&2
   grep -hE 'WARN|ERROR|panick' "$work/gatehouse_a.log" | sed 's/^/  A: /' | tail -20 >&2 || true
   grep -hE 'WARN|ERROR|panick' "$work/gatehouse_b.log" | sed 's/^/  B: /' | tail -20 >&2 || true
+  echo "  -- HAProxy: server state changes and 5xx answers:" >&2
+  grep -E ' is (UP|DOWN)| 50[0-9] ' "$work/haproxy.log" | sed 's/^/  haproxy: /' | tail -20 >&2 || true
 fi
 # The spec killed replica A: it is no longer this script's to stop.
-kill -0 "$pid_a" 2>/dev/null || say "  replica A (pid $pid_a) is gone, as the spec killed it"
+alive "$pid_a" || say "  replica A (pid $pid_a) is gone, as the spec killed it"
 
 say "== summary"
 for name in "${passed[@]}"; do echo "  passed: $name"; done

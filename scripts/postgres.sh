@@ -115,7 +115,7 @@ EOF
 
   # -w waits until the server accepts connections (60 s at most).
   if ! as_pg "$bin/pg_ctl" -D "$datadir" -l "$log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $datadir -c fsync=off -c full_page_writes=off -c max_connections=200" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $datadir -c fsync=off -c full_page_writes=off -c max_connections=1000" \
     start >/dev/null; then
     cat "$log" >&2
     cmd_stop >/dev/null 2>&1 || true
@@ -152,6 +152,11 @@ cmd_stop() {
   esac
   rm -f "$state"
 }
+
+# One start or stop at a time (two scripts starting together would each
+# make a server and overwrite each other's state file).
+exec 9>"$state.lock"
+flock 9
 
 case ${1:-} in
   start) cmd_start ;;

@@ -26,8 +26,16 @@ step "habits: formatting, clippy (warnings are errors), docs on every public ite
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 
-step "unit and integration tests (cargo test)"
+step "unit and integration tests (cargo test) on SQLite"
 cargo test --release --workspace
+
+step "the same tests on PostgreSQL (a throw-away server; every test in a schema of its own)"
+started_pg=
+if ! bash scripts/postgres.sh status >/dev/null 2>&1; then started_pg=1; fi
+pg_url=$(bash scripts/postgres.sh start)
+stop_pg() { if [ -n "$started_pg" ]; then bash scripts/postgres.sh stop; fi; }
+trap 'stop_pg; cleanup' EXIT
+GATEHOUSE_TEST_DATABASE_URL=$pg_url cargo test --release --workspace
 
 step "MCP conformance suite"
 bash scripts/conformance.sh

@@ -898,19 +898,24 @@ mod tests {
         assert!(users.session_user(&here).unwrap().is_some());
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn hashing_gate_bounds_concurrent_hashes() {
+    // The store is made, filled and dropped outside the runtime: on
+    // PostgreSQL those calls block, which async workers must not do.
+    #[test]
+    fn hashing_gate_bounds_concurrent_hashes() {
         let (users, _) = store();
         users.add("ada", "correct horse", false).unwrap();
         let users = UserStore { gate: Arc::new(HashingGate::new(2)), ..users };
-        let mut attempts = tokio::task::JoinSet::new();
-        for _ in 0..8 {
-            let users = users.clone();
-            attempts.spawn(async move { users.sign_in("ada".into(), "correct horse".into()).await });
-        }
-        while let Some(result) = attempts.join_next().await {
-            assert!(result.unwrap().unwrap().is_some());
-        }
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut attempts = tokio::task::JoinSet::new();
+            for _ in 0..8 {
+                let users = users.clone();
+                attempts.spawn(async move { users.sign_in("ada".into(), "correct horse".into()).await });
+            }
+            while let Some(result) = attempts.join_next().await {
+                assert!(result.unwrap().unwrap().is_some());
+            }
+        });
         assert!((1..=2).contains(&users.hashing().peak()), "peak {}", users.hashing().peak());
     }
 }

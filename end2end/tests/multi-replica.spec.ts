@@ -21,8 +21,8 @@ const API_TOKEN = process.env.GATEHOUSE_API_TOKEN ?? "";
 const A_PIDFILE = process.env.GATEHOUSE_A_PIDFILE ?? "";
 
 test.skip(!LB, "needs the replicas of scripts/multi-replica.sh (GATEHOUSE_LB_URL)");
-// The second test kills replica A: the first must run before it.
-test.describe.configure({ mode: "serial" });
+// The second test kills replica A: the first runs before it (one worker, in
+// file order; not serial mode, so the second runs even if the first failed).
 
 type Paused = { status: string; executionId: string; approvalUrl: string };
 
@@ -87,6 +87,17 @@ async function signInOnB(page: Page) {
   await expect(page).toHaveURL(`${B}/`);
 }
 
+/** Clicks Approve on B's page once; B must take the decision within
+ * `timeout` (a refusal shows as an alert and the call stays waiting: the test
+ * then fails with its text). */
+async function approveOnB(page: Page, timeout = 10_000) {
+  await page.getByRole("button", { name: "Approve" }).click();
+  const decided = page.getByRole("status").filter({ hasText: /Approved|Running|Completed/ });
+  const refused = page.getByRole("alert");
+  await expect(decided.or(refused).first()).toBeVisible({ timeout });
+  if (await refused.count()) throw new Error(`replica B refused the approval: ${await refused.first().innerText()}`);
+}
+
 test("a call paused on replica A is approved on replica B's page and its result reaches the client", async ({ page }) => {
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));
@@ -104,11 +115,11 @@ test("a call paused on replica A is approved on replica B's page and its result 
   await expect(page.getByRole("heading", { name: "gatehouse_policy_set" })).toBeVisible();
   await expect(page.getByText("mr-ts-cross").first()).toBeVisible();
   await expect(page.locator(".live-status")).toHaveText("Live");
-  await page.getByRole("button", { name: "Approve" }).click();
+  await approveOnB(page);
 
   const result = await resumed;
   expect(result.isError).toBe(false);
-  expect((result.structuredContent as Record<string, unknown>).pattern).toBe("mr_ts_cross");
+  expect(result.structuredContent).toMatchObject({ pattern: "mr_ts_cross" });
   // B's live page sees the call complete on A.
   await expect(page.getByRole("status")).toContainText("Completed");
   expect(errors).toEqual([]);
@@ -118,6 +129,7 @@ test("a call paused on replica A is approved on replica B's page and its result 
 test("replica A is killed while a browser-mode call waits; approved on B, resume through the balancer completes on B", async ({
   page,
 }) => {
+  test.setTimeout(120_000);
   expect(A_PIDFILE, "GATEHOUSE_A_PIDFILE").toBeTruthy();
   const issued = await issue("mr-ts-killed");
   const first = await clientOnA(issued.token);
@@ -144,7 +156,7 @@ test("replica A is killed while a browser-mode call waits; approved on B, resume
   const stale = await first.client
     .callTool({ name: "resume", arguments: { executionId: paused.executionId } })
     .then(() => "answered", (e: unknown) => String((e as { code?: number }).code ?? e));
-  expect(stale).toMatch(/404/);
+  expect(stale, "the old session's next request through the balancer: 404 from B (not HAProxy's 502)").toMatch(/404/);
   await first.client.close().catch(() => {});
 
   // A new session through the balancer (on B now) waits for the decision …
@@ -155,11 +167,12 @@ test("replica A is killed while a browser-mode call waits; approved on B, resume
   await signInOnB(page);
   await page.goto(`${B}/resume/${paused.executionId}`);
   await expect(page.getByRole("heading", { name: "gatehouse_policy_set" })).toBeVisible();
-  await page.getByRole("button", { name: "Approve" }).click();
+  // B may first have to notice that A is gone (heartbeats) and adopt the call.
+  await approveOnB(page, 30_000);
 
   const result = await resumed;
   expect(result.isError).toBe(false);
-  expect((result.structuredContent as Record<string, unknown>).pattern).toBe("mr_ts_killed");
+  expect(result.structuredContent).toMatchObject({ pattern: "mr_ts_killed" });
   await expect(page.getByRole("status")).toContainText("Completed");
   await second.client.close();
 });

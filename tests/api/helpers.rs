@@ -243,6 +243,10 @@ impl TestApp {
     pub fn cli_command(&self) -> std::process::Command {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
         command.arg("--data-dir").arg(self.dir.path());
+        // The same database the server uses (PostgreSQL when the suite runs on it).
+        if let Some(url) = self.core.db.postgres_url() {
+            command.arg("--database-url").arg(url);
+        }
         command
     }
 

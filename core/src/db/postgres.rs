@@ -48,7 +48,10 @@ pub(super) fn connect(url: &str) -> Result<r2d2::Pool<Manager>> {
         url.parse().map_err(|e: postgres::Error| CoreError::Invalid { field: "database_url", reason: e.to_string() })?;
     let pool = r2d2::Pool::builder()
         .max_size(POOL_SIZE)
-        .min_idle(Some(1))
+        // Connections are made on demand and closed when idle a while, so a
+        // quiet replica holds few of the server's connection slots.
+        .min_idle(Some(0))
+        .idle_timeout(Some(Duration::from_secs(30)))
         .connection_timeout(POOL_WAIT)
         // Checking a connection on checkout would query on the caller's
         // thread before `off_runtime` is in charge; a broken one fails its
