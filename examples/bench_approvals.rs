@@ -4,6 +4,11 @@
 //!
 //! `cargo run --release --example bench_approvals -- target/release/gatehouse 1000 10000`
 //! (raise `ulimit -n` first: the watchers need M sockets on each side).
+//!
+//! `bench_approvals --running WAIT_URL DECIDE_URL TOKEN USER PASSWORD N` measures
+//! only the wake latency against servers already running: the call waits on
+//! `WAIT_URL`, the decision is made on `DECIDE_URL` (another replica on the same
+//! PostgreSQL: `scripts/bench-replicas.sh`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -69,9 +74,118 @@ impl Mcp {
     }
 }
 
+/// A browser session's cookie for `user` at `base`.
+async fn sign_in(client: &reqwest::Client, base: &str, user: &str, password: &str) -> String {
+    client
+        .post(format!("{base}/api/auth/sign-in"))
+        .header("origin", base)
+        .json(&json!({"username": user, "password": password}))
+        .send()
+        .await
+        .unwrap()
+        .headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+impl Mcp {
+    /// An initialized MCP session at `base`.
+    async fn open(client: &reqwest::Client, base: &str, token: &str) -> Self {
+        let init = client
+            .post(format!("{base}/mcp"))
+            .bearer_auth(token)
+            .header("accept", ACCEPT)
+            .json(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}))
+            .send()
+            .await
+            .unwrap();
+        let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
+        let mcp = Mcp { client: client.clone(), url: format!("{base}/mcp"), token: token.to_string(), sid };
+        mcp.client
+            .post(&mcp.url)
+            .bearer_auth(&mcp.token)
+            .header("accept", ACCEPT)
+            .header("mcp-session-id", &mcp.sid)
+            .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .send()
+            .await
+            .unwrap();
+        mcp
+    }
+}
+
+/// Decision `POST` on `decide_base` → the waiting `resume` on `mcp` returns,
+/// `n` times; each in milliseconds, sorted.
+async fn wake_latency(
+    mcp: &std::sync::Arc<Mcp>,
+    client: &reqwest::Client,
+    decide_base: &str,
+    cookie: &str,
+    n: u64,
+) -> Vec<f64> {
+    let mut wake = Vec::new();
+    for i in 0..n {
+        let eid = mcp.pause(1_000_000 + i * 2).await;
+        let waiter = {
+            let (mcp, eid) = (mcp.clone(), eid.clone());
+            tokio::spawn(async move {
+                let reply = mcp
+                    .rpc(1_000_001 + i * 2, "tools/call", json!({"name": "resume", "arguments": {"executionId": eid}}))
+                    .await;
+                (Instant::now(), reply)
+            })
+        };
+        // Let the resume call reach its wait before deciding.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let start = Instant::now();
+        let r = client
+            .post(format!("{decide_base}/api/executions/{eid}/resume"))
+            .header("origin", decide_base)
+            .header("cookie", cookie)
+            .json(&json!({"action": "accept"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let (done, reply) = waiter.await.unwrap();
+        assert_eq!(reply["result"]["isError"], false, "{reply}");
+        wake.push(done.duration_since(start).as_secs_f64() * 1000.0);
+    }
+    wake.sort_by(f64::total_cmp);
+    wake
+}
+
+fn report_wake(n: u64, wake: &[f64]) {
+    println!(
+        "wake latency over {n} approvals: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        percentile(wake, 0.5),
+        percentile(wake, 0.99),
+        wake.last().unwrap()
+    );
+}
+
+/// `--running WAIT_URL DECIDE_URL TOKEN USER PASSWORD N`: wake latency only.
+async fn running(mut args: impl Iterator<Item = String>) {
+    let mut next = || args.next().expect("--running WAIT_URL DECIDE_URL TOKEN USER PASSWORD N");
+    let (wait_base, decide_base, token, user, password) = (next(), next(), next(), next(), next());
+    let n: u64 = next().parse().expect("N");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    let cookie = sign_in(&client, &decide_base, &user, &password).await;
+    let mcp = std::sync::Arc::new(Mcp::open(&client, &wait_base, &token).await);
+    report_wake(n, &wake_latency(&mcp, &client, &decide_base, &cookie, n).await);
+}
+
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("--running") {
+        args.next();
+        return running(args).await;
+    }
     let bin = args.next().unwrap_or_else(|| "target/release/gatehouse".into());
     let approvals: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let watchers: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
@@ -109,76 +223,11 @@ async fn main() {
     let base = line.split("listening on ").nth(1).unwrap().trim().to_string();
 
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
-    let cookie = client
-        .post(format!("{base}/api/auth/sign-in"))
-        .header("origin", &base)
-        .json(&json!({"username": "ada", "password": "bench password"}))
-        .send()
-        .await
-        .unwrap()
-        .headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let init = client
-        .post(format!("{base}/mcp"))
-        .bearer_auth(&token)
-        .header("accept", ACCEPT)
-        .json(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}))
-        .send()
-        .await
-        .unwrap();
-    let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let mcp = std::sync::Arc::new(Mcp { client: client.clone(), url: format!("{base}/mcp"), token, sid });
-    mcp.client
-        .post(&mcp.url)
-        .bearer_auth(&mcp.token)
-        .header("accept", ACCEPT)
-        .header("mcp-session-id", &mcp.sid)
-        .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
+    let cookie = sign_in(&client, &base, "ada", "bench password").await;
+    let mcp = std::sync::Arc::new(Mcp::open(&client, &base, &token).await);
 
     // 1. Wake latency.
-    let mut wake = Vec::new();
-    for i in 0..approvals {
-        let eid = mcp.pause(1_000_000 + i * 2).await;
-        let waiter = {
-            let (mcp, eid) = (mcp.clone(), eid.clone());
-            tokio::spawn(async move {
-                let reply = mcp
-                    .rpc(1_000_001 + i * 2, "tools/call", json!({"name": "resume", "arguments": {"executionId": eid}}))
-                    .await;
-                (Instant::now(), reply)
-            })
-        };
-        // Let the resume call reach its wait before deciding.
-        tokio::time::sleep(Duration::from_millis(3)).await;
-        let start = Instant::now();
-        let r = client
-            .post(format!("{base}/api/executions/{eid}/resume"))
-            .header("origin", &base)
-            .header("cookie", &cookie)
-            .json(&json!({"action": "accept"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let (done, reply) = waiter.await.unwrap();
-        assert_eq!(reply["result"]["isError"], false, "{reply}");
-        wake.push(done.duration_since(start).as_secs_f64() * 1000.0);
-    }
-    wake.sort_by(f64::total_cmp);
-    println!(
-        "wake latency over {approvals} approvals: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-        percentile(&wake, 0.5),
-        percentile(&wake, 0.99),
-        wake.last().unwrap()
-    );
+    report_wake(approvals, &wake_latency(&mcp, &client, &base, &cookie, approvals).await);
 
     // 2. Memory with many pending executions, each watched by one SSE stream.
     let idle = rss_mib(pid);

@@ -241,8 +241,16 @@ pub fn client_configs(endpoint: &str, authorization: &str) -> String {
     )
 }
 
-fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
+/// The stores for one command; on PostgreSQL, what the command changes is
+/// told to the running replicas (their pages and sweepers react at once).
+fn cli_core(config: &Config) -> anyhow::Result<gatehouse_core::Core> {
     let core = open_core(config)?;
+    let _ = gatehouse_core::cluster::Cluster::announcer(&core.db, core.clock.clone(), &core.live);
+    Ok(core)
+}
+
+fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
+    let core = cli_core(config)?;
     match cmd {
         TokenCommand::Issue { agent, thread, provider, owner, json } => {
             let issued = core.credentials.issue(IssueRequest {
@@ -308,7 +316,7 @@ fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
 }
 
 fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
-    let core = open_core(config)?;
+    let core = cli_core(config)?;
     match cmd {
         UserCommand::Add { name, admin, password_stdin: _ } => {
             let mut password = String::new();
@@ -322,7 +330,7 @@ fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
 }
 
 fn api_token(config: &Config, cmd: ApiTokenCommand) -> anyhow::Result<()> {
-    let core = open_core(config)?;
+    let core = cli_core(config)?;
     match cmd {
         ApiTokenCommand::Issue { name, json } => {
             let issued = core.api_tokens.issue(&name)?;

@@ -152,6 +152,9 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     db: Db,
     clock: Arc<dyn Clock>,
+    /// Sends at once on the caller's thread, with no queue and no listener
+    /// (the command line, which has no runtime and lives for one command).
+    direct: bool,
 }
 
 impl Cluster {
@@ -174,6 +177,7 @@ impl Cluster {
                 threads: Mutex::default(),
                 db: db.clone(),
                 clock,
+                direct: false,
             }),
         };
         cluster.beat()?;
@@ -197,6 +201,30 @@ impl Cluster {
         Ok(Some(cluster))
     }
 
+    /// For the command line on PostgreSQL (`None` on SQLite): what it
+    /// changes (a revoked credential, a new user) is told to the running
+    /// replicas, whose pages and sweepers react at once. Not a replica: no
+    /// heartbeat, no listener; each message is sent as it is made.
+    pub fn announcer(db: &Db, clock: Arc<dyn Clock>, live: &LiveHub) -> Option<Self> {
+        db.postgres_url()?;
+        let (incoming, _) = broadcast::channel(1);
+        let cluster = Self {
+            inner: Arc::new(Inner {
+                replica: "cli".into(),
+                outbox: Mutex::new(None),
+                incoming,
+                waiting: Mutex::default(),
+                stop: AtomicBool::new(true),
+                threads: Mutex::default(),
+                db: db.clone(),
+                clock,
+                direct: true,
+            }),
+        };
+        live.relay_to(cluster.clone());
+        Some(cluster)
+    }
+
     /// This replica's id.
     pub fn replica(&self) -> &str {
         &self.inner.replica
@@ -206,6 +234,9 @@ impl Cluster {
     pub fn send(&self, to: Option<&str>, mut body: Body) {
         trim(&mut body);
         let message = Message { from: self.inner.replica.clone(), to: to.map(Into::into), body };
+        if self.inner.direct {
+            return self.notify(&message);
+        }
         let outbox = self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(outbox) = outbox.as_ref() {
             let _ = outbox.send(message);

@@ -33,11 +33,11 @@ impl r2d2::ManageConnection for Manager {
     }
 
     fn is_valid(&self, conn: &mut PgConn) -> std::result::Result<(), postgres::Error> {
-        conn.client.simple_query("").map(|_| ())
+        conn.client().simple_query("").map(|_| ())
     }
 
     fn has_broken(&self, conn: &mut PgConn) -> bool {
-        conn.client.is_closed()
+        conn.is_closed()
     }
 }
 
@@ -73,7 +73,7 @@ pub(super) fn migrate(conn: &mut PgConn) -> Result<(i64, i64)> {
 }
 
 fn migrate_now(conn: &mut PgConn) -> Result<(i64, i64)> {
-    let client = &mut conn.client;
+    let client = conn.client();
     client.batch_execute(
         "CREATE TABLE IF NOT EXISTS gatehouse_schema (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
     )?;
@@ -102,11 +102,11 @@ pub(super) fn schema_version(conn: &mut PgConn) -> Result<i64> {
 
 fn schema_version_now(conn: &mut PgConn) -> Result<i64> {
     let exists: bool = conn
-        .client
+        .client()
         .query_one("SELECT to_regclass('gatehouse_schema') IS NOT NULL", &[])?
         .get(0);
     if !exists {
         return Ok(0);
     }
-    Ok(conn.client.query_one("SELECT COALESCE(MAX(version), 0) FROM gatehouse_schema", &[])?.get(0))
+    Ok(conn.client().query_one("SELECT COALESCE(MAX(version), 0) FROM gatehouse_schema", &[])?.get(0))
 }

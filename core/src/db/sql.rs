@@ -272,8 +272,23 @@ impl From<r2d2::Error> for CoreError {
 /// A pooled PostgreSQL connection with its prepared statements, keyed by
 /// the query as the stores wrote it.
 pub struct PgConn {
-    pub(super) client: postgres::Client,
+    /// Always `Some` until dropped (see the `Drop` impl).
+    client: Option<postgres::Client>,
     statements: HashMap<String, postgres::Statement>,
+}
+
+impl Drop for PgConn {
+    /// A client says goodbye to the server on its own small runtime, which
+    /// tokio refuses inside another one: a pool dropped by async code (a
+    /// server shutting down, a test ending) closes its clients off-runtime.
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = off_runtime(move || {
+                drop(client);
+                Ok(())
+            });
+        }
+    }
 }
 
 /// Prepared statements kept per connection; the audit filter builds its SQL,
@@ -282,14 +297,25 @@ const STATEMENT_CACHE: usize = 256;
 
 impl PgConn {
     pub(super) fn new(client: postgres::Client) -> Self {
-        Self { client, statements: HashMap::new() }
+        Self { client: Some(client), statements: HashMap::new() }
+    }
+
+    /// The client (present for as long as the connection lives).
+    #[allow(clippy::missing_panics_doc)]
+    pub(super) fn client(&mut self) -> &mut postgres::Client {
+        self.client.as_mut().expect("a PgConn holds its client until dropped")
+    }
+
+    /// Whether the server closed the connection (the pool then drops it).
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.as_ref().is_none_or(postgres::Client::is_closed)
     }
 
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client.prepare(&dollar_placeholders(sql))?;
+        let statement = self.client().prepare(&dollar_placeholders(sql))?;
         if self.statements.len() >= STATEMENT_CACHE {
             self.statements.clear();
         }
@@ -322,7 +348,7 @@ impl Conn<'_> {
             Conn::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute(rusqlite::params_from_iter(args))?),
             Conn::Postgres(conn) => off_runtime(|| {
                 let statement = conn.statement(sql)?;
-                let n = conn.client.execute(&statement, &pg_args(args))?;
+                let n = conn.client().execute(&statement, &pg_args(args))?;
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
             }),
         }
@@ -332,7 +358,7 @@ impl Conn<'_> {
     pub fn batch(&mut self, sql: &str) -> Result<()> {
         match self {
             Conn::Sqlite(conn) => conn.execute_batch(sql)?,
-            Conn::Postgres(conn) => off_runtime(|| Ok(conn.client.batch_execute(sql)?))?,
+            Conn::Postgres(conn) => off_runtime(|| Ok(conn.client().batch_execute(sql)?))?,
         }
         Ok(())
     }
@@ -352,7 +378,7 @@ impl Conn<'_> {
             Conn::Postgres(conn) => {
                 let rows = off_runtime(|| {
                     let statement = conn.statement(sql)?;
-                    Ok(conn.client.query(&statement, &pg_args(args))?)
+                    Ok(conn.client().query(&statement, &pg_args(args))?)
                 })?;
                 rows.iter().map(|row| f(&Row::Postgres(row))).collect()
             }
@@ -373,7 +399,7 @@ impl Conn<'_> {
             Conn::Postgres(conn) => {
                 let row = off_runtime(|| {
                     let statement = conn.statement(sql)?;
-                    Ok(conn.client.query_opt(&statement, &pg_args(args))?)
+                    Ok(conn.client().query_opt(&statement, &pg_args(args))?)
                 })?;
                 match row {
                     Some(row) => f(&Row::Postgres(&row)).map(Some),
