@@ -71,13 +71,6 @@ impl Application {
     /// Like [`Application::build`] over prepared stores (tests inject a clock).
     pub async fn build_with_core(config: &Config, core: Core, shutdown: CancellationToken) -> anyhow::Result<Self> {
         // On PostgreSQL, join the other replicas first: restore then takes
-        // only the executions no live replica owns.
-        if let Some(cluster) = gatehouse_core::cluster::Cluster::join(&core.db, core.clock.clone(), &core.live)
-            .context("cannot join the other replicas")?
-        {
-            core.approvals.join(cluster);
-        }
-        // On PostgreSQL, join the other replicas first: restore then takes
         // only what no live replica holds.
         let db = core.db.clone();
         let (clock, live) = (core.clock.clone(), core.live.clone());
@@ -147,12 +140,9 @@ impl Application {
             shutdown.clone(),
         ));
         state.notify.start(state.core(), &state.mcp.base_url, &tasks, &shutdown);
-        // Other replicas' decisions, hand-overs and executions (no-op on SQLite).
-        let approvals = state.core().approvals.clone();
-        let stop = shutdown.clone();
-        tasks.spawn(async move { approvals.follow(stop.cancelled_owned()).await });
         let housekeeping =
             tasks.spawn(crate::housekeeping::run(state.core().clone(), self.audit_retention, shutdown.clone()));
+        // Other replicas' decisions, hand-overs and executions (none on SQLite).
         let following = {
             let (approvals, stop) = (state.core().approvals.clone(), shutdown.clone());
             tasks.spawn(async move { approvals.follow(stop.cancelled_owned()).await })
@@ -187,16 +177,6 @@ impl Application {
                 cluster.leave();
             })
             .await?;
-        }
-        // On a cluster: hand this replica's executions to the others at once
-        // (rather than after its heartbeat goes stale), then leave.
-        if let Some(cluster) = state.core().approvals.cluster().cloned() {
-            let approvals = state.core().approvals.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                approvals.leave();
-                cluster.leave();
-            })
-            .await;
         }
         // Finished by now; awaited for a panic in any of them.
         sweeper.await?;

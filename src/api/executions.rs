@@ -75,8 +75,7 @@ pub async fn resume(
 ) -> Result<impl IntoResponse, ApiError> {
     let note = grants::note_from(body.reason.as_deref())?;
     let Some(request) = body.grant else {
-        let snapshot =
-            state.mcp.core.approvals.decide_for_anywhere(&user, &id, body.action, note.as_deref()).await?;
+        let snapshot = state.mcp.core.approvals.decide_for_anywhere(&user, &id, body.action, note.as_deref()).await?;
         return Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })));
     };
     if body.action != Decision::Accept {

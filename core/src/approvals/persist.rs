@@ -126,38 +126,34 @@ impl Persist {
                ON a.id = (SELECT MAX(b.id) FROM audit_events b WHERE b.execution_id = p.id)
              {filter}"
         );
-        self.db.conn()?.query(
-            &sql,
-            args,
-            |r| {
-                let arguments: String = r.get(5)?;
-                Ok(Stored {
-                    execution: Execution {
-                        id: r.get(0)?,
-                        tool: r.get(1)?,
-                        upstream: r.get(2)?,
-                        upstream_tool: r.get(3)?,
-                        tool_digest: r.get(4)?,
-                        arguments: serde_json::from_str(&arguments).unwrap_or(Value::Null),
-                        arguments_digest: r.get(6)?,
-                        agent: r.get(7)?,
-                        credential_id: r.get(8)?,
-                        thread: r.get(9)?,
-                        owner: r.get(10)?,
-                        session_id: r.get(11)?,
-                        human_only: r.get(12)?,
-                        admin_only: r.get(13)?,
-                        created_at_ms: r.get(14)?,
-                        expires_at_ms: r.get(15)?,
-                    },
-                    state: r.get(16)?,
-                    at_ms: r.get(17)?,
-                    actor: r.get(18)?,
-                    replica: r.get(19)?,
-                    held: r.get(20)?,
-                })
-            },
-        )
+        self.db.conn()?.query(&sql, args, |r| {
+            let arguments: String = r.get(5)?;
+            Ok(Stored {
+                execution: Execution {
+                    id: r.get(0)?,
+                    tool: r.get(1)?,
+                    upstream: r.get(2)?,
+                    upstream_tool: r.get(3)?,
+                    tool_digest: r.get(4)?,
+                    arguments: serde_json::from_str(&arguments).unwrap_or(Value::Null),
+                    arguments_digest: r.get(6)?,
+                    agent: r.get(7)?,
+                    credential_id: r.get(8)?,
+                    thread: r.get(9)?,
+                    owner: r.get(10)?,
+                    session_id: r.get(11)?,
+                    human_only: r.get(12)?,
+                    admin_only: r.get(13)?,
+                    created_at_ms: r.get(14)?,
+                    expires_at_ms: r.get(15)?,
+                },
+                state: r.get(16)?,
+                at_ms: r.get(17)?,
+                actor: r.get(18)?,
+                replica: r.get(19)?,
+                held: r.get(20)?,
+            })
+        })
     }
 
     /// Deletes the rows of `ids` at once (at start, for those that settled).
@@ -228,7 +224,9 @@ impl Persist {
     /// replicas adopt them at their next sweep. Held ones stay, to be
     /// abandoned by whoever adopts them once `me` is gone.
     pub(super) fn disown(&self, me: &str) -> Result<usize> {
-        self.db.conn()?.execute("UPDATE pending_executions SET replica = NULL WHERE replica = ?1 AND held = 0", args![me])
+        self.db
+            .conn()?
+            .execute("UPDATE pending_executions SET replica = NULL WHERE replica = ?1 AND held = 0", args![me])
     }
 
     /// Whether a row is stored for `id` (tests).

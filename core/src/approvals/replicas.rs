@@ -23,13 +23,13 @@ use gatehouse_model::{AuditEntry, Decision, State};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinSet;
 
+use super::AccessError;
 use super::Execution;
 use super::access::may_decide;
 use super::store::{ApprovalStore, DecideError, Mirror, Rearm, Restored, Snapshot};
 use crate::cluster::{Body, Cluster, Message, STALE_AFTER};
 use crate::error::{CoreError, Result};
 use crate::users::User;
-use super::AccessError;
 
 /// How often a replica adopts the executions of replicas that are gone and
 /// re-reads the executions it mirrors (a lost message heals by then).
@@ -82,8 +82,7 @@ impl ApprovalStore {
     /// transition (an adopter's expiry).
     pub(super) fn publish_exec(&self, id: &str, state: State) {
         if let Some(cluster) = self.inner.cluster.get() {
-            let snapshot =
-                Snapshot { state, actor: Some("system".into()), detail: None, decided_by: None };
+            let snapshot = Snapshot { state, actor: Some("system".into()), detail: None, decided_by: None };
             cluster.send(None, Body::Exec { id: id.to_string(), snapshot });
         }
     }
@@ -111,8 +110,7 @@ impl ApprovalStore {
 
     /// A state read from the audit log as a snapshot.
     fn snapshot_of(&self, id: &str, state: State, actor: Option<String>, detail: Option<String>) -> Snapshot {
-        let decided_by =
-            if state == State::Pending { None } else { self.inner.audit.decided_by(id).ok().flatten() };
+        let decided_by = if state == State::Pending { None } else { self.inner.audit.decided_by(id).ok().flatten() };
         Snapshot { state, actor, detail, decided_by }
     }
 
@@ -286,14 +284,23 @@ impl ApprovalStore {
         match &message.body {
             Body::Exec { id, snapshot } => self.mirror(id, snapshot.clone()),
             Body::Decide { reply, id, decision, actor, detail } => {
-                let (store, cluster, reply, id, decision, actor, detail) =
-                    (self.clone(), cluster.clone(), reply.clone(), id.clone(), *decision, actor.clone(), detail.clone());
+                let (store, cluster, reply, id, decision, actor, detail) = (
+                    self.clone(),
+                    cluster.clone(),
+                    reply.clone(),
+                    id.clone(),
+                    *decision,
+                    actor.clone(),
+                    detail.clone(),
+                );
                 answering.spawn(async move {
                     let outcome = {
                         let store = store.clone();
-                        tokio::task::spawn_blocking(move || store.answer_decide(&id, decision, &actor, detail.as_deref()))
-                            .await
-                            .unwrap_or_else(|e| Err(format!("{STORAGE}{e}")))
+                        tokio::task::spawn_blocking(move || {
+                            store.answer_decide(&id, decision, &actor, detail.as_deref())
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(format!("{STORAGE}{e}")))
                     };
                     cluster.send(Some(&from), Body::Decided { reply, outcome });
                 });
@@ -456,9 +463,8 @@ impl ApprovalStore {
                 let alive = self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(false);
                 if let (true, Some(to)) = (alive, owner.as_deref()) {
                     let (key, actor, detail) = (id.to_string(), actor.to_string(), detail.map(str::to_string));
-                    let asked = cluster
-                        .request(to, |reply| Body::Decide { reply, id: key, decision, actor, detail })
-                        .await;
+                    let asked =
+                        cluster.request(to, |reply| Body::Decide { reply, id: key, decision, actor, detail }).await;
                     match asked {
                         Some(Body::Decided { outcome: Ok(snapshot), .. }) => return Ok(snapshot),
                         Some(Body::Decided { outcome: Err(e), .. }) => match e.as_str() {
@@ -578,16 +584,25 @@ mod tests {
         followers: Vec<tokio::task::JoinHandle<()>>,
     }
 
-    impl Drop for Pair {
-        fn drop(&mut self) {
-            for f in &self.followers {
+    impl Pair {
+        /// Stops both replicas; the stores (and their PostgreSQL pools) are
+        /// dropped off the runtime, where a pool may be dropped.
+        async fn close(self) {
+            let Pair { a, b, db, followers } = self;
+            for f in followers {
                 f.abort();
+                let _ = f.await;
             }
-            for store in [&self.a, &self.b] {
-                if let Some(cluster) = store.cluster() {
-                    cluster.leave();
+            tokio::task::spawn_blocking(move || {
+                for store in [&a, &b] {
+                    if let Some(cluster) = store.cluster() {
+                        cluster.leave();
+                    }
                 }
-            }
+                drop((a, b, db));
+            })
+            .await
+            .unwrap();
         }
     }
 
@@ -602,8 +617,9 @@ mod tests {
         let mut followers = Vec::new();
         for db in [&db, &db_b] {
             let live = LiveHub::new();
-            let store = ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock.clone(), limits, live.clone())
-                .unwrap();
+            let store =
+                ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock.clone(), limits, live.clone())
+                    .unwrap();
             store.join(Cluster::join(db, clock.clone(), &live).unwrap().unwrap());
             store.restore().await.unwrap();
             let follower = store.clone();
@@ -672,9 +688,14 @@ mod tests {
             Err(DecideError::Conflict("declined"))
         );
         // Repeating the winning decision on either is a no-op.
-        assert_eq!(p.b.decide_anywhere(&e.id, Decision::Decline, "user:bob", None).await.unwrap().state, State::Declined);
+        assert_eq!(
+            p.b.decide_anywhere(&e.id, Decision::Decline, "user:bob", None).await.unwrap().state,
+            State::Declined
+        );
         let (db, id) = (p.db.clone(), e.id.clone());
         assert_eq!(tokio::task::spawn_blocking(move || count(&db, &id, "'declined'")).await.unwrap(), 1);
+        drop(mirror);
+        p.close().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -684,11 +705,8 @@ mod tests {
         p.a.flush().await;
         let mut races = Vec::new();
         for (i, e) in executions.iter().enumerate() {
-            let (on_a, on_b) = if i % 2 == 0 {
-                (Decision::Accept, Decision::Decline)
-            } else {
-                (Decision::Decline, Decision::Accept)
-            };
+            let (on_a, on_b) =
+                if i % 2 == 0 { (Decision::Accept, Decision::Decline) } else { (Decision::Decline, Decision::Accept) };
             let (a, b, id) = (p.a.clone(), p.b.clone(), e.id.clone());
             races.push(tokio::spawn(async move {
                 let from_a = {
@@ -720,6 +738,7 @@ mod tests {
             }
         }
         assert_eq!((p.a.len(), p.b.len()), (0, 0), "nothing left behind on either replica");
+        p.close().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -746,5 +765,6 @@ mod tests {
         let (db, id) = (p.db.clone(), e.id.clone());
         assert_eq!(tokio::task::spawn_blocking(move || count(&db, &id, "'expired'")).await.unwrap(), 1);
         assert_eq!((p.a.len(), p.b.len()), (0, 0));
+        p.close().await;
     }
 }

@@ -499,7 +499,9 @@ impl ApprovalStore {
         // On a cluster the credential's executions on every replica count
         // (read before the lock: a database round trip must not hold it).
         let elsewhere = match self.inner.cluster.get() {
-            Some(_) if limit != usize::MAX => self.inner.persist.count_credential(&execution.credential_id).unwrap_or(0),
+            Some(_) if limit != usize::MAX => {
+                self.inner.persist.count_credential(&execution.credential_id).unwrap_or(0)
+            }
             _ => 0,
         };
         {
@@ -637,9 +639,8 @@ impl ApprovalStore {
         }
         let (execution, snapshot) = self.remote(id)?;
         let mut mirrors = self.mirrors();
-        let mirror = mirrors
-            .entry(id.to_string())
-            .or_insert_with(|| Mirror { execution, tx: watch::channel(snapshot).0 });
+        let mirror =
+            mirrors.entry(id.to_string()).or_insert_with(|| Mirror { execution, tx: watch::channel(snapshot).0 });
         Some((mirror.execution.clone(), mirror.tx.subscribe()))
     }
 
