@@ -79,7 +79,23 @@ cleanup() {
       || { echo "FAIL: could not drop database $db_name" >&2; rc=1; }
   fi
   if [ "$started_pg" = 1 ]; then
-    bash "$root/scripts/postgres.sh" stop || rc=1
+    if ! timeout 60 bash "$root/scripts/postgres.sh" stop; then
+      # (A server that inherited postgres.sh's lock descriptor blocks the
+      # stop's flock for ever: stop it directly, then let stop clean up.)
+      echo "FAIL: scripts/postgres.sh stop did not finish within 60 s; stopping our server directly" >&2
+      rc=1
+      local datadir pg_ctl
+      datadir=$(sed -n 's/^datadir=//p' "$GATEHOUSE_PG_STATE" 2>/dev/null || true)
+      pg_ctl=$(find /usr/lib/postgresql -mindepth 3 -maxdepth 3 -name pg_ctl 2>/dev/null | sort -V | tail -1)
+      if [ -n "$datadir" ] && [ -n "$pg_ctl" ]; then
+        if [ "$(id -u)" -eq 0 ]; then
+          runuser -u postgres -- "$pg_ctl" -D "$datadir" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+        else
+          "$pg_ctl" -D "$datadir" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+        fi
+      fi
+      timeout 60 bash "$root/scripts/postgres.sh" stop || true
+    fi
     if bash "$root/scripts/postgres.sh" status >/dev/null 2>&1; then
       echo "FAIL: the PostgreSQL this script started survived" >&2
       rc=1

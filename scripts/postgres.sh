@@ -116,7 +116,7 @@ EOF
   # -w waits until the server accepts connections (60 s at most).
   if ! as_pg "$bin/pg_ctl" -D "$datadir" -l "$log" -w -t 60 \
     -o "-c listen_addresses=127.0.0.1 -p $port -k $datadir -c fsync=off -c full_page_writes=off -c max_connections=1000" \
-    start >/dev/null; then
+    start >/dev/null 9>&-; then
     cat "$log" >&2
     cmd_stop >/dev/null 2>&1 || true
     die "pg_ctl start failed on port $port (log above)"
@@ -154,7 +154,8 @@ cmd_stop() {
 }
 
 # One start or stop at a time (two scripts starting together would each
-# make a server and overwrite each other's state file).
+# make a server and overwrite each other's state file). The server itself is
+# started without this descriptor, or it would hold the lock for its life.
 exec 9>"$state.lock"
 flock 9
 

@@ -18,14 +18,15 @@ use crate::config::Config;
 use crate::site;
 use crate::state::AppState;
 
-/// Opens the configured database: PostgreSQL at `database_url`, or
-/// (creating both if needed) SQLite in the data directory. Migrates it.
+/// Creates the data directory if needed and opens the configured database:
+/// PostgreSQL at `database_url`, or SQLite in the data directory. Migrates it.
 pub fn open_db(config: &Config) -> anyhow::Result<Db> {
+    // The data dir holds more than the SQLite file (the request-state key).
+    gatehouse_core::db::create_data_dir(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     if let Some(url) = &config.database_url {
         return Db::connect(url).with_context(|| format!("cannot open the PostgreSQL database at {}", redact(url)));
     }
-    gatehouse_core::db::create_data_dir(&config.data_dir)
-        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     Db::open(&config.data_dir).with_context(|| format!("cannot open the database in {}", config.data_dir.display()))
 }
 

@@ -66,7 +66,7 @@ impl AppState {
                 metrics: Arc::default(),
                 oauth: crate::oauth::OAuthServer::new(&base_url, &config.oauth).fixed(config.public_url.is_some()),
                 base_url,
-                codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir)?),
+                codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir, &core.db)?),
                 allow_model_decisions: config.allow_model_decisions,
                 native_url: config.native_url,
                 upstreams,

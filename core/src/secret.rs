@@ -28,3 +28,16 @@ pub fn hash(secret: &str) -> String {
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
+
+/// The secret key `name` that every process on this database shares (made
+/// of `len` random bytes by whoever asks first; later askers get the same).
+/// For PostgreSQL replicas; blocks on the database.
+pub fn shared_key(db: &crate::Db, name: &str, len: usize) -> crate::error::Result<Vec<u8>> {
+    let mut conn = db.conn()?;
+    conn.execute(
+        "INSERT INTO server_keys (name, key) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
+        crate::args![name, hex::encode(random_bytes(len))],
+    )?;
+    let key: String = conn.query_one("SELECT key FROM server_keys WHERE name = ?1", crate::args![name], |r| r.get(0))?;
+    hex::decode(key).map_err(|e| crate::error::CoreError::Invalid { field: "server_keys", reason: e.to_string() })
+}

@@ -153,10 +153,22 @@ test("replica A is killed while a browser-mode call waits; approved on B, resume
 
   // The old session's replica is gone: the balancer sends its request to B,
   // which does not know the session and answers 404, so the client starts over.
-  const stale = await first.client
-    .callTool({ name: "resume", arguments: { executionId: paused.executionId } })
-    .then(() => "answered", (e: unknown) => String((e as { code?: number }).code ?? e));
-  expect(stale, "the old session's next request through the balancer: 404 from B (not HAProxy's 502)").toMatch(/404/);
+  // The first request right after the kill may instead meet a connection the
+  // balancer still had open to A (HAProxy answers 502, or the connection
+  // closes: "fetch failed"); a client retries that once, and the retry must
+  // get B's 404. What the first attempt got is noted on the test.
+  const staleRequest = () =>
+    first.client
+      .callTool({ name: "resume", arguments: { executionId: paused.executionId } })
+      .then(() => "answered", (e: unknown) => String((e as { code?: number }).code ?? e));
+  let stale = await staleRequest();
+  if (stale !== "404" && stale !== "answered") {
+    const note = `the first request after the kill got ${stale}, not 404; retried once`;
+    test.info().annotations.push({ type: "balancer", description: note });
+    console.log(`multi-replica: ${note}`);
+    stale = await staleRequest();
+  }
+  expect(stale, "the old session's request through the balancer: 404 from B").toBe("404");
   await first.client.close().catch(() => {});
 
   // A new session through the balancer (on B now) waits for the decision …

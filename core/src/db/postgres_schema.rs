@@ -229,4 +229,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE pending_executions ADD COLUMN held BIGINT NOT NULL DEFAULT 0;
     "#,
+    // 13: secret keys every replica on one database shares (the sealing key
+    // of 2026-07-28 request states; SQLite keeps its own in the data dir).
+    r#"
+    CREATE TABLE server_keys (
+        name TEXT PRIMARY KEY,
+        key  TEXT NOT NULL
+    );
+    "#,
 ];

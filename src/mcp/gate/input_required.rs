@@ -22,14 +22,21 @@ use crate::tool_error::{ToolErrorCode, error_result};
 /// of times, so each round should last).
 pub const RETRY_HOLD: Duration = Duration::from_secs(50);
 /// Loads the data dir's request-state key, creating it on first start.
-pub fn load_codec(data_dir: &std::path::Path) -> anyhow::Result<RequestStateCodec> {
-    let path = data_dir.join("request-state.key");
-    let key = match std::fs::read(&path) {
-        Ok(key) if key.len() >= 32 => key,
-        _ => {
-            let key = gatehouse_core::secret::random_bytes(32);
-            write_private(&path, &key)?;
-            key
+pub fn load_codec(data_dir: &std::path::Path, db: &gatehouse_core::Db) -> anyhow::Result<RequestStateCodec> {
+    let key = match db.backend() {
+        // Replicas on one PostgreSQL must open each other's sealed states (a
+        // session-less retry lands on any of them): the key is shared there.
+        gatehouse_core::db::Backend::Postgres => gatehouse_core::secret::shared_key(db, "request_state", 32)?,
+        gatehouse_core::db::Backend::Sqlite => {
+            let path = data_dir.join("request-state.key");
+            match std::fs::read(&path) {
+                Ok(key) if key.len() >= 32 => key,
+                _ => {
+                    let key = gatehouse_core::secret::random_bytes(32);
+                    write_private(&path, &key)?;
+                    key
+                }
+            }
         }
     };
     RequestStateCodec::try_new(key).map_err(|e| anyhow::anyhow!("request-state key: {e}"))
