@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 pub const EVERY: Duration = Duration::from_secs(10 * 60);
 
 /// The advisory lock key of the sweep ("hk" in ASCII): one replica at a time.
-const HOUSEKEEPING_JOB: i64 = 0x686b;
+const HOUSEKEEPING_JOB: i32 = 0x686b;
 
 /// What one sweep deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -25,6 +25,8 @@ pub fn open_db(config: &Config) -> anyhow::Result<Db> {
     gatehouse_core::db::create_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     if let Some(url) = &config.database_url {
+        gatehouse_core::db::restrict_permissions(&config.data_dir)
+            .with_context(|| format!("cannot make data dir {} owner-only", config.data_dir.display()))?;
         return Db::connect(url).with_context(|| format!("cannot open the PostgreSQL database at {}", redact(url)));
     }
     Db::open(&config.data_dir).with_context(|| format!("cannot open the database in {}", config.data_dir.display()))
@@ -199,5 +201,18 @@ async fn drain(tasks: &TaskTracker) {
     tasks.close();
     if tokio::time::timeout(TASKS_DRAIN_TIMEOUT, tasks.wait()).await.is_err() {
         tracing::warn!(remaining = tasks.len(), "background tasks still running after the drain timeout");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn a_database_url_is_printed_without_its_password() {
+        let shown = redact("postgres://gatehouse:s3cret@db.internal:5432/gatehouse?sslmode=disable");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("gatehouse:***@db.internal:5432/gatehouse"), "{shown}");
+        assert_eq!(redact("not a url"), "(unparsable URL)");
     }
 }

@@ -20,6 +20,7 @@ mod page_guards;
 mod pinning;
 mod proxy;
 mod relay_stress;
+mod replicas;
 mod shutdown;
 mod throttling;
 mod upstreams;

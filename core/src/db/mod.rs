@@ -176,7 +176,7 @@ impl Db {
     /// now (PostgreSQL: a session advisory lock held meanwhile); `None` when
     /// skipped. On SQLite there is one process and `work` always runs. For
     /// sweeps that should happen once, not once per replica.
-    pub fn exclusively<T>(&self, job: i64, work: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
+    pub fn exclusively<T>(&self, job: i32, work: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
         let mut lock = match self.conn()? {
             Conn::Sqlite(conn) => {
                 drop(conn);
@@ -184,12 +184,19 @@ impl Db {
             }
             pg => pg,
         };
-        let got: bool = lock.query_one("SELECT pg_try_advisory_lock(?1)", crate::args![job], |r| r.get(0))?;
+        // Keyed by schema too: deployments (or tests) sharing one database
+        // in separate schemas do not hold each other up.
+        let got: bool = lock.query_one(
+            "SELECT pg_try_advisory_lock(CAST(?1 AS INTEGER), hashtext(current_schema()))",
+            crate::args![job],
+            |r| r.get(0),
+        )?;
         if !got {
             return Ok(None);
         }
         let done = work();
-        if let Err(e) = lock.query_one("SELECT pg_advisory_unlock(?1)", crate::args![job], |r| r.get::<bool>(0)) {
+        let unlock = "SELECT pg_advisory_unlock(CAST(?1 AS INTEGER), hashtext(current_schema()))";
+        if let Err(e) = lock.query_one(unlock, crate::args![job], |r| r.get::<bool>(0)) {
             // The session ends with the pooled connection at worst, and the lock with it.
             tracing::warn!(error = %e, "could not release an advisory lock");
         }

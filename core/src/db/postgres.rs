@@ -16,7 +16,7 @@ const POOL_WAIT: Duration = Duration::from_secs(5);
 
 /// The advisory lock key that serialises migrations across replicas
 /// (an arbitrary constant: "gatehouse" in ASCII, truncated).
-const MIGRATION_LOCK: i64 = 0x6761_7465_686f_7573;
+const MIGRATION_LOCK: i32 = 0x6761_7465;
 
 /// Makes pooled connections from a parsed URL.
 #[derive(Debug, Clone)]
@@ -79,7 +79,8 @@ fn migrate_now(conn: &mut PgConn) -> Result<(i64, i64)> {
     )?;
     let mut tx = client.transaction()?;
     // Held until commit: a second replica waits here, then finds nothing to do.
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    // (Per schema: several schemas in one database migrate independently.)
+    tx.execute("SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", &[&MIGRATION_LOCK])?;
     let before: i64 = tx.query_one("SELECT COALESCE(MAX(version), 0) FROM gatehouse_schema", &[])?.get(0);
     let mut version = before;
     for (index, sql) in MIGRATIONS.iter().enumerate() {

@@ -1,0 +1,66 @@
+//! Two replicas on one PostgreSQL, in one process: each a whole server with
+//! its own port, sessions and approval store. These run when the suite runs
+//! on PostgreSQL (`GATEHOUSE_TEST_DATABASE_URL`); on SQLite there is one
+//! process and nothing to share, so they return at once.
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+const SET_RULE: &str = "gatehouse_policy_set";
+
+/// Replica A, and B on A's database; `None` on SQLite.
+async fn two_replicas() -> Option<(TestApp, TestApp)> {
+    let a = spawn_app().await;
+    let url = a.core.db.postgres_url()?.to_string();
+    let b = spawn_app_with(|c| c.database_url = Some(url)).await;
+    Some((a, b))
+}
+
+#[tokio::test]
+async fn a_2026_07_28_call_paused_on_one_replica_is_decided_and_retried_on_the_other() {
+    let Some((a, b)) = two_replicas().await else { return };
+    a.add_user("ada", true).await;
+    let token = a.issue_owned("py-agent", "ada");
+    let args = json!({"pattern": "across_replicas", "action": "allow"});
+    let call = |app: &TestApp, state: Option<String>| {
+        let mut params = json!({"arguments": args.clone()});
+        if let Some(state) = state {
+            params["requestState"] = json!(state);
+        }
+        let request =
+            app.modern_tool_call(&token, "native", json!({"elicitation": {"url": {}}}), SET_RULE, params).send();
+        async move {
+            let response = request.await.unwrap();
+            jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
+        }
+    };
+    let first = call(&a, None).await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let state = first["requestState"].as_str().unwrap().to_string();
+    let url = first["inputRequests"]["approval"]["params"]["url"].as_str().unwrap();
+    let eid = url.split("/resume/").nth(1).unwrap().split('?').next().unwrap().to_string();
+
+    // Another user may not decide it on B either (B checks before it asks A).
+    b.add_user("bob", false).await;
+    let bob = b.sign_in("bob").await;
+    assert_eq!(b.decide(&bob, &eid, "accept").await.status(), 403);
+
+    // B shows A's pause to its owner and takes her decision.
+    assert_eq!(b.core.approvals.get(&eid).expect("B sees A's pause").1.state.as_str(), "pending");
+    let ada = b.sign_in("ada").await;
+    assert_eq!(b.decide(&ada, &eid, "accept").await.status(), 200);
+    assert_eq!(a.decide(&a.sign_in("ada").await, &eid, "decline").await.status(), 409, "first decision wins");
+
+    // The retry lands on B (a session-less request goes anywhere): B opens
+    // the request state A sealed, takes the execution over and runs it once.
+    let done = call(&b, Some(state.clone())).await;
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(done["structuredContent"]["pattern"], "across_replicas");
+    assert!(a.core.policy.rules().unwrap().iter().any(|r| r.pattern == "across_replicas"), "A sees the rule at once");
+    // The same retry on A (a client repeating itself) does not run it again.
+    call(&a, Some(state)).await;
+    let ran = a.core.approvals.audit().timeline(&eid).unwrap();
+    assert_eq!(ran.iter().filter(|e| e.state.as_str() == "completed").count(), 1, "{ran:?}");
+    assert!(a.core.approvals.is_empty() && b.core.approvals.is_empty(), "no entry is left on either replica");
+}
