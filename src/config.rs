@@ -647,7 +647,11 @@ impl Config {
             listen: overrides.listen.or(file.listen).unwrap_or(d.listen),
             data_dir: overrides.data_dir.clone().or(file.data_dir).unwrap_or(d.data_dir),
             public_url: overrides.public_url.clone().or(file.public_url),
-            database_url: overrides.database_url.clone().or(file.database.and_then(|d| d.url)).filter(|u| !u.is_empty()),
+            database_url: overrides
+                .database_url
+                .clone()
+                .or(file.database.and_then(|d| d.url))
+                .filter(|u| !u.is_empty()),
             liveness_window: file.liveness_window.unwrap_or(d.liveness_window),
             approval_ttl: file.approval_ttl.unwrap_or(d.approval_ttl),
             max_body_bytes: file.max_body_bytes.unwrap_or(d.max_body_bytes),

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use gatehouse_model::ChangeEntry;
 
+use crate::args;
 use crate::clock::{Clock, rfc3339};
 use crate::db::Db;
-use crate::args;
 use crate::error::Result;
 
 /// What is written for one change.

@@ -277,9 +277,10 @@ impl Cluster {
     /// The replicas heard from within [`STALE_AFTER`], this one included.
     pub fn alive(&self) -> Result<Vec<String>> {
         let cutoff = self.inner.clock.now_ms() - STALE_AFTER.as_millis() as i64;
-        self.inner.db.conn()?.query("SELECT id FROM replicas WHERE seen_at > ?1 ORDER BY id", args![cutoff], |r| {
-            r.get(0)
-        })
+        self.inner
+            .db
+            .conn()?
+            .query("SELECT id FROM replicas WHERE seen_at > ?1 ORDER BY id", args![cutoff], |r| r.get(0))
     }
 
     /// Leaves the cluster: stops both threads (sending what is queued first)
@@ -292,9 +293,11 @@ impl Cluster {
         for thread in threads {
             let _ = thread.join();
         }
-        let gone = self.inner.db.conn().and_then(|mut c| {
-            c.execute("DELETE FROM replicas WHERE id = ?1", args![self.inner.replica])
-        });
+        let gone = self
+            .inner
+            .db
+            .conn()
+            .and_then(|mut c| c.execute("DELETE FROM replicas WHERE id = ?1", args![self.inner.replica]));
         if let Err(e) = gone {
             tracing::warn!(error = %e, "could not remove this replica's heartbeat");
         }
@@ -331,7 +334,7 @@ impl Cluster {
                     tracing::warn!(error = %e, "heartbeat failed");
                 }
                 beats = beats.wrapping_add(1);
-                if beats % 3 == 0
+                if beats.is_multiple_of(3)
                     && let Ok(alive) = self.alive()
                 {
                     live.forget_replicas_except(&alive);
@@ -347,7 +350,9 @@ impl Cluster {
             Err(e) => return tracing::error!(error = %e, "cannot encode a cluster message"),
         };
         let sent = self.inner.db.conn().and_then(|mut c| {
-            c.query_one("SELECT CAST(pg_notify(?1, ?2) AS TEXT)", args![CHANNEL, payload], |r| r.get::<crate::db::Value>(0))
+            c.query_one("SELECT CAST(pg_notify(?1, ?2) AS TEXT)", args![CHANNEL, payload], |r| {
+                r.get::<crate::db::Value>(0)
+            })
         });
         if let Err(e) = sent {
             tracing::warn!(error = %e, "cannot tell the other replicas");
@@ -385,22 +390,22 @@ impl Cluster {
     fn drain(&self, client: &mut postgres::Client, live: &LiveHub) {
         while !self.inner.stop.load(Ordering::SeqCst) {
             {
-            let mut notifications = client.notifications();
-            let mut batch = notifications.timeout_iter(Duration::from_millis(250));
-            loop {
-                use postgres::fallible_iterator::FallibleIterator;
-                match batch.next() {
-                    Ok(Some(n)) => match serde_json::from_str::<Message>(n.payload()) {
-                        Ok(message) => self.deliver_local(live, message),
-                        Err(e) => tracing::warn!(error = %e, "unreadable cluster message"),
-                    },
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the cluster listener lost its connection; reconnecting");
-                        return;
+                let mut notifications = client.notifications();
+                let mut batch = notifications.timeout_iter(Duration::from_millis(250));
+                loop {
+                    use postgres::fallible_iterator::FallibleIterator;
+                    match batch.next() {
+                        Ok(Some(n)) => match serde_json::from_str::<Message>(n.payload()) {
+                            Ok(message) => self.deliver_local(live, message),
+                            Err(e) => tracing::warn!(error = %e, "unreadable cluster message"),
+                        },
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the cluster listener lost its connection; reconnecting");
+                            return;
+                        }
                     }
                 }
-            }
             }
             if client.is_closed() {
                 return;
@@ -409,9 +414,7 @@ impl Cluster {
     }
 
     fn deliver_local(&self, live: &LiveHub, message: Message) {
-        if message.from == self.inner.replica
-            || message.to.as_deref().is_some_and(|to| to != self.inner.replica)
-        {
+        if message.from == self.inner.replica || message.to.as_deref().is_some_and(|to| to != self.inner.replica) {
             return;
         }
         if let Some(reply) = message.body.reply_id() {

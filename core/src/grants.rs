@@ -202,7 +202,9 @@ impl GrantStore {
             // PostgreSQL other replicas' sessions live on, so only expired
             // grants go (a dead replica's session grants match no session).
             let stale = match conn.backend() {
-                Backend::Sqlite => "DELETE FROM grants WHERE session_id IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?1)",
+                Backend::Sqlite => {
+                    "DELETE FROM grants WHERE session_id IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?1)"
+                }
                 Backend::Postgres => "DELETE FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ?1",
             };
             conn.execute(stale, args![now])?;

@@ -167,7 +167,11 @@ impl LiveHub {
     pub fn sessions(&self) -> Vec<McpSessionInfo> {
         let mut all = self.sessions_here();
         all.extend(
-            self.elsewhere.read().unwrap_or_else(|p| p.into_inner()).values().flat_map(|e| e.sessions.values().cloned()),
+            self.elsewhere
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .flat_map(|e| e.sessions.values().cloned()),
         );
         all.sort_by(|a, b| a.opened_at_ms.cmp(&b.opened_at_ms).then(a.session_id.cmp(&b.session_id)));
         all

@@ -38,6 +38,7 @@ pub fn shared_key(db: &crate::Db, name: &str, len: usize) -> crate::error::Resul
         "INSERT INTO server_keys (name, key) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
         crate::args![name, hex::encode(random_bytes(len))],
     )?;
-    let key: String = conn.query_one("SELECT key FROM server_keys WHERE name = ?1", crate::args![name], |r| r.get(0))?;
+    let key: String =
+        conn.query_one("SELECT key FROM server_keys WHERE name = ?1", crate::args![name], |r| r.get(0))?;
     hex::decode(key).map_err(|e| crate::error::CoreError::Invalid { field: "server_keys", reason: e.to_string() })
 }

@@ -53,7 +53,8 @@ async fn a_pending_call_survives_a_restart_and_a_new_session_resumes_it_once_app
     assert_eq!(app.core.policy.rules().unwrap()[0].pattern, "durable_*", "the approved call ran once");
     assert!(app.core.approvals.is_empty());
     app.core.approvals.flush().await;
-    let rows: i64 = app.core.db.conn().unwrap().query_one("SELECT COUNT(*) FROM pending_executions", &[], |r| r.get(0)).unwrap();
+    let rows: i64 =
+        app.core.db.conn().unwrap().query_one("SELECT COUNT(*) FROM pending_executions", &[], |r| r.get(0)).unwrap();
     assert_eq!(rows, 0, "once settled its arguments are gone; the audit log keeps the digest");
 }
 

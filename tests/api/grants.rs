@@ -177,7 +177,8 @@ async fn a_session_grant_covers_only_its_session_and_ends_with_it() {
     }
     assert!(grants_of(&app, &carol).await.is_empty(), "the session ended, so did its grant");
     for _ in 0..100 {
-        let rows: i64 = app.core.db.conn().unwrap().query_one("SELECT COUNT(*) FROM grants", &[], |r| r.get(0)).unwrap();
+        let rows: i64 =
+            app.core.db.conn().unwrap().query_one("SELECT COUNT(*) FROM grants", &[], |r| r.get(0)).unwrap();
         if rows == 0 {
             return;
         }

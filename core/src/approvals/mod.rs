@@ -229,8 +229,11 @@ mod tests {
         let held_last = state(&held.id);
         assert_eq!((held_last.state, held_last.detail.as_deref()), (State::Cancelled, Some("the server restarted")));
         third.flush().await;
-        let rows: i64 =
-            db.conn().unwrap().query_one("SELECT COUNT(*) FROM pending_executions", crate::args![], |r| r.get(0)).unwrap();
+        let rows: i64 = db
+            .conn()
+            .unwrap()
+            .query_one("SELECT COUNT(*) FROM pending_executions", crate::args![], |r| r.get(0))
+            .unwrap();
         assert_eq!(rows, 1, "only the live one keeps its arguments");
     }
 

@@ -228,7 +228,7 @@ impl Db {
     pub fn schema_version(&self) -> Result<i64> {
         match self.conn()? {
             Conn::Sqlite(conn) => Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?),
-            Conn::Postgres(mut conn) => postgres::schema_version(&mut *conn),
+            Conn::Postgres(mut conn) => postgres::schema_version(&mut conn),
         }
     }
 }

@@ -44,8 +44,9 @@ impl r2d2::ManageConnection for Manager {
 /// Parses `url` (`postgres://user:pass@host:port/db?options=…`), opens the
 /// pool and migrates the schema.
 pub(super) fn connect(url: &str) -> Result<r2d2::Pool<Manager>> {
-    let config: postgres::Config =
-        url.parse().map_err(|e: postgres::Error| CoreError::Invalid { field: "database_url", reason: e.to_string() })?;
+    let config: postgres::Config = url
+        .parse()
+        .map_err(|e: postgres::Error| CoreError::Invalid { field: "database_url", reason: e.to_string() })?;
     let pool = r2d2::Pool::builder()
         .max_size(POOL_SIZE)
         // Connections are made on demand and closed when idle a while, so a
@@ -102,10 +103,7 @@ pub(super) fn schema_version(conn: &mut PgConn) -> Result<i64> {
 }
 
 fn schema_version_now(conn: &mut PgConn) -> Result<i64> {
-    let exists: bool = conn
-        .client()
-        .query_one("SELECT to_regclass('gatehouse_schema') IS NOT NULL", &[])?
-        .get(0);
+    let exists: bool = conn.client().query_one("SELECT to_regclass('gatehouse_schema') IS NOT NULL", &[])?.get(0);
     if !exists {
         return Ok(0);
     }

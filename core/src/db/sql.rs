@@ -233,9 +233,7 @@ impl DbError {
     /// Whether a UNIQUE or PRIMARY KEY constraint refused the write.
     pub fn is_unique_violation(&self) -> bool {
         match self {
-            DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
-                e.code == rusqlite::ErrorCode::ConstraintViolation
-            }
+            DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => e.code == rusqlite::ErrorCode::ConstraintViolation,
             DbError::Postgres(e) => e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION),
             _ => false,
         }
@@ -325,7 +323,9 @@ impl PgConn {
 }
 
 /// A connection borrowed for one unit of work: the SQLite connection under
-/// its lock, or a PostgreSQL connection from the pool.
+/// its lock, or a PostgreSQL connection from the pool. (Short-lived on the
+/// stack, one at a time: the size difference of the variants does not matter.)
+#[allow(clippy::large_enum_variant)]
 pub enum Conn<'a> {
     /// SQLite, locked for as long as this lives.
     Sqlite(MutexGuard<'a, rusqlite::Connection>),
@@ -386,7 +386,12 @@ impl Conn<'_> {
     }
 
     /// The first row of a query, if there is one.
-    pub fn query_opt<T>(&mut self, sql: &str, args: &[Value], f: impl FnOnce(&Row<'_>) -> Result<T>) -> Result<Option<T>> {
+    pub fn query_opt<T>(
+        &mut self,
+        sql: &str,
+        args: &[Value],
+        f: impl FnOnce(&Row<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
         match self {
             Conn::Sqlite(conn) => {
                 let mut statement = conn.prepare_cached(sql)?;
@@ -538,7 +543,9 @@ impl ToSql for Value {
                 _ => Err(format!("cannot send a number as {ty}").into()),
             },
             Value::Text(s) => match *ty {
-                Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => s.as_str().to_sql(&Type::TEXT, out),
+                Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => {
+                    s.as_str().to_sql(&Type::TEXT, out)
+                }
                 _ => Err(format!("cannot send text as {ty}").into()),
             },
             Value::Blob(b) => b.as_slice().to_sql(ty, out),
