@@ -35,6 +35,7 @@ pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, Core
             let sessions = core.users.purge_expired_sessions()?;
             let audit_events = AuditLog::new(core.db.clone(), core.clock.clone()).prune_older_than(audit_retention)?;
             let oauth = core.oauth.purge()?;
+            core.approvals.audit().prune_claims()?;
             Ok(Swept { sessions, audit_events, oauth })
         })?;
         Ok(swept.unwrap_or_default())

@@ -40,14 +40,19 @@ pub fn open_core(config: &Config) -> anyhow::Result<Core> {
 
 /// A database URL fit for a log line or an error: the password removed.
 pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        Ok(parsed) => parsed.to_string(),
-        Err(_) => "(unparsable URL)".to_string(),
+    let Ok(mut parsed) = url::Url::parse(url) else { return "(unparsable URL)".to_string() };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
     }
+    // libpq-style URLs may carry it as a parameter too.
+    if parsed.query_pairs().any(|(k, _)| k == "password") {
+        let kept: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| (k.to_string(), if k == "password" { "***".to_string() } else { v.to_string() }))
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    parsed.to_string()
 }
 
 /// A bound, ready-to-run server.
@@ -214,5 +219,7 @@ mod tests {
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("gatehouse:***@db.internal:5432/gatehouse"), "{shown}");
         assert_eq!(redact("not a url"), "(unparsable URL)");
+        let param = redact("postgres://gatehouse@db/gatehouse?password=s3cret&sslmode=disable");
+        assert!(!param.contains("s3cret") && param.contains("sslmode=disable"), "{param}");
     }
 }

@@ -156,6 +156,28 @@ impl AuditLog {
 }
 
 impl AuditLog {
+    /// Whether this process is the one to send the notifications of entry
+    /// `id`: always on SQLite (one process); on PostgreSQL the first replica
+    /// to claim it, so a message goes out once, not once per replica.
+    pub fn claim_notice(&self, id: i64) -> Result<bool> {
+        let mut conn = self.db.conn()?;
+        if conn.backend() == crate::db::Backend::Sqlite {
+            return Ok(true);
+        }
+        let claimed = conn.execute(
+            "INSERT INTO notify_claims (audit_id, claimed_at) VALUES (?1, ?2) ON CONFLICT (audit_id) DO NOTHING",
+            args![id, self.clock.now_ms()],
+        )?;
+        Ok(claimed == 1)
+    }
+
+    /// Forgets notification claims older than a day (their entries were sent
+    /// long ago); returns how many.
+    pub fn prune_claims(&self) -> Result<usize> {
+        let cutoff = self.clock.now_ms() - 24 * 3600 * 1000;
+        self.db.conn()?.execute("DELETE FROM notify_claims WHERE claimed_at < ?1", args![cutoff])
+    }
+
     /// Deletes entries older than `retention` (audit retention); returns how
     /// many. Works in batches so a large backlog never holds the database
     /// for long at a time.

@@ -26,8 +26,16 @@ use crate::db::Db;
 use crate::error::Result;
 use crate::live::LiveHub;
 
-/// The one NOTIFY channel every replica listens on.
-const CHANNEL: &str = "gatehouse";
+/// The NOTIFY channel's prefix; the rest names the schema, so deployments
+/// sharing one database in separate schemas do not hear each other.
+const CHANNEL_PREFIX: &str = "gatehouse_";
+
+/// Messages are signed with this key (HMAC-SHA256), shared through the
+/// database: any role that may connect can LISTEN and NOTIFY, but only one
+/// that can read `server_keys` can make a message the replicas accept.
+const KEY_NAME: &str = "cluster";
+
+type Mac = hmac::Hmac<sha2::Sha256>;
 
 /// How often a replica says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
@@ -39,7 +47,10 @@ pub const STALE_AFTER: Duration = Duration::from_secs(10);
 /// How long a request to another replica waits for its answer.
 pub const REPLY_WAIT: Duration = Duration::from_secs(3);
 
-/// NOTIFY payloads must stay under 8000 bytes; free text in a message is cut to this.
+/// PostgreSQL's limit on a NOTIFY payload.
+const MAX_PAYLOAD: usize = 8000;
+
+/// Free text in a message is cut to this, to stay under [`MAX_PAYLOAD`].
 const MAX_TEXT: usize = 1000;
 
 /// What one replica tells the others.
@@ -152,6 +163,10 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     db: Db,
     clock: Arc<dyn Clock>,
+    /// This schema's channel.
+    channel: String,
+    /// The signing key.
+    key: Vec<u8>,
     /// Sends at once on the caller's thread, with no queue and no listener
     /// (the command line, which has no runtime and lives for one command).
     direct: bool,
@@ -165,6 +180,7 @@ impl Cluster {
         let Some(url) = db.postgres_url() else { return Ok(None) };
         let config = crate::db::postgres_config(url)?;
         let replica = crate::secret::new_id("replica");
+        let (channel, key) = channel_and_key(db)?;
         let (outbox, queue) = mpsc::channel::<Message>();
         let (incoming, _) = broadcast::channel(1024);
         let cluster = Self {
@@ -177,6 +193,8 @@ impl Cluster {
                 threads: Mutex::default(),
                 db: db.clone(),
                 clock,
+                channel,
+                key,
                 direct: false,
             }),
         };
@@ -207,6 +225,13 @@ impl Cluster {
     /// heartbeat, no listener; each message is sent as it is made.
     pub fn announcer(db: &Db, clock: Arc<dyn Clock>, live: &LiveHub) -> Option<Self> {
         db.postgres_url()?;
+        let (channel, key) = match channel_and_key(db) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot tell the running replicas; they see the change on their next read");
+                return None;
+            }
+        };
         let (incoming, _) = broadcast::channel(1);
         let cluster = Self {
             inner: Arc::new(Inner {
@@ -218,6 +243,8 @@ impl Cluster {
                 threads: Mutex::default(),
                 db: db.clone(),
                 clock,
+                channel,
+                key,
                 direct: true,
             }),
         };
@@ -246,13 +273,19 @@ impl Cluster {
     /// Asks replica `to` something and waits (up to [`REPLY_WAIT`]) for the
     /// answer; `None` if none came (the replica is gone or busy).
     pub async fn request(&self, to: &str, make: impl FnOnce(String) -> Body) -> Option<Body> {
+        /// Forgets the waiter however the request ends, dropped midway included.
+        struct Waiting<'a>(&'a Cluster, String);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.waiting().remove(&self.1);
+            }
+        }
         let reply = uuid::Uuid::new_v4().simple().to_string();
         let (tx, rx) = oneshot::channel();
         self.waiting().insert(reply.clone(), tx);
-        self.send(Some(to), make(reply.clone()));
-        let answer = tokio::time::timeout(REPLY_WAIT, rx).await.ok().and_then(|r| r.ok());
-        self.waiting().remove(&reply);
-        answer
+        let _forget = Waiting(self, reply.clone());
+        self.send(Some(to), make(reply));
+        tokio::time::timeout(REPLY_WAIT, rx).await.ok().and_then(|r| r.ok())
     }
 
     /// Messages from the other replicas (answers to [`Cluster::request`] excepted).
@@ -345,18 +378,42 @@ impl Cluster {
     }
 
     fn notify(&self, message: &Message) {
-        let payload = match serde_json::to_string(message) {
-            Ok(payload) => payload,
+        let json = match serde_json::to_string(message) {
+            Ok(json) => json,
             Err(e) => return tracing::error!(error = %e, "cannot encode a cluster message"),
         };
+        let payload = format!("{}.{json}", self.sign(&json));
+        if payload.len() >= MAX_PAYLOAD {
+            // PostgreSQL refuses it; the others re-read at their next sweep or page load.
+            return tracing::warn!(bytes = payload.len(), "a cluster message is too long to send; dropped");
+        }
         let sent = self.inner.db.conn().and_then(|mut c| {
-            c.query_one("SELECT CAST(pg_notify(?1, ?2) AS TEXT)", args![CHANNEL, payload], |r| {
+            c.query_one("SELECT CAST(pg_notify(?1, ?2) AS TEXT)", args![self.inner.channel, payload], |r| {
                 r.get::<crate::db::Value>(0)
             })
         });
         if let Err(e) = sent {
             tracing::warn!(error = %e, "cannot tell the other replicas");
         }
+    }
+
+    fn mac(&self) -> Mac {
+        <Mac as hmac::Mac>::new_from_slice(&self.inner.key).expect("HMAC takes a key of any length")
+    }
+
+    fn sign(&self, json: &str) -> String {
+        let mut mac = self.mac();
+        hmac::Mac::update(&mut mac, json.as_bytes());
+        hex::encode(hmac::Mac::finalize(mac).into_bytes())
+    }
+
+    /// The message in a payload, if its signature is this cluster's.
+    fn open(&self, payload: &str) -> Option<Message> {
+        let (signature, json) = payload.split_once('.')?;
+        let mut mac = self.mac();
+        hmac::Mac::update(&mut mac, json.as_bytes());
+        hmac::Mac::verify_slice(mac, &hex::decode(signature).ok()?).ok()?;
+        serde_json::from_str(json).ok()
     }
 
     /// Listens on a connection of its own, reconnecting after a failure; on
@@ -366,7 +423,7 @@ impl Cluster {
         while !self.inner.stop.load(Ordering::SeqCst) {
             match config.connect(postgres::NoTls) {
                 Ok(mut client) => {
-                    if let Err(e) = client.batch_execute(&format!("LISTEN {CHANNEL}")) {
+                    if let Err(e) = client.batch_execute(&format!("LISTEN {}", self.inner.channel)) {
                         tracing::warn!(error = %e, "LISTEN failed");
                     } else {
                         self.send(None, Body::Hello);
@@ -395,9 +452,9 @@ impl Cluster {
                 loop {
                     use postgres::fallible_iterator::FallibleIterator;
                     match batch.next() {
-                        Ok(Some(n)) => match serde_json::from_str::<Message>(n.payload()) {
-                            Ok(message) => self.deliver_local(live, message),
-                            Err(e) => tracing::warn!(error = %e, "unreadable cluster message"),
+                        Ok(Some(n)) => match self.open(n.payload()) {
+                            Some(message) => self.deliver_local(live, message),
+                            None => tracing::warn!("dropped a cluster message that is unsigned, forged or unreadable"),
                         },
                         Ok(None) => break,
                         Err(e) => {
@@ -448,6 +505,14 @@ impl Cluster {
     }
 }
 
+/// This schema's channel name and the cluster's signing key. Blocks on the database.
+fn channel_and_key(db: &Db) -> Result<(String, Vec<u8>)> {
+    let schema: String = db.conn()?.query_one("SELECT current_schema()", args![], |r| r.get(0))?;
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(schema.as_bytes());
+    let channel = format!("{CHANNEL_PREFIX}{}", &hex::encode(digest)[..16]);
+    Ok((channel, crate::secret::shared_key(db, KEY_NAME, 32)?))
+}
+
 /// Every live event (a reconnected listener re-announces them all).
 const ALL_EVENTS: [LiveEvent; 6] = [
     LiveEvent::SessionsChanged,
@@ -475,5 +540,48 @@ fn trim(body: &mut Body) {
         Body::Exec { snapshot, .. } | Body::Decided { outcome: Ok(snapshot), .. } => cut(&mut snapshot.detail),
         Body::Decide { detail, .. } => cut(detail),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn only_messages_signed_with_the_clusters_key_are_accepted() {
+        let db = Db::for_tests().unwrap();
+        if db.postgres_url().is_none() {
+            return; // A cluster needs PostgreSQL (GATEHOUSE_TEST_DATABASE_URL).
+        }
+        let live = LiveHub::new();
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let cluster = Cluster::announcer(&db, clock, &live).unwrap();
+        let message = Message {
+            from: "replica_x".into(),
+            to: None,
+            body: Body::Decide {
+                reply: "r".into(),
+                id: "exec_1".into(),
+                decision: Decision::Accept,
+                actor: "user:admin".into(),
+                detail: None,
+            },
+        };
+        let json = serde_json::to_string(&message).unwrap();
+        let signed = format!("{}.{json}", cluster.sign(&json));
+        assert!(cluster.open(&signed).is_some(), "a signed message is read");
+        // What any role that may connect could send: unsigned, or signed with a guess.
+        assert!(cluster.open(&json).is_none());
+        assert!(cluster.open(&format!("{}.{json}", "00".repeat(32))).is_none());
+        let tampered = signed.replace("user:admin", "user:mallory");
+        assert!(cluster.open(&tampered).is_none(), "a changed message is refused");
+        // The channel is this schema's, not the database's.
+        let schema: String = db.conn().unwrap().query_one("SELECT current_schema()", &[], |r| r.get(0)).unwrap();
+        assert!(schema.starts_with("t_"));
+        assert!(cluster.inner.channel.starts_with(CHANNEL_PREFIX) && cluster.inner.channel != "gatehouse");
+        drop(cluster);
+        // Close the pool off any runtime (a PostgreSQL client says goodbye on its own).
+        drop(db);
     }
 }

@@ -31,6 +31,10 @@ use super::format::Notice;
 /// Entries read per query while catching up.
 const PAGE: usize = 500;
 
+/// How far below the newest entry seen a PostgreSQL replica looks again
+/// (entries committed out of id order by concurrent writers).
+const LOOK_BACK: i64 = 256;
+
 /// A target's queue, as the watcher feeds it.
 pub struct Route {
     /// The target (for its filters).
@@ -48,6 +52,8 @@ pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: Can
     let mut events = core.live.subscribe();
     let start = core.clone();
     let Ok(mut last_id) = tokio::task::spawn_blocking(move || newest_id(&start)).await else { return };
+    // Nothing written before the start is sent, looking back or not.
+    let floor = last_id;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -61,9 +67,29 @@ pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: Can
         let (reader, base) = (core.clone(), base_url.clone());
         // The audit log is in the database: off the async threads.
         let read = tokio::task::spawn_blocking(move || {
-            let entries = since(&reader, last_id);
-            let newest = entries.last().map_or(last_id, |e| e.id);
-            (newest, entries.iter().filter_map(|e| notice(&reader, &base, e)).collect::<Vec<_>>())
+            // On PostgreSQL ids are taken before commit, so an entry can land
+            // below one already read: look back a little; the claims keep
+            // anything from going out twice (here or from another replica).
+            let from = match reader.db.backend() {
+                gatehouse_core::db::Backend::Sqlite => last_id,
+                gatehouse_core::db::Backend::Postgres => last_id.saturating_sub(LOOK_BACK),
+            };
+            let entries = since(&reader, from);
+            let newest = entries.last().map_or(last_id, |e| e.id.max(last_id));
+            let claimed = |e: &&AuditEntry| match reader.approvals.audit().claim_notice(e.id) {
+                Ok(mine) => mine,
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot claim a notification; not sent");
+                    false
+                }
+            };
+            let notices = entries
+                .iter()
+                .filter(|e| e.id > floor && notice_state(e.state))
+                .filter(claimed)
+                .filter_map(|e| notice(&reader, &base, e))
+                .collect::<Vec<_>>();
+            (newest, notices)
         });
         let Ok((newest, notices)) = read.await else { break };
         last_id = newest;
@@ -113,17 +139,24 @@ fn since(core: &Core, last_id: i64) -> Vec<AuditEntry> {
     out
 }
 
-/// The message for an audit entry, if it is worth one.
-fn notice(core: &Core, base_url: &str, e: &AuditEntry) -> Option<Notice> {
-    match e.state {
+/// Whether an entry in this state is worth a message.
+fn notice_state(state: State) -> bool {
+    match state {
         State::Pending
         | State::Approved
         | State::Declined
         | State::Expired
         | State::Cancelled
         | State::Revoked
-        | State::Failed => {}
-        State::Running | State::Completed | State::Allowed | State::Blocked => return None,
+        | State::Failed => true,
+        State::Running | State::Completed | State::Allowed | State::Blocked => false,
+    }
+}
+
+/// The message for an audit entry, if it is worth one.
+fn notice(core: &Core, base_url: &str, e: &AuditEntry) -> Option<Notice> {
+    if !notice_state(e.state) {
+        return None;
     }
     let (created_ms, expires_ms) = match core.approvals.get(&e.execution_id) {
         Some((execution, _)) => (execution.created_at_ms, execution.expires_at_ms),

@@ -64,3 +64,28 @@ async fn a_2026_07_28_call_paused_on_one_replica_is_decided_and_retried_on_the_o
     assert_eq!(ran.iter().filter(|e| e.state.as_str() == "completed").count(), 1, "{ran:?}");
     assert!(a.core.approvals.is_empty() && b.core.approvals.is_empty(), "no entry is left on either replica");
 }
+
+#[tokio::test]
+async fn each_replica_shows_the_others_sessions_and_upstream_health() {
+    let a = spawn_app_fronting(everything_stdio(), |_| {}).await;
+    let Some(url) = a.core.db.postgres_url().map(str::to_string) else { return };
+    let b = spawn_app_with(|c| c.database_url = Some(url)).await;
+    a.add_user("ada", true).await;
+    let token = a.issue_owned("claude", "ada");
+    let sid = a.open_session(&token).await;
+    // B hears of A's session and upstreams over NOTIFY (A answers B's hello).
+    for _ in 0..100 {
+        if b.core.live.sessions().iter().any(|s| s.session_id == sid) && !b.core.live.upstreams_elsewhere().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(b.core.live.sessions().iter().any(|s| s.session_id == sid), "A's session is listed on B");
+    let ada = b.sign_in("ada").await;
+    let page = b.get_as(&ada, "/upstreams").await.text().await.unwrap();
+    assert!(page.contains("On the other replicas"), "{page}");
+    assert!(page.contains(a.core.approvals.cluster().unwrap().replica()), "names the replica");
+    assert!(page.contains("everything") && page.contains(">up<"), "with A's upstream and its health");
+    // B itself fronts nothing: its own table says so.
+    assert!(page.contains("No upstream is configured"));
+}

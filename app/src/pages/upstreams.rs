@@ -33,6 +33,7 @@ pub fn UpstreamsPage() -> impl IntoView {
                 {move || upstreams.get().map(|result| match result {
                     Ok(list) if list.upstreams.is_empty() => view! {
                         <p class="empty">"No upstream is configured. Add " <code>"[[upstream]]"</code> " tables to gatehouse.toml."</p>
+                        {(!list.elsewhere.is_empty()).then(|| view! { <Elsewhere replicas=list.elsewhere show_errors=list.show_errors/> })}
                     }.into_any(),
                     Ok(list) => {
                         let show_errors = list.show_errors;
@@ -65,6 +66,7 @@ pub fn UpstreamsPage() -> impl IntoView {
                         {(!show_errors).then(|| view! {
                             <p class="hint">"An upstream's last error is shown to admins."</p>
                         })}
+                        {(!list.elsewhere.is_empty()).then(|| view! { <Elsewhere replicas=list.elsewhere show_errors=show_errors/> })}
                     }.into_any()
                     }
                     Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
@@ -110,5 +112,42 @@ pub fn UpstreamsPage() -> impl IntoView {
             </Suspense>
             <LiveStatus state=live/>
         </main>
+    }
+}
+
+/// The same upstreams as the other replicas on one PostgreSQL see them (each
+/// replica runs its own connections, so health can differ).
+#[component]
+fn Elsewhere(replicas: Vec<(String, Vec<gatehouse_model::UpstreamInfo>)>, show_errors: bool) -> impl IntoView {
+    view! {
+        <section aria-labelledby="elsewhere-heading">
+            <h2 id="elsewhere-heading">"On the other replicas"</h2>
+            <div class="table-wrap" tabindex="0" role="region" aria-label="Upstreams on the other replicas (scrolls sideways)">
+            <table class="responsive" aria-label="Upstreams on the other replicas">
+                <thead><tr>
+                    <th scope="col">"Replica"</th><th scope="col">"Name"</th><th scope="col">"Health"</th>
+                    <th scope="col">"Tools"</th><th scope="col">"Restarts"</th>
+                    {show_errors.then(|| view! { <th scope="col">"Last error"</th> })}
+                </tr></thead>
+                <tbody>
+                {replicas.into_iter().flat_map(|(replica, list)| list.into_iter().map(move |u| (replica.clone(), u))).map(|(replica, u)| {
+                    let class = if u.health == "up" { "status active" } else { "status revoked" };
+                    let row = replica.clone();
+                    view! {
+                    <tr data-replica=row>
+                        <td data-label="Replica"><code>{replica}</code></td>
+                        <td data-label="Name"><Name text=u.name/></td>
+                        <td data-label="Health"><span class=class>{u.health}</span></td>
+                        <td data-label="Tools">{u.tools}</td>
+                        <td data-label="Restarts">{u.restarts}</td>
+                        {show_errors.then(|| view! {
+                            <td data-label="Last error" class="error-cell"><Name text=u.last_error.unwrap_or_default()/></td>
+                        })}
+                    </tr>
+                }}).collect_view()}
+                </tbody>
+            </table>
+            </div>
+        </section>
     }
 }

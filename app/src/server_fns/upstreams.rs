@@ -14,6 +14,9 @@ pub struct UpstreamList {
     pub show_errors: bool,
     /// Every configured upstream, by name.
     pub upstreams: Vec<UpstreamInfo>,
+    /// The same as other replicas on one PostgreSQL see them, by replica
+    /// (each replica connects to its upstreams itself); empty on SQLite.
+    pub elsewhere: Vec<(String, Vec<UpstreamInfo>)>,
 }
 
 /// Every configured upstream and its health (any signed-in user); the last
@@ -22,11 +25,18 @@ pub struct UpstreamList {
 pub async fn list_upstreams() -> Result<UpstreamList, ServerFnError> {
     let (user, core) = ctx::context()?;
     let show_errors = user.is_admin;
-    let upstreams = core
+    let shown = |list: Vec<UpstreamInfo>| -> Vec<UpstreamInfo> {
+        list.into_iter()
+            .map(|u| UpstreamInfo { last_error: if show_errors { u.last_error } else { None }, ..u })
+            .collect()
+    };
+    let upstreams = shown(core.live.upstreams());
+    let elsewhere = core
         .live
-        .upstreams()
+        .upstreams_elsewhere()
         .into_iter()
-        .map(|u| UpstreamInfo { last_error: if show_errors { u.last_error } else { None }, ..u })
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(replica, list)| (replica, shown(list)))
         .collect();
-    Ok(UpstreamList { show_errors, upstreams })
+    Ok(UpstreamList { show_errors, upstreams, elsewhere })
 }

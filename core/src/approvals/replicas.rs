@@ -43,6 +43,9 @@ const NOT_FOUND: &str = "not_found";
 /// Prefix of the answer for a storage failure.
 const STORAGE: &str = "storage: ";
 
+/// The advisory lock key of the start-up abandon pass ("ab" in ASCII).
+const ABANDON_JOB: i32 = 0x6162;
+
 /// How many times a decision or hand-over follows a moving owner.
 const ATTEMPTS: usize = 3;
 
@@ -149,7 +152,12 @@ impl ApprovalStore {
         let restored = tokio::task::spawn_blocking(move || -> Result<Restored> {
             let mut restored = store.adopt_orphans()?;
             let now = store.now_ms();
-            restored.abandoned += store.inner.persist.abandon_unstored(now, store.cutoff_ms(), None)?;
+            // One replica at a time: two starting together would each record
+            // the same executions as abandoned.
+            let db = store.inner.audit.db().clone();
+            let abandoned =
+                db.exclusively(ABANDON_JOB, || store.inner.persist.abandon_unstored(now, store.cutoff_ms(), None))?;
+            restored.abandoned += abandoned.unwrap_or(0);
             Ok(restored)
         })
         .await
@@ -416,8 +424,16 @@ impl ApprovalStore {
                         Some(Body::Released { ok: true, .. }) => from = Some(me),
                         // Refused: it stays there.
                         Some(_) => return,
-                        // No answer: gone, adopt.
-                        None => tracing::warn!(execution = %id, owner = %owner, "the owner did not answer; adopting"),
+                        // No answer: adopt only if it is gone; a slow owner keeps
+                        // its execution (two owners would mean two outcomes).
+                        None => {
+                            let probe = Some(owner.to_string());
+                            if self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(true) {
+                                tracing::warn!(execution = %id, owner = %owner, "the owner did not answer in time; it keeps the call");
+                                return;
+                            }
+                            tracing::warn!(execution = %id, owner = %owner, "the owner did not answer and is gone; adopting");
+                        }
                     }
                 }
             }
@@ -476,8 +492,18 @@ impl ApprovalStore {
                                 return Err(DecideError::Conflict(state));
                             }
                         },
-                        // No answer: the owner is gone; adopt below.
-                        _ => tracing::warn!(execution = %id, owner = %to, "the owner did not answer; adopting"),
+                        // No answer: adopt below only if the owner is gone; a
+                        // slow owner keeps its execution (two owners would mean
+                        // two outcomes), and the person may try again.
+                        _ => {
+                            let probe = Some(to.to_string());
+                            if self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(true) {
+                                return Err(storage(
+                                    "the replica holding this call did not answer in time; try again".into(),
+                                ));
+                            }
+                            tracing::warn!(execution = %id, owner = %to, "the owner did not answer and is gone; adopting");
+                        }
                     }
                 }
             }

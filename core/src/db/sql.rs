@@ -420,12 +420,15 @@ impl Conn<'_> {
     }
 
     /// Runs `f` in a transaction: committed if it returns `Ok`, rolled back
-    /// otherwise. On SQLite the transaction takes the write lock at once
-    /// (`IMMEDIATE`), so a read-then-write inside cannot be overtaken.
+    /// otherwise. Transactions take the write lock at once, so a
+    /// read-then-write inside cannot be overtaken (the last admin, a
+    /// thread's re-issue): SQLite's `IMMEDIATE`; on PostgreSQL, whose
+    /// default isolation would let two such transactions interleave, a
+    /// transaction-scoped advisory lock per schema does the same.
     pub fn transaction<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.batch(match self.backend() {
             Backend::Sqlite => "BEGIN IMMEDIATE",
-            Backend::Postgres => "BEGIN",
+            Backend::Postgres => "BEGIN; SELECT pg_advisory_xact_lock(hashtext(current_schema()))",
         })?;
         match f(self) {
             Ok(value) => {

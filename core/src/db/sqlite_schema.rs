@@ -235,4 +235,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
         key  TEXT NOT NULL
     );
     "#,
+    // 14: which replica sends the notifications of each audit entry (the
+    // first to claim it), so a message goes out once. Unused on SQLite.
+    r#"
+    CREATE TABLE notify_claims (
+        audit_id   INTEGER PRIMARY KEY,
+        claimed_at INTEGER NOT NULL
+    );
+    "#,
 ];
