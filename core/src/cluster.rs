@@ -40,9 +40,9 @@ type Mac = hmac::Hmac<sha2::Sha256>;
 /// How often a replica says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
-/// A replica not heard from for this long is gone: its executions may be
-/// adopted and its sessions forgotten.
-pub const STALE_AFTER: Duration = Duration::from_secs(10);
+/// A replica not heard from for this long (three missed beats) is gone:
+/// its executions may be adopted and its sessions forgotten.
+pub const STALE_AFTER: Duration = Duration::from_secs(6);
 
 /// How long a request to another replica waits for its answer.
 pub const REPLY_WAIT: Duration = Duration::from_secs(3);

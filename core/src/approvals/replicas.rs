@@ -389,6 +389,32 @@ impl ApprovalStore {
     }
 
     /// Whether replica `owner` (none: nobody) is alive. Blocks.
+    /// After an owner failed to answer: whether its heartbeat goes stale
+    /// within [`STALE_AFTER`] (it died: adopt) or keeps beating (it is slow:
+    /// it keeps the call, as two owners would mean two outcomes).
+    async fn goes_stale(&self, owner: &str) -> bool {
+        let deadline = tokio::time::Instant::now() + STALE_AFTER + Duration::from_secs(1);
+        loop {
+            let probe = Some(owner.to_string());
+            // A failed lookup counts as alive: adopting is the step that needs certainty.
+            if !self.blocking(move |s| s.owner_alive_checked(probe.as_deref())).await.unwrap_or(true) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Like `owner_alive`, but a failed lookup says alive.
+    fn owner_alive_checked(&self, owner: Option<&str>) -> bool {
+        match (owner, self.inner.cluster.get()) {
+            (Some(owner), Some(cluster)) => cluster.is_alive(owner).unwrap_or(true),
+            _ => false,
+        }
+    }
+
     fn owner_alive(&self, owner: Option<&str>) -> bool {
         match (owner, self.inner.cluster.get()) {
             (Some(owner), Some(cluster)) => cluster.is_alive(owner).unwrap_or(false),
@@ -427,8 +453,7 @@ impl ApprovalStore {
                         // No answer: adopt only if it is gone; a slow owner keeps
                         // its execution (two owners would mean two outcomes).
                         None => {
-                            let probe = Some(owner.to_string());
-                            if self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(true) {
+                            if !self.goes_stale(owner).await {
                                 tracing::warn!(execution = %id, owner = %owner, "the owner did not answer in time; it keeps the call");
                                 return;
                             }
@@ -496,8 +521,7 @@ impl ApprovalStore {
                         // slow owner keeps its execution (two owners would mean
                         // two outcomes), and the person may try again.
                         _ => {
-                            let probe = Some(to.to_string());
-                            if self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(true) {
+                            if !self.goes_stale(to).await {
                                 return Err(storage(
                                     "the replica holding this call did not answer in time; try again".into(),
                                 ));
