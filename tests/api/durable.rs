@@ -64,19 +64,7 @@ async fn a_2026_07_28_retry_after_a_restart_continues_its_call() {
     app.add_user("ada", true).await;
     let token = app.issue_owned("py-agent", "ada");
     let args = json!({"pattern": "modern_durable", "action": "allow"});
-    let call = |app: &TestApp, state: Option<String>| {
-        let mut params = json!({"arguments": args.clone()});
-        if let Some(state) = state {
-            params["requestState"] = json!(state);
-        }
-        let request =
-            app.modern_tool_call(&token, "native", json!({"elicitation": {"url": {}}}), SET_RULE, params).send();
-        async move {
-            let response = request.await.unwrap();
-            jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
-        }
-    };
-    let first = call(&app, None).await;
+    let first = app.native_url_call(&token, SET_RULE, &args, None).await;
     assert_eq!(first["resultType"], "input_required", "{first}");
     let state = first["requestState"].as_str().unwrap().to_string();
     let url = first["inputRequests"]["approval"]["params"]["url"].as_str().unwrap();
@@ -85,7 +73,7 @@ async fn a_2026_07_28_retry_after_a_restart_continues_its_call() {
     let app = app.restart(Duration::from_secs(5), |_| {}).await;
     let ada = app.sign_in("ada").await;
     assert_eq!(app.decide(&ada, &eid, "accept").await.status(), 200);
-    let done = call(&app, Some(state)).await;
+    let done = app.native_url_call(&token, SET_RULE, &args, Some(&state)).await;
     assert_eq!(done["isError"], false, "{done}");
     assert_eq!(done["structuredContent"]["pattern"], "modern_durable");
 }

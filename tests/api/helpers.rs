@@ -345,6 +345,22 @@ impl TestApp {
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
     }
 
+    /// A native-mode 2026-07-28 call of `name` with `arguments` from a
+    /// client that takes URL elicitation, continuing an earlier answer's
+    /// `requestState` if given; the call's `result`.
+    pub async fn native_url_call(&self, token: &str, name: &str, arguments: &Value, state: Option<&str>) -> Value {
+        let mut params = json!({"arguments": arguments});
+        if let Some(state) = state {
+            params["requestState"] = json!(state);
+        }
+        let response = self
+            .modern_tool_call(token, "native", json!({"elicitation": {"url": {}}}), name, params)
+            .send()
+            .await
+            .unwrap();
+        jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
+    }
+
     /// A DELETE of `/mcp` session `sid` with `token`.
     pub async fn end_session(&self, token: &str, sid: &str) -> reqwest::Response {
         self.client.delete(self.url("/mcp")).bearer_auth(token).header("mcp-session-id", sid).send().await.unwrap()

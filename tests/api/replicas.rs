@@ -23,19 +23,7 @@ async fn a_2026_07_28_call_paused_on_one_replica_is_decided_and_retried_on_the_o
     a.add_user("ada", true).await;
     let token = a.issue_owned("py-agent", "ada");
     let args = json!({"pattern": "across_replicas", "action": "allow"});
-    let call = |app: &TestApp, state: Option<String>| {
-        let mut params = json!({"arguments": args.clone()});
-        if let Some(state) = state {
-            params["requestState"] = json!(state);
-        }
-        let request =
-            app.modern_tool_call(&token, "native", json!({"elicitation": {"url": {}}}), SET_RULE, params).send();
-        async move {
-            let response = request.await.unwrap();
-            jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
-        }
-    };
-    let first = call(&a, None).await;
+    let first = a.native_url_call(&token, SET_RULE, &args, None).await;
     assert_eq!(first["resultType"], "input_required", "{first}");
     let state = first["requestState"].as_str().unwrap().to_string();
     let url = first["inputRequests"]["approval"]["params"]["url"].as_str().unwrap();
@@ -54,12 +42,12 @@ async fn a_2026_07_28_call_paused_on_one_replica_is_decided_and_retried_on_the_o
 
     // The retry lands on B (a session-less request goes anywhere): B opens
     // the request state A sealed, takes the execution over and runs it once.
-    let done = call(&b, Some(state.clone())).await;
+    let done = b.native_url_call(&token, SET_RULE, &args, Some(&state)).await;
     assert_eq!(done["isError"], false, "{done}");
     assert_eq!(done["structuredContent"]["pattern"], "across_replicas");
     assert!(a.core.policy.rules().unwrap().iter().any(|r| r.pattern == "across_replicas"), "A sees the rule at once");
     // The same retry on A (a client repeating itself) does not run it again.
-    call(&a, Some(state)).await;
+    a.native_url_call(&token, SET_RULE, &args, Some(&state)).await;
     let ran = a.core.approvals.audit().timeline(&eid).unwrap();
     assert_eq!(ran.iter().filter(|e| e.state.as_str() == "completed").count(), 1, "{ran:?}");
     assert!(a.core.approvals.is_empty() && b.core.approvals.is_empty(), "no entry is left on either replica");

@@ -47,17 +47,12 @@ pub fn UpstreamsPage() -> impl IntoView {
                             </tr></thead>
                             <tbody>
                             {list.upstreams.into_iter().map(|u| {
-                                let (row_name, class) = (u.name.clone(), if u.health == "up" { "status active" } else { "status revoked" });
+                                let row_name = u.name.clone();
                                 view! {
                                 <tr data-upstream=row_name>
-                                    <td data-label="Name"><Name text=u.name/></td>
-                                    <td data-label="Transport">{u.transport}</td>
-                                    <td data-label="Health"><span class=class>{u.health}</span></td>
-                                    <td data-label="Tools">{u.tools}</td>
-                                    <td data-label="Restarts">{u.restarts}</td>
-                                    {show_errors.then(|| view! {
-                                        <td data-label="Last error" class="error-cell"><Name text=u.last_error.unwrap_or_default()/></td>
-                                    })}
+                                    <td data-label="Name"><Name text=u.name.clone()/></td>
+                                    <td data-label="Transport">{u.transport.clone()}</td>
+                                    <HealthCells u=u show_errors=show_errors/>
                                 </tr>
                             }}).collect_view()}
                             </tbody>
@@ -131,23 +126,32 @@ fn Elsewhere(replicas: Vec<(String, Vec<gatehouse_model::UpstreamInfo>)>, show_e
                 </tr></thead>
                 <tbody>
                 {replicas.into_iter().flat_map(|(replica, list)| list.into_iter().map(move |u| (replica.clone(), u))).map(|(replica, u)| {
-                    let class = if u.health == "up" { "status active" } else { "status revoked" };
                     let row = replica.clone();
                     view! {
                     <tr data-replica=row>
                         <td data-label="Replica"><code>{replica}</code></td>
-                        <td data-label="Name"><Name text=u.name/></td>
-                        <td data-label="Health"><span class=class>{u.health}</span></td>
-                        <td data-label="Tools">{u.tools}</td>
-                        <td data-label="Restarts">{u.restarts}</td>
-                        {show_errors.then(|| view! {
-                            <td data-label="Last error" class="error-cell"><Name text=u.last_error.unwrap_or_default()/></td>
-                        })}
+                        <td data-label="Name"><Name text=u.name.clone()/></td>
+                        <HealthCells u=u show_errors=show_errors/>
                     </tr>
                 }}).collect_view()}
                 </tbody>
             </table>
             </div>
         </section>
+    }
+}
+
+/// An upstream's health, tool count, restarts and (for admins) last error:
+/// the cells both tables share.
+#[component]
+fn HealthCells(u: gatehouse_model::UpstreamInfo, show_errors: bool) -> impl IntoView {
+    let class = if u.health == "up" { "status active" } else { "status revoked" };
+    view! {
+        <td data-label="Health"><span class=class>{u.health}</span></td>
+        <td data-label="Tools">{u.tools}</td>
+        <td data-label="Restarts">{u.restarts}</td>
+        {show_errors.then(|| view! {
+            <td data-label="Last error" class="error-cell"><Name text=u.last_error.unwrap_or_default()/></td>
+        })}
     }
 }
