@@ -62,8 +62,6 @@ pub enum Body {
         /// Which change.
         event: LiveEvent,
     },
-    /// Policy rules or tool pins changed: drop cached copies.
-    Config,
     /// An MCP session opened on the sender.
     SessionOpened {
         /// The session.
