@@ -82,6 +82,11 @@ impl Drop for InFlightGuard {
 }
 
 /// The one agent all `calls` belong to, if they all belong to one.
+/// Where a relayed request goes: the agent's session, the request it is
+/// about (none: the standalone stream), and the streams whose closing means
+/// nobody is left to answer.
+type Route = (Arc<Downstream>, Option<RequestId>, Vec<Delivery>);
+
 fn single_agent(calls: &[InFlight]) -> Option<&InFlight> {
     let last = calls.last()?;
     calls.iter().all(|c| c.origin.downstream.key == last.origin.downstream.key).then_some(last)
@@ -135,22 +140,29 @@ impl RelayState {
     /// every call in flight is the same agent's (a shared stdio upstream cannot
     /// say which call a request is about, and it must never reach another
     /// agent), else the owning session with no request; or why there is none.
-    fn route(
-        &self,
-        extensions: &rmcp::model::Extensions,
-    ) -> Result<(Arc<Downstream>, Option<RequestId>), &'static str> {
+    ///
+    /// Also returns the agent's calls that may be the one the request is about
+    /// (all of its calls in flight here when the route is a guess): the
+    /// request waits for its answer while any of their streams is open, since
+    /// the guessed stream may end first while the agent is answering.
+    fn route(&self, extensions: &rmcp::model::Extensions) -> Result<Route, &'static str> {
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         let on_stream = match extensions.get::<InboundStreamOrigin>() {
             Some(InboundStreamOrigin::OutboundRequest(id)) => calls.iter().find(|c| c.upstream_id.as_ref() == Some(id)),
             _ => None,
         };
-        if let Some(call) = on_stream.or_else(|| single_agent(&calls)) {
-            return Ok((call.origin.downstream.clone(), Some(call.origin.request_id.clone())));
+        if let Some(call) = on_stream {
+            let id = call.origin.request_id.clone();
+            return Ok((call.origin.downstream.clone(), Some(id.clone()), vec![Delivery::Request(id)]));
+        }
+        if let Some(call) = single_agent(&calls) {
+            let candidates = calls.iter().map(|c| Delivery::Request(c.origin.request_id.clone())).collect();
+            return Ok((call.origin.downstream.clone(), Some(call.origin.request_id.clone()), candidates));
         }
         let busy = !calls.is_empty();
         drop(calls);
         match (&self.owner, self.owner()) {
-            (_, Some(owner)) => Ok((owner, None)),
+            (_, Some(owner)) => Ok((owner, None, vec![Delivery::Standalone])),
             (Some(_), None) => Err("the agent's session has ended"),
             (None, None) if busy => {
                 Err("no single agent to answer it (several agents have calls in flight at this shared upstream)")
@@ -300,7 +312,7 @@ impl Relay {
             tracing::warn!(upstream = %self.state.upstream, what, %why, "upstream request not relayed");
             ErrorData::new(code, format!("{what} could not be relayed: {why}"), None)
         };
-        let (downstream, request_id) =
+        let (downstream, request_id, witnesses) =
             self.state.route(&ctx.extensions).map_err(|why| refuse(ErrorCode::INTERNAL_ERROR, why.into()))?;
         if !declared(&downstream.capabilities()) {
             return Err(refuse(ErrorCode::METHOD_NOT_FOUND, format!("the agent's client does not support {what}")));
@@ -308,7 +320,7 @@ impl Relay {
         let Some(peer) = downstream.peer().cloned() else {
             return Err(refuse(ErrorCode::INTERNAL_ERROR, "the agent's session is not ready".into()));
         };
-        let delivery = match request_id {
+        let mut delivery = match request_id {
             Some(id) => Delivery::Request(id),
             None => Delivery::Standalone,
         };
@@ -316,7 +328,11 @@ impl Relay {
         if let Some(streams) = &streams
             && !streams.is_open(&delivery)
         {
-            return Err(refuse(ErrorCode::INTERNAL_ERROR, closed(&delivery).into()));
+            // A guessed call may have just ended: its latest sibling still open carries it.
+            match witnesses.iter().rev().find(|d| streams.is_open(d)) {
+                Some(open) => delivery = open.clone(),
+                None => return Err(refuse(ErrorCode::INTERNAL_ERROR, closed(&delivery).into())),
+            }
         }
         if let Delivery::Request(id) = &delivery {
             request.extensions_mut().insert(OriginatingRequestId(id.clone()));
@@ -331,7 +347,7 @@ impl Relay {
                 .map_err(Unanswered::Agent)?;
             let gone = async {
                 match &streams {
-                    Some(streams) => streams.closed(&delivery).await,
+                    Some(streams) => streams.all_closed(&witnesses).await,
                     None => std::future::pending().await,
                 }
             };

@@ -221,7 +221,7 @@ pub(crate) enum Delivery {
 #[derive(Default)]
 pub(crate) struct SessionStreams {
     state: Mutex<Open>,
-    /// Bumped on every change, for [`SessionStreams::closed`].
+    /// Bumped on every change, for [`SessionStreams::all_closed`].
     changes: tokio::sync::watch::Sender<u64>,
 }
 
@@ -251,10 +251,10 @@ impl SessionStreams {
         }
     }
 
-    /// Resolves once `delivery` is no longer open (at once if it is not).
-    pub(crate) async fn closed(&self, delivery: &Delivery) {
+    /// Resolves once none of `deliveries` would reach the agent (at once if none does).
+    pub(crate) async fn all_closed(&self, deliveries: &[Delivery]) {
         let mut changes = self.changes.subscribe();
-        while self.is_open(delivery) {
+        while deliveries.iter().any(|d| self.is_open(d)) {
             if changes.changed().await.is_err() {
                 return;
             }
