@@ -6,4 +6,4 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$root"
 build_release bench_notify
-"$rel/examples/bench_notify" "$bin" "${1:-1000}"
+run bench_notify "$rel/examples/bench_notify" "$bin" "${1:-1000}"

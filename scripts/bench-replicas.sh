@@ -10,7 +10,8 @@
 # examples/bench_approvals.rs --running) on SQLite, within one PostgreSQL
 # replica, and across replicas (the call waits on A, the decision goes to B).
 # Prints Markdown for BENCHMARKS.md. Needs wrk, haproxy, PostgreSQL (Debian).
-# Starts a throw-away PostgreSQL if none runs (and stops it again).
+# Starts a throw-away PostgreSQL if none runs (and stops it again); drops its
+# databases and ends every process it started, however it ends (lib.sh).
 # Usage: scripts/bench-replicas.sh [seconds per run, default 10] [approvals, default 300]
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -19,33 +20,22 @@ cd "$root"
 secs=${1:-10}
 approvals=${2:-300}
 command -v haproxy >/dev/null || PATH="$PATH:/usr/sbin"
-command -v psql >/dev/null || PATH="$PATH:$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d | sort -V | tail -1)"
 build_release bench_approvals
 
-started_pg=
-bash scripts/postgres.sh status >/dev/null 2>&1 || started_pg=1
-pg=$(bash scripts/postgres.sh start)
-dbs=()
-finish() {
-  cleanup
-  for db in "${dbs[@]}"; do psql "$pg" -q -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; done
-  if [ -n "$started_pg" ]; then bash scripts/postgres.sh stop; fi
-  # Every process this script started is gone.
-  for pid in "${pids[@]}"; do
-    if kill -0 "$pid" 2>/dev/null; then echo "FAIL: process $pid survived" >&2; exit 1; fi
-  done
-}
-trap finish EXIT
-
-# database NAME: a fresh database on the throw-away server; its URL.
+use_postgres
+pg=$pg_url
+# database NAME: a fresh database on the throw-away server (dropped at exit),
+# its URL in db_url.
 database() {
+  at_exit "psql '$pg' -q -c 'DROP DATABASE IF EXISTS $1 WITH (FORCE)' >/dev/null"
   psql "$pg" -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $1" >/dev/null
-  dbs+=("$1")
-  echo "${pg%/*}/$1"
+  db_url="${pg%/*}/$1"
 }
 suffix=$RANDOM
-pg_one=$(database "bench_one_$suffix")
-pg_two=$(database "bench_two_$suffix")
+database "bench_one_$suffix"
+pg_one=$db_url
+database "bench_two_$suffix"
+pg_two=$db_url
 
 # server NAME DATA [ARGS...]: a release replica on a free port.
 server() {
@@ -76,13 +66,9 @@ token_two=$(setup "$work/a" --database-url "$pg_two")
 server a "$work/a" --database-url "$pg_two"
 server b "$work/b" --database-url "$pg_two"
 
-lb=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-a_port=$(url_of a | sed 's/.*://')
-b_port=$(url_of b | sed 's/.*://')
-sed -e "s/127\.0\.0\.1:8080/127.0.0.1:$lb/" -e "s/127\.0\.0\.1:8081/127.0.0.1:$a_port/" \
-  -e "s/127\.0\.0\.1:8082/127.0.0.1:$b_port/" -e "s/^    log stdout.*//" deploy/haproxy.cfg >"$work/haproxy.cfg"
-haproxy -f "$work/haproxy.cfg" >"$work/haproxy.out" 2>&1 &
-pids+=("$!")
+lb=$(free_port)
+haproxy_cfg "$lb" "$(url_of a | sed 's/.*://')" "$(url_of b | sed 's/.*://')" 's/^    log stdout.*//' >"$work/haproxy.cfg"
+spawn haproxy haproxy -f "$work/haproxy.cfg" >"$work/haproxy.out" 2>&1
 lb_url=http://127.0.0.1:$lb
 for _ in $(seq 100); do
   curl -sf -H 'host: 127.0.0.1' "$lb_url/readyz" >/dev/null 2>&1 && break
@@ -103,7 +89,10 @@ for _ in $(seq 10); do
   done
   [ -n "${lb_sid[a]:-}" ] && [ -n "${lb_sid[b]:-}" ] && break
 done
-[ -n "${lb_sid[a]:-}" ] && [ -n "${lb_sid[b]:-}" ] || { echo "sessions did not spread over both replicas" >&2; exit 1; }
+if [ -z "${lb_sid[a]:-}" ] || [ -z "${lb_sid[b]:-}" ]; then
+  echo "sessions did not spread over both replicas" >&2
+  exit 1
+fi
 
 sid_lite=$(mcp_initialize "$(url_of lite)" "$token_lite")
 sid_pg=$(mcp_initialize "$(url_of pg)" "$token_pg")
@@ -126,13 +115,15 @@ for c in 1 32; do
     echo "| two replicas behind HAProxy (one session) | 1 | $q | $p50 | $p99 | $err |"
   else
     half=$((c / 2))
-    wrk_tools_call "$secs" "$lb_url" "$token_two" "${lb_sid[a]}" gatehouse_status $half >"$work/wrk-a" &
+    wrk_command "$secs" "$lb_url" "$token_two" "${lb_sid[a]}" gatehouse_status $half
+    spawn wrk-a "${wrk_cmd[@]}" >"$work/wrk-a"
     wa=$!
-    wrk_tools_call "$secs" "$lb_url" "$token_two" "${lb_sid[b]}" gatehouse_status $half >"$work/wrk-b" &
+    wrk_command "$secs" "$lb_url" "$token_two" "${lb_sid[b]}" gatehouse_status $half
+    spawn wrk-b "${wrk_cmd[@]}" >"$work/wrk-b"
     wb=$!
     wait "$wa" "$wb"
-    read -r qa p50a p99a erra <"$work/wrk-a"
-    read -r qb p50b p99b errb <"$work/wrk-b"
+    read -r qa p50a p99a erra < <(wrk_result <"$work/wrk-a")
+    read -r qb p50b p99b errb < <(wrk_result <"$work/wrk-b")
     q=$(awk -v a="$qa" -v b="$qb" 'BEGIN{printf "%.0f", a + b}')
     rps[two$c]=$q
     echo "| two replicas behind HAProxy (a session on each, $half conns each) | $c | $q | $p50a / $p50b | $p99a / $p99b | $((erra + errb)) |"
@@ -147,8 +138,8 @@ echo "resident memory after the runs: SQLite $(rss lite) MiB, PostgreSQL $(rss p
 echo
 echo "wake latency (decision → the waiting resume returns), $approvals approvals each:"
 printf -- '- SQLite, one process: '
-"$rel/examples/bench_approvals" --running "$(url_of lite)" "$(url_of lite)" "$token_lite" ada 'bench password' "$approvals"
+run wake-lite "$rel/examples/bench_approvals" --running "$(url_of lite)" "$(url_of lite)" "$token_lite" ada 'bench password' "$approvals"
 printf -- '- PostgreSQL, one replica: '
-"$rel/examples/bench_approvals" --running "$(url_of pg)" "$(url_of pg)" "$token_pg" ada 'bench password' "$approvals"
+run wake-pg "$rel/examples/bench_approvals" --running "$(url_of pg)" "$(url_of pg)" "$token_pg" ada 'bench password' "$approvals"
 printf -- '- PostgreSQL, waiting on A, decided on B: '
-"$rel/examples/bench_approvals" --running "$(url_of a)" "$(url_of b)" "$token_two" ada 'bench password' "$approvals"
+run wake-cross "$rel/examples/bench_approvals" --running "$(url_of a)" "$(url_of b)" "$token_two" ada 'bench password' "$approvals"

@@ -52,7 +52,7 @@ target="http://localhost:$port/mcp"
 
 mapfile -t scenarios < <("$node" "$suite" list 2>/dev/null | sed -n '/^Server scenarios/,/^$/p' | grep -o '^  - [a-z0-9-]*' | sed 's/^  - //')
 # `--suite all`: the active suite plus the two pending scenarios (both pass).
-"$node" "$suite" server --url "$target" --suite all -o "$work/results" >"$work/suite.log" 2>&1
+run suite "$node" "$suite" server --url "$target" --suite all -o "$work/results" >"$work/suite.log" 2>&1
 # Each scenario's results land in server-<scenario>-<timestamp>/; one without
 # results, or with a failed check, fails the run.
 passed=0; failed=0; failures=()

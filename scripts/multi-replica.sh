@@ -37,10 +37,11 @@
 #
 # Every check runs even when an earlier one failed; the script fails if any
 # did. Every process it starts is stopped at the end and it checks that none
-# survives; the run's database is dropped; PostgreSQL is stopped if (and only
-# if) this script started it.
+# survives (scripts/lib.sh); the run's database is dropped; PostgreSQL is
+# stopped if (and only if) this script started it.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 keep=0
 case ${1:-} in
   --keep) keep=1 ;;
@@ -54,58 +55,9 @@ esac
 gatehouse=${GATEHOUSE_BIN:-$HOME/.cache/gatehouse/target/release/gatehouse}
 python=$root/tools/.venv/bin/python
 [ -x "$python" ] || python=python3
-work=$(mktemp -d)
-pids=()
-started_pg=0
-db_name=""
-admin_url="" # the PostgreSQL URL of the maintenance database `gatehouse`
 
 command -v haproxy >/dev/null || PATH="$PATH:/usr/sbin"
 command -v psql >/dev/null || PATH="$PATH:$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)"
-
-cleanup() {
-  local rc=$? pid
-  trap - ERR
-  if [ "${#pids[@]}" -gt 0 ]; then kill "${pids[@]}" 2>/dev/null || true; fi
-  wait 2>/dev/null || true
-  for pid in "${pids[@]}"; do
-    if alive "$pid"; then
-      echo "FAIL: process $pid survived" >&2
-      rc=1
-    fi
-  done
-  if [ -n "$db_name" ] && [ -n "$admin_url" ]; then
-    psql "$admin_url" -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $db_name WITH (FORCE)" >/dev/null 2>&1 \
-      || { echo "FAIL: could not drop database $db_name" >&2; rc=1; }
-  fi
-  if [ "$started_pg" = 1 ]; then
-    if ! timeout 60 bash "$root/scripts/postgres.sh" stop; then
-      # (A server that inherited postgres.sh's lock descriptor blocks the
-      # stop's flock for ever: stop it directly, then let stop clean up.)
-      echo "FAIL: scripts/postgres.sh stop did not finish within 60 s; stopping our server directly" >&2
-      rc=1
-      local datadir pg_ctl
-      datadir=$(sed -n 's/^datadir=//p' "$GATEHOUSE_PG_STATE" 2>/dev/null || true)
-      pg_ctl=$(find /usr/lib/postgresql -mindepth 3 -maxdepth 3 -name pg_ctl 2>/dev/null | sort -V | tail -1)
-      if [ -n "$datadir" ] && [ -n "$pg_ctl" ]; then
-        if [ "$(id -u)" -eq 0 ]; then
-          runuser -u postgres -- "$pg_ctl" -D "$datadir" -m fast -w -t 30 stop >/dev/null 2>&1 || true
-        else
-          "$pg_ctl" -D "$datadir" -m fast -w -t 30 stop >/dev/null 2>&1 || true
-        fi
-      fi
-      timeout 60 bash "$root/scripts/postgres.sh" stop || true
-    fi
-    if bash "$root/scripts/postgres.sh" status >/dev/null 2>&1; then
-      echo "FAIL: the PostgreSQL this script started survived" >&2
-      rc=1
-    fi
-  fi
-  rm -rf "$work"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 trap 'echo "FAIL: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 
 start_time=$EPOCHREALTIME
@@ -125,15 +77,6 @@ fail() {
   exit 1
 }
 
-# alive PID: whether process PID exists and is not a zombie.
-alive() { kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ]; }
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-json_get() { "$python" -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
-
 [ -x "$gatehouse" ] || fail "no Gatehouse binary at $gatehouse (bash scripts/build.sh, or set GATEHOUSE_BIN)"
 "$gatehouse" --help | grep -q -- --database-url || fail "$gatehouse has no --database-url (built before PostgreSQL support)"
 command -v haproxy >/dev/null || fail "haproxy is not installed (apt-get install haproxy)"
@@ -141,19 +84,14 @@ command -v psql >/dev/null || fail "psql is not installed (apt-get install postg
 
 # ---- PostgreSQL: reuse a running one, else start one (and stop it at the end).
 say "== PostgreSQL"
-if bash "$root/scripts/postgres.sh" status >/dev/null 2>&1; then
-  admin_url=$(bash "$root/scripts/postgres.sh" url)
-  say "  reusing the running server: $admin_url"
-else
-  # Our own server, under a state file of our own: another script starting
-  # the shared one meanwhile cannot race with it, and the stop at the end
-  # can only ever stop this one.
-  export GATEHOUSE_PG_STATE=$work/postgres.state
-  started_pg=1
-  admin_url=$(bash "$root/scripts/postgres.sh" start)
-  say "  started $admin_url (stopped at the end)"
-fi
+# None running: our own server, under a state file of our own (`own`): another
+# script starting the shared one meanwhile cannot race with it, and the stop
+# at the end can only ever stop this one.
+use_postgres own
+admin_url=$pg_url # the maintenance database `gatehouse`
+if [ "$pg_started" = 1 ]; then say "  started $admin_url (stopped at the end)"; else say "  reusing the running server: $admin_url"; fi
 db_name="mr_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+at_exit "psql '$admin_url' -q -v ON_ERROR_STOP=1 -c 'DROP DATABASE IF EXISTS $db_name WITH (FORCE)' >/dev/null"
 psql "$admin_url" -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db_name" >/dev/null || fail "CREATE DATABASE $db_name"
 db_url="${admin_url%/*}/$db_name"
 say "  database $db_url"
@@ -178,12 +116,8 @@ pb=$(free_port)
 lb_url="http://127.0.0.1:$lb"
 a_url="http://127.0.0.1:$pa"
 b_url="http://127.0.0.1:$pb"
-sed -e "s/127\.0\.0\.1:8080/127.0.0.1:$lb/" -e "s/127\.0\.0\.1:8081/127.0.0.1:$pa/" \
-  -e "s/127\.0\.0\.1:8082/127.0.0.1:$pb/" -e "s/inter 2s fall 2 rise 2/inter 300ms fall 2 rise 1/" \
-  "$root/deploy/haproxy.cfg" >"$work/haproxy.cfg"
-for port in "$lb" "$pa" "$pb"; do
-  grep -q "127.0.0.1:$port" "$work/haproxy.cfg" || fail "could not rewrite the ports of haproxy.cfg"
-done
+haproxy_cfg "$lb" "$pa" "$pb" "s/inter 2s fall 2 rise 2/inter 300ms fall 2 rise 1/" >"$work/haproxy.cfg" \
+  || fail "could not rewrite the ports of haproxy.cfg"
 haproxy -c -f "$work/haproxy.cfg" >/dev/null || fail "the rewritten haproxy.cfg is invalid"
 
 # Both replicas name the balancer as their public URL (what deploy/haproxy.cfg
@@ -192,14 +126,13 @@ say "== replicas A ($a_url) and B ($b_url), balancer $lb_url"
 # (With --database-url, this build refuses a data dir that does not exist yet:
 # "No such file or directory (os error 2)"; with SQLite it creates it.)
 mkdir -p "$work/data_a" "$work/data_b"
-"$gatehouse" --listen "127.0.0.1:$pa" --data-dir "$work/data_a" --database-url "$db_url" --public-url "$lb_url" \
-  >"$work/gatehouse_a.log" 2>&1 &
+# (spawn writes A's pid to $work/a.pid, which the spec reads.)
+spawn a "$gatehouse" --listen "127.0.0.1:$pa" --data-dir "$work/data_a" --database-url "$db_url" --public-url "$lb_url" \
+  >"$work/gatehouse_a.log" 2>&1
 pid_a=$!
-pids+=("$pid_a")
-echo "$pid_a" >"$work/a.pid"
-"$gatehouse" --listen "127.0.0.1:$pb" --data-dir "$work/data_b" --database-url "$db_url" --public-url "$lb_url" \
-  >"$work/gatehouse_b.log" 2>&1 &
-pids+=($!)
+spawn b "$gatehouse" --listen "127.0.0.1:$pb" --data-dir "$work/data_b" --database-url "$db_url" --public-url "$lb_url" \
+  >"$work/gatehouse_b.log" 2>&1
+pid_b=$!
 for url in "$a_url" "$b_url"; do
   status=000
   for _ in $(seq 300); do
@@ -209,8 +142,7 @@ for url in "$a_url" "$b_url"; do
   done
   [ "$status" = 200 ] || fail "replica $url never ready (/readyz: $status)"
 done
-haproxy -f "$work/haproxy.cfg" >"$work/haproxy.log" 2>&1 &
-pids+=($!)
+spawn haproxy haproxy -f "$work/haproxy.cfg" >"$work/haproxy.log" 2>&1
 for _ in $(seq 50); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' "$lb_url/readyz" || true)" = 200 ] && break
   sleep 0.1
@@ -233,7 +165,7 @@ if [ "$keep" = 1 ]; then
   say "== up (--keep); logs in $work/*.log; Ctrl-C stops everything. In another shell:"
   echo "  . $work/env   # then e.g.: cd end2end && npx playwright test multi-replica.spec.ts"
   cat "$work/env"
-  while alive "$pid_a" || alive "${pids[1]}"; do sleep 1; done
+  while alive "$pid_a" || alive "$pid_b"; do sleep 1; done
   say "both replicas ended"
   exit 0
 fi
@@ -703,7 +635,7 @@ say "== 6. Playwright: multi-replica.spec.ts (TypeScript SDK through the balance
 echo "  (its second test kills replica A with SIGKILL: bash then reports A's command as \"Killed\")"
 export PATH="$root/tools/node_modules/.bin:$PATH"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-if (cd "$root/end2end" && npx playwright test multi-replica.spec.ts); then
+if run playwright env -C "$root/end2end" npx playwright test multi-replica.spec.ts; then
   passed+=("6. Playwright multi-replica.spec.ts")
 else
   failed+=("6. Playwright multi-replica.spec.ts")

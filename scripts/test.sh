@@ -30,11 +30,8 @@ step "unit and integration tests (cargo test) on SQLite"
 cargo test --release --workspace
 
 step "the same tests on PostgreSQL (a throw-away server; every test in a schema of its own)"
-started_pg=
-if ! bash scripts/postgres.sh status >/dev/null 2>&1; then started_pg=1; fi
-pg_url=$(bash scripts/postgres.sh start)
-stop_pg() { if [ -n "$started_pg" ]; then bash scripts/postgres.sh stop; fi; }
-trap 'stop_pg; cleanup' EXIT
+# (the running one if any; else one started here and stopped at exit)
+use_postgres
 GATEHOUSE_TEST_DATABASE_URL=$pg_url cargo test --release --workspace
 
 step "MCP conformance suite"

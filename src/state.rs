@@ -61,7 +61,7 @@ impl AppState {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
             links: gatehouse_app::server_fns::HeldLinks::new(&base_url),
             notify: crate::notify::Notifier::new(&config.notify),
-            mcp: McpState {
+            mcp: McpState::new(crate::mcp::McpShared {
                 max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),
                 oauth: crate::oauth::OAuthServer::new(&base_url, &config.oauth).fixed(config.public_url.is_some()),
@@ -80,7 +80,7 @@ impl AppState {
                 tasks,
                 shutdown,
                 core,
-            },
+            }),
             https: config.https(),
             leptos_options: leptos_options(),
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),

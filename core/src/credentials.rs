@@ -3,7 +3,8 @@
 //! or a touch of its thread) and lapses once `liveness_window` passes without
 //! one. There is no absolute lifetime. Only the SHA-256 of a token is stored.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -145,6 +146,42 @@ pub struct CredentialStore {
     clock: Arc<dyn Clock>,
     window_ms: i64,
     live: LiveHub,
+    accepted: Arc<Mutex<Accepted>>,
+}
+
+/// Credentials accepted since the table last changed, by token hash: a
+/// request whose token is here needs no row lookup. Valid only while the
+/// database's change marker ([`Db::credentials_marker`]) is the one they
+/// were read under, so a revocation (this process's or the CLI's) holds on
+/// the very next request. Unknown tokens are never kept.
+#[derive(Default)]
+struct Accepted {
+    marker: Option<(i64, u64)>,
+    by_hash: HashMap<String, Credential>,
+}
+
+/// Most credentials remembered at once (then the memory starts over).
+const ACCEPTED_MAX: usize = 4096;
+
+impl Accepted {
+    fn get(&mut self, marker: (i64, u64), hash: &str) -> Option<Credential> {
+        if self.marker != Some(marker) {
+            self.marker = Some(marker);
+            self.by_hash.clear();
+            return None;
+        }
+        self.by_hash.get(hash).cloned()
+    }
+
+    fn put(&mut self, marker: (i64, u64), hash: String, credential: &Credential) {
+        if self.marker != Some(marker) {
+            return;
+        }
+        if self.by_hash.len() >= ACCEPTED_MAX {
+            self.by_hash.clear();
+        }
+        self.by_hash.insert(hash, credential.clone());
+    }
 }
 
 const COLUMNS: &str = "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, \
@@ -179,7 +216,7 @@ fn non_empty(field: &'static str, value: &str) -> Result<()> {
 impl CredentialStore {
     /// A store whose credentials lapse after `liveness_window` without a sign of life.
     pub fn new(db: Db, clock: Arc<dyn Clock>, liveness_window: Duration, live: LiveHub) -> Self {
-        Self { db, clock, window_ms: liveness_window.as_millis() as i64, live }
+        Self { db, clock, window_ms: liveness_window.as_millis() as i64, live, accepted: Arc::default() }
     }
 
     /// The liveness window.
@@ -261,16 +298,33 @@ impl CredentialStore {
     /// itself is a sign of life and keeps it alive.
     pub fn authenticate(&self, token: &str) -> Result<std::result::Result<Credential, Rejection>> {
         let now = self.clock.now_ms();
+        let hash = secret::hash(token);
         let mut conn = self.db.conn()?;
-        let Some(credential) = conn.query_opt(
-            &format!("SELECT {COLUMNS} FROM credentials WHERE token_hash = ?1 AND revoked_at IS NULL"),
-            args![secret::hash(token)],
-            from_row,
-        )?
-        else {
-            return Ok(Err(Rejection::UnknownOrExpiredToken));
+        // Read before the row, under the same lock: a change after it moves the marker.
+        let marker = self.db.credentials_marker(&conn)?;
+        let remembered = marker.and_then(|m| self.accepted().get(m, &hash));
+        let credential = match remembered {
+            Some(credential) => credential,
+            None => {
+                let Some(credential) = conn.query_opt(
+                    &format!("SELECT {COLUMNS} FROM credentials WHERE token_hash = ?1 AND revoked_at IS NULL"),
+                    args![hash],
+                    from_row,
+                )?
+                else {
+                    return Ok(Err(Rejection::UnknownOrExpiredToken));
+                };
+                if let Some(marker) = marker {
+                    self.accepted().put(marker, hash, &credential);
+                }
+                credential
+            }
         };
         self.accept(conn, credential, now)
+    }
+
+    fn accepted(&self) -> std::sync::MutexGuard<'_, Accepted> {
+        self.accepted.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Accepts the live credential `id` (an OAuth access token stands for
@@ -572,6 +626,31 @@ mod tests {
         assert_eq!(store.revoke_all().unwrap(), 1);
         assert!(!accepted(&store, &keep.token));
         assert!(store.list().unwrap().iter().all(|c| c.status == CredentialStatus::Revoked));
+    }
+
+    #[test]
+    fn a_remembered_credential_is_refused_on_the_next_request_after_any_revocation() {
+        // Two handles on one file: the server's, and another process's (the CLI).
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let server = CredentialStore::new(Db::open(dir.path()).unwrap(), clock.clone(), WINDOW, LiveHub::new());
+        let cli = CredentialStore::new(Db::open(dir.path()).unwrap(), clock.clone(), WINDOW, LiveHub::new());
+        let (a, b, c) = (issue(&server, None), issue(&server, None), issue(&server, None));
+        for issued in [&a, &b, &c] {
+            assert!(accepted(&server, &issued.token));
+            assert!(accepted(&server, &issued.token), "remembered");
+        }
+        // Revoked by the other process.
+        assert!(cli.revoke(&a.id).unwrap());
+        assert!(!accepted(&server, &a.token), "the CLI's revocation holds on the next request");
+        assert!(accepted(&server, &b.token) && accepted(&server, &b.token), "remembered again");
+        // Revoked in this process by any statement, not only the store's own.
+        server.db.conn().unwrap().execute("UPDATE credentials SET revoked_at = 1 WHERE id = ?1", args![b.id]).unwrap();
+        assert!(!accepted(&server, &b.token), "any change to the table holds on the next request");
+        assert!(accepted(&server, &c.token));
+        // A lapse needs no change to the table.
+        clock.advance(WINDOW * 2);
+        assert!(!accepted(&server, &c.token), "a remembered credential still lapses");
     }
 
     #[test]

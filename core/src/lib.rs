@@ -33,9 +33,21 @@ pub use error::CoreError;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Everything the server and the site share, cheap to clone.
+/// Everything the server and the site share: one `Arc`, so the per-request
+/// clones axum and the handlers make cost one atomic increment, not one per
+/// store (the profile showed the field-by-field clone and drop on the hot path).
 #[derive(Clone)]
-pub struct Core {
+pub struct Core(Arc<Stores>);
+
+impl std::ops::Deref for Core {
+    type Target = Stores;
+    fn deref(&self) -> &Stores {
+        &self.0
+    }
+}
+
+/// The shared stores, reached through [`Core`].
+pub struct Stores {
     /// The embedded database.
     pub db: Db,
     /// Source of "now" (injected in tests).
@@ -105,7 +117,7 @@ impl Core {
             credentials::CredentialStore::new(db.clone(), clock.clone(), settings.liveness_window, live.clone());
         let oauth =
             oauth::OAuthStore::new(db.clone(), clock.clone(), credentials.clone(), live.clone(), settings.oauth);
-        Ok(Self {
+        Ok(Self(Arc::new(Stores {
             approvals: approvals::ApprovalStore::new(
                 audit,
                 clock.clone(),
@@ -132,6 +144,6 @@ impl Core {
             live,
             db,
             clock,
-        })
+        })))
     }
 }

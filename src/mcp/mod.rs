@@ -24,9 +24,26 @@ use tokio_util::task::TaskTracker;
 use crate::mcp::upstream::session::WatchedSessions;
 use crate::security::AllowList;
 
-/// What the MCP side needs from the server.
+/// What the MCP side needs from the server: one `Arc`, cloned per request.
 #[derive(Clone)]
-pub struct McpState {
+pub struct McpState(Arc<McpShared>);
+
+impl McpState {
+    /// Wraps the shared parts.
+    pub fn new(shared: McpShared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for McpState {
+    type Target = McpShared;
+    fn deref(&self) -> &McpShared {
+        &self.0
+    }
+}
+
+/// The parts of [`McpState`].
+pub struct McpShared {
     /// Shared stores.
     pub core: Core,
     /// Largest accepted request body.

@@ -2,6 +2,7 @@
 //! default, or PostgreSQL shared by several replicas; migrations for both.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -80,8 +81,14 @@ pub struct Db {
 
 #[derive(Clone)]
 enum Inner {
-    Sqlite(Arc<Mutex<Connection>>),
-    Postgres { pool: r2d2::Pool<postgres::Manager>, url: Arc<str> },
+    /// The connection, and how many `credentials` rows it has changed (an
+    /// update hook counts them: SQLite's `data_version` sees only other
+    /// connections' commits).
+    Sqlite(Arc<Mutex<Connection>>, Arc<AtomicU64>),
+    Postgres {
+        pool: r2d2::Pool<postgres::Manager>,
+        url: Arc<str>,
+    },
 }
 
 impl Db {
@@ -141,13 +148,34 @@ impl Db {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let migrations = Migrations::new(sqlite_schema::MIGRATIONS.iter().map(|sql| M::up(sql)).collect());
         migrations.to_latest(&mut conn)?;
-        Ok(Self { inner: Inner::Sqlite(Arc::new(Mutex::new(conn))) })
+        let credential_writes = Arc::new(AtomicU64::new(0));
+        let counter = credential_writes.clone();
+        conn.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+            if table == "credentials" {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+        Ok(Self { inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), credential_writes) })
+    }
+
+    /// A value that differs whenever the `credentials` table may have changed
+    /// since it was read (before reading the rows it guards, on the same
+    /// `conn`): this process's changes (the update hook) and any other
+    /// process's commits (`PRAGMA data_version`, so a `gatehouse token revoke`
+    /// from the CLI counts). `None` on PostgreSQL, where other replicas write
+    /// and only a round trip could tell.
+    pub fn credentials_marker(&self, conn: &Conn<'_>) -> Result<Option<(i64, u64)>> {
+        let (Inner::Sqlite(_, writes), Some(sqlite)) = (&self.inner, conn.sqlite()) else {
+            return Ok(None);
+        };
+        let version: i64 = sqlite.prepare_cached("PRAGMA data_version")?.query_row([], |row| row.get(0))?;
+        Ok(Some((version, writes.load(Ordering::Relaxed))))
     }
 
     /// Which database this is.
     pub fn backend(&self) -> Backend {
         match self.inner {
-            Inner::Sqlite(_) => Backend::Sqlite,
+            Inner::Sqlite(..) => Backend::Sqlite,
             Inner::Postgres { .. } => Backend::Postgres,
         }
     }
@@ -155,7 +183,7 @@ impl Db {
     /// The PostgreSQL URL (for a listener's own connection); `None` on SQLite.
     pub fn postgres_url(&self) -> Option<&str> {
         match &self.inner {
-            Inner::Sqlite(_) => None,
+            Inner::Sqlite(..) => None,
             Inner::Postgres { url, .. } => Some(url),
         }
     }
@@ -167,7 +195,7 @@ impl Db {
         match &self.inner {
             // A panic while holding the lock cannot leave SQLite inconsistent
             // (statements are atomic), so a poisoned lock is still usable.
-            Inner::Sqlite(conn) => Ok(Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))),
+            Inner::Sqlite(conn, _) => Ok(Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))),
             Inner::Postgres { pool, .. } => Ok(Conn::Postgres(pool.get()?)),
         }
     }
