@@ -2,6 +2,8 @@
 //! that keep pages out of frames, their scripts our own and their content out
 //! of caches.
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -9,12 +11,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use url::Url;
 
-/// Which `Host` and `Origin` values are accepted.
+/// Which `Host` and `Origin` values are accepted (shared, not copied: the
+/// middleware clones it for every request).
 #[derive(Debug, Clone)]
 pub struct AllowList {
-    hosts: Vec<String>,
-    mcp_origins: Vec<String>,
-    public_origin: Option<String>,
+    hosts: Arc<[String]>,
+    mcp_origins: Arc<[String]>,
+    public_origin: Option<Arc<str>>,
 }
 
 const LOOPBACK: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
@@ -43,7 +46,7 @@ impl AllowList {
             ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"].iter().map(|s| s.to_string()).collect();
         mcp_origins.extend(public_origin.clone());
         mcp_origins.extend(extra_origins.iter().cloned());
-        Self { hosts, mcp_origins, public_origin }
+        Self { hosts: hosts.into(), mcp_origins: mcp_origins.into(), public_origin: public_origin.map(Into::into) }
     }
 
     /// The host list in the form rmcp's Streamable HTTP service takes.

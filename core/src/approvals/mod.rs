@@ -135,6 +135,29 @@ mod tests {
         panic!("{} timers still wait after their store was dropped", tasks() - before);
     }
 
+    #[tokio::test]
+    async fn a_settled_execution_leaves_no_timer_waiting() {
+        let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let before = tasks();
+        let store = store(Duration::from_secs(3600));
+        let declined = store.open(new_execution("s")).unwrap();
+        let ran = store.open(new_execution("s")).unwrap();
+        store.decide(&ran.id, Decision::Accept, "user:ada").unwrap();
+        assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
+        store.decide(&declined.id, Decision::Decline, "user:ada").unwrap();
+        store.start_run(&ran.id).unwrap();
+        store.finish(&ran.id, true, None);
+        assert!(store.is_empty());
+        // An aborted task ends when the runtime next polls it.
+        for _ in 0..100 {
+            if tasks() == before {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("{} timers still wait after their executions settled", tasks() - before);
+    }
+
     fn store_on(db: &Db, clock: Arc<dyn Clock>, limits: Limits) -> ApprovalStore {
         ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock, limits, LiveHub::new()).unwrap()
     }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use gatehouse_model::{Decision, State};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::persist::{Persist, Stored};
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
@@ -107,6 +107,24 @@ pub(super) struct Entry {
     pub(super) approved_at_ms: Option<i64>,
     /// Held inside a request (it ends with the request or its session).
     pub(super) held: bool,
+    /// Its timers (expiry, run window), aborted when it leaves the store.
+    pub(super) timers: Timers,
+}
+
+/// An entry's armed timers, aborted when the entry is dropped (it settled or
+/// was handed to another replica). A timer acts only on a live entry, so one
+/// left waiting would do nothing but hold its task until its delay passed:
+/// up to the approval TTL (7 days at most) for every call decided before it
+/// expired.
+#[derive(Default)]
+pub(super) struct Timers(Vec<AbortHandle>);
+
+impl Drop for Timers {
+    fn drop(&mut self) {
+        for timer in &self.0 {
+            timer.abort();
+        }
+    }
 }
 
 /// How long an approval stays pending, and how much one credential may hold.
@@ -350,7 +368,10 @@ impl ApprovalStore {
             }
             None => watch::channel(snapshot).0,
         };
-        entries.insert(execution.id.clone(), Entry { execution, tx, approved_at_ms, held: false });
+        entries.insert(
+            execution.id.clone(),
+            Entry { execution, tx, approved_at_ms, held: false, timers: Timers::default() },
+        );
     }
 
     /// Waits until every pause opened so far is on disk (the engine awaits
@@ -519,6 +540,7 @@ impl ApprovalStore {
                     tx: watch::channel(snapshot).0,
                     approved_at_ms: None,
                     held: false,
+                    timers: Timers::default(),
                 },
             );
         }
@@ -529,25 +551,36 @@ impl ApprovalStore {
         Ok(execution)
     }
 
-    /// Runs `then` on this store after `delay`. The timer holds no strong
+    /// Runs `then` on this store after `delay`, while entry `id` is live
+    /// (call it without the entries' lock). The timer holds no strong
     /// reference (a waiting timer never keeps the store alive) and is one of
-    /// the store's `timers`, so it is aborted when the store goes.
+    /// the store's `timers`, so it is aborted when the store goes; and one of
+    /// the entry's, so it is aborted when the entry leaves the store.
     pub(super) fn after(&self, delay: Duration, id: &str, then: fn(&ApprovalStore, &str)) {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        let id = id.to_string();
-        let mut timers = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
-        // Let go of timers that have fired: the set holds only waiting ones.
-        while timers.try_join_next().is_some() {}
-        let timer = async move {
-            tokio::time::sleep(delay).await;
-            if let Some(inner) = weak.upgrade() {
-                then(&ApprovalStore { inner }, &id);
+        let timer = {
+            let id = id.to_string();
+            async move {
+                tokio::time::sleep(delay).await;
+                if let Some(inner) = weak.upgrade() {
+                    then(&ApprovalStore { inner }, &id);
+                }
             }
         };
-        match self.inner.runtime.get() {
-            Some(runtime) => timers.spawn_on(timer, runtime),
-            None => timers.spawn(timer),
+        let handle = {
+            let mut timers = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
+            // Let go of timers that have ended: the set holds only waiting ones.
+            while timers.try_join_next().is_some() {}
+            match self.inner.runtime.get() {
+                Some(runtime) => timers.spawn_on(timer, runtime),
+                None => timers.spawn(timer),
+            }
         };
+        match self.entries().get_mut(id) {
+            Some(entry) => entry.timers.0.push(handle),
+            // Settled (or handed on) meanwhile: nothing left to time.
+            None => handle.abort(),
+        }
     }
 
     /// Expires a still-pending execution (the TTL passed).
