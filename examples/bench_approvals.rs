@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use gatehouse::throttle::STREAMS_PER_SESSION;
+
 const ACCEPT: &str = "application/json, text/event-stream";
 
 fn rss_mib(pid: u32) -> f64 {
@@ -70,7 +72,10 @@ impl Mcp {
         let reply = self
             .rpc(id, "tools/call", json!({"name": "gatehouse_policy_set", "arguments": {"pattern": format!("bench_{id}"), "action": "allow"}}))
             .await;
-        reply["result"]["structuredContent"]["executionId"].as_str().expect("paused").to_string()
+        reply["result"]["structuredContent"]["executionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not paused: {reply}"))
+            .to_string()
     }
 }
 
@@ -205,12 +210,25 @@ async fn main() {
         .unwrap();
     let token = serde_json::from_slice::<Value>(&issued.stdout).unwrap()["token"].as_str().unwrap().to_string();
 
+    // The gate's own limits, raised through its configuration for the
+    // scenario measured: one agent token holding `watchers` live executions
+    // (the default allows 20 per credential), and one connection per watcher
+    // plus a few for the bench (the default serves 1024 at once).
+    let max_executions = (watchers + approvals + 16).to_string();
+    let max_connections = (watchers + 256).to_string();
+    println!(
+        "limits raised for this run: GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL={max_executions}, \
+         GATEHOUSE_MAX_CONNECTIONS={max_connections}; watchers spread over browser sessions of \
+         {STREAMS_PER_SESSION} streams each (the per-session limit)"
+    );
     let mut server = Command::new(&bin)
         .args(["--listen", "127.0.0.1:0", "--data-dir", &data])
         .env("GATEHOUSE_APPROVAL_TTL", "1h")
         .env("GATEHOUSE_LOG", "warn")
+        .env("GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL", &max_executions)
+        .env("GATEHOUSE_MAX_CONNECTIONS", &max_connections)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let pid = server.id();
@@ -246,15 +264,68 @@ async fn main() {
         ids.push(t.await.unwrap());
     }
     let pending_only = rss_mib(pid);
+    // A browser session holds at most STREAMS_PER_SESSION live streams: sign
+    // in once per that many watchers. Four at once: sign-ins in flight for a
+    // username count against its failure threshold (5), and hashing runs
+    // two per core anyway.
+    let started = Instant::now();
+    let sessions = ids.len().div_ceil(STREAMS_PER_SESSION);
+    let mut cookies = Vec::with_capacity(sessions);
+    let mut signing = Vec::new();
+    for _ in 0..sessions {
+        let (client, base) = (client.clone(), base.clone());
+        signing.push(tokio::spawn(async move { sign_in(&client, &base, "ada", "bench password").await }));
+        if signing.len() == 4 {
+            for t in signing.drain(..) {
+                cookies.push(t.await.unwrap());
+            }
+        }
+    }
+    for t in signing.drain(..) {
+        cookies.push(t.await.unwrap());
+    }
+    println!("signed in {sessions} browser sessions in {:.1} s", started.elapsed().as_secs_f64());
+    let sessions_only = rss_mib(pid);
+    // Every page stream starts with the viewer's whole inbox (`inbox` event:
+    // here all the pending executions): its size is part of each watcher's cost.
+    let inbox_bytes = {
+        let mut r = client
+            .get(format!("{base}/api/approvals/events"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap();
+        let mut got = Vec::new();
+        while !got.windows(2).any(|w| w == b"\n\n") {
+            got.extend_from_slice(&r.chunk().await.unwrap().expect("an inbox event"));
+        }
+        got.len()
+    };
+    println!("the inbox event each watcher is sent first: {:.1} KiB", inbox_bytes as f64 / 1024.0);
+    // The machine is shared: stop opening watchers once the server holds more
+    // than this (a global OOM kill is no measurement).
+    let cap_mib: f64 = std::env::var("BENCH_RSS_CAP_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1536.0);
     let mut streams = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(256) {
+    for (n, chunk) in ids.chunks(64).enumerate() {
+        let rss = rss_mib(pid);
+        if rss > cap_mib {
+            println!(
+                "STOPPED opening watchers at {} of {}: server resident {rss:.1} MiB > cap {cap_mib} MiB (BENCH_RSS_CAP_MIB)",
+                streams.len(),
+                ids.len()
+            );
+            break;
+        }
         let opened: Vec<_> = chunk
             .iter()
-            .map(|eid| {
+            .enumerate()
+            .map(|(i, eid)| {
                 // One connection per stream, as one browser tab per approval would.
                 let c = reqwest::Client::builder().build().unwrap();
                 let url = format!("{base}/api/executions/{eid}/events");
-                let cookie = cookie.clone();
+                let cookie = cookies[(n * 64 + i) / STREAMS_PER_SESSION].clone();
                 tokio::spawn(async move {
                     let mut r = c.get(url).header("cookie", cookie).send().await.unwrap();
                     assert_eq!(r.status(), 200);
@@ -268,12 +339,33 @@ async fn main() {
             streams.push(t.await.unwrap());
         }
     }
-    let metrics = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    let pending_gauge =
-        metrics.lines().find(|l| l.starts_with("gatehouse_approvals_pending ")).unwrap_or("").to_string();
+    let watched = rss_mib(pid);
+    // /metrics is for admins: read it with the admin's session.
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let pending_gauge = metrics
+        .lines()
+        .find(|l| l.starts_with("gatehouse_approvals_pending "))
+        .expect("gatehouse_approvals_pending in /metrics")
+        .to_string();
     println!(
-        "resident memory: {idle:.1} MiB idle, {pending_only:.1} MiB with {watchers} pending, {:.1} MiB with {} SSE watchers ({pending_gauge})",
-        rss_mib(pid),
+        "resident memory: {idle:.1} MiB idle, {pending_only:.1} MiB with {watchers} pending, \
+         {sessions_only:.1} MiB with {sessions} browser sessions signed in, \
+         {watched:.1} MiB with {} SSE watchers ({pending_gauge})",
+        streams.len()
+    );
+    println!(
+        "per SSE watcher: {:.1} KiB ({watched:.1} − {sessions_only:.1} MiB over {})",
+        (watched - sessions_only) * 1024.0 / streams.len() as f64,
         streams.len()
     );
     drop(streams);
