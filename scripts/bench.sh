@@ -51,7 +51,7 @@ for c in 1 32; do
     after=$(cpu_ticks "$s")
     read -r q p50 p99 err <<<"$r"
     rps[$s$c]=$q
-    per=$(awk -v t=$((after - before)) -v hz="$ticks" -v q="$q" -v s="$secs" 'BEGIN{printf "%.1f", q > 0 ? t / hz * 1e6 / (q * s) : 0}')
+    per=$(awk -v t=$((after - before)) -v hz="$ticks" -v q="$q" -v s="$secs" 'BEGIN{printf "%.1f", (q > 0) ? t / hz * 1e6 / (q * s) : 0}')
     echo "| $s | $c | $q | $p50 | $p99 | $err | $per | $(rss "$s") |"
   done
 done
