@@ -163,7 +163,8 @@ impl Db {
     /// `conn`): this process's changes (the update hook) and any other
     /// process's commits (`PRAGMA data_version`, so a `gatehouse token revoke`
     /// from the CLI counts). `None` on PostgreSQL, where other replicas write
-    /// and only a round trip could tell.
+    /// and only a round trip could tell. (SQLite skips the hook for a
+    /// `DELETE` without `WHERE`; nothing deletes credentials, they are revoked.)
     pub fn credentials_marker(&self, conn: &Conn<'_>) -> Result<Option<(i64, u64)>> {
         let (Inner::Sqlite(_, writes), Some(sqlite)) = (&self.inner, conn.sqlite()) else {
             return Ok(None);
