@@ -18,31 +18,12 @@ use serde_json::{Value, json};
 
 use gatehouse::throttle::STREAMS_PER_SESSION;
 
-const ACCEPT: &str = "application/json, text/event-stream";
+mod support;
+use support::{ACCEPT, messages, percentile, sign_in};
 
+/// Resident memory in MiB, 0 once the process is gone.
 fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-async fn messages(response: reqwest::Response) -> Vec<Value> {
-    let text = response.text().await.unwrap();
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .filter(|d| d.starts_with('{'))
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect()
+    support::rss_mib(pid).unwrap_or(0.0)
 }
 
 struct Mcp {
@@ -65,7 +46,7 @@ impl Mcp {
             .send()
             .await
             .unwrap();
-        messages(r).await.into_iter().find(|m| m["id"] == id).unwrap_or(Value::Null)
+        messages(r).await.unwrap_or_default().into_iter().find(|m| m["id"] == id).unwrap_or(Value::Null)
     }
 
     async fn pause(&self, id: u64) -> String {
@@ -77,24 +58,6 @@ impl Mcp {
             .unwrap_or_else(|| panic!("not paused: {reply}"))
             .to_string()
     }
-}
-
-/// A browser session's cookie for `user` at `base`.
-async fn sign_in(client: &reqwest::Client, base: &str, user: &str, password: &str) -> String {
-    client
-        .post(format!("{base}/api/auth/sign-in"))
-        .header("origin", base)
-        .json(&json!({"username": user, "password": password}))
-        .send()
-        .await
-        .unwrap()
-        .headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string()
 }
 
 impl Mcp {
@@ -179,7 +142,7 @@ async fn running(mut args: impl Iterator<Item = String>) {
     let (wait_base, decide_base, token, user, password) = (next(), next(), next(), next(), next());
     let n: u64 = next().parse().expect("N");
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
-    let cookie = sign_in(&client, &decide_base, &user, &password).await;
+    let cookie = sign_in(&client, &decide_base, &user, &password).await.unwrap();
     let mcp = std::sync::Arc::new(Mcp::open(&client, &wait_base, &token).await);
     report_wake(n, &wake_latency(&mcp, &client, &decide_base, &cookie, n).await);
 }
@@ -241,7 +204,7 @@ async fn main() {
     let base = line.split("listening on ").nth(1).unwrap().trim().to_string();
 
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
-    let cookie = sign_in(&client, &base, "ada", "bench password").await;
+    let cookie = sign_in(&client, &base, "ada", "bench password").await.unwrap();
     let mcp = std::sync::Arc::new(Mcp::open(&client, &base, &token).await);
 
     // 1. Wake latency.
@@ -274,7 +237,9 @@ async fn main() {
     let mut signing = Vec::new();
     for _ in 0..sessions {
         let (client, base) = (client.clone(), base.clone());
-        signing.push(tokio::spawn(async move { sign_in(&client, &base, "ada", "bench password").await }));
+        signing.push(tokio::spawn(
+            async move { sign_in(&client, &base, "ada", "bench password").await.expect("sign-in") },
+        ));
         if signing.len() == 4 {
             for t in signing.drain(..) {
                 cookies.push(t.await.unwrap());

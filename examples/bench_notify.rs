@@ -14,21 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const ACCEPT: &str = "application/json, text/event-stream";
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-async fn messages(response: reqwest::Response) -> Vec<Value> {
-    let text = response.text().await.unwrap();
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .filter(|d| d.starts_with('{'))
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect()
-}
+mod support;
+use support::{ACCEPT, messages, percentile, sign_in};
 
 /// A running server with a signed-in admin and an MCP session.
 struct Server {
@@ -79,20 +66,7 @@ impl Server {
         }
         let base = line.split("listening on ").nth(1).unwrap().trim().to_string();
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
-        let cookie = client
-            .post(format!("{base}/api/auth/sign-in"))
-            .header("origin", &base)
-            .json(&json!({"username": "ada", "password": "bench password"}))
-            .send()
-            .await
-            .unwrap()
-            .headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_string();
+        let cookie = sign_in(&client, &base, "ada", "bench password").await.unwrap();
         let init = client
             .post(format!("{base}/mcp"))
             .bearer_auth(&token)
@@ -128,7 +102,7 @@ impl Server {
             .send()
             .await
             .unwrap();
-        messages(r).await.into_iter().find(|m| m["id"] == id).unwrap_or(Value::Null)
+        messages(r).await.unwrap_or_default().into_iter().find(|m| m["id"] == id).unwrap_or(Value::Null)
     }
 
     /// One approval: pause a call, let `resume` wait, decide; the wake latency in ms.

@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
 
-const ACCEPT: &str = "application/json, text/event-stream";
+mod support;
+use support::{ACCEPT, BoxError, messages, rss_mib};
+
 /// Allowed at once (read-only built-in).
 const ALLOWED_TOOL: &str = "gatehouse_status";
 /// Gated, decided by the person.
@@ -46,8 +48,6 @@ const KEPT_ERRORS: usize = 20;
 const GROWTH_FRACTION: f64 = 0.25;
 /// See [`GROWTH_FRACTION`].
 const GROWTH_MIN_MIB: f64 = 16.0;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Latencies: 10 µs buckets up to 100 ms, then 1 ms buckets up to 60 s.
 struct Histogram {
@@ -158,25 +158,6 @@ impl Stats {
     }
 }
 
-/// The JSON-RPC messages of a reply (an SSE stream or one JSON body).
-async fn messages(response: reqwest::Response) -> Result<Vec<Value>, BoxError> {
-    let status = response.status();
-    let text = response.text().await?;
-    if !status.is_success() {
-        return Err(format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()).into());
-    }
-    if text.trim_start().starts_with('{') {
-        return Ok(vec![serde_json::from_str(&text)?]);
-    }
-    Ok(text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .filter(|d| d.starts_with('{'))
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect())
-}
-
 /// One agent's MCP session.
 struct Mcp {
     client: reqwest::Client,
@@ -280,24 +261,7 @@ struct Person {
 
 impl Person {
     async fn sign_in(client: &reqwest::Client, base: &str, user: &str, password: &str) -> Result<Self, BoxError> {
-        let r = client
-            .post(format!("{base}/api/auth/sign-in"))
-            .header("origin", base)
-            .json(&json!({"username": user, "password": password}))
-            .send()
-            .await?;
-        if !r.status().is_success() {
-            return Err(format!("sign-in: HTTP {}", r.status()).into());
-        }
-        let cookie = r
-            .headers()
-            .get("set-cookie")
-            .ok_or("sign-in set no cookie")?
-            .to_str()?
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        let cookie = support::sign_in(client, base, user, password).await?;
         Ok(Self { client: client.clone(), base: base.to_string(), cookie })
     }
 
@@ -416,17 +380,6 @@ struct Sample {
     allowed: Vec<u64>,
 }
 
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .unwrap_or(f64::NAN)
-        / 1024.0
-}
-
 fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
 }
@@ -439,7 +392,7 @@ async fn sample(pid: u32, person: &Person, stats: &Stats, since: Instant) -> Sam
     let m = |name| metric(&text, name).unwrap_or(f64::NAN);
     Sample {
         at: since.elapsed(),
-        rss_mib: rss_mib(pid),
+        rss_mib: rss_mib(pid).unwrap_or(f64::NAN),
         fds: fds(pid),
         entries: m("gatehouse_approval_store_entries"),
         pending: m("gatehouse_approvals_pending"),
