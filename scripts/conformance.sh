@@ -46,8 +46,11 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
-port=$((20000 + RANDOM % 20000))
-start_until "auth proxy" proxy "$node" "$root/end2end/conformance/auth-proxy.mjs" "$port" "$url" "$token"
+# Port 0: the kernel picks a free one (a random pick could collide with a
+# socket of the tests that ran before) and the proxy says which.
+start_until "auth proxy" proxy "$node" "$root/end2end/conformance/auth-proxy.mjs" 0 "$url" "$token"
+port=$(sed -n 's|^auth proxy on http://127\.0\.0\.1:\([0-9]*\) .*|\1|p' "$work/proxy.out" | head -1)
+[ -n "$port" ] || { echo "the auth proxy did not say its port" >&2; exit 1; }
 target="http://localhost:$port/mcp"
 
 mapfile -t scenarios < <("$node" "$suite" list 2>/dev/null | sed -n '/^Server scenarios/,/^$/p' | grep -o '^  - [a-z0-9-]*' | sed 's/^  - //')
