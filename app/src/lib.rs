@@ -57,7 +57,7 @@ pub fn App() -> impl IntoView {
     let inbox = components::live::provide_live_inbox();
     components::notify::notify_new_pending(inbox);
     // Every page's title carries the pending count once a live stream has told it.
-    let formatter = move |text: String| match inbox.get().map(|i| i.pending.len()) {
+    let formatter = move |text: String| match inbox.get().map(|i| i.total) {
         Some(n) if n > 0 => format!("({n}) {text}"),
         _ => text,
     };

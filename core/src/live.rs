@@ -2,6 +2,7 @@
 //! change events that SSE streams forward to browsers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use tokio::sync::broadcast;
@@ -20,6 +21,10 @@ pub struct LiveHub {
     elsewhere: Arc<RwLock<HashMap<String, Elsewhere>>>,
     /// The other replicas, once this one has joined them.
     cluster: Arc<OnceLock<Cluster>>,
+    /// How many `ApprovalsChanged` events were told here (this replica's and
+    /// relayed ones): what is computed from the approvals stays valid while
+    /// it stands.
+    approvals_version: Arc<AtomicU64>,
 }
 
 /// What another replica last told about itself.
@@ -46,6 +51,7 @@ impl LiveHub {
             upstreams: Arc::default(),
             elsewhere: Arc::default(),
             cluster: Arc::default(),
+            approvals_version: Arc::default(),
         }
     }
 
@@ -62,7 +68,18 @@ impl LiveHub {
 
     /// Tells this replica's subscribers only (an event another replica relayed).
     pub fn publish_local(&self, event: LiveEvent) {
+        if event == LiveEvent::ApprovalsChanged {
+            // Before the subscribers hear of it, so whatever they compute
+            // next is not taken for the state before.
+            self.approvals_version.fetch_add(1, Ordering::AcqRel);
+        }
         let _ = self.events.send(event);
+    }
+
+    /// The approvals' change counter: read it before reading the approvals,
+    /// and what was read is current while it stands.
+    pub fn approvals_version(&self) -> u64 {
+        self.approvals_version.load(Ordering::Acquire)
     }
 
     fn relay(&self, body: Body) {

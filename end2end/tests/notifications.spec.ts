@@ -121,3 +121,50 @@ test("the header asks for permission only when clicked, and only while undecided
   await context.close();
   await denied.close();
 });
+
+test("a long backlog lists the soonest to expire, counts them all, and one notification tells of calls beyond the list", async ({
+  browser,
+}) => {
+  const context = await browser.newContext({ permissions: ["notifications"] });
+  await recordNotifications(context, "granted");
+  const page = await context.newPage();
+  await signInPage(page, gh, "ada", PW, "/approvals");
+  await expect(page.locator(".live-status")).toHaveAttribute("data-state", "live"); // hydrated
+  // 51 calls wait (what earlier tests left, and up to 17 per agent: under
+  // the per-credential limit): one more than an inbox lists.
+  const start = Number((await page.getByTestId("pending-count").textContent({ timeout: 1000 }).catch(() => "0")) || "0");
+  const clients = [];
+  for (let left = 51 - start, n = 0; left > 0; n++) {
+    const agent = `backlog-${n}`;
+    const issued = gh.issueToken(agent, ["--owner", "ada"]);
+    const { client } = await connectClient(issued.endpoint, issued.token);
+    clients.push(client);
+    for (let i = 0; i < 17 && left > 0; i++, left--) {
+      const result = await client.callTool({ name: "gatehouse_policy_set", arguments: { pattern: `${agent}_${i}`, action: "allow" } });
+      expect((result.structuredContent as { status: string }).status).toBe("user_approval_required");
+    }
+  }
+  await page.reload(); // what waits now is no news to the page
+  await expect(page.getByTestId("pending-count")).toHaveText("51");
+  await expect(page.getByTestId("inbox-more")).toContainText("Showing the 50 that expire soonest of 51 waiting");
+  await expect(page.locator("ul.cards > li")).toHaveCount(50);
+
+  // One more while another page is open: it expires last, so no list has
+  // it; it is counted, and one notification says how many wait, opening
+  // the inbox.
+  await page.goto(`${gh.url}/history`);
+  await expect(page.locator(".live-status")).toHaveAttribute("data-state", "live"); // hydrated
+  await expect(page.getByTestId("pending-count")).toHaveText("51");
+  const late = await pausedCall("backlog-late", "late_*");
+  await expect(page.getByTestId("pending-count")).toHaveText("52");
+  await page.waitForFunction(() => (window as any).__notes.length > 0);
+  expect(await notes(page)).toEqual([
+    { title: "New calls to approve", body: "52 calls are waiting for your decision", tag: "gatehouse-backlog" },
+  ]);
+  await page.evaluate(() => (window as any).__notes[0].onclick());
+  await expect(page).toHaveURL(/\/approvals$/);
+  await expect(page.getByTestId("inbox-more")).toContainText("of 52 waiting");
+  await expect(page.locator(`li[data-execution-id="${late.eid}"]`)).toHaveCount(0);
+  await context.close();
+  for (const client of [...clients, late.client]) await client.close();
+});

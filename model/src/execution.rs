@@ -79,10 +79,25 @@ pub struct InboxView {
     pub now_ms: i64,
     /// Whether the viewer is an admin (who may decide admin-only calls).
     pub is_admin: bool,
+    /// How many executions are pending that the viewer may decide (the
+    /// header's count), of which `pending` lists at most [`INBOX_LIMIT`].
+    pub total: usize,
     /// Pending executions the viewer may decide, soonest expiry first,
-    /// without their arguments (each call's own page shows them).
+    /// without their arguments (each call's own page shows them); at most
+    /// [`INBOX_LIMIT`] of them, so an event's size does not grow with the
+    /// backlog (every open page is sent one after each burst of changes).
     pub pending: Vec<ExecutionView>,
 }
+
+impl InboxView {
+    /// Whether some pending executions are left out of `pending`.
+    pub fn truncated(&self) -> bool {
+        self.total > self.pending.len()
+    }
+}
+
+/// The most executions an [`InboxView`] lists.
+pub const INBOX_LIMIT: usize = 50;
 
 /// The SSE event name of an [`InboxView`] message.
 pub const INBOX_EVENT: &str = "inbox";

@@ -17,7 +17,7 @@ pub mod tools;
 pub mod user;
 
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
-pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, InboxView};
+pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView};
 pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
 pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, UpstreamInfo};

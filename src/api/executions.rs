@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_stream::wrappers::WatchStream;
 
-use super::live::{EventStream, inbox_event, inbox_updates, sse};
+use super::live::{EventStream, inbox_updates, sse};
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
@@ -110,8 +110,7 @@ pub async fn events(
     slot: StreamSlot,
 ) -> Result<EventStream, ApiError> {
     let view = state.mcp.core.approvals.view_for(&user, &id)?;
-    let inbox = futures::stream::once(futures::future::ready(Ok(inbox_event(&state, &user))))
-        .chain(inbox_updates(&state, user.clone()));
+    let inbox = inbox_updates(&state, user.clone());
     // After the last state the stream stays open (keep-alives and inbox
     // events only), so browsers do not reconnect over and over to a
     // settled execution.

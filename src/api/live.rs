@@ -157,9 +157,10 @@ fn touches_inbox(batch: &Batch) -> bool {
     batch.contains(LiveEvent::ApprovalsChanged.name()) || batch.contains(RESYNC)
 }
 
-/// `user`'s inbox as an `inbox` event (read from memory: no database work).
-pub fn inbox_event(state: &AppState, user: &User) -> Event {
-    let inbox = state.mcp.core.approvals.inbox_for(user);
+/// `user`'s inbox as an `inbox` event (shared by every stream of theirs
+/// until the approvals change).
+async fn inbox_event(state: &AppState, user: &User) -> Event {
+    let inbox = state.mcp.core.approvals.inbox(user).await;
     Event::default().event(INBOX_EVENT).data(serde_json::to_string(&inbox).unwrap_or_default())
 }
 
@@ -168,32 +169,41 @@ pub fn inbox_event(state: &AppState, user: &User) -> Event {
 /// pages re-read what they show), with a fresh `inbox` event whenever the
 /// approvals changed (the navigation's pending count).
 pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, slot: StreamSlot) -> EventStream {
-    let first = [Ok(Event::default().data("hello")), Ok(inbox_event(&state, &user))];
+    let first = [Ok(Event::default().data("hello")), Ok(inbox_event(&state, &user).await)];
     let hub = state.mcp.core.live.subscribe();
     let changes = {
         let state = state.clone();
-        batches(hub, |_| true).flat_map(move |batch| {
-            let mut out: Vec<Result<Event, Infallible>> = batch.iter().map(|n| Ok(Event::default().data(*n))).collect();
-            if touches_inbox(&batch) {
-                out.push(Ok(inbox_event(&state, &user)));
-            }
-            futures::stream::iter(out)
-        })
+        batches(hub, |_| true)
+            .then(move |batch| {
+                let (state, user) = (state.clone(), user.clone());
+                async move {
+                    let mut out: Vec<Result<Event, Infallible>> =
+                        batch.iter().map(|n| Ok(Event::default().data(*n))).collect();
+                    if touches_inbox(&batch) {
+                        out.push(Ok(inbox_event(&state, &user).await));
+                    }
+                    futures::stream::iter(out)
+                }
+            })
+            .flatten()
     };
     sse(futures::stream::iter(first).chain(changes), &state, slot)
 }
 
-/// `user`'s inbox again after every burst of changes to the approvals.
+/// `user`'s inbox now, then again after every burst of changes to the approvals.
 pub fn inbox_updates(state: &AppState, user: User) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
     let state = state.clone();
-    batches(state.mcp.core.live.subscribe(), |e| e == LiveEvent::ApprovalsChanged)
-        .map(move |_| Ok(inbox_event(&state, &user)))
+    let now = futures::stream::once(futures::future::ready(()));
+    let bursts = batches(state.mcp.core.live.subscribe(), |e| e == LiveEvent::ApprovalsChanged).map(|_| ());
+    now.chain(bursts).then(move |()| {
+        let (state, user) = (state.clone(), user.clone());
+        async move { Ok(inbox_event(&state, &user).await) }
+    })
 }
 
 /// `GET /api/approvals/events`: the viewer's inbox now and again after
 /// every burst of changes to the approvals, as `inbox` events.
 pub async fn inbox_events(State(state): State<AppState>, SignedIn(user): SignedIn, slot: StreamSlot) -> EventStream {
-    let first = inbox_event(&state, &user);
-    let changes = inbox_updates(&state, user);
-    sse(futures::stream::once(async move { Ok(first) }).chain(changes), &state, slot)
+    let inbox = inbox_updates(&state, user);
+    sse(inbox, &state, slot)
 }

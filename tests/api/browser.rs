@@ -174,7 +174,7 @@ async fn a_call_only_an_admin_may_decide_says_so_on_the_inbox_and_the_resume_pag
 }
 
 #[tokio::test]
-async fn the_inbox_lists_no_arguments_and_coalesces_events() {
+async fn the_inbox_lists_the_soonest_to_expire_without_arguments_and_coalesces_events() {
     let app = spawn_app().await;
     app.add_user("ada", true).await;
     let ada = app.sign_in("ada").await;
@@ -186,9 +186,9 @@ async fn the_inbox_lists_no_arguments_and_coalesces_events() {
     assert!(seen.starts_with("event: inbox\ndata: {"), "the inbox first: {seen}");
     assert!(seen.contains(r#""pending":[]"#), "nothing pending yet: {seen}");
     seen.clear();
-    // Fifty calls pause at once (ten credentials, five each).
+    // Sixty calls pause at once (twelve credentials, five each).
     let mut first = None;
-    for i in 0..10 {
+    for i in 0..12 {
         let token = app.issue_owned(&format!("agent-{i}"), "ada");
         let sid = app.open_session(&token).await;
         for j in 0..5 {
@@ -205,17 +205,23 @@ async fn the_inbox_lists_no_arguments_and_coalesces_events() {
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     let changes = seen.matches("event: inbox").count();
-    assert!((1..25).contains(&changes), "50 pauses came as {changes} inbox events");
-    // The last one lists all fifty, typed as the page reads them, without arguments.
+    assert!((1..30).contains(&changes), "60 pauses came as {changes} inbox events");
+    // The last one counts all sixty and lists the fifty that expire soonest
+    // (the test clock stands still: then by id), typed as the page reads them, without arguments.
     let last = seen.rsplit("event: inbox\ndata: ").next().unwrap().lines().next().unwrap();
     let last: gatehouse_core::model::InboxView = serde_json::from_str(last).unwrap();
-    assert_eq!(last.pending.len(), 50, "every pause is in the last inbox event");
+    assert_eq!(last.total, 60, "every pause is counted in the last inbox event");
+    assert_eq!(last.pending.len(), gatehouse_core::model::INBOX_LIMIT, "a long backlog is listed in part");
+    let order = |e: &gatehouse_core::model::ExecutionView| (e.expires_at_ms, e.execution_id.clone());
+    assert!(last.pending.windows(2).all(|w| order(&w[0]) < order(&w[1])), "soonest expiry first");
     assert!(last.pending.iter().all(|e| e.arguments.is_none()));
 
-    // The inbox lists fifty calls without their arguments; each call's page shows them.
+    // The inbox page lists them without their arguments and says how many
+    // wait; each call's page shows them.
     let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
-    assert!(inbox.contains("agent-9"), "the inbox lists the calls");
+    assert!(last.pending.iter().all(|e| inbox.contains(&e.execution_id)), "the inbox lists the calls");
     assert!(!inbox.contains("ARGUMENT-MARKER"), "no arguments in the list");
+    assert!(inbox.contains("Showing the 50 that expire soonest of 60 waiting"), "{inbox}");
     let eid = first.unwrap();
     let page = app.get_as(&ada, &format!("/resume/{eid}")).await;
     assert!(page.text().await.unwrap().contains("ARGUMENT-MARKER-0-0"), "the call's own page shows them");

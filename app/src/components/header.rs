@@ -25,7 +25,7 @@ const SECTIONS: &[(&str, &str)] = &[
 #[component]
 pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView {
     let inbox = use_inbox();
-    let pending = move || inbox.get().map(|i| i.pending.len()).filter(|n| *n > 0);
+    let pending = move || inbox.get().map(|i| i.total).filter(|n| *n > 0);
     let path = use_location().pathname;
     view! {
         <header class="top">

@@ -3,28 +3,43 @@
 //! click), and one notification per newly pending call they may decide,
 //! which opens the call's page when clicked.
 
-#[cfg(feature = "hydrate")]
-use gatehouse_model::InboxView;
 use leptos::prelude::*;
 
 /// Raises a notification for each call that becomes pending in `inbox`
 /// after the page loaded (the first inbox is what was already waiting), once
-/// per call for the page's lifetime. Call once, at the root.
+/// per call for the page's lifetime; when more arrive than the inbox lists
+/// (a long backlog lists only the soonest to expire), one notification says
+/// how many wait. Call once, at the root.
 pub fn notify_new_pending(inbox: RwSignal<Option<gatehouse_model::InboxView>>) {
     #[cfg(feature = "hydrate")]
     {
         use std::collections::HashSet;
-        let seen = StoredValue::new_local(None::<HashSet<String>>);
+        // The calls already seen, the total last told and when it was read.
+        let seen = StoredValue::new_local(None::<(HashSet<String>, usize, i64)>);
         Effect::new(move |_| {
             let Some(view) = inbox.get() else { return };
             seen.update_value(|seen| match seen {
-                None => *seen = Some(view.pending.iter().map(|e| e.execution_id.clone()).collect()),
-                Some(known) => {
+                None => {
+                    let known = view.pending.iter().map(|e| e.execution_id.clone()).collect();
+                    *seen = Some((known, view.total, view.now_ms));
+                }
+                Some((known, total, read_at)) => {
+                    let mut raised = 0;
                     for e in &view.pending {
-                        if known.insert(e.execution_id.clone()) && e.decidable_by(view.is_admin) {
-                            raise(&view, e);
+                        // Created since the last inbox: one that only moved
+                        // up into a long backlog's list is not new.
+                        let new = e.created_at_ms.is_none_or(|c| c >= *read_at);
+                        if known.insert(e.execution_id.clone()) && new {
+                            raised += 1;
+                            if e.decidable_by(view.is_admin) {
+                                raise_for(e);
+                            }
                         }
                     }
+                    if view.truncated() && view.total > *total + raised {
+                        raise_backlog(view.total);
+                    }
+                    (*total, *read_at) = (view.total, view.now_ms);
                 }
             });
         });
@@ -44,21 +59,36 @@ fn permission() -> Option<web_sys::NotificationPermission> {
     supported().then(web_sys::Notification::permission)
 }
 
+/// "Approve TOOL?", opening the call's page.
 #[cfg(feature = "hydrate")]
-fn raise(_view: &InboxView, e: &gatehouse_model::ExecutionView) {
+fn raise_for(e: &gatehouse_model::ExecutionView) {
+    let owner = e.owner.as_deref().map(|o| format!(" (owner {o})")).unwrap_or_default();
+    let body = format!("{}{owner} wants to run {}", e.agent, e.tool);
+    let url = gatehouse_model::routes::resume(&e.execution_id, e.session_id.as_deref());
+    // Several open tabs raise the same tag: the system shows it once.
+    raise(&format!("Approve {}?", e.tool), &body, &e.execution_id, url);
+}
+
+/// "N calls wait for you", opening the inbox (one notification, replaced as
+/// the count moves).
+#[cfg(feature = "hydrate")]
+fn raise_backlog(total: usize) {
+    let body = format!("{total} calls are waiting for your decision");
+    raise("New calls to approve", &body, "gatehouse-backlog", gatehouse_model::routes::APPROVALS.to_string());
+}
+
+#[cfg(feature = "hydrate")]
+fn raise(title: &str, body: &str, tag: &str, url: String) {
     use wasm_bindgen::{JsCast, closure::Closure};
     if permission() != Some(web_sys::NotificationPermission::Granted) {
         return;
     }
     let options = web_sys::NotificationOptions::new();
-    let owner = e.owner.as_deref().map(|o| format!(" (owner {o})")).unwrap_or_default();
-    options.set_body(&format!("{}{owner} wants to run {}", e.agent, e.tool));
-    // Several open tabs raise the same tag: the system shows it once.
-    options.set_tag(&e.execution_id);
-    let Ok(note) = web_sys::Notification::new_with_options(&format!("Approve {}?", e.tool), &options) else {
+    options.set_body(body);
+    options.set_tag(tag);
+    let Ok(note) = web_sys::Notification::new_with_options(title, &options) else {
         return;
     };
-    let url = gatehouse_model::routes::resume(&e.execution_id, e.session_id.as_deref());
     let shown = note.clone();
     let on_click = Closure::<dyn FnMut()>::new(move || {
         if let Some(window) = web_sys::window() {

@@ -48,7 +48,17 @@ fn Pending(current: Signal<InboxView>) -> impl IntoView {
         if inbox.pending.is_empty() {
             return view! { <p class="empty">"No call is waiting for a decision. When an agent's call needs you, it appears here at once."</p> }.into_any();
         }
+        // A long backlog lists only the soonest to expire (INBOX_LIMIT).
+        let more = inbox.truncated().then(|| {
+            let text = format!(
+                "Showing the {} that expire soonest of {} waiting; the next ones appear as these are decided.",
+                inbox.pending.len(),
+                inbox.total
+            );
+            view! { <p class="more" data-testid="inbox-more">{text}</p> }
+        });
         view! {
+            {more}
             <ul class="cards" aria-label="Pending approvals">
                 {inbox.pending.into_iter().map(|e| {
                     let soon = {

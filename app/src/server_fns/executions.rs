@@ -62,11 +62,12 @@ pub async fn decide_execution(
     }
 }
 
-/// The signed-in user's pending executions, soonest expiry first.
+/// The signed-in user's pending executions, soonest expiry first (at most
+/// [`gatehouse_model::INBOX_LIMIT`], with how many there are).
 #[server(prefix = "/api/fn", endpoint = "pending")]
 pub async fn list_pending() -> Result<InboxView, ServerFnError> {
     let (user, core) = ctx::context()?;
-    Ok(core.approvals.inbox_for(&user))
+    Ok(core.approvals.inbox(&user).await)
 }
 
 /// Approves an execution and allows its tool for its agent from now on

@@ -1,9 +1,7 @@
 //! Who may see and decide an execution (the owner of its agent, or an admin;
 //! admins only for calls that change the gate), and the views they get.
 
-use gatehouse_model::{
-    AuditEntry, Decision, DecisionView, ExecutionView, HistoryFilter, HistoryPage, InboxView, State,
-};
+use gatehouse_model::{AuditEntry, Decision, DecisionView, ExecutionView, HistoryFilter, HistoryPage};
 
 use super::Execution;
 use super::store::{ApprovalStore, DecideError, Snapshot};
@@ -174,31 +172,6 @@ impl ApprovalStore {
         let snapshot = self.decide_noted(id, decision, &actor, detail).map_err(access_error)?;
         tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
         Ok(snapshot)
-    }
-
-    /// `user`'s inbox: the pending executions they may decide, soonest expiry first.
-    pub fn inbox_for(&self, user: &User) -> InboxView {
-        InboxView { now_ms: self.now_ms(), is_admin: user.is_admin, pending: self.pending_for(user) }
-    }
-
-    fn pending_for(&self, user: &User) -> Vec<ExecutionView> {
-        let entries = self.entries();
-        let mut all: Vec<ExecutionView> = entries
-            .values()
-            .filter(|e| may_decide(user, e.execution.owner.as_deref()))
-            .filter(|e| e.tx.borrow().state == State::Pending)
-            // The inbox lists many calls: arguments are shown on each call's own page.
-            .map(|e| ExecutionView { arguments: None, ..live_view(&e.execution, &e.tx.borrow()) })
-            .collect();
-        drop(entries);
-        // On a cluster, the other replicas' too (read from the database).
-        all.extend(
-            self.remote_pending_for(user)
-                .iter()
-                .map(|(e, snapshot)| ExecutionView { arguments: None, ..live_view(e, snapshot) }),
-        );
-        all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
-        all
     }
 
     /// One page (`limit` entries, newest first) of the history `user` may

@@ -18,6 +18,7 @@
 
 mod access;
 mod execution;
+mod inbox;
 mod metrics;
 mod persist;
 mod replicas;
@@ -448,5 +449,41 @@ mod tests {
             }
         }
         assert_eq!(store.len(), 0, "no entry leaked");
+    }
+
+    #[tokio::test]
+    async fn an_inbox_counts_every_pending_call_lists_the_soonest_and_follows_each_change() {
+        use crate::users::User;
+        use gatehouse_model::INBOX_LIMIT;
+        let store = store(Duration::from_secs(60));
+        let ada = User { id: 1, username: "ada".into(), is_admin: false };
+        let root = User { id: 2, username: "root".into(), is_admin: true };
+        let ids: Vec<String> =
+            (0..INBOX_LIMIT + 10).map(|i| store.open(new_execution(&format!("s{i}"))).unwrap().id.clone()).collect();
+        store.open(NewExecution { owner: Some("bob".into()), ..new_execution("b") }).unwrap();
+
+        let inbox = store.inbox(&ada).await;
+        assert_eq!(
+            (inbox.total, inbox.pending.len()),
+            (INBOX_LIMIT + 10, INBOX_LIMIT),
+            "counted whole, listed in part"
+        );
+        assert!(inbox.truncated());
+        assert!(inbox.pending.windows(2).all(|w| w[0].expires_at_ms <= w[1].expires_at_ms), "soonest expiry first");
+        assert!(inbox.pending.iter().all(|e| e.owner.as_deref() == Some("ada")), "only what ada may decide");
+        assert_eq!(store.inbox(&root).await.total, INBOX_LIMIT + 11, "an admin counts everyone's");
+        assert_eq!(
+            store.inbox_for(&ada),
+            InboxView { now_ms: store.now_ms(), ..inbox.clone() },
+            "read again: the same"
+        );
+
+        // A decision is seen by the very next read, though the last one was kept.
+        store.decide(&ids[0], Decision::Decline, "user:ada").unwrap();
+        let after = store.inbox(&ada).await;
+        assert_eq!(after.total, INBOX_LIMIT + 9);
+        assert!(after.pending.iter().all(|e| e.execution_id != ids[0]));
+        // A listing made for ada as a user is not reused once she is an admin.
+        assert_eq!(store.inbox(&User { is_admin: true, ..ada.clone() }).await.total, INBOX_LIMIT + 10);
     }
 }

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::inbox::InboxCache;
 use super::persist::{Persist, Stored};
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
 use crate::audit::{self, AuditLog};
@@ -186,6 +187,8 @@ pub(super) struct Inner {
     pub(super) mirrors: Mutex<HashMap<String, Mirror>>,
     /// Set by [`ApprovalStore::leave`]: this replica adopts nothing more.
     pub(super) left: AtomicBool,
+    /// The inboxes computed since the last change.
+    pub(super) inbox: InboxCache,
 }
 
 /// A watched execution another replica owns.
@@ -221,6 +224,7 @@ impl ApprovalStore {
                 runtime: OnceLock::new(),
                 mirrors: Mutex::default(),
                 left: AtomicBool::new(false),
+                inbox: InboxCache::default(),
             }),
         })
     }

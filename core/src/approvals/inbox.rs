@@ -1,0 +1,141 @@
+//! Each person's inbox: the pending executions they may decide, soonest
+//! expiry first — at most [`INBOX_LIMIT`] of them, with how many there are.
+//!
+//! Every open page stream is sent the viewer's inbox after each burst of
+//! changes, so one viewer with many pages open over a long backlog would
+//! otherwise cost a full scan and a large message per page. The listing is
+//! computed once per viewer and change (the live hub's approvals counter)
+//! and shared by every stream that sends it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gatehouse_model::{ExecutionView, INBOX_LIMIT, InboxView, State};
+
+use super::access::{live_view, may_decide};
+use super::store::ApprovalStore;
+use crate::users::User;
+
+/// On a cluster the other replicas' pending calls are read from the
+/// database, and a change there reaches this replica as a notification that
+/// a reconnect can lose: a listing is re-read after this long even if no
+/// change was told.
+const CLUSTER_MAX_AGE: Duration = Duration::from_secs(2);
+
+/// The listings computed since the last change, by viewer.
+#[derive(Default)]
+pub(super) struct InboxCache {
+    /// One computation at a time: the streams of a burst wait for the first
+    /// one's listing instead of each scanning the store (async, so waiters
+    /// are tasks rather than threads).
+    fill: tokio::sync::Mutex<()>,
+    listed: Mutex<Listed>,
+}
+
+#[derive(Default)]
+struct Listed {
+    /// The approvals counter the listings were computed at.
+    version: u64,
+    /// By username, with the admin flag they were computed for.
+    by_viewer: HashMap<String, (bool, Arc<Listing>)>,
+}
+
+/// One viewer's inbox without the time it is read at.
+#[derive(Default)]
+struct Listing {
+    total: usize,
+    pending: Vec<ExecutionView>,
+    at: Option<Instant>,
+}
+
+impl ApprovalStore {
+    /// `user`'s inbox. On a cluster it may read the database (the other
+    /// replicas' pending calls): async callers use [`Self::inbox`].
+    pub fn inbox_for(&self, user: &User) -> InboxView {
+        let listing = self.cached_listing(user).unwrap_or_else(|| self.list(user));
+        self.inbox_view(user, &listing)
+    }
+
+    /// `user`'s inbox: from memory while nothing changed since it was last
+    /// computed; otherwise computed once for every stream waiting on it, off
+    /// the runtime's threads.
+    pub async fn inbox(&self, user: &User) -> InboxView {
+        if let Some(listing) = self.cached_listing(user) {
+            return self.inbox_view(user, &listing);
+        }
+        let _one = self.inner.inbox.fill.lock().await;
+        if let Some(listing) = self.cached_listing(user) {
+            return self.inbox_view(user, &listing);
+        }
+        let (store, viewer) = (self.clone(), user.clone());
+        let listing = match tokio::task::spawn_blocking(move || store.list(&viewer)).await {
+            Ok(listing) => listing,
+            Err(e) => {
+                tracing::error!(error = %e, "reading an inbox failed");
+                Arc::default()
+            }
+        };
+        self.inbox_view(user, &listing)
+    }
+
+    fn inbox_view(&self, user: &User, listing: &Listing) -> InboxView {
+        InboxView {
+            now_ms: self.now_ms(),
+            is_admin: user.is_admin,
+            total: listing.total,
+            pending: listing.pending.clone(),
+        }
+    }
+
+    fn cached_listing(&self, user: &User) -> Option<Arc<Listing>> {
+        let version = self.inner.live.approvals_version();
+        let listed = self.inner.inbox.listed.lock().unwrap_or_else(|p| p.into_inner());
+        if listed.version != version {
+            return None;
+        }
+        let (is_admin, listing) = listed.by_viewer.get(&user.username)?;
+        let fresh = self.cluster().is_none() || listing.at.is_some_and(|at| at.elapsed() < CLUSTER_MAX_AGE);
+        (*is_admin == user.is_admin && fresh).then(|| listing.clone())
+    }
+
+    /// Computes `user`'s listing and keeps it for the version it was read at.
+    fn list(&self, user: &User) -> Arc<Listing> {
+        // Read before the approvals: a change after this makes the listing
+        // stale at once, never current with old contents.
+        let version = self.inner.live.approvals_version();
+        let mut pending = self.pending_for(user);
+        let total = pending.len();
+        pending.truncate(INBOX_LIMIT);
+        let listing = Arc::new(Listing { total, pending, at: Some(Instant::now()) });
+        let mut listed = self.inner.inbox.listed.lock().unwrap_or_else(|p| p.into_inner());
+        if version > listed.version {
+            *listed = Listed { version, by_viewer: HashMap::new() };
+        }
+        if version == listed.version {
+            listed.by_viewer.insert(user.username.clone(), (user.is_admin, listing.clone()));
+        }
+        listing
+    }
+
+    /// Every pending execution `user` may decide, soonest expiry first.
+    fn pending_for(&self, user: &User) -> Vec<ExecutionView> {
+        let entries = self.entries();
+        let mut all: Vec<ExecutionView> = entries
+            .values()
+            .filter(|e| may_decide(user, e.execution.owner.as_deref()))
+            .filter(|e| e.tx.borrow().state == State::Pending)
+            // The inbox lists many calls: arguments are shown on each call's own page.
+            .map(|e| ExecutionView { arguments: None, ..live_view(&e.execution, &e.tx.borrow()) })
+            .collect();
+        drop(entries);
+        // On a cluster, the other replicas' too (read from the database).
+        all.extend(
+            self.remote_pending_for(user)
+                .iter()
+                .map(|(e, snapshot)| ExecutionView { arguments: None, ..live_view(e, snapshot) }),
+        );
+        all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
+        all
+    }
+}
