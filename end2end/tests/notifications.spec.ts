@@ -168,3 +168,29 @@ test("a long backlog lists the soonest to expire, counts them all, and one notif
   await context.close();
   for (const client of [...clients, late.client]) await client.close();
 });
+
+test("on a call's own page, the header counts a new call live and a notification tells of it", async ({ browser }) => {
+  const context = await browser.newContext({ permissions: ["notifications"] });
+  await recordNotifications(context, "granted");
+  const page = await context.newPage();
+  const shown = await pausedCall("own-page-shown", "shown_*");
+  await signInPage(page, gh, "ada", PW, `/resume/${shown.eid}`);
+  await expect(page.locator(".live-status")).toHaveAttribute("data-state", "live"); // hydrated
+  const start = Number(await page.getByTestId("pending-count").textContent());
+  const other = await pausedCall("own-page-other", "other_*");
+  await expect(page.getByTestId("pending-count")).toHaveText(String(start + 1));
+  await page.waitForFunction(() => (window as any).__notes.length > 0);
+  // Beyond the inbox's list (earlier tests left a backlog) the one
+  // notification counts; within it, it names the call.
+  expect(await notes(page)).toEqual([
+    start + 1 > 50
+      ? { title: "New calls to approve", body: `${start + 1} calls are waiting for your decision`, tag: "gatehouse-backlog" }
+      : { title: "Approve gatehouse_policy_set?", body: "own-page-other (owner ada) wants to run gatehouse_policy_set", tag: other.eid },
+  ]);
+  await page.getByRole("link", { name: /Approvals/ }).click();
+  await expect(page).toHaveURL(/\/approvals$/);
+  await expect(page.locator("ul.cards > li")).toHaveCount(Math.min(start + 1, 50));
+  await context.close();
+  await shown.client.close();
+  await other.client.close();
+});

@@ -187,9 +187,13 @@ async fn execution_events_stream_the_state_live() {
     let mut stream = app.get_as(&ada, &format!("/api/executions/{eid}/events")).await;
     assert_eq!(stream.status(), 200);
     let mut seen = String::new();
-    while !seen.contains("pending") {
+    while !seen.contains(r#""state":"pending""#) || !seen.contains("event: inbox") {
         seen.push_str(&String::from_utf8_lossy(&stream.chunk().await.unwrap().unwrap()));
     }
+    // Beside it, the viewer's inbox (the header's count).
+    let inbox = seen.split("event: inbox\ndata: ").nth(1).unwrap().lines().next().unwrap();
+    let inbox: gatehouse_core::model::InboxView = serde_json::from_str(inbox).unwrap();
+    assert_eq!((inbox.total, inbox.pending[0].execution_id.as_str()), (1, eid.as_str()), "{seen}");
     app.decide(&ada, &eid, "decline").await;
     while !seen.contains("declined") {
         let chunk = tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await.unwrap().unwrap();
