@@ -169,8 +169,9 @@ async fn inbox_event(state: &AppState, user: &User) -> Event {
 /// pages re-read what they show), with a fresh `inbox` event whenever the
 /// approvals changed (the navigation's pending count).
 pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, slot: StreamSlot) -> EventStream {
-    let first = [Ok(Event::default().data("hello")), Ok(inbox_event(&state, &user).await)];
+    // Subscribed before the first inbox is read: a change in between is sent.
     let hub = state.mcp.core.live.subscribe();
+    let first = [Ok(Event::default().data("hello")), Ok(inbox_event(&state, &user).await)];
     let changes = {
         let state = state.clone();
         batches(hub, |_| true)

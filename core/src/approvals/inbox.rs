@@ -50,16 +50,10 @@ struct Listing {
 }
 
 impl ApprovalStore {
-    /// `user`'s inbox. On a cluster it may read the database (the other
-    /// replicas' pending calls): async callers use [`Self::inbox`].
-    pub fn inbox_for(&self, user: &User) -> InboxView {
-        let listing = self.cached_listing(user).unwrap_or_else(|| self.list(user));
-        self.inbox_view(user, &listing)
-    }
-
     /// `user`'s inbox: from memory while nothing changed since it was last
     /// computed; otherwise computed once for every stream waiting on it, off
-    /// the runtime's threads.
+    /// the runtime's threads (on a cluster it reads the database: the other
+    /// replicas' pending calls).
     pub async fn inbox(&self, user: &User) -> InboxView {
         if let Some(listing) = self.cached_listing(user) {
             return self.inbox_view(user, &listing);
