@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use gatehouse::throttle::STREAMS_PER_SESSION;
 
 mod support;
-use support::{ACCEPT, messages, percentile, sign_in};
+use support::{ACCEPT, messages, percentile, post, sign_in};
 
 /// Resident memory in MiB, 0 once the process is gone.
 fn rss_mib(pid: u32) -> f64 {
@@ -35,17 +35,8 @@ struct Mcp {
 
 impl Mcp {
     async fn rpc(&self, id: u64, method: &str, params: Value) -> Value {
-        let r = self
-            .client
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .header("accept", ACCEPT)
-            .header("mcp-session-id", &self.sid)
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .send()
-            .await
-            .unwrap();
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let r = post(&self.client, &self.url, &self.token, &self.sid, &request).await.unwrap();
         messages(r).await.unwrap_or_default().into_iter().find(|m| m["id"] == id).unwrap_or(Value::Null)
     }
 
@@ -73,15 +64,8 @@ impl Mcp {
             .unwrap();
         let sid = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
         let mcp = Mcp { client: client.clone(), url: format!("{base}/mcp"), token: token.to_string(), sid };
-        mcp.client
-            .post(&mcp.url)
-            .bearer_auth(&mcp.token)
-            .header("accept", ACCEPT)
-            .header("mcp-session-id", &mcp.sid)
-            .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-            .send()
-            .await
-            .unwrap();
+        let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+        post(&mcp.client, &mcp.url, &mcp.token, &mcp.sid, &initialized).await.unwrap();
         mcp
     }
 }
@@ -251,8 +235,8 @@ async fn main() {
     }
     println!("signed in {sessions} browser sessions in {:.1} s", started.elapsed().as_secs_f64());
     let sessions_only = rss_mib(pid);
-    // Every page stream starts with the viewer's whole inbox (`inbox` event:
-    // here all the pending executions): its size is part of each watcher's cost.
+    // Every page stream starts with the viewer's inbox (`inbox` event: the
+    // count and at most INBOX_LIMIT of the pending executions).
     let inbox_bytes = {
         let mut r = client
             .get(format!("{base}/api/approvals/events"))

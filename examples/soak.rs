@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
 
 mod support;
-use support::{ACCEPT, BoxError, messages, rss_mib};
+use support::{ACCEPT, BoxError, messages, post, rss_mib};
 
 /// Allowed at once (read-only built-in).
 const ALLOWED_TOOL: &str = "gatehouse_status";
@@ -182,31 +182,16 @@ impl Mcp {
         }
         let sid = init.headers().get("mcp-session-id").ok_or("no mcp-session-id")?.to_str()?.to_string();
         let mcp = Mcp { client: client.clone(), url, token: token.to_string(), sid, next_id: AtomicU64::new(1) };
-        mcp.client
-            .post(&mcp.url)
-            .bearer_auth(&mcp.token)
-            .header("accept", ACCEPT)
-            .header("mcp-session-id", &mcp.sid)
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-            .send()
-            .await?;
+        let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+        post(&mcp.client, &mcp.url, &mcp.token, &mcp.sid, &initialized).await?;
         Ok(mcp)
     }
 
     /// A `tools/call`'s result (the JSON-RPC `result`), or why not.
     async fn call(&self, tool: &str, arguments: Value) -> Result<Value, BoxError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let r = self
-            .client
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .header("accept", ACCEPT)
-            .header("mcp-session-id", &self.sid)
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}))
-            .send()
-            .await?;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        let r = post(&self.client, &self.url, &self.token, &self.sid, &request).await?;
         let reply = messages(r).await?.into_iter().find(|m| m["id"] == id).ok_or("no reply with the request's id")?;
         match reply.get("result") {
             Some(result) => Ok(result.clone()),

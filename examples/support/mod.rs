@@ -33,6 +33,26 @@ pub async fn messages(response: reqwest::Response) -> Result<Vec<Value>, BoxErro
         .collect())
 }
 
+/// POSTs `body` (a JSON-RPC message) on the MCP session `sid` at `url`, as
+/// a Streamable HTTP client does.
+pub async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    sid: &str,
+    body: &Value,
+) -> Result<reqwest::Response, BoxError> {
+    Ok(client
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", ACCEPT)
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(body)
+        .send()
+        .await?)
+}
+
 /// A browser session's cookie (`name=value`) for `user` at `base`.
 pub async fn sign_in(client: &reqwest::Client, base: &str, user: &str, password: &str) -> Result<String, BoxError> {
     let r = client
