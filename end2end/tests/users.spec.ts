@@ -108,12 +108,17 @@ test("a plain user changes their own password and signs out their other sessions
   const other = await browser.newContext();
   const otherPage = await other.newPage();
   await signIn(otherPage, "bob");
+  await expect(otherPage.locator(".live-status")).toHaveText("Live");
   await signIn(page, "bob");
   await expect(page.getByRole("heading", { name: "Add a user" })).toHaveCount(0);
   await expect(page.getByTestId("other-sessions")).toContainText("1 other browser");
   await page.getByRole("button", { name: "Sign out other sessions" }).click();
   await expect(page.getByRole("status").filter({ hasText: "Signed out 1 other session." })).toBeVisible();
-  await otherPage.reload();
+  // The other browser's open page is told at once and reloads itself to sign-in
+  // (reloading it from here too would race that navigation)...
+  await expect(otherPage).toHaveURL(/\/sign-in/);
+  // ...and its cookie opens nothing any more.
+  await otherPage.goto(`${gh.url}/users`);
   await expect(otherPage).toHaveURL(/\/sign-in/);
   await other.close();
 
