@@ -35,6 +35,10 @@ for f in gatehouse.js gatehouse.wasm gatehouse.css; do
   cmp -s "$tmp/$f" "$pkg/$f" || cp "$tmp/$f" "$pkg/$f"
 done
 cmp -s public/favicon.svg "$site/favicon.svg" || cp public/favicon.svg "$site/favicon.svg"
+# What a browser downloads (BENCHMARKS.md, "The front end's size").
+for f in gatehouse.wasm gatehouse.js gatehouse.css; do
+  echo "front end: $f $(wc -c <"$pkg/$f") bytes, $(gzip -9 -c "$pkg/$f" | wc -c) gzipped"
+done
 
 echo "== server (release, site embedded)"
 cargo build --release --bin gatehouse
