@@ -5,6 +5,7 @@
 #![recursion_limit = "256"]
 
 pub mod components;
+pub mod json;
 pub mod pages;
 pub mod redirect;
 pub mod reveal;

@@ -60,7 +60,7 @@ pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> Read
                 handler(e.data().as_string().unwrap_or_default());
             });
             let on_inbox = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
-                if let Ok(view) = serde_json::from_str::<InboxView>(&e.data().as_string().unwrap_or_default()) {
+                if let Ok(view) = crate::json::from_str::<InboxView>(&e.data().as_string().unwrap_or_default()) {
                     inbox.set(Some(view));
                 }
             });

@@ -21,14 +21,14 @@ use crate::server_fns::{AgentsView, MintCredential, RevokeCredentials, list_agen
 /// `/agents`
 #[component]
 pub fn AgentsPage() -> impl IntoView {
-    let agents = Resource::new(|| (), |_| list_agents());
+    let agents = crate::json::resource(|| (), |_| list_agents());
     let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
         if matches!(change.as_str(), "credentials_changed" | "sessions_changed" | "resync" | "hello") {
             agents.refetch();
         }
     });
     let query = use_query_map();
-    let minted = Resource::new(
+    let minted = crate::json::resource(
         move || query.read().get("minted"),
         |id| async move {
             match id {

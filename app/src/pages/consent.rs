@@ -19,7 +19,7 @@ use crate::server_fns::load_consent;
 pub fn ConsentPage() -> impl IntoView {
     let location = use_location();
     let query = move || location.search.get().trim_start_matches('?').to_string();
-    let info = Resource::new(query, load_consent);
+    let info = crate::json::resource(query, load_consent);
     view! {
         <Title text="Connect an agent — Gatehouse"/>
         <main class="narrow consent">

@@ -18,7 +18,7 @@ use crate::server_fns::{RevokeGrant, list_grants};
 pub fn GrantsPage() -> impl IntoView {
     let revoke = ServerAction::<RevokeGrant>::new();
     // Read again after each revocation.
-    let grants = Resource::new(move || revoke.version().get(), |_| list_grants());
+    let grants = crate::json::resource(move || revoke.version().get(), |_| list_grants());
     // Made, revoked, ended, expired or used elsewhere: read again.
     let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
         if matches!(change.as_str(), "grants_changed" | "resync" | "hello") {

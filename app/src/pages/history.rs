@@ -19,7 +19,7 @@ use crate::server_fns::get_history;
 pub fn HistoryPage() -> impl IntoView {
     let search = use_location().search;
     let filter = Memo::new(move |_| search.with(|q| HistoryFilter::from_query(q)));
-    let history = Resource::new(move || search.get(), get_history);
+    let history = crate::json::resource(move || search.get(), get_history);
     // Only the newest page grows; an older page stays as it was asked for.
     let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
         let first_page = filter.with_untracked(|f| f.as_ref().is_ok_and(|f| f.before.is_none()));

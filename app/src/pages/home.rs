@@ -14,7 +14,7 @@ use crate::server_fns::{Overview, get_overview};
 /// The signed-in home page: connected MCP sessions and agent credentials, live.
 #[component]
 pub fn HomePage() -> impl IntoView {
-    let overview = Resource::new(|| (), |_| get_overview());
+    let overview = crate::json::resource(|| (), |_| get_overview());
     let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
         if matches!(change.as_str(), "sessions_changed" | "credentials_changed" | "resync" | "hello") {
             overview.refetch();

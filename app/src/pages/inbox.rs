@@ -16,7 +16,7 @@ use crate::time_fmt::{exact, iso, relative};
 /// `inbox` events replace the list the server rendered).
 #[component]
 pub fn InboxPage() -> impl IntoView {
-    let rendered = Resource::new(|| (), |_| list_pending());
+    let rendered = crate::json::resource(|| (), |_| list_pending());
     let latest = use_inbox();
     let live = use_live_events(routes::APPROVAL_EVENTS.to_string(), |_| {});
     view! {

@@ -19,7 +19,7 @@ use crate::server_fns::{PoliciesView, RemoveRule, SaveRule, list_policies, previ
 /// `/policies`
 #[component]
 pub fn PoliciesPage() -> impl IntoView {
-    let policies = Resource::new(|| (), |_| list_policies());
+    let policies = crate::json::resource(|| (), |_| list_policies());
     let save = ServerAction::<SaveRule>::new();
     let remove = ServerAction::<RemoveRule>::new();
     // A saved or removed rule shows at once (and on other pages' streams, as
@@ -168,7 +168,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             human_only.set(q.get("human_only").is_some_and(|v| !v.is_empty()));
         }
     });
-    let preview = Resource::new(
+    let preview = crate::json::resource(
         move || (pattern.get().trim().to_string(), action.get(), human_only.get()),
         |(pattern, action, human_only)| async move {
             if pattern.is_empty() { Ok(None) } else { preview_rule(pattern, action, human_only).await.map(Some) }

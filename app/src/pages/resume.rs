@@ -39,14 +39,14 @@ fn state_label(state: State) -> &'static str {
 pub fn ResumePage() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.read().get("eid").unwrap_or_default();
-    let execution = Resource::new(id, get_execution);
+    let execution = crate::json::resource(id, get_execution);
     let decide = ServerAction::<DecideExecution>::new();
     let grant = ServerAction::<GrantExecution>::new();
     // The stream sends the execution's view now and on every change (our own
     // decision included): the page shows the latest, nothing is read again.
     let latest = RwSignal::new(None::<ExecutionView>);
     let live = use_live_events(routes::execution_events(&id()), move |data| {
-        if let Ok(view) = serde_json::from_str::<ExecutionView>(&data) {
+        if let Ok(view) = crate::json::from_str::<ExecutionView>(&data) {
             latest.set(Some(view));
         }
     });
@@ -294,7 +294,7 @@ fn GrantForm(
 /// its state changes.
 #[component]
 fn Timeline(id: String, state: Memo<State>, now: ReadSignal<i64>) -> impl IntoView {
-    let timeline = Resource::new(move || state.get(), move |_| get_timeline(id.clone()));
+    let timeline = crate::json::resource(move || state.get(), move |_| get_timeline(id.clone()));
     view! {
         <section aria-labelledby="timeline-h" class="timeline-section">
             <h2 id="timeline-h">"Timeline"</h2>

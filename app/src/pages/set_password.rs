@@ -16,7 +16,7 @@ pub fn SetPasswordPage() -> impl IntoView {
     let query = use_query_map();
     let token = move || query.read().get("token").unwrap_or_default();
     let error = move || query.read().get("error");
-    let link = Resource::new(token, password_link_info);
+    let link = crate::json::resource(token, password_link_info);
     view! {
         <Title text="Choose a password — Gatehouse"/>
         <main class="narrow">

@@ -19,7 +19,7 @@ use crate::server_fns::{ReviewToolChange, ToolsView, list_tools};
 /// `/tools`
 #[component]
 pub fn ToolsPage() -> impl IntoView {
-    let tools = Resource::new(|| (), |_| list_tools());
+    let tools = crate::json::resource(|| (), |_| list_tools());
     let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
         if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
             tools.refetch();

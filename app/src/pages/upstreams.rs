@@ -13,8 +13,8 @@ use crate::components::when::When;
 /// `/upstreams`: the fronted MCP servers and their health, live.
 #[component]
 pub fn UpstreamsPage() -> impl IntoView {
-    let upstreams = Resource::new(|| (), |_| crate::server_fns::list_upstreams());
-    let notify = Resource::new(|| (), |_| crate::server_fns::list_notify_targets());
+    let upstreams = crate::json::resource(|| (), |_| crate::server_fns::list_upstreams());
+    let notify = crate::json::resource(|| (), |_| crate::server_fns::list_notify_targets());
     let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
         if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
             upstreams.refetch();

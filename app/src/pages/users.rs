@@ -39,7 +39,7 @@ pub fn UsersPage() -> impl IntoView {
     };
     let password = ServerAction::<ChangePassword>::new();
     let sign_out = ServerAction::<SignOutOthers>::new();
-    let users = Resource::new(
+    let users = crate::json::resource(
         move || {
             (
                 invite.version().get(),
@@ -57,7 +57,7 @@ pub fn UsersPage() -> impl IntoView {
         }
     });
     let query = use_query_map();
-    let link = Resource::new(
+    let link = crate::json::resource(
         move || query.read().get("link"),
         |id| async move {
             match id {
