@@ -4,6 +4,9 @@
 //!
 //! `cargo run --release --example bench_approvals -- target/release/gatehouse 1000 10000`
 //! (raise `ulimit -n` first: the watchers need M sockets on each side).
+//! With `BENCH_HTTP2=1` the watchers share HTTP/2 connections (cleartext, prior
+//! knowledge), [`H2_STREAMS`] streams each, as a proxy speaking HTTP/2 to
+//! Gatehouse would carry them, instead of one HTTP/1.1 connection each.
 //!
 //! `bench_approvals --running WAIT_URL DECIDE_URL TOKEN USER PASSWORD N` measures
 //! only the wake latency against servers already running: the call waits on
@@ -20,6 +23,9 @@ use gatehouse::throttle::STREAMS_PER_SESSION;
 
 mod support;
 use support::{ACCEPT, messages, percentile, post, sign_in};
+
+/// Streams per HTTP/2 connection with `BENCH_HTTP2` (hyper's server allows 200).
+const H2_STREAMS: usize = 100;
 
 /// Resident memory in MiB, 0 once the process is gone.
 fn rss_mib(pid: u32) -> f64 {
@@ -256,6 +262,22 @@ async fn main() {
     // The machine is shared: stop opening watchers once the server holds more
     // than this (a global OOM kill is no measurement).
     let cap_mib: f64 = std::env::var("BENCH_RSS_CAP_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1536.0);
+    let http2 = std::env::var_os("BENCH_HTTP2").is_some();
+    let h2_clients: Vec<reqwest::Client> = if http2 {
+        (0..ids.len().div_ceil(H2_STREAMS))
+            .map(|_| reqwest::Client::builder().http2_prior_knowledge().build().unwrap())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    println!(
+        "watchers on {}",
+        if http2 {
+            format!("HTTP/2, {H2_STREAMS} streams per connection")
+        } else {
+            "HTTP/1.1, one connection each".into()
+        }
+    );
     let mut streams = Vec::with_capacity(ids.len());
     for (n, chunk) in ids.chunks(64).enumerate() {
         let rss = rss_mib(pid);
@@ -271,8 +293,12 @@ async fn main() {
             .iter()
             .enumerate()
             .map(|(i, eid)| {
-                // One connection per stream, as one browser tab per approval would.
-                let c = reqwest::Client::builder().build().unwrap();
+                // One connection per stream, as one browser tab per approval
+                // would (or a share of an HTTP/2 connection).
+                let c = match h2_clients.get((n * 64 + i) / H2_STREAMS) {
+                    Some(shared) => shared.clone(),
+                    None => reqwest::Client::builder().build().unwrap(),
+                };
                 let url = format!("{base}/api/executions/{eid}/events");
                 let cookie = cookies[(n * 64 + i) / STREAMS_PER_SESSION].clone();
                 tokio::spawn(async move {
