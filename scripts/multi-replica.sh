@@ -178,6 +178,7 @@ import json
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -575,9 +576,83 @@ def check_race():
     say("one outcome per execution, one decision row each, no entry left on either replica")
 
 
+# ---- 4b. a browser that stops reading holds up nobody else
+def check_stalled():
+    """Eight page streams through the balancer that nobody reads, and one that
+    must still get every change while 200 calls come to wait (≈ 20 bursts of
+    the admin's 24 KiB inbox: far more than the stalled ones' buffers hold)."""
+    cookie = sign_in(LB)
+    u = urllib.parse.urlsplit(LB)
+
+    def open_events(rcvbuf=None):
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        c.connect()
+        if rcvbuf:
+            # A small receive window, so the stall reaches back to the replica soon.
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        c.request("GET", "/api/live/events", headers={"cookie": cookie})
+        r = c.getresponse()
+        check(r.status == 200, f"/api/live/events through the balancer: {r.status}")
+        return c, r
+
+    stalled = [open_events(rcvbuf=4096) for _ in range(8)]
+    reader_conn, reader = open_events()
+    totals = []
+
+    def read():
+        try:
+            for line in reader:
+                m = re.search(rb'"total":(\d+)', line)
+                if m:
+                    totals.append(int(m.group(1)))
+        except Exception:  # the connection closed under it at the end
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.time() + 15
+    while not totals and time.time() < deadline:
+        time.sleep(0.05)
+    check(totals, "the reading stream never got its first inbox")
+    before = totals[-1]
+
+    # Ten agents, twenty waiting calls each (the default per-credential limit).
+    started = time.time()
+    calls = []
+    for agent in range(10):
+        s = Session(LB, issue(f"mr-stalled-{agent}")["token"])
+        check(s.initialize() == 200, "initialize through the balancer failed")
+        for i in range(20):
+            r = s.call("gatehouse_policy_set", {"pattern": f"mr_stalled_{agent}_{i}", "action": "allow"})
+            eid = (r.get("structuredContent") or {}).get("executionId")
+            check(eid, f"call {i} of agent {agent} did not pause: {short(json.dumps(r), 200)}")
+            calls.append((s, eid))
+            if i % 10 == 9:
+                time.sleep(0.15)  # past the streams' 100 ms coalescing window: one more burst
+    made = time.time()
+    deadline = made + 30
+    while totals[-1] < before + 200 and time.time() < deadline:
+        time.sleep(0.1)
+    seen = totals[-1]
+    say(f"200 calls made in {made - started:.1f} s; the reader counted them all {time.time() - made:.1f} s later")
+    for c, _ in stalled + [(reader_conn, None)]:
+        c.close()
+    cookies = {A: sign_in(A)}
+    for s, eid in calls:
+        st, _, body = req(A, "POST", f"/api/executions/{eid}/resume", {"action": "decline"}, {"origin": A, "cookie": cookies[A]})
+        check(st in (200, 409), f"declining {eid} afterwards: {st} {short(body, 160)}")
+        # The agent takes its answer, so the replicas hold nothing afterwards.
+        s.call("resume", {"executionId": eid}, timeout=90)
+    check(
+        seen >= before + 200,
+        f"with 8 streams stalled, the reading one saw {seen - before} of the 200 new waiting calls "
+        f"({len(totals)} inbox events): a stalled reader held up another stream",
+    )
+    say(f"8 streams stalled; the reading one got {len(totals)} inbox events, the last counting all {seen} waiting")
+
+
 if __name__ == "__main__":
     try:
-        {"revoke": check_revoke, "policy": check_policy, "race": check_race}[sys.argv[1]]()
+        {"revoke": check_revoke, "policy": check_policy, "race": check_race, "stalled": check_stalled}[sys.argv[1]]()
     except Fail as e:
         print(f"  FAIL: {e}", flush=True)
         sys.exit(1)
@@ -619,6 +694,7 @@ run_check "1. Python SDK client through the balancer" \
 run_check "2. revoked on B, refused on A at once" "$python" "$work/checks.py" revoke
 run_check "3. a rule saved on B is enforced on A at its next request" "$python" "$work/checks.py" policy
 run_check "4. 100 concurrent decisions on 20 executions across A and B" "$python" "$work/checks.py" race
+run_check "4b. eight stalled page streams through the balancer hold up no other" "$python" "$work/checks.py" stalled
 # After the race: a call left waiting here would be counted there.
 # The admin's browser session, signed in through the balancer (sessions are in
 # the shared store, so the cookie works on both replicas).
