@@ -633,7 +633,7 @@ def check_stalled():
     while totals[-1] < before + 200 and time.time() < deadline:
         time.sleep(0.1)
     seen = totals[-1]
-    say(f"200 calls made in {made - started:.1f} s; the reader counted them all {time.time() - made:.1f} s later")
+    say(f"200 calls made in {made - started:.1f} s; {time.time() - made:.1f} s later the reader counted {seen - before} of them")
     for c, _ in stalled + [(reader_conn, None)]:
         c.close()
     cookies = {A: sign_in(A)}
