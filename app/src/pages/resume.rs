@@ -54,9 +54,11 @@ pub fn ResumePage() -> impl IntoView {
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
             {move || execution.get().map(|result| match result {
                 Ok(Lookup::Found { execution, now_ms, is_admin }) => {
-                    let current = Signal::derive(move || {
+                    // A memo, so an event that repeats what the page shows (the
+                    // stream's first one always does) re-renders nothing.
+                    let current: Signal<ExecutionView> = Memo::new(move |_| {
                         latest.get().filter(|v| v.execution_id == execution.execution_id).unwrap_or_else(|| (*execution).clone())
-                    });
+                    }).into();
                     view! { <Resume current now_ms is_admin decide grant live/> }.into_any()
                 }
                 Ok(Lookup::Forbidden) => view! {
