@@ -104,5 +104,29 @@ pub fn router(state: McpState, allow: &AllowList) -> Router {
         Arc::new(sessions),
         config,
     );
-    Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn_with_state(state, auth::authenticate))
+    Router::new()
+        .nest_service("/mcp", Endpoint(Arc::new(service)))
+        .layer(axum::middleware::from_fn_with_state(state, auth::authenticate))
+}
+
+/// rmcp's service behind one `Arc`. axum's route and every middleware layer
+/// clone the endpoint for each request, and rmcp's own `Clone` copies its
+/// whole config (the host and origin lists, and a cancellation token whose
+/// clone and drop take a lock): four times per request without this.
+#[derive(Clone)]
+struct Endpoint(Arc<StreamableHttpService<handler::GatehouseMcp, WatchedSessions<LocalSessionManager>>>);
+
+impl tower::Service<axum::extract::Request> for Endpoint {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::extract::Request) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(request).await.map(axum::body::Body::new)) })
+    }
 }
