@@ -648,9 +648,16 @@ mod tests {
         server.db.conn().unwrap().execute("UPDATE credentials SET revoked_at = 1 WHERE id = ?1", args![b.id]).unwrap();
         assert!(!accepted(&server, &b.token), "any change to the table holds on the next request");
         assert!(accepted(&server, &c.token));
+        // This process's own commits move the WAL index but not data_version;
+        // a revocation by the other process after them still holds.
+        let d = issue(&server, None);
+        assert!(accepted(&server, &c.token) && accepted(&server, &d.token) && accepted(&server, &d.token));
+        assert!(cli.revoke(&c.id).unwrap());
+        assert!(!accepted(&server, &c.token), "the CLI's revocation after our own write");
         // A lapse needs no change to the table.
+        assert!(accepted(&server, &d.token));
         clock.advance(WINDOW * 2);
-        assert!(!accepted(&server, &c.token), "a remembered credential still lapses");
+        assert!(!accepted(&server, &d.token), "a remembered credential still lapses");
     }
 
     #[test]

@@ -16,8 +16,10 @@ mod postgres_schema;
 mod sql;
 mod sqlite_schema;
 mod versioned;
+mod wal_index;
 
 pub use self::versioned::Versioned;
+use self::wal_index::WalIndex;
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "gatehouse.db";
@@ -81,10 +83,11 @@ pub struct Db {
 
 #[derive(Clone)]
 enum Inner {
-    /// The connection, and how many `credentials` rows it has changed (an
+    /// The connection, how many `credentials` rows it has changed (an
     /// update hook counts them: SQLite's `data_version` sees only other
-    /// connections' commits).
-    Sqlite(Arc<Mutex<Connection>>, Arc<AtomicU64>),
+    /// connections' commits), and the WAL index that says when
+    /// `data_version` needs reading (none for a database in memory).
+    Sqlite(Arc<Mutex<Connection>>, Arc<AtomicU64>, Option<Arc<WalIndex>>),
     Postgres {
         pool: r2d2::Pool<postgres::Manager>,
         url: Arc<str>,
@@ -106,8 +109,12 @@ impl Db {
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         options.open(&path).map_err(unusable)?;
-        let db = Self::from_connection(Connection::open(&path)?)?;
+        let mut db = Self::from_connection(Connection::open(&path)?)?;
         restrict_permissions(data_dir).map_err(unusable)?;
+        // The migrations have read in WAL mode, so the index exists by now.
+        if let Inner::Sqlite(_, _, index) = &mut db.inner {
+            *index = WalIndex::open(&path).map(Arc::new);
+        }
         Ok(db)
     }
 
@@ -155,21 +162,27 @@ impl Db {
                 counter.fetch_add(1, Ordering::Relaxed);
             }
         }));
-        Ok(Self { inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), credential_writes) })
+        Ok(Self { inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), credential_writes, None) })
     }
 
     /// A value that differs whenever the `credentials` table may have changed
     /// since it was read (before reading the rows it guards, on the same
     /// `conn`): this process's changes (the update hook) and any other
     /// process's commits (`PRAGMA data_version`, so a `gatehouse token revoke`
-    /// from the CLI counts). `None` on PostgreSQL, where other replicas write
-    /// and only a round trip could tell. (SQLite skips the hook for a
-    /// `DELETE` without `WHERE`; nothing deletes credentials, they are revoked.)
+    /// from the CLI counts; read only when the WAL index says something was
+    /// committed since the last read). `None` on PostgreSQL, where other
+    /// replicas write and only a round trip could tell. (SQLite skips the hook
+    /// for a `DELETE` without `WHERE`; nothing deletes credentials, they are
+    /// revoked.)
     pub fn credentials_marker(&self, conn: &Conn<'_>) -> Result<Option<(i64, u64)>> {
-        let (Inner::Sqlite(_, writes), Some(sqlite)) = (&self.inner, conn.sqlite()) else {
+        let (Inner::Sqlite(_, writes, index), Some(sqlite)) = (&self.inner, conn.sqlite()) else {
             return Ok(None);
         };
-        let version: i64 = sqlite.prepare_cached("PRAGMA data_version")?.query_row([], |row| row.get(0))?;
+        let read = || sqlite.prepare_cached("PRAGMA data_version")?.query_row([], |row| row.get::<_, i64>(0));
+        let version = match index {
+            Some(index) => index.data_version(read)?,
+            None => read()?,
+        };
         Ok(Some((version, writes.load(Ordering::Relaxed))))
     }
 
@@ -196,7 +209,7 @@ impl Db {
         match &self.inner {
             // A panic while holding the lock cannot leave SQLite inconsistent
             // (statements are atomic), so a poisoned lock is still usable.
-            Inner::Sqlite(conn, _) => Ok(Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))),
+            Inner::Sqlite(conn, ..) => Ok(Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))),
             Inner::Postgres { pool, .. } => Ok(Conn::Postgres(pool.get()?)),
         }
     }
