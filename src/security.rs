@@ -108,7 +108,7 @@ pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Requ
         None => return refuse(StatusCode::FORBIDDEN, "forbidden_host", "missing Host header".into()),
     }
     let origin = header_str(headers, header::ORIGIN);
-    if request.uri().path() == "/mcp" || request.uri().path().starts_with("/mcp/") {
+    if is_mcp(request.uri().path()) {
         if let Some(o) = origin
             && !allow.mcp_origin_allowed(o)
         {
@@ -158,6 +158,16 @@ pub fn content_security_policy(nonce: &str) -> String {
     )
 }
 
+/// The Content Security Policy of `/mcp` answers (JSON and event streams,
+/// never a page): nothing may run or load.
+const MCP_CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'none'; object-src 'none'; \
+     frame-ancestors 'none'; base-uri 'self'; form-action 'self'";
+
+/// Whether `path` is the MCP endpoint.
+fn is_mcp(path: &str) -> bool {
+    path == "/mcp" || path.starts_with("/mcp/")
+}
+
 /// Sets the headers that keep every response (refusals included) out of
 /// frames and sniffing, its scripts to our own, and its content out of
 /// caches: a fresh CSP nonce goes into the request for the page renderer
@@ -166,9 +176,16 @@ pub fn content_security_policy(nonce: &str) -> String {
 /// everything else, signed-in pages and token-bearing JSON above all, is
 /// `no-store`.
 pub async fn security_headers(State(policy): State<HeaderPolicy>, mut request: Request, next: Next) -> Response {
-    let nonce = leptos::nonce::Nonce::new();
-    let csp = HeaderValue::from_str(&content_security_policy(&nonce));
-    request.extensions_mut().insert(nonce);
+    // `/mcp` never renders a page: a fixed policy that allows no script, and
+    // no nonce to draw and format on the gate's hottest path.
+    let csp = if is_mcp(request.uri().path()) {
+        Ok(HeaderValue::from_static(MCP_CONTENT_SECURITY_POLICY))
+    } else {
+        let nonce = leptos::nonce::Nonce::new();
+        let csp = HeaderValue::from_str(&content_security_policy(&nonce));
+        request.extensions_mut().insert(nonce);
+        csp
+    };
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));

@@ -77,6 +77,9 @@ async fn refusals_carry_the_security_headers_too() {
     let r = app.client.post(format!("{}/mcp", app.address)).json(&json!({})).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert_security_headers(&r);
+    // /mcp never serves a page: its policy lets nothing run, and needs no nonce.
+    let csp = header(&r, "content-security-policy");
+    assert!(csp.contains("script-src 'none'") && !csp.contains("nonce"), "{csp}");
     // A cross-site POST.
     let r = app
         .client
