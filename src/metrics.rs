@@ -4,7 +4,6 @@
 use std::sync::atomic::Ordering;
 
 use axum::Router;
-use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 
 use crate::auth;
@@ -26,7 +25,7 @@ pub fn metrics_router(state: AppState) -> Router {
             get(|axum::extract::State(state): axum::extract::State<AppState>| async move { render(&state) }),
         )
         .with_state(state)
-        .layer(from_fn_with_state(policy, security::security_headers))
+        .layer(security::GuardLayer::headers_only(policy))
 }
 
 /// The Prometheus text of `/metrics`.

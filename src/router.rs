@@ -80,13 +80,12 @@ pub fn app(state: AppState) -> Router {
         .layer(CookieManagerLayer::new())
         .layer(axum::extract::DefaultBodyLimit::max(state.mcp.max_body_bytes))
         .with_state(state.clone());
-    // The security headers go outermost, so refusals (a foreign Host, a
-    // cross-site POST) carry them too.
+    // The guard goes outermost: refusals (a foreign Host, a cross-site POST)
+    // carry the security headers too.
     Router::new()
         .merge(mcp)
         .merge(site)
-        .layer(from_fn_with_state(state.allow.clone(), security::check_host_and_origin))
-        .layer(from_fn_with_state(security::HeaderPolicy { https: state.https }, security::security_headers))
+        .layer(security::GuardLayer::new(state.allow.clone(), security::HeaderPolicy { https: state.https }))
 }
 
 #[cfg(test)]

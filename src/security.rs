@@ -2,11 +2,14 @@
 //! that keep pages out of frames, their scripts our own and their content out
 //! of caches.
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use url::Url;
@@ -22,15 +25,16 @@ pub struct AllowList {
 
 const LOOPBACK: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 
-/// Splits `host[:port]` (IPv6 in brackets) into the host name, lower-cased.
-fn host_name(authority: &str) -> String {
-    let authority = authority.trim().to_ascii_lowercase();
+/// The host name of `host[:port]` (IPv6 in brackets), as written: callers
+/// compare it case-insensitively, so nothing is allocated per request.
+fn host_name(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default().to_string();
+        return rest.split(']').next().unwrap_or_default();
     }
-    authority.rsplit_once(':').map_or(authority.clone(), |(h, p)| {
-        if p.chars().all(|c| c.is_ascii_digit()) { h.to_string() } else { authority.clone() }
-    })
+    match authority.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|c| c.is_ascii_digit()) => h,
+        _ => authority,
+    }
 }
 
 impl AllowList {
@@ -61,9 +65,10 @@ impl AllowList {
 
     /// Whether a `Host` header value names us.
     pub fn host_allowed(&self, host: &str) -> bool {
-        let name = host_name(host);
-        let full = host.trim().to_ascii_lowercase();
-        self.hosts.iter().any(|h| *h == name || *h == full)
+        // The list is lower-cased when it is built.
+        let full = host.trim();
+        let name = host_name(full);
+        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name) || h.eq_ignore_ascii_case(full))
     }
 
     /// Whether an `Origin` may call `/mcp`: loopback on any port, the public
@@ -97,22 +102,23 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Refuses requests whose `Host` is not ours (DNS rebinding), cross-origin
-/// browser calls to `/mcp`, and cross-site state-changing calls elsewhere.
-pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Request, next: Next) -> Response {
+/// Why `request` is refused, if it is: a `Host` that is not ours (DNS
+/// rebinding), a cross-origin browser call to `/mcp`, or a cross-site
+/// state-changing call elsewhere.
+fn refusal(allow: &AllowList, request: &Request) -> Option<Response> {
     let headers = request.headers();
     let host = header_str(headers, header::HOST).or_else(|| request.uri().authority().map(|a| a.as_str()));
     match host {
         Some(h) if allow.host_allowed(h) => {}
-        Some(h) => return refuse(StatusCode::FORBIDDEN, "forbidden_host", format!("Host {h:?} is not allowed")),
-        None => return refuse(StatusCode::FORBIDDEN, "forbidden_host", "missing Host header".into()),
+        Some(h) => return Some(refuse(StatusCode::FORBIDDEN, "forbidden_host", format!("Host {h:?} is not allowed"))),
+        None => return Some(refuse(StatusCode::FORBIDDEN, "forbidden_host", "missing Host header".into())),
     }
     let origin = header_str(headers, header::ORIGIN);
     if is_mcp(request.uri().path()) {
         if let Some(o) = origin
             && !allow.mcp_origin_allowed(o)
         {
-            return refuse(StatusCode::FORBIDDEN, "forbidden_origin", format!("Origin {o:?} is not allowed"));
+            return Some(refuse(StatusCode::FORBIDDEN, "forbidden_origin", format!("Origin {o:?} is not allowed")));
         }
     } else if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         && !crate::oauth::paths::CROSS_ORIGIN.contains(&request.uri().path())
@@ -129,17 +135,17 @@ pub async fn check_host_and_origin(State(allow): State<AllowList>, request: Requ
             None => bearer || !cookie || same_site_fetch,
         };
         if !ok {
-            return refuse(
+            return Some(refuse(
                 StatusCode::FORBIDDEN,
                 "forbidden_origin",
                 format!("cross-origin {} refused (Origin {:?})", request.method(), origin.unwrap_or("missing")),
-            );
+            ));
         }
     }
-    next.run(request).await
+    None
 }
 
-/// What [`security_headers`] needs to know about how the site is served.
+/// What [`GuardLayer`] needs to know about how the site is served.
 #[derive(Debug, Clone, Copy)]
 pub struct HeaderPolicy {
     /// Served over HTTPS: browsers are told to keep it that way (HSTS).
@@ -168,30 +174,128 @@ fn is_mcp(path: &str) -> bool {
     path == "/mcp" || path.starts_with("/mcp/")
 }
 
-/// Sets the headers that keep every response (refusals included) out of
-/// frames and sniffing, its scripts to our own, and its content out of
-/// caches: a fresh CSP nonce goes into the request for the page renderer
-/// (the shell hands it to Leptos's hydration scripts) and into the CSP.
-/// Responses that set their own `Cache-Control` (static assets) keep it;
-/// everything else, signed-in pages and token-bearing JSON above all, is
-/// `no-store`.
-pub async fn security_headers(State(policy): State<HeaderPolicy>, mut request: Request, next: Next) -> Response {
-    // `/mcp` never renders a page: a fixed policy that allows no script, and
-    // no nonce to draw and format on the gate's hottest path.
-    let csp = if is_mcp(request.uri().path()) {
-        Ok(HeaderValue::from_static(MCP_CONTENT_SECURITY_POLICY))
-    } else {
-        let nonce = leptos::nonce::Nonce::new();
-        let csp = HeaderValue::from_str(&content_security_policy(&nonce));
-        request.extensions_mut().insert(nonce);
-        csp
-    };
-    let mut response = next.run(request).await;
-    let h = response.headers_mut();
+/// The front door of every response as one tower layer: the Host and
+/// Origin checks ([`refusal`]), then the headers that keep every response
+/// (refusals included) out of frames and sniffing, its scripts to our own and
+/// its content out of caches. A fresh CSP nonce goes into the request for
+/// the page renderer (the shell hands it to Leptos's hydration scripts) and
+/// into the CSP. Responses that set their own `Cache-Control` (static assets)
+/// keep it; everything else, signed-in pages and token-bearing JSON above
+/// all, is `no-store`.
+///
+/// One hand-written layer rather than two `from_fn` ones: each of those
+/// clones the boxed inner route and boxes a future on every request, the
+/// gate's hottest path (BENCHMARKS.md, "The gate's own path").
+#[derive(Debug, Clone)]
+pub struct GuardLayer {
+    allow: Option<AllowList>,
+    policy: HeaderPolicy,
+}
+
+impl GuardLayer {
+    /// Checks Host and Origin against `allow`, then sets the headers.
+    pub fn new(allow: AllowList, policy: HeaderPolicy) -> Self {
+        Self { allow: Some(allow), policy }
+    }
+
+    /// Sets the headers only: for the `metrics_listen` address, which
+    /// scrapers reach by whatever name their network gives it.
+    pub fn headers_only(policy: HeaderPolicy) -> Self {
+        Self { allow: None, policy }
+    }
+}
+
+impl<S> tower::Layer<S> for GuardLayer {
+    type Service = Guard<S>;
+
+    fn layer(&self, inner: S) -> Guard<S> {
+        Guard { inner, allow: self.allow.clone(), policy: self.policy }
+    }
+}
+
+/// The service [`GuardLayer`] puts in front of `S`.
+#[derive(Debug, Clone)]
+pub struct Guard<S> {
+    inner: S,
+    allow: Option<AllowList>,
+    policy: HeaderPolicy,
+}
+
+impl<S> tower::Service<Request> for Guard<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = GuardFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        // `/mcp` never renders a page: a fixed policy that allows no script,
+        // and no nonce to draw and format on the gate's hottest path.
+        let csp = if is_mcp(request.uri().path()) {
+            Some(HeaderValue::from_static(MCP_CONTENT_SECURITY_POLICY))
+        } else {
+            let nonce = leptos::nonce::Nonce::new();
+            let csp = HeaderValue::from_str(&content_security_policy(&nonce)).ok();
+            request.extensions_mut().insert(nonce);
+            csp
+        };
+        let state = match self.allow.as_ref().and_then(|allow| refusal(allow, &request)) {
+            Some(refused) => Stage::Refused { response: Some(refused) },
+            None => Stage::Inner { future: self.inner.call(request) },
+        };
+        GuardFuture { stage: state, csp, https: self.policy.https }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response of a [`Guard`]: a refusal or the inner service's answer,
+    /// with the security headers set on it.
+    pub struct GuardFuture<F> {
+        #[pin]
+        stage: Stage<F>,
+        csp: Option<HeaderValue>,
+        https: bool,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StageProj]
+    enum Stage<F> {
+        Refused { response: Option<Response> },
+        Inner { #[pin] future: F },
+    }
+}
+
+impl<F> Future for GuardFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut response = match this.stage.project() {
+            StageProj::Refused { response } => response.take().expect("a guard future is polled after it completed"),
+            StageProj::Inner { future } => match ready!(future.poll(cx)) {
+                Ok(response) => response,
+                Err(never) => match never {},
+            },
+        };
+        set_headers(response.headers_mut(), this.csp.take(), *this.https);
+        Poll::Ready(Ok(response))
+    }
+}
+
+fn set_headers(h: &mut HeaderMap, csp: Option<HeaderValue>, https: bool) {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     // A page that widened its own policy (the OAuth consent page, whose
     // form redirects to the client) keeps it; it is built from the same nonce.
-    if let Ok(csp) = csp
+    if let Some(csp) = csp
         && !h.contains_key(header::CONTENT_SECURITY_POLICY)
     {
         h.insert(header::CONTENT_SECURITY_POLICY, csp);
@@ -201,10 +305,9 @@ pub async fn security_headers(State(policy): State<HeaderPolicy>, mut request: R
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
-    if policy.https {
+    if https {
         h.insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000"));
     }
-    response
 }
 
 #[cfg(test)]
@@ -235,5 +338,69 @@ mod tests {
         assert!(allow.same_origin("http://127.0.0.1:8080", Some("127.0.0.1:8080")));
         assert!(!allow.same_origin("http://127.0.0.1:3000", Some("127.0.0.1:8080")));
         assert!(allow.same_origin("https://gate.example.com", Some("10.0.0.1")));
+    }
+
+    /// A refusal never reaches the service behind the guard, and every answer,
+    /// a refusal or the service's own, leaves with the security headers.
+    #[tokio::test]
+    async fn the_guard_refuses_before_the_service_and_heads_every_answer() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tower::{Layer, ServiceExt};
+
+        let reached = Arc::new(AtomicUsize::new(0));
+        let inner = {
+            let reached = reached.clone();
+            tower::service_fn(move |request: Request| {
+                reached.fetch_add(1, Ordering::SeqCst);
+                // The page renderer finds its nonce in the request.
+                let has_nonce = request.extensions().get::<leptos::nonce::Nonce>().is_some();
+                async move {
+                    Ok::<_, Infallible>((StatusCode::OK, if has_nonce { "nonce" } else { "none" }).into_response())
+                }
+            })
+        };
+        let guard = GuardLayer::new(AllowList::new(None, &[], &[]), HeaderPolicy { https: true }).layer(inner);
+        let send = |request: Request| guard.clone().oneshot(request);
+        let get = |path: &str, host: &str| {
+            Request::get(path).header(header::HOST, host).body(axum::body::Body::empty()).unwrap()
+        };
+
+        let refused = send(get("/", "evil.example")).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+        assert_eq!(reached.load(Ordering::SeqCst), 0, "a foreign Host must not reach the service");
+        let cross_site = Request::post("/api/credentials")
+            .header(header::HOST, "localhost:8080")
+            .header(header::ORIGIN, "https://evil.example")
+            .header(header::COOKIE, "gh_session=x")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(send(cross_site).await.unwrap().status(), StatusCode::FORBIDDEN);
+        assert_eq!(reached.load(Ordering::SeqCst), 0, "a cross-site POST must not reach the service");
+
+        let page = send(get("/", "LOCALHOST:8080")).await.unwrap();
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(reached.load(Ordering::SeqCst), 1);
+        let mcp = send(get("/mcp", "127.0.0.1")).await.unwrap();
+        for (response, script_src) in [(&refused, "'nonce-"), (&page, "'nonce-"), (&mcp, "script-src 'none'")] {
+            let h = response.headers();
+            assert_eq!(h[header::X_FRAME_OPTIONS], "DENY");
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert_eq!(h[header::CACHE_CONTROL], "no-store");
+            assert!(h.contains_key(header::STRICT_TRANSPORT_SECURITY));
+            let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+            assert!(csp.contains(script_src) && csp.contains("frame-ancestors 'none'"), "{csp}");
+        }
+        let body = axum::body::to_bytes(page.into_body(), 64).await.unwrap();
+        assert_eq!(&body[..], b"nonce");
+        let body = axum::body::to_bytes(mcp.into_body(), 64).await.unwrap();
+        assert_eq!(&body[..], b"none", "/mcp draws no nonce");
+
+        // Without an allow list (the metrics address), any Host is served.
+        let open = GuardLayer::headers_only(HeaderPolicy { https: false })
+            .layer(tower::service_fn(|_: Request| async { Ok::<_, Infallible>(StatusCode::OK.into_response()) }));
+        let r = open.oneshot(get("/metrics", "prometheus.internal")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[header::X_FRAME_OPTIONS], "DENY");
+        assert!(!r.headers().contains_key(header::STRICT_TRANSPORT_SECURITY));
     }
 }
