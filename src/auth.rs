@@ -54,13 +54,17 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
 /// request's extensions.
 pub async fn load_user(State(state): State<AppState>, cookies: Cookies, mut request: Request, next: Next) -> Response {
     if let Some(cookie) = cookies.get(cookie_name(state.https)) {
-        match state.mcp.core.users.session_user(cookie.value()) {
+        // Every console request passes here: the lookup runs on a blocking
+        // thread, not on a worker the other connections need.
+        let users = state.mcp.core.users.clone();
+        let token = cookie.value().to_string();
+        match crate::error::blocking(move || users.session_user(&token)).await {
             Ok(Some(user)) => {
                 request.extensions_mut().insert(user);
                 request.extensions_mut().insert(BrowserSession(gatehouse_core::secret::hash(cookie.value())));
             }
             Ok(None) => {}
-            Err(e) => return ApiError::Internal(e.to_string()).into_response(),
+            Err(e) => return e.into_response(),
         }
     }
     next.run(request).await

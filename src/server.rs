@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -46,6 +46,44 @@ where
     }
 }
 
+/// Which protocol a new connection speaks, told from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    /// Cleartext HTTP/2 with prior knowledge (a proxy speaking HTTP/2).
+    Http2,
+}
+
+/// What every HTTP/2 connection opens with.
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Tells HTTP/1 from HTTP/2 by peeking at the first bytes, leaving them in
+/// the socket. hyper-util's auto builder reads them instead and hands hyper
+/// a 24-byte prefix as its first read; hyper then grows its 8 KiB read
+/// buffer to 16 KiB for the rest of the request, and keeps that size for
+/// the connection's life: 8 KiB more for every open SSE watcher. Peeked,
+/// hyper reads the whole request at once into 8 KiB. `None` when the peer
+/// closed before saying anything.
+async fn sniff(tcp: &TcpStream) -> std::io::Result<Option<Protocol>> {
+    let mut first = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = tcp.peek(&mut first).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if first[..n] != H2_PREFACE[..n] {
+            return Ok(Some(Protocol::Http1));
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(Some(Protocol::Http2));
+        }
+        // Part of the preface so far: a peek returns at once while any bytes
+        // wait, so give the rest a moment to arrive (the caller's deadline
+        // bounds this; real clients send the preface in one write).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown`, then drains; each
 /// connection (and each HTTP/2 stream hyper spawns) is a task on `tasks`.
 pub async fn serve(
@@ -57,9 +95,12 @@ pub async fn serve(
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TrackedExecutor(tasks.clone()));
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+    // One builder per protocol, the protocol told by `sniff`.
+    let mut http1 = auto::Builder::new(TrackedExecutor(tasks.clone())).http1_only();
+    http1.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    let mut http2 = auto::Builder::new(TrackedExecutor(tasks.clone())).http2_only();
+    http2.http2().timer(TokioTimer::new());
+    let builders = Arc::new([http1, http2]);
     loop {
         // Wait for a free place before accepting, so a flood queues in the
         // backlog instead of costing memory here.
@@ -90,9 +131,25 @@ pub async fn serve(
             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
             router.clone().oneshot(request.map(axum::body::Body::new))
         });
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned();
-        let connection = graceful.watch(connection);
+        let builders = builders.clone();
+        let watcher = graceful.watcher();
+        let shutdown = shutdown.clone();
         tasks.spawn(async move {
+            // A client that connects and says nothing gets the same deadline
+            // as one that never finishes its headers (hyper's own timer only
+            // starts once it reads).
+            let protocol = tokio::select! {
+                sniffed = tokio::time::timeout(limits.header_read_timeout, sniff(&tcp)) => sniffed,
+                _ = shutdown.cancelled() => return,
+            };
+            let builder = match protocol {
+                Ok(Ok(Some(Protocol::Http1))) => &builders[0],
+                Ok(Ok(Some(Protocol::Http2))) => &builders[1],
+                Ok(Ok(None)) => return,
+                Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "connection failed before its request"),
+                Err(_) => return tracing::debug!(%peer, "connection sent nothing in time; closed"),
+            };
+            let connection = watcher.watch(builder.serve_connection(TokioIo::new(tcp), service));
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
