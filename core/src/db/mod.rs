@@ -210,7 +210,9 @@ impl Db {
             // A panic while holding the lock cannot leave SQLite inconsistent
             // (statements are atomic), so a poisoned lock is still usable.
             Inner::Sqlite(conn, ..) => Ok(Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))),
-            Inner::Postgres { pool, .. } => Ok(Conn::Postgres(pool.get()?)),
+            // The checkout may wait (up to `POOL_WAIT` for a free client, or
+            // a connect): off the runtime too, as the queries are.
+            Inner::Postgres { pool, .. } => Ok(Conn::Postgres(sql::off_runtime(|| Ok(pool.get()?))?)),
         }
     }
 
@@ -293,4 +295,45 @@ pub fn test_database_url() -> Result<Option<String>> {
     })?;
     let separator = if base.contains('?') { '&' } else { '?' };
     Ok(Some(format!("{base}{separator}options=-c%20search_path%3D{schema}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    /// With every pooled client held, a store call from an async task waits
+    /// `POOL_WAIT` for one and fails; the runtime's other tasks keep running
+    /// meanwhile (before, the checkout blocked the worker it ran on).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn waiting_for_a_pooled_connection_does_not_stall_the_runtime() {
+        // On SQLite nothing is pooled, so nothing waits.
+        let Some(url) = test_database_url().unwrap() else { return };
+        let db = Db::connect(&url).unwrap();
+        let held: Vec<_> = (0..postgres::POOL_SIZE).map(|_| db.conn().unwrap()).collect();
+        let ticks = Arc::new(AtomicU32::new(0));
+        let ticker = tokio::spawn({
+            let ticks = ticks.clone();
+            async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    ticks.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        // Spawned, so it runs on the runtime's only worker, beside the ticker.
+        let waited = tokio::spawn({
+            let db = db.clone();
+            async move { db.conn().map(|_| ()) }
+        })
+        .await
+        .unwrap();
+        ticker.abort();
+        assert!(waited.is_err(), "every client was held, so the checkout gave up");
+        let ticks = ticks.load(Ordering::Relaxed);
+        // 5 s of waiting is ~500 ticks; a stalled worker manages one.
+        assert!(ticks > 50, "the other task kept running while the checkout waited: {ticks} ticks");
+        drop(held);
+    }
 }

@@ -9,7 +9,7 @@ use super::sql::PgConn;
 use crate::error::{CoreError, Result};
 
 /// Connections per replica. Each request holds one only for its query.
-const POOL_SIZE: u32 = 16;
+pub(super) const POOL_SIZE: u32 = 16;
 
 /// How long a request waits for a free connection before failing.
 const POOL_WAIT: Duration = Duration::from_secs(5);
