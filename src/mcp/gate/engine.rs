@@ -3,7 +3,7 @@
 //! answer for it from the audit log once settled.
 
 use gatehouse_core::approvals::{self, Execution, NewExecution, OpenError, RunError};
-use gatehouse_core::policy::Action;
+use gatehouse_core::policy::{self, Action, Rule};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, CallToolResult, ErrorData, Tool};
 use rmcp::service::RequestContext;
@@ -74,16 +74,20 @@ pub fn tool_digest(tool: &Tool) -> String {
 
 /// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
 pub fn list(state: &McpState) -> Vec<Tool> {
+    // The rules once for the whole list (on PostgreSQL each read checks the
+    // shared version: one round trip, not one per tool). Unreadable, every
+    // tool but `resume` is hidden: fail closed.
+    let rules = state.core.policy.rules().inspect_err(|e| tracing::error!(error = %e, "policy unreadable")).ok();
     let upstream = state.upstreams.tools().into_iter().map(|u| u.tool);
-    tools::all().iter().cloned().chain(upstream).filter(|t| visible(state, t)).collect()
+    tools::all().iter().cloned().chain(upstream).filter(|t| visible(rules.as_ref().map(|r| r.as_slice()), t)).collect()
 }
 
 /// Whether a tool is visible in `tools/list` (blocked ones are hidden).
-fn visible(state: &McpState, tool: &Tool) -> bool {
+fn visible(rules: Option<&[Rule]>, tool: &Tool) -> bool {
     if tool.name == tools::RESUME {
         return true;
     }
-    state.core.policy.decide(&tool.name, tools::hints(tool)).map(|v| v.action != Action::Block).unwrap_or(false)
+    rules.is_some_and(|rules| policy::decide_with(rules, &tool.name, tools::hints(tool)).action != Action::Block)
 }
 
 /// Runs a resolved tool now (policy already passed, or the call was
