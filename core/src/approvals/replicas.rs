@@ -555,7 +555,13 @@ impl ApprovalStore {
         detail: Option<&str>,
     ) -> std::result::Result<Snapshot, AccessError> {
         if self.inner.cluster.get().is_none() {
-            return self.decide_local_for(user, id, decision, detail);
+            // It writes the audit row: on a blocking thread, and finished
+            // even if the request that asked goes away meanwhile.
+            let (user, id, detail) = (user.clone(), id.to_string(), detail.map(str::to_string));
+            return self
+                .blocking(move |s| s.decide_local_for(&user, &id, decision, detail.as_deref()))
+                .await
+                .unwrap_or_else(|| Err(AccessError::Storage("the decision was interrupted".into())));
         }
         let (viewer, key) = (user.clone(), id.to_string());
         let view = self
