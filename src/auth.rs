@@ -365,11 +365,12 @@ impl FromRequestParts<AppState> for Admin {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         // A bearer header, when present, is the only credential considered.
         if parts.headers.contains_key(header::AUTHORIZATION) {
-            return match bearer_token(&parts.headers) {
-                Some(t) => match state.mcp.core.api_tokens.authenticate(t)? {
-                    Some(id) => Ok(Admin::ApiToken(id)),
-                    None => Err(ApiError::Unauthorized),
-                },
+            let Some(token) = bearer_token(&parts.headers).map(str::to_string) else {
+                return Err(ApiError::Unauthorized);
+            };
+            let tokens = state.mcp.core.api_tokens.clone();
+            return match crate::error::blocking(move || tokens.authenticate(&token)).await? {
+                Some(id) => Ok(Admin::ApiToken(id)),
                 None => Err(ApiError::Unauthorized),
             };
         }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::Admin;
-use crate::error::{ApiError, ApiJson};
+use crate::error::{ApiError, ApiJson, blocking};
 use crate::state::AppState;
 
 /// Body of `POST /api/credentials`.
@@ -37,21 +37,24 @@ pub async fn issue(
         Admin::User(u) => Some(u.username.clone()),
         Admin::ApiToken(_) => None,
     });
-    let issued = state.mcp.core.credentials.issue(IssueRequest {
+    let request = IssueRequest {
         agent: body.agent,
         thread: body.thread,
         provider_session: body.provider_session,
         owner,
         via: gatehouse_core::credentials::IssuedVia::Api,
         oauth_client: None,
-    })?;
+    };
+    let store = state.mcp.core.credentials.clone();
+    let issued = blocking(move || store.issue(request)).await?;
     tracing::info!(credential = %issued.id, agent = %issued.credential.agent, by = %admin.actor(), "credential issued");
     Ok((StatusCode::CREATED, ApiJson(IssuedCredential::new(issued, &state.mcp.base_url))))
 }
 
 /// `GET /api/credentials`
 pub async fn list(State(state): State<AppState>, _admin: Admin) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(state.mcp.core.credentials.list()?))
+    let store = state.mcp.core.credentials.clone();
+    Ok(ApiJson(blocking(move || store.list()).await?))
 }
 
 /// `POST /api/threads/{thread}/touch`: a sign of life for the thread's credentials.
@@ -60,7 +63,8 @@ pub async fn touch_thread(
     _admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    match state.mcp.core.credentials.touch_thread(&thread)? {
+    let (store, key) = (state.mcp.core.credentials.clone(), thread.clone());
+    match blocking(move || store.touch_thread(&key)).await? {
         0 => Err(ApiError::NotFound(format!("no live credential for thread {thread:?}"))),
         n => Ok(ApiJson(json!({ "thread": thread, "touched": n }))),
     }
@@ -72,7 +76,8 @@ pub async fn revoke(
     admin: Admin,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    if !state.mcp.core.credentials.revoke(&id)? {
+    let (store, key) = (state.mcp.core.credentials.clone(), id.clone());
+    if !blocking(move || store.revoke(&key)).await? {
         return Err(ApiError::NotFound(format!("no live credential {id:?}")));
     }
     tracing::info!(credential = %id, by = %admin.actor(), "credential revoked");
@@ -85,7 +90,8 @@ pub async fn revoke_thread(
     admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let n = state.mcp.core.credentials.revoke_thread(&thread)?;
+    let (store, key) = (state.mcp.core.credentials.clone(), thread.clone());
+    let n = blocking(move || store.revoke_thread(&key)).await?;
     tracing::info!(%thread, revoked = n, by = %admin.actor(), "thread credentials revoked");
     Ok(ApiJson(json!({ "thread": thread, "revoked": n })))
 }
@@ -96,7 +102,8 @@ pub async fn revoke_provider_session(
     admin: Admin,
     Path(session): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let n = state.mcp.core.credentials.revoke_provider_session(&session)?;
+    let (store, key) = (state.mcp.core.credentials.clone(), session.clone());
+    let n = blocking(move || store.revoke_provider_session(&key)).await?;
     tracing::info!(provider_session = %session, revoked = n, by = %admin.actor(), "provider session credentials revoked");
     Ok(ApiJson(json!({ "providerSession": session, "revoked": n })))
 }

@@ -225,7 +225,7 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<GetPromptResponse, ErrorData> {
         let (credential, _) = caller(&context.extensions)?;
         let arguments = request.arguments.clone().map(serde_json::Value::Object).unwrap_or_default();
-        subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments).await?;
+        subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments)?;
         let downstream = self.bind(&context);
         let prompt = self.state.upstreams.get_prompt(&request.name, request.arguments, downstream);
         Ok(unless_cancelled(&context, prompt).await?.into())
@@ -262,7 +262,7 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (credential, _) = caller(&context.extensions)?;
         let subject = Subject::Resource(&request.uri);
-        subjects::check(&self.state, credential, "resources/read", subject, &serde_json::Value::Null).await?;
+        subjects::check(&self.state, credential, "resources/read", subject, &serde_json::Value::Null)?;
         let downstream = self.bind(&context);
         Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&request.uri, downstream)).await?.into())
     }
@@ -274,7 +274,7 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<(), ErrorData> {
         let (credential, _) = caller(&context.extensions)?;
         let subject = Subject::Resource(&request.uri);
-        subjects::check(&self.state, credential, "resources/subscribe", subject, &serde_json::Value::Null).await?;
+        subjects::check(&self.state, credential, "resources/subscribe", subject, &serde_json::Value::Null)?;
         let downstream = self.bind(&context);
         unless_cancelled(&context, self.state.upstreams.subscribe(&request.uri, downstream)).await
     }
@@ -300,7 +300,7 @@ impl ServerHandler for GatehouseMcp {
             _ => return Err(ErrorData::invalid_params("unknown completion reference", None)),
         };
         let argument = serde_json::to_value(&request.argument).unwrap_or_default();
-        subjects::check(&self.state, credential, "completion/complete", subject, &argument).await?;
+        subjects::check(&self.state, credential, "completion/complete", subject, &argument)?;
         let downstream = self.bind(&context);
         unless_cancelled(&context, self.state.upstreams.complete(request, downstream)).await
     }

@@ -13,7 +13,7 @@ use super::McpState;
 
 /// Lets the request through, or refuses it with the rule that blocks it;
 /// either way it is written to the audit log (`allowed` or `blocked`).
-pub async fn check(
+pub fn check(
     state: &McpState,
     credential: &Credential,
     method: &'static str,
@@ -26,27 +26,19 @@ pub async fn check(
     })?;
     let allowed = verdict.action == Action::Allow;
     let name = subject.name();
-    // Written before the request goes on, on a blocking thread.
-    let (log, tool, arguments_digest, who) =
-        (state.core.approvals.audit().clone(), name.clone(), digest(arguments), credential.clone());
-    let recorded = tokio::task::spawn_blocking(move || {
-        log.record(audit::Entry {
-            execution_id: &gatehouse_core::secret::new_id("req"),
-            state: if allowed { State::Allowed.as_str() } else { State::Blocked.as_str() },
-            tool: &tool,
-            upstream: None,
-            arguments_digest: &arguments_digest,
-            agent: &who.agent,
-            owner: who.owner.as_deref(),
-            credential_id: Some(&who.id),
-            thread: who.thread.as_deref(),
-            actor: Some("agent"),
-            detail: Some(method),
-        })
-        .map_err(|e| e.to_string())
-    })
-    .await
-    .unwrap_or_else(|e| Err(e.to_string()));
+    let recorded = state.core.approvals.audit().record(audit::Entry {
+        execution_id: &gatehouse_core::secret::new_id("req"),
+        state: if allowed { State::Allowed.as_str() } else { State::Blocked.as_str() },
+        tool: &name,
+        upstream: None,
+        arguments_digest: &digest(arguments),
+        agent: &credential.agent,
+        owner: credential.owner.as_deref(),
+        credential_id: Some(&credential.id),
+        thread: credential.thread.as_deref(),
+        actor: Some("agent"),
+        detail: Some(method),
+    });
     if let Err(e) = recorded {
         tracing::error!(error = %e, "audit write failed");
     }

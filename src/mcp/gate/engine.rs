@@ -177,7 +177,7 @@ pub async fn call(
                     json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size}))
                 .into());
             }
-            let new = NewExecution {
+            let opened = state.core.approvals.open(NewExecution {
                 tool: call.name.to_string(),
                 upstream: target.upstream(),
                 upstream_tool: target.upstream_tool(),
@@ -191,13 +191,7 @@ pub async fn call(
                 human_only: verdict.human_only,
                 admin_only: changes_gate,
                 ttl: verdict.approval_ttl,
-            };
-            // The audit row is written as it opens: on a blocking thread.
-            let approvals = state.core.approvals.clone();
-            let opened = tokio::task::spawn_blocking(move || approvals.open(new)).await.map_err(|e| {
-                tracing::error!(error = %e, "opening an execution failed");
-                ErrorData::internal_error("opening the execution failed", None)
-            })?;
+            });
             let execution = match opened {
                 Ok(execution) => execution,
                 Err(e @ OpenError::TooMany { limit }) => {
@@ -243,18 +237,12 @@ pub(super) fn gone(execution_id: &str, code: ToolErrorCode, message: String) -> 
 /// After the decision: runs an approved call and returns its result, or
 /// answers for a declined, expired or cancelled one.
 pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
-    // Each step writes its audit row: on a blocking thread.
-    let (store, key) = (state.core.approvals.clone(), id.to_string());
-    let started = tokio::task::spawn_blocking(move || store.start_run(&key)).await;
-    match started.unwrap_or(Err(RunError::NotFound)) {
+    let store = &state.core.approvals;
+    match store.start_run(id) {
         Ok(execution) => {
             let result = run_approved(state, caller, &execution).await;
             let failed = result.is_error == Some(true);
-            let (store, key) = (state.core.approvals.clone(), id.to_string());
-            // Not cancelled with the request: the run's outcome is recorded.
-            if let Err(e) = tokio::task::spawn_blocking(move || store.finish(&key, !failed, None)).await {
-                tracing::error!(execution = %id, error = %e, "recording the run's end failed");
-            }
+            store.finish(id, !failed, None);
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");
             result
         }
