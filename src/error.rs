@@ -87,9 +87,13 @@ impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
     }
 }
 
-/// Runs blocking store work (password hashing) off the async workers.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, CoreError> + Send + 'static,
-) -> Result<T, ApiError> {
+/// Runs blocking store work (database calls, password hashing) off the
+/// async workers; its error becomes the API's.
+pub async fn blocking<T, E>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    E: Send + 'static,
+    ApiError: From<E>,
+{
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?.map_err(ApiError::from)
 }

@@ -83,7 +83,7 @@ pub async fn resume(
     }
     let core = state.mcp.core.clone();
     let eid = id.clone();
-    let grant = super::grants::blocking(move || {
+    let grant = crate::error::blocking(move || {
         grants::approve_and_grant(&core.approvals, &core.grants, &user, &eid, &request, note.as_deref())
     })
     .await?;

@@ -8,7 +8,7 @@ use gatehouse_core::grants::GrantError;
 use serde_json::json;
 
 use crate::auth::SignedIn;
-use crate::error::{ApiError, ApiJson};
+use crate::error::{ApiError, ApiJson, blocking};
 use crate::state::AppState;
 
 impl From<GrantError> for ApiError {
@@ -24,17 +24,10 @@ impl From<GrantError> for ApiError {
     }
 }
 
-/// Runs grant work (database writes) off the async threads.
-pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, GrantError> + Send + 'static,
-) -> Result<T, ApiError> {
-    Ok(tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::Internal(e.to_string()))??)
-}
-
 /// `GET /api/grants`: live grants, newest first (everyone's for admins).
 pub async fn list(State(state): State<AppState>, SignedIn(user): SignedIn) -> Result<impl IntoResponse, ApiError> {
     let grants = state.mcp.core.grants.clone();
-    let listed = blocking(move || Ok(grants.list_for(&user)?)).await?;
+    let listed = blocking(move || grants.list_for(&user)).await?;
     Ok(ApiJson(json!({ "grants": listed })))
 }
 
