@@ -24,7 +24,8 @@ use gatehouse::throttle::STREAMS_PER_SESSION;
 mod support;
 use support::{ACCEPT, messages, percentile, post, sign_in};
 
-/// Streams per HTTP/2 connection with `BENCH_HTTP2` (hyper's server allows 200).
+/// Streams per HTTP/2 connection with `BENCH_HTTP2` (the server allows
+/// `gatehouse::server::MAX_STREAMS_PER_CONNECTION`, 128).
 const H2_STREAMS: usize = 100;
 
 /// Resident memory in MiB, 0 once the process is gone.
@@ -170,7 +171,8 @@ async fn main() {
     let max_executions = (watchers + approvals + 16).to_string();
     let max_connections = (watchers + 256).to_string();
     println!(
-        "limits raised for this run: GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL={max_executions}, \
+        "limits raised for this run: GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL={max_executions} \
+         (and GATEHOUSE_MAX_REQUESTS_PER_CREDENTIAL), \
          GATEHOUSE_MAX_CONNECTIONS={max_connections}; watchers spread over browser sessions of \
          {STREAMS_PER_SESSION} streams each (the per-session limit)"
     );
@@ -179,6 +181,7 @@ async fn main() {
         .env("GATEHOUSE_APPROVAL_TTL", "1h")
         .env("GATEHOUSE_LOG", "warn")
         .env("GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL", &max_executions)
+        .env("GATEHOUSE_MAX_REQUESTS_PER_CREDENTIAL", &max_executions)
         .env("GATEHOUSE_MAX_CONNECTIONS", &max_connections)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -17,9 +17,11 @@ upstream="$(url_of fixture)/mcp"
 
 # The suite's clients all come through one token (the auth proxy's), and many
 # of its scenarios open a session without ending it: one credential stands in
-# for dozens of clients here, so it may hold that many sessions.
+# for dozens of clients here, so it may hold that many sessions (and their
+# requests in progress: GET streams the suite leaves open).
 cat >"$work/gatehouse.toml" <<EOF
 max_sessions_per_credential = 1000
+max_requests_per_credential = 1000
 
 [[upstream]]
 name = "everything"

@@ -95,6 +95,13 @@ pub struct FileConfig {
     /// `header_read_timeout = "10s"`: time a client has to send its request headers.
     #[serde(default, with = "humantime_opt")]
     pub header_read_timeout: Option<Duration>,
+    /// `idle_timeout = "60s"`: a connection with no request in progress for this long is closed.
+    #[serde(default, with = "humantime_opt")]
+    pub idle_timeout: Option<Duration>,
+    /// `max_requests_per_credential = 32`: `/mcp` requests one credential may have in progress.
+    pub max_requests_per_credential: Option<usize>,
+    /// `reserved_connections = 64`: connections `/mcp` requests never take, kept for people and probes.
+    pub reserved_connections: Option<usize>,
     /// `audit_retention = "90d"`: audit entries older than this are deleted.
     #[serde(default, with = "humantime_opt")]
     pub audit_retention: Option<Duration>,
@@ -456,6 +463,27 @@ pub struct Limits {
     pub max_connections: usize,
     /// Time a client has to send its request headers.
     pub header_read_timeout: Duration,
+    /// A connection with no request in progress is closed after this long
+    /// (keep-alive HTTP/1, HTTP/2 with no open stream).
+    pub idle_timeout: Duration,
+    /// `/mcp` requests one credential may have in progress at once.
+    pub max_requests_per_credential: usize,
+    /// Connections `/mcp` requests never take: at most `max_connections -
+    /// reserved_connections` of them are in progress at once, so held waits
+    /// leave room for the console, sign-in and `/healthz` (see
+    /// [`Limits::mcp_requests`]).
+    pub reserved_connections: usize,
+}
+
+impl Limits {
+    /// `/mcp` requests in progress at once across all credentials: what
+    /// `max_connections` leaves after `reserved_connections`, which counts
+    /// for at most half of them (so a small `max_connections` still serves
+    /// agents).
+    pub fn mcp_requests(&self) -> usize {
+        let reserved = self.reserved_connections.min(self.max_connections / 2);
+        (self.max_connections - reserved).max(1)
+    }
 }
 
 impl Default for Limits {
@@ -469,6 +497,9 @@ impl Default for Limits {
             max_sessions: 1024,
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_requests_per_credential: 32,
+            reserved_connections: 64,
         }
     }
 }
@@ -604,12 +635,17 @@ impl FileConfig {
         if let Some(v) = env_value("GATEHOUSE_HEADER_READ_TIMEOUT", parse_duration)? {
             self.header_read_timeout = Some(v);
         }
+        if let Some(v) = env_value("GATEHOUSE_IDLE_TIMEOUT", parse_duration)? {
+            self.idle_timeout = Some(v);
+        }
         for (key, slot) in [
             ("GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL", &mut self.max_executions_per_credential),
             ("GATEHOUSE_MAX_GATED_ARGUMENTS_BYTES", &mut self.max_gated_arguments_bytes),
             ("GATEHOUSE_MAX_SESSIONS_PER_CREDENTIAL", &mut self.max_sessions_per_credential),
             ("GATEHOUSE_MAX_SESSIONS", &mut self.max_sessions),
             ("GATEHOUSE_MAX_CONNECTIONS", &mut self.max_connections),
+            ("GATEHOUSE_MAX_REQUESTS_PER_CREDENTIAL", &mut self.max_requests_per_credential),
+            ("GATEHOUSE_RESERVED_CONNECTIONS", &mut self.reserved_connections),
         ] {
             if let Some(v) = env_value(key, number)? {
                 *slot = Some(v);
@@ -676,6 +712,11 @@ impl Config {
                 max_sessions: file.max_sessions.unwrap_or(d.limits.max_sessions),
                 max_connections: file.max_connections.unwrap_or(d.limits.max_connections),
                 header_read_timeout: file.header_read_timeout.unwrap_or(d.limits.header_read_timeout),
+                idle_timeout: file.idle_timeout.unwrap_or(d.limits.idle_timeout),
+                max_requests_per_credential: file
+                    .max_requests_per_credential
+                    .unwrap_or(d.limits.max_requests_per_credential),
+                reserved_connections: file.reserved_connections.unwrap_or(d.limits.reserved_connections),
             },
             audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
             metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
@@ -703,9 +744,15 @@ impl Config {
             ("max_sessions_per_credential", l.max_sessions_per_credential),
             ("max_sessions", l.max_sessions),
             ("max_connections", l.max_connections),
+            ("max_requests_per_credential", l.max_requests_per_credential),
         ] {
             if value == 0 {
                 return Err(ConfigError::Value { key: key.into(), message: "must be at least 1".into() });
+            }
+        }
+        for (key, value) in [("header_read_timeout", l.header_read_timeout), ("idle_timeout", l.idle_timeout)] {
+            if value.is_zero() {
+                return Err(ConfigError::Value { key: key.into(), message: "must be longer than 0s".into() });
             }
         }
         let mut names = std::collections::HashSet::new();

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod health;
 pub mod housekeeping;
+pub mod in_flight;
 pub mod mcp;
 pub mod metrics;
 pub mod notify;

@@ -158,6 +158,7 @@ impl Application {
         let limits = crate::server::ConnectionLimits {
             max_connections: state.mcp.limits.max_connections,
             header_read_timeout: state.mcp.limits.header_read_timeout,
+            idle_timeout: state.mcp.limits.idle_timeout,
         };
         let metrics = self.metrics_listener.map(|listener| {
             tracing::info!(address = ?listener.local_addr().ok(), "serving /metrics without authentication");

@@ -76,6 +76,10 @@ impl AppState {
                     config.limits.max_sessions_per_credential,
                     config.limits.max_sessions,
                 ),
+                slots: crate::mcp::slots::RequestSlots::new(
+                    config.limits.max_requests_per_credential,
+                    config.limits.mcp_requests(),
+                ),
                 limits: config.limits.clone(),
                 tasks,
                 shutdown,

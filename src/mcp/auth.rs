@@ -12,6 +12,7 @@ use gatehouse_core::credentials::Rejection;
 use serde_json::json;
 
 use super::McpState;
+use super::slots::SlotRefused;
 
 /// Rejection counters, by reason.
 #[derive(Debug, Default)]
@@ -110,8 +111,34 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
         tracing::warn!(credential = %credential.id, "session id not bound to this credential");
         return jsonrpc_error(StatusCode::NOT_FOUND, -32001, "Session not found".into());
     }
+    // A request holds a slot until its response has ended (a long-poll or a
+    // stream for as long as it is open).
+    let slot = match state.slots.claim(&credential.id) {
+        Ok(slot) => slot,
+        Err(refused) => {
+            let status = match refused {
+                SlotRefused::Credential(_) => StatusCode::TOO_MANY_REQUESTS,
+                SlotRefused::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            tracing::warn!(credential = %credential.id, "MCP request refused: no slot");
+            return jsonrpc_error(status, -32000, refused.to_string());
+        }
+    };
     let credential_id = credential.id.clone();
     request.extensions_mut().insert(credential);
+    let response = serve_authenticated(&state, session, credential_id, request, next).await;
+    crate::in_flight::hold_until_sent(response, slot)
+}
+
+/// The rest of an authenticated request: session ends, body limits, session
+/// reservations and the JSON-RPC errors rmcp does not give.
+async fn serve_authenticated(
+    state: &McpState,
+    session: Option<String>,
+    credential_id: String,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.method() == Method::DELETE {
         // rmcp answers a session DELETE with 202; clients (the Python SDK)
         // expect 200 or 204 for a completed termination, and it is complete.

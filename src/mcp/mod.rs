@@ -7,6 +7,7 @@ pub mod gate;
 pub mod handler;
 pub mod paging;
 pub mod sessions;
+pub mod slots;
 pub mod subjects;
 pub mod tools;
 pub mod upstream;
@@ -66,6 +67,8 @@ pub struct McpShared {
     pub list_page_size: usize,
     /// Which credential each session belongs to; the session caps.
     pub sessions: Arc<sessions::SessionBindings>,
+    /// `/mcp` requests in progress, per credential and in all.
+    pub slots: Arc<slots::RequestSlots>,
     /// Trust switches and caps.
     pub limits: crate::config::Limits,
     /// Every background task the server spawns (upstream supervisors and

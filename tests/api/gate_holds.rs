@@ -30,16 +30,6 @@ async fn fronting(configure: impl FnOnce(&mut gatehouse::config::Config)) -> Tes
     spawn_app_fronting(everything_stdio(), configure).await
 }
 
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..400 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("never happened: {what}");
-}
-
 /// A client that declares form elicitation only and approves every form it is shown.
 #[derive(Clone, Default)]
 struct FormApprover {

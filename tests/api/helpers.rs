@@ -415,6 +415,18 @@ impl TestApp {
     }
 }
 
+/// Waits until `done` holds, checking every 25 ms; panics naming `what`
+/// after 30 s (a bound on liveness, not a measure of speed).
+pub async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..1_200 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("never happened: {what}");
+}
+
 pub fn initialize_request(version: &str) -> Value {
     json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",

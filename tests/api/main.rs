@@ -22,6 +22,7 @@ mod proxy;
 mod relay_stress;
 mod replicas;
 mod shutdown;
+mod starvation;
 mod throttling;
 mod upstreams;
 mod users;

@@ -6,7 +6,6 @@
 //! lets changes through.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use gatehouse::config::UpstreamConfig;
 use gatehouse_core::policy::{Action, Rule};
@@ -97,16 +96,6 @@ impl Setup {
             .await
             .unwrap()
     }
-}
-
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..200 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting until {what}");
 }
 
 fn text(result: &Value) -> &str {
