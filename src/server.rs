@@ -290,7 +290,8 @@ pub async fn serve(
                         closing = Some(Instant::now() + DRAIN_TIMEOUT);
                     }
                     _ = tokio::time::sleep_until(deadline.into()), if closing.is_some() => {
-                        break Ok(tracing::debug!(%peer, "connection dropped after its close grace"));
+                        tracing::debug!(%peer, "connection dropped after its close grace");
+                        break Ok(());
                     }
                 }
             };
