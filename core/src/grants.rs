@@ -33,6 +33,7 @@ use crate::clock::Clock;
 use crate::db::{Backend, Conn, Db};
 use crate::error::CoreError;
 use crate::live::{LiveEvent, LiveHub};
+use crate::normalise;
 use crate::secret;
 use crate::users::User;
 
@@ -145,10 +146,9 @@ impl Live {
         {
             return false;
         }
-        self.view
-            .arguments
-            .iter()
-            .all(|(name, want)| arguments.get(name).and_then(Value::as_str).is_some_and(|v| want.accepts(v)))
+        self.view.arguments.iter().all(|(name, want)| {
+            arguments.get(name).and_then(Value::as_str).is_some_and(|v| normalise::arg_matches(want, v))
+        })
     }
 }
 
@@ -551,8 +551,13 @@ fn check_constraints(arguments: &Value, constraints: &BTreeMap<String, ArgMatch>
         if text.chars().count() > MAX_CONSTRAINT_CHARS {
             return Err(GrantError::Invalid(format!("the constraint on {name:?} is too long")));
         }
-        if !want.accepts(value) {
-            return Err(GrantError::Invalid(format!("{} does not hold for this call", want.describe(name))));
+        let held = match want {
+            ArgMatch::Exact(_) if normalise::arg_matches(want, value) => Ok(()),
+            ArgMatch::Exact(_) => Err(String::new()),
+            ArgMatch::Prefix(prefix) => normalise::check_under(value, prefix).map_err(|e| format!(": {e}")),
+        };
+        if let Err(why) = held {
+            return Err(GrantError::Invalid(format!("{} does not hold for this call{why}", want.describe(name))));
         }
     }
     Ok(())

@@ -17,6 +17,7 @@ pub mod error;
 pub mod grants;
 pub mod live;
 pub mod maintenance;
+pub mod normalise;
 pub mod oauth;
 pub mod pins;
 pub mod policy;
