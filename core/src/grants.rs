@@ -687,6 +687,26 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_grant_covers_no_value_a_parser_reads_outside_it() {
+        let (store, clock) = store();
+        let api = BTreeMap::from([("url".to_string(), ArgMatch::Prefix("https://api.example.com/v1/".into()))]);
+        store.insert(grant(GrantScope::OneHour, None, api, clock.now_ms()), "user:ada").unwrap();
+        let find = |url: &str| store.find("claude", Some("ada"), "fs_write", None, &json!({"url": url}));
+        assert!(find("https://api.example.com/v1/items?q=1").is_some());
+        for outside in [
+            "https://api.example.com/v1/..?x",
+            "https://api.example.com/v1/..#f",
+            "https://api.example.com/v1/%2e%2e?x",
+            "https://api.example.com/v1/.%2E#",
+            "https://api.example.com/v1/\\..\\admin",
+            "https://api.example.com/v1/\u{2025}/admin",
+            "https://api.example.com/v1/\u{ff0e}\u{ff0e}\u{ff0f}admin",
+        ] {
+            assert!(find(outside).is_none(), "{outside:?}");
+        }
+    }
+
+    #[test]
     fn every_change_to_the_grants_is_told_to_the_live_pages() {
         let db = Db::for_tests().unwrap();
         let clock = Arc::new(ManualClock::new(1_000_000));

@@ -261,10 +261,10 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (credential, _) = caller(&context.extensions)?;
-        let subject = Subject::Resource(&request.uri);
-        subjects::check(&self.state, credential, "resources/read", subject, &serde_json::Value::Null)?;
+        let uri = subjects::resource_uri("resources/read", &request.uri, credential)?;
+        subjects::check(&self.state, credential, "resources/read", Subject::Resource(&uri), &serde_json::Value::Null)?;
         let downstream = self.bind(&context);
-        Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&request.uri, downstream)).await?.into())
+        Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&uri, downstream)).await?.into())
     }
 
     async fn subscribe(
@@ -273,10 +273,11 @@ impl ServerHandler for GatehouseMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let (credential, _) = caller(&context.extensions)?;
-        let subject = Subject::Resource(&request.uri);
+        let uri = subjects::resource_uri("resources/subscribe", &request.uri, credential)?;
+        let subject = Subject::Resource(&uri);
         subjects::check(&self.state, credential, "resources/subscribe", subject, &serde_json::Value::Null)?;
         let downstream = self.bind(&context);
-        unless_cancelled(&context, self.state.upstreams.subscribe(&request.uri, downstream)).await
+        unless_cancelled(&context, self.state.upstreams.subscribe(&uri, downstream)).await
     }
 
     async fn unsubscribe(
@@ -284,8 +285,10 @@ impl ServerHandler for GatehouseMcp {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let (credential, _) = caller(&context.extensions)?;
+        let uri = subjects::resource_uri("resources/unsubscribe", &request.uri, credential)?;
         let downstream = self.bind(&context);
-        unless_cancelled(&context, self.state.upstreams.unsubscribe(&request.uri, downstream)).await
+        unless_cancelled(&context, self.state.upstreams.unsubscribe(&uri, downstream)).await
     }
 
     async fn complete(

@@ -1,10 +1,14 @@
 //! Requests other than `tools/call` that reach an upstream — `resources/read`,
 //! `resources/subscribe`, `prompts/get`, `completion/complete` — are decided
 //! by `resource:<uri pattern>` and `prompt:<name pattern>` rules and audited.
+//! A resource URI is first given its normal spelling ([`resource_uri`]), so a
+//! rule cannot be dodged by spelling it differently and the upstream reads
+//! the URI the rule was matched against.
 
 use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit;
 use gatehouse_core::credentials::Credential;
+use gatehouse_core::normalise;
 use gatehouse_core::policy::{Action, Subject};
 use rmcp::model::ErrorData;
 use serde_json::{Value, json};
@@ -51,4 +55,27 @@ pub fn check(
         format!("{method} of {name} is refused by policy rule {rule:?}"),
         Some(json!({"error": "blocked_by_policy", "subject": name, "rule": rule})),
     ))
+}
+
+/// The normal spelling of the resource URI an agent sent with `method`
+/// (`gatehouse_core::normalise::resource_uri`: RFC 3986 case, percent-encoding
+/// and dot-segment normalisation, repeated slashes collapsed): what rules
+/// match, routing uses and the upstream receives. A URI that cannot be
+/// normalised safely (an encoded `/` or dot segment, a backslash, a control
+/// character, …) is refused as invalid params, and logged.
+pub fn resource_uri(method: &'static str, uri: &str, credential: &Credential) -> Result<String, ErrorData> {
+    normalise::resource_uri(uri).map_err(|e| {
+        let shown: String = uri.chars().take(200).collect();
+        tracing::warn!(
+            method,
+            uri = ?shown,
+            agent = ?credential.agent,
+            reason = %e,
+            "resource URI refused: it cannot be normalised safely"
+        );
+        ErrorData::invalid_params(
+            format!("{method}: the resource URI is refused: {e}"),
+            Some(json!({"error": "unsafe_resource_uri", "reason": e.to_string()})),
+        )
+    })
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use gatehouse_core::normalise;
 use gatehouse_core::pins::{self, PinMap};
 use rmcp::RoleClient;
 use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
@@ -386,21 +387,37 @@ impl Upstreams {
     /// with a template whose fixed part it starts with. Never a guess: a URI no
     /// upstream offers, or one several offer, is sent to none of them.
     pub(super) fn resource_owner(&self, uri: &str) -> Option<String> {
+        self.resource_route(uri).map(|(upstream, _)| upstream)
+    }
+
+    /// The upstream that serves `uri` (in its normal spelling, as the agent's
+    /// requests are given: `gatehouse_core::normalise::resource_uri`) and the
+    /// URI to send it: a listed resource as the upstream spelled it when its
+    /// normal spelling is `uri` (the same resource, the one the rules were
+    /// matched against), else `uri` itself, as matched against a template.
+    pub(super) fn resource_route(&self, uri: &str) -> Option<(String, String)> {
         let slots = self.slots();
-        let one = |owners: Vec<&String>| match owners.as_slice() {
-            [only] => Some((*only).clone()),
+        let one = |routes: Vec<(&String, String)>| match routes.as_slice() {
+            [(only, spelling)] => Some(((*only).clone(), spelling.clone())),
             [] => None,
             several => {
                 // Two upstreams claiming one URI: sending it to either could
                 // hand one upstream's reads to the other, so neither gets it.
-                tracing::warn!(uri = ?uri, upstreams = ?several, "resource URI offered by several upstreams; refused");
+                let names: Vec<&String> = several.iter().map(|(name, _)| *name).collect();
+                tracing::warn!(uri = ?uri, upstreams = ?names, "resource URI offered by several upstreams; refused");
                 None
             }
         };
-        let listed: Vec<&String> = slots
+        let listed: Vec<(&String, String)> = slots
             .iter()
-            .filter(|(_, s)| s.catalog.resources.iter().any(|r| r.uri == uri))
-            .map(|(name, _)| name)
+            .filter_map(|(name, s)| {
+                let resources = &s.catalog.resources;
+                resources
+                    .iter()
+                    .find(|r| r.uri == uri)
+                    .or_else(|| resources.iter().find(|r| normalise::resource_uri(&r.uri).is_ok_and(|n| n == uri)))
+                    .map(|r| (name, r.uri.clone()))
+            })
             .collect();
         if !listed.is_empty() {
             return one(listed);
@@ -413,7 +430,7 @@ impl Upstreams {
                     t.uri_template == uri || (!fixed.is_empty() && uri.starts_with(fixed))
                 })
             })
-            .map(|(name, _)| name)
+            .map(|(name, _)| (name, uri.to_string()))
             .collect())
     }
 }

@@ -142,17 +142,17 @@ impl Upstreams {
         within(&link, "prompts/get", link.peer.get_prompt(params)).await
     }
 
-    /// `resources/read`, at the upstream that serves `uri`.
+    /// `resources/read` of `uri` (normalised), at the upstream that serves it.
     pub async fn read_resource(
         &self,
         uri: &str,
         downstream: &Arc<Downstream>,
     ) -> Result<ReadResourceResult, ErrorData> {
-        let upstream = self
-            .resource_owner(uri)
+        let (upstream, spelling) = self
+            .resource_route(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/read", e))?;
-        within(&link, "resources/read", link.peer.read_resource(ReadResourceRequestParams::new(uri))).await
+        within(&link, "resources/read", link.peer.read_resource(ReadResourceRequestParams::new(spelling))).await
     }
 
     /// `completion/complete` for a prompt argument or a resource template.
@@ -189,14 +189,14 @@ impl Upstreams {
             // Updates are sent to a session; a stateless request has none.
             return Err(ErrorData::invalid_request("resources/subscribe needs an MCP session", None));
         }
-        let upstream = self
-            .resource_owner(uri)
+        let (upstream, spelling) = self
+            .resource_route(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/subscribe", e))?;
         let _serial = self.inner.subscribing.lock().await;
         downstream.subscribe(uri);
         let subscribed =
-            within(&link, "resources/subscribe", link.peer.subscribe(SubscribeRequestParams::new(uri))).await;
+            within(&link, "resources/subscribe", link.peer.subscribe(SubscribeRequestParams::new(spelling))).await;
         if subscribed.is_err() {
             downstream.unsubscribe(uri);
         }
@@ -206,7 +206,7 @@ impl Upstreams {
     /// `resources/unsubscribe`; a shared connection stays subscribed while
     /// another agent still is.
     pub async fn unsubscribe(&self, uri: &str, downstream: &Arc<Downstream>) -> Result<(), ErrorData> {
-        let Some(upstream) = self.resource_owner(uri) else {
+        let Some((upstream, spelling)) = self.resource_route(uri) else {
             downstream.unsubscribe(uri);
             return Ok(());
         };
@@ -216,7 +216,7 @@ impl Upstreams {
         if link.shared() && self.downstreams().iter().any(|d| d.subscribed(uri)) {
             return Ok(());
         }
-        within(&link, "resources/unsubscribe", link.peer.unsubscribe(UnsubscribeRequestParams::new(uri))).await
+        within(&link, "resources/unsubscribe", link.peer.unsubscribe(UnsubscribeRequestParams::new(spelling))).await
     }
 
     /// `logging/setLevel`: kept for the agent (messages from shared
@@ -248,8 +248,10 @@ impl Upstreams {
     /// `uris` that `name` serves, each within `timeout`.
     pub(super) async fn resubscribe(&self, name: &str, peer: &Peer<RoleClient>, uris: Vec<String>, timeout: Duration) {
         for uri in uris {
-            if self.resource_owner(&uri).as_deref() == Some(name) {
-                let _ = tokio::time::timeout(timeout, peer.subscribe(SubscribeRequestParams::new(uri))).await;
+            if let Some((owner, spelling)) = self.resource_route(&uri)
+                && owner == name
+            {
+                let _ = tokio::time::timeout(timeout, peer.subscribe(SubscribeRequestParams::new(spelling))).await;
             }
         }
     }

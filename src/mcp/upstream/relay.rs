@@ -473,8 +473,10 @@ impl ClientHandler for Relay {
             (None, Some(upstreams)) => upstreams.downstreams(),
             (None, None) => Vec::new(),
         };
+        // Subscriptions are kept in the normal spelling the agent's requests get.
+        let normal = gatehouse_core::normalise::resource_uri(&params.uri).ok();
         for downstream in targets {
-            if downstream.subscribed(&params.uri)
+            if (downstream.subscribed(&params.uri) || normal.as_deref().is_some_and(|n| downstream.subscribed(n)))
                 && let Some(peer) = downstream.peer()
             {
                 let _ = peer.notify_resource_updated(params.clone()).await;
