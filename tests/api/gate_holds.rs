@@ -539,6 +539,83 @@ async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
     }
 }
 
+/// The fixture's `/etc/passwd`, which its `file:///{+path}` template serves
+/// however the path is spelled (`--files`).
+const PASSWD: &str = "the fixture's secret passwd line";
+
+#[tokio::test]
+async fn a_resource_rule_holds_however_the_uri_is_spelled() {
+    // The README's own example rule, in front of an upstream whose
+    // `file:///{+path}` template resolves paths like a naive file server.
+    let mut files = everything_stdio();
+    files.args.push("--files".into());
+    let app = spawn_app_fronting(files, |c| {
+        c.policy = vec![gatehouse_core::policy::Rule {
+            pattern: "resource:file:///etc/*".into(),
+            action: gatehouse_core::policy::Action::Block,
+            human_only: false,
+            source: "config".into(),
+            approval_ttl_secs: None,
+        }]
+    })
+    .await;
+    app.add_user("ada", true).await;
+    let token = app.issue_owned("reader", "ada");
+    let sid = app.open_session(&token).await;
+    let read = |id: usize, uri: &str| json!({"jsonrpc":"2.0","id": id,"method":"resources/read","params":{"uri": uri}});
+
+    // An allowed file is served, and the upstream got the normal spelling.
+    let (_, _, ok) = app.call(&token, &sid, read(1, "file:///srv/../srv//readme.txt")).await;
+    assert_eq!(ok[0]["result"]["contents"][0]["text"], "public readme", "{ok:?}");
+    assert_eq!(ok[0]["result"]["contents"][0]["uri"], "file:///srv/readme.txt", "{ok:?}");
+
+    // Every spelling of /etc/passwd meets the rule: the block error, never the file.
+    for (i, uri) in [
+        "file:///etc/passwd",
+        "file:///srv/../etc/passwd",
+        "file:///./etc/passwd",
+        "file:////etc/passwd",
+        "FILE:///etc/passwd",
+        "file://localhost/etc/passwd",
+        "file:///srv/./../etc//passwd",
+        "file:///%65tc/passwd",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (_, _, answer) = app.call(&token, &sid, read(10 + i, uri)).await;
+        assert!(!format!("{answer:?}").contains(PASSWD), "{uri} read the blocked file: {answer:?}");
+        assert_eq!(answer[0]["error"]["data"]["error"], "blocked_by_policy", "{uri}: {answer:?}");
+        assert_eq!(answer[0]["error"]["data"]["subject"], "resource:file:///etc/passwd", "{uri}: {answer:?}");
+    }
+
+    // A spelling that cannot be normalised safely is refused before any rule or upstream.
+    for (i, uri) in [
+        "file:///srv/%2e%2e/etc/passwd",
+        "file:///srv/.%2E/etc/passwd",
+        "file:///etc%2fpasswd",
+        "file:///srv/%252e%252e/etc/passwd",
+        "file:///srv/..%5Cetc%5Cpasswd",
+        "file:///srv\\..\\etc\\passwd",
+        "file:///srv/\u{2025}/etc/passwd",
+        "file:///srv/\u{ff0e}\u{ff0e}/etc/passwd",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (_, _, answer) = app.call(&token, &sid, read(30 + i, uri)).await;
+        assert!(!format!("{answer:?}").contains(PASSWD), "{uri} read the blocked file: {answer:?}");
+        assert_eq!(answer[0]["error"]["code"], -32602, "{uri}: {answer:?}");
+        assert_eq!(answer[0]["error"]["data"]["error"], "unsafe_resource_uri", "{uri}: {answer:?}");
+    }
+
+    // Subscribing is held to the same rule.
+    let subscribe =
+        json!({"jsonrpc":"2.0","id": 50,"method":"resources/subscribe","params":{"uri": "file:///srv/../etc/passwd"}});
+    let (_, _, answer) = app.call(&token, &sid, subscribe).await;
+    assert_eq!(answer[0]["error"]["data"]["error"], "blocked_by_policy", "{answer:?}");
+}
+
 #[tokio::test]
 async fn a_resource_uri_two_upstreams_both_offer_goes_to_neither() {
     let twin = UpstreamConfig { prefix: Some("tw__".into()), ..everything_stdio() };

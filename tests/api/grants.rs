@@ -240,6 +240,61 @@ async fn argument_constraints_narrow_a_grant_and_must_fit_the_call() {
     }
 }
 
+/// Whether a call of the tool with these `url` and `path` arguments pauses.
+async fn pauses(app: &TestApp, token: &str, sid: &str, url: &str, path: &str) -> bool {
+    paused(&app.tool_call(token, sid, TOOL, json!({"url": url, "path": path})).await)
+}
+
+#[tokio::test]
+async fn a_prefix_grant_covers_only_what_the_upstream_reads_under_it() {
+    let (app, _ada, carol, _bob) = app().await;
+    let token = app.issue_owned("claude", "carol");
+    let sid = app.open_session(&token).await;
+    let api = "https://api.example.com/v1/";
+
+    // A call that a URL parser reads outside the prefix cannot carry the grant: 400, saying why.
+    let outside = json!({"url": "https://api.example.com/v1/..?x", "path": "/tmp/a"});
+    let escaping = execution_id(&app.tool_call(&token, &sid, TOOL, outside).await);
+    let body = json!({"action": "accept", "grant": {"scope": "1h", "arguments": {"url": {"prefix": api}}}});
+    let r = resume_with(&app, &carol, &escaping, body).await;
+    assert_eq!(r.status(), 400);
+    let answer: Value = r.json().await.unwrap();
+    assert!(answer["message"].as_str().unwrap().contains("segment"), "{answer}");
+
+    let inside = json!({"url": "https://api.example.com/v1/items", "path": "/tmp/a"});
+    let eid = execution_id(&app.tool_call(&token, &sid, TOOL, inside).await);
+    grant(&app, &carol, &eid, "1h", json!({"url": {"prefix": api}, "path": {"prefix": "/tmp/"}})).await;
+    let (app, token, sid) = (&app, token.as_str(), sid.as_str());
+    assert!(!pauses(app, token, sid, "https://api.example.com/v1/items?page=2", "/tmp/b/c.txt").await);
+    assert!(!pauses(app, token, sid, "https://api.example.com/v1/a..b", "/tmp//b").await);
+
+    // Each of these reaches outside the prefix as the upstream reads it: the call pauses.
+    for url in [
+        "https://api.example.com/v1/..?x",
+        "https://api.example.com/v1/..#f",
+        "https://api.example.com/v1/%2e%2e?x",
+        "https://api.example.com/v1/.%2E#",
+        "https://api.example.com/v1/../admin",
+        "https://api.example.com/v1/%252e%252e/admin",
+        "https://api.example.com/v1/a%2F..%2Fadmin",
+        "https://api.example.com/v1/..\\admin",
+        "https://api.example.com/v1/.\t./admin",
+        "https://api.example.com/v1/\u{2025}/admin",
+        "https://api.example.com/v1/\u{ff0e}\u{ff0e}\u{ff0f}admin",
+        "https://api.example.com/v1/..;/admin",
+        "https://api.example.com/v1/%EF%BC%8E%EF%BC%8E/admin",
+    ] {
+        assert!(pauses(app, token, sid, url, "/tmp/b").await, "{url:?} ran without a pause");
+    }
+    for path in ["/tmp/../etc/passwd", "/tmp/%2e%2e/etc/passwd", "/tmp/./a", "/tmp/a\u{0}", "/tmp/\u{ff0e}\u{ff0e}/etc"]
+    {
+        assert!(
+            pauses(app, token, sid, "https://api.example.com/v1/items", path).await,
+            "{path:?} ran without a pause"
+        );
+    }
+}
+
 #[tokio::test]
 async fn no_grant_covers_a_human_only_call_and_only_admins_reach_gate_changing_tools() {
     let (app, ada, carol, _bob) = app().await;
