@@ -136,12 +136,11 @@ pub fn check_under(value: &str, prefix: &str) -> Result<(), PrefixError> {
     Ok(())
 }
 
-/// Checks a grant value (or prefix) for anything ambiguous: looked at as
-/// written and after each of up to [`DECODE_ROUNDS`] rounds of
-/// percent-decoding, it may hold no control character, backslash,
-/// compatibility form of a separator, newly decoded `/`, nor any `.` or `..`
-/// segment (segments end at `/`, `?`, `#` and `;`, and are trimmed of
-/// spaces).
+/// Checks a grant value (or prefix) for anything ambiguous: as written and
+/// after each of up to three rounds of percent-decoding, it may hold no
+/// control character, backslash, compatibility form of a separator, newly
+/// decoded `/`, nor any `.` or `..` segment (segments end at `/`, `?` and
+/// `#`; one is read up to its first `;` and trimmed of spaces).
 pub fn check_text(text: &str) -> Result<(), Unsafe> {
     let mut layer = text.to_string();
     let slashes = text.matches('/').count();
