@@ -90,6 +90,10 @@ pub enum UriError {
     /// Longer than [`MAX_URI_BYTES`].
     #[error("it is longer than {} bytes", MAX_URI_BYTES)]
     TooLong,
+    /// A `file` URI naming a host other than `localhost` (`file://etc/passwd`
+    /// is a relative path to an upstream that cuts `file://` off).
+    #[error("a file URI may name no host but localhost")]
+    FileHost,
     /// It holds something that cannot be normalised safely.
     #[error("{0}")]
     Unsafe(#[from] Unsafe),
@@ -166,7 +170,7 @@ pub fn check_text(text: &str) -> Result<(), Unsafe> {
 /// percent-encoded unreserved characters decoded and other escapes in upper
 /// case, repeated slashes in the path collapsed, then dot segments removed;
 /// query and fragment kept apart from their escapes. Refused
-/// ([`UriError`]): no scheme, too long, a control character or backslash
+/// ([`UriError`]): no scheme, too long, a `file` URI with a host, a control character or backslash
 /// anywhere, a compatibility form of a separator (also percent-encoded), a
 /// malformed escape, or in the path an encoded `/` or `\` (also
 /// double-encoded) or a dot segment spelled with an escape (`%2e%2e`,
@@ -211,6 +215,9 @@ pub fn resource_uri(uri: &str) -> Result<String, UriError> {
         let mut authority = percent_normalise(&authority)?;
         if scheme == "file" && authority == "localhost" {
             authority.clear();
+        }
+        if scheme == "file" && !authority.is_empty() {
+            return Err(UriError::FileHost);
         }
         out.push_str("//");
         out.push_str(&authority);
@@ -602,6 +609,9 @@ mod tests {
             assert_eq!(resource_uri(uri), Err(UriError::NoScheme), "{uri}");
         }
         assert_eq!(resource_uri(&format!("file:///{}", "a".repeat(MAX_URI_BYTES))), Err(UriError::TooLong));
+        for uri in ["file://etc/passwd", "file://../etc/passwd", "FILE://Example.com/etc/passwd"] {
+            assert_eq!(resource_uri(uri), Err(UriError::FileHost), "{uri}");
+        }
     }
 
     #[test]

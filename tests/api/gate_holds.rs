@@ -595,6 +595,7 @@ async fn a_resource_rule_holds_however_the_uri_is_spelled() {
         "file:///srv/.%2E/etc/passwd",
         "file:///etc%2fpasswd",
         "file:///srv/%252e%252e/etc/passwd",
+        "file://etc/passwd",
         "file:///srv/..%5Cetc%5Cpasswd",
         "file:///srv\\..\\etc\\passwd",
         "file:///srv/\u{2025}/etc/passwd",
