@@ -189,8 +189,10 @@ impl Subject<'_> {
 /// but a tool call can wait for a person, so `require_approval` refuses too.
 pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
     let name = subject.name();
-    let matching: Vec<&Rule> =
-        rules.iter().filter(|r| r.pattern.starts_with(subject.prefix()) && matches(&r.pattern, &name)).collect();
+    let matching: Vec<&Rule> = rules
+        .iter()
+        .filter(|r| r.pattern.starts_with(subject.prefix()) && subject_matches(&r.pattern, &name))
+        .collect();
     match matching.iter().max_by_key(|r| r.action) {
         Some(strictest) => Verdict {
             action: strictest.action,
@@ -206,6 +208,29 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             basis: Basis::NotDestructive,
             approval_ttl: None,
         },
+    }
+}
+
+/// Whether rule `pattern` matches subject `name` (`resource:<uri>` with the
+/// URI already in its normal spelling, or `prompt:<name>`): as written, or,
+/// for a `resource:` rule written in another spelling (`FILE:///etc/./*`),
+/// as the normal spelling of its URI (`crate::normalise::resource_uri`).
+/// A rule matching more can only make the verdict stricter: the strictest
+/// matching rule wins and the default is allow.
+fn subject_matches(pattern: &str, name: &str) -> bool {
+    if matches(pattern, name) {
+        return true;
+    }
+    let Some(body) = pattern.strip_prefix("resource:") else {
+        return false;
+    };
+    let (uri, star) = match body.strip_suffix('*') {
+        Some(uri) => (uri, "*"),
+        None => (body, ""),
+    };
+    match crate::normalise::resource_uri(uri) {
+        Ok(normal) if normal != uri => matches(&format!("resource:{normal}{star}"), name),
+        _ => false,
     }
 }
 
@@ -299,6 +324,22 @@ mod tests {
         assert_eq!(subject_verdict(&rules, &Subject::Prompt("secret_plan")).action, Action::RequireApproval);
         assert_eq!(subject_verdict(&rules, &Subject::Prompt("hello")).action, Action::Allow, "`*` is a tool rule");
         assert_eq!(decide_with(&rules[1..], "resource_tool", Hints::default()).action, Action::RequireApproval);
+    }
+
+    #[test]
+    fn a_resource_rule_in_another_spelling_matches_the_normal_uri() {
+        // Subjects arrive normalised (`normalise::resource_uri`); rules may not be.
+        for pattern in ["resource:FILE:///etc/*", "resource:file:///srv/../etc/*", "resource:file:////etc/passwd"] {
+            let rules = [rule(pattern, Action::Block)];
+            let verdict = subject_verdict(&rules, &Subject::Resource("file:///etc/passwd"));
+            assert_eq!(verdict.action, Action::Block, "{pattern}");
+        }
+        let rules = [rule("resource:FILE:///etc/*", Action::Block)];
+        assert_eq!(subject_verdict(&rules, &Subject::Resource("file:///srv/a")).action, Action::Allow);
+        assert_eq!(
+            subject_verdict(&[rule("resource:*", Action::Block)], &Subject::Resource("x:y")).action,
+            Action::Block
+        );
     }
 
     #[test]
