@@ -82,7 +82,7 @@ test("an upstream that changes a pinned tool's description → held back → dif
   await expect(description.getByRole("cell").nth(0)).not.toContainText("id_rsa");
   await expect(description.getByRole("cell").nth(1)).toContainText("id_rsa");
   await expect(description.getByRole("cell").nth(1)).toContainText("⟨U+200B⟩");
-  await expect(change).toContainText("Unchanged: name, title, inputSchema, outputSchema, annotations.");
+  await expect(change).toContainText("Unchanged: name, title, inputSchema, outputSchema, annotations, icons, _meta.");
 
   // The held state, scanned and photographed like every console page.
   const cookie = await gh.signIn("ada", PW);
