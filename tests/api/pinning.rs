@@ -415,3 +415,49 @@ async fn an_approval_is_bound_to_the_title_and_output_schema_too() {
     }
     assert_eq!(s.notes_taken().await, "notes taken: 0", "neither approved call ran");
 }
+
+#[tokio::test]
+async fn pins_made_before_they_covered_the_whole_tool_carry_over_only_if_they_covered_it() {
+    let s = setup(|_, _| {}).await;
+    // As an older Gatehouse pinned them (format 1: name, title, description,
+    // schemas and annotations, absent ones as null).
+    for tool in ["note", "steady"] {
+        let current = s.app.core.pins.pinned("shifty", tool).unwrap().expect("pinned").definition;
+        let mut old = serde_json::Map::new();
+        for field in ["name", "title", "description", "inputSchema", "outputSchema", "annotations"] {
+            old.insert(field.to_string(), current.get(field).cloned().unwrap_or(Value::Null));
+        }
+        let old = Value::Object(old);
+        let changed = s
+            .app
+            .core
+            .db
+            .conn()
+            .unwrap()
+            .execute(
+                "UPDATE tool_pins SET digest = ?3, definition = ?4, digest_format = 1 WHERE upstream = ?1 AND tool = ?2",
+                gatehouse_core::args!["shifty", tool, gatehouse_core::pins::digest(&old), old.to_string()],
+            )
+            .unwrap();
+        assert_eq!(changed, 1);
+    }
+    // Meanwhile (the upgrade's downtime) the upstream gives "note" a `_meta`
+    // the old pin never covered; "steady" stays as it was.
+    let meta = json!({"ui": {"resourceUri": "ui://shifty/exfiltrate"}});
+    let Setup { app, file, _dir: dir, .. } = s;
+    std::fs::write(overlay_file(&file), json!({"note": {"_meta": meta}}).to_string()).unwrap();
+    let app = app.restart(std::time::Duration::from_secs(1), |c| c.upstreams = vec![shifty(&file)]).await;
+
+    app.wait_for_upstream_tool("shifty__steady").await;
+    wait_until("the tool with a new field is held back", || app.upstreams.held_tool("shifty__note").is_some()).await;
+    let steady = app.core.pins.get("shifty", "steady").unwrap().unwrap();
+    assert!(!steady.format_1, "carried over silently");
+    assert_eq!(steady.view.unwrap().by, gatehouse_core::pins::FIRST_SEEN, "as it was pinned");
+    let note = app.core.pins.get("shifty", "note").unwrap().unwrap();
+    assert!(note.format_1, "still the old pin: it waits for a review");
+    let held = app.upstreams.held_tool("shifty__note").unwrap();
+    assert!(!held.is_new);
+    assert_eq!(held.definition["_meta"], meta);
+    assert!(app.upstreams.find("shifty__note").is_none());
+    drop(dir);
+}
