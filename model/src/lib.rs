@@ -24,5 +24,8 @@ pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, UpstreamInfo};
 pub use note::{MAX_NOTE_CHARS, NoteError, clean_note};
 pub use oauth::{ConsentInfo, ConsentView};
 pub use state::{Decision, State};
-pub use tools::{Action, Basis, DiffLine, PINNED_FIELDS, PinView, Rule, ToolChange, ToolGate, ToolInfo, line_diff};
+pub use tools::{
+    Action, Basis, DiffLine, PINNED_FIELDS, PinView, Rule, ToolChange, ToolGate, ToolInfo, definition_field,
+    definition_fields, line_diff,
+};
 pub use user::{LinkPurpose, PasswordLink, UserStatus, UserView};

@@ -147,10 +147,33 @@ pub struct ToolGate {
     pub basis: Basis,
 }
 
-/// A tool's definition as pinned: what an agent reads of it (name, title,
-/// description, input and output schemas, annotations), the name being the
-/// upstream's own.
-pub const PINNED_FIELDS: [&str; 6] = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
+/// A pinned definition is the whole tool as agents are shown it, the name
+/// being the upstream's own: these fields first, in this order, then any
+/// other field the tool has (a field added to tools later is pinned too).
+pub const PINNED_FIELDS: [&str; 8] =
+    ["name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta"];
+
+/// The fields of two definitions, to show side by side: [`PINNED_FIELDS`]
+/// first, then every other field either has, sorted.
+pub fn definition_fields(old: &Value, new: &Value) -> Vec<String> {
+    let mut fields: Vec<String> = PINNED_FIELDS.iter().map(|f| (*f).to_string()).collect();
+    let mut others: Vec<String> = [old, new]
+        .iter()
+        .filter_map(|d| d.as_object())
+        .flat_map(|m| m.keys())
+        .filter(|k| !PINNED_FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    others.sort();
+    others.dedup();
+    fields.extend(others);
+    fields
+}
+
+/// A field of a definition, an absent one and a `null` alike.
+pub fn definition_field<'a>(definition: &'a Value, field: &str) -> Option<&'a Value> {
+    definition.get(field).filter(|v| !v.is_null())
+}
 
 /// The definition pinned for an upstream tool: the first one seen, or the
 /// last one an admin accepted.
@@ -168,8 +191,9 @@ pub struct PinView {
 }
 
 /// An upstream tool held back: its upstream now offers a definition other
-/// than the pinned one. Hidden from agents and refused (`tool_changed`)
-/// until an admin accepts the change, or the upstream returns to the pin.
+/// than the pinned one, or offers a tool it did not offer when its tools
+/// were pinned. Hidden from agents and refused (`tool_changed`) until an
+/// admin accepts it, or the upstream returns to the pin.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolChange {
@@ -179,8 +203,11 @@ pub struct ToolChange {
     pub upstream: String,
     /// Its own name at the upstream.
     pub tool: String,
-    /// What is pinned (none if pinning it failed: held all the same).
+    /// What is pinned (none for a new tool, or if pinning it failed: held all the same).
     pub pinned: Option<PinView>,
+    /// Nothing is pinned for it: the upstream added it after its tools were pinned.
+    #[serde(default)]
+    pub is_new: bool,
     /// The definition the upstream offers now ([`PINNED_FIELDS`]).
     pub offered: Value,
     /// SHA-256 of the offered definition: what an accept or reject names,
@@ -238,6 +265,18 @@ pub fn line_diff(old: &str, new: &str) -> Vec<DiffLine> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn definition_fields_are_the_pinned_ones_then_any_other() {
+        let old = serde_json::json!({"name": "a", "title": null, "x-later": 1});
+        let new = serde_json::json!({"name": "a", "_meta": {}, "b-field": 2});
+        let fields = definition_fields(&old, &new);
+        assert_eq!(&fields[..PINNED_FIELDS.len()], PINNED_FIELDS.map(String::from).as_slice());
+        assert_eq!(&fields[PINNED_FIELDS.len()..], ["b-field".to_string(), "x-later".to_string()].as_slice());
+        assert_eq!(definition_field(&old, "title"), None, "null is absent");
+        assert_eq!(definition_field(&new, "title"), None);
+        assert_eq!(definition_field(&old, "name"), Some(&serde_json::json!("a")));
+    }
 
     #[test]
     fn a_line_diff_keeps_what_both_share() {

@@ -1,6 +1,7 @@
 //! The exposed tools as the console shows them: Gatehouse's own and every
 //! upstream's, with what their servers say of them; the upstream tools held
-//! back because their definitions changed, and an admin's decision on them.
+//! back because their definitions changed (or they are new at an upstream
+//! whose tools are pinned), and an admin's decision on them.
 
 use gatehouse_core::changes::Change;
 use gatehouse_core::model::{ToolChange, ToolInfo};
@@ -53,7 +54,8 @@ impl gatehouse_app::server_fns::ToolCatalog for McpState {
                     name: h.tool.name.to_string(),
                     upstream: h.upstream,
                     tool: h.name,
-                    pinned: pin.map(|p| p.view),
+                    pinned: pin.and_then(|p| p.view),
+                    is_new: h.is_new,
                     offered: h.definition,
                     offered_digest: h.digest,
                     rejected,

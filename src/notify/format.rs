@@ -1,7 +1,14 @@
 //! What a message says and how each format shapes it. A message never
 //! carries the call's arguments (they may hold secrets): only who, what,
 //! the state, the approval link and the times.
+//!
+//! Names in a message come from outside (an agent's name is an OAuth
+//! client's to choose): in what people read (Slack, ntfy) they are text
+//! and nothing else — no mention, no link, no line of their own ([`plain`],
+//! [`slack_text`], [`header_text`]) — so the one link in a message is
+//! Gatehouse's own approval page, built from `public_url`.
 
+use base64::Engine;
 use gatehouse_core::model::State;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Serialize;
@@ -40,24 +47,104 @@ pub struct Notice {
 }
 
 impl Notice {
-    /// One line for people (Slack, ntfy).
-    fn headline(&self) -> String {
-        let owner = self.owner.as_deref().map(|o| format!(" (owner {o})")).unwrap_or_default();
+    /// One line for people (Slack, ntfy), every name passed through `name`.
+    fn headline(&self, name: impl Fn(&str) -> String) -> String {
+        let owner = self.owner.as_deref().map(|o| format!(" (owner {})", name(o))).unwrap_or_default();
+        let (agent, tool) = (name(&self.agent), name(&self.tool));
         match self.state {
-            State::Pending => format!("{}{owner} wants to run {} — approve or decline", self.agent, self.tool),
+            State::Pending => format!("{agent}{owner} wants to run {tool} — approve or decline"),
             state => {
-                let by = self.by.as_deref().map(|b| format!(" by {b}")).unwrap_or_default();
-                format!("{} of {}{owner}: {}{by}", self.tool, self.agent, state.as_str())
+                let by = self.by.as_deref().map(|b| format!(" by {}", name(b))).unwrap_or_default();
+                format!("{tool} of {agent}{owner}: {}{by}", state.as_str())
             }
         }
     }
 
     fn title(&self) -> String {
+        let tool = plain(&self.tool);
         match self.state {
-            State::Pending => format!("Approve {}?", self.tool),
-            state => format!("{} {}", self.tool, state.as_str()),
+            State::Pending => format!("Approve {tool}?"),
+            state => format!("{tool} {}", state.as_str()),
         }
     }
+}
+
+/// Word joiner (U+2060): invisible, and no chat or push client reads a
+/// mention or a link across it.
+const JOINER: char = '\u{2060}';
+
+/// Invisible characters a name may hide things with (zero-width spaces and
+/// joiners, direction marks and overrides, the byte order mark): dropped,
+/// so that what is left is what a reader sees.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}')
+}
+
+/// A name from outside as plain text for people: on one line (control
+/// characters and line separators become spaces), invisible characters
+/// dropped, and a word joiner after each `@` (no `@channel`, `@here`,
+/// `@everyone` or `<@U…>` mention) and each `<` (no `<!channel>`, `<url|label>`
+/// or tag for whatever renders the text next), after `:` before `//` and after a `.`
+/// between letters or digits (no `https://evil.example` or `evil.example`
+/// link), and between `]` and `(` (no Markdown link).
+pub fn plain(name: &str) -> String {
+    let chars: Vec<char> = name
+        .chars()
+        .filter(|c| !invisible(*c))
+        .map(|c| if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') { ' ' } else { c })
+        .collect();
+    let mut out = String::with_capacity(name.len() + 8);
+    for (i, &c) in chars.iter().enumerate() {
+        out.push(c);
+        let next = chars.get(i + 1).copied();
+        let previous = i.checked_sub(1).map(|p| chars[p]);
+        let split = match c {
+            '@' | '<' => true,
+            ':' => next == Some('/'),
+            '.' => previous.is_some_and(char::is_alphanumeric) && next.is_some_and(char::is_alphanumeric),
+            ']' => next == Some('('),
+            _ => false,
+        };
+        if split {
+            out.push(JOINER);
+        }
+    }
+    out
+}
+
+/// A name as Slack `mrkdwn` text: [`plain`], then `&`, `<` and `>` escaped
+/// (Slack's control characters: `<!channel>`, `<@U…>` and `<url|label>`
+/// stay text).
+pub fn slack_text(name: &str) -> String {
+    plain(name).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A header value ntfy shows as `text`: [`plain`] (so no line break can end
+/// the header), as is if it is printable ASCII, else — or if it looks like
+/// an encoded word itself — as RFC 2047 encoded words (`=?UTF-8?B?…?=`,
+/// each at most 75 characters), which ntfy decodes.
+pub fn header_text(text: &str) -> String {
+    let text = plain(text);
+    if text.chars().all(|c| c == ' ' || c.is_ascii_graphic()) && !text.contains("=?") {
+        return text;
+    }
+    // 45 bytes are 60 base64 characters: with `=?UTF-8?B?` and `?=`, 72.
+    let mut words = Vec::new();
+    let mut chunk = String::new();
+    for c in text.chars() {
+        if chunk.len() + c.len_utf8() > 45 {
+            words.push(std::mem::take(&mut chunk));
+        }
+        chunk.push(c);
+    }
+    if !chunk.is_empty() {
+        words.push(chunk);
+    }
+    words
+        .iter()
+        .map(|w| format!("=?UTF-8?B?{}?=", base64::engine::general_purpose::STANDARD.encode(w.as_bytes())))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A request ready to send: body and extra headers.
@@ -82,7 +169,9 @@ pub fn render(target: &Target, notice: &Notice) -> Outgoing {
         },
         Format::Slack => Outgoing {
             content_type: "application/json",
-            body: serde_json::json!({ "text": format!("{} <{}|Open>", notice.headline(), notice.link) }).to_string(),
+            // The link is Gatehouse's own (`public_url`); only it is markup.
+            body: serde_json::json!({ "text": format!("{} <{}|Open>", notice.headline(slack_text), notice.link) })
+                .to_string(),
             headers: Vec::new(),
         },
         Format::Ntfy => {
@@ -92,8 +181,8 @@ pub fn render(target: &Target, notice: &Notice) -> Outgoing {
                 _ => ("default", "x"),
             };
             let mut headers = vec![
-                // ntfy reads non-ASCII titles only RFC 2047-encoded: keep it ASCII.
-                ("Title", notice.title().replace(|c: char| !c.is_ascii() || c.is_ascii_control(), "?")),
+                // ntfy reads non-ASCII titles only RFC 2047-encoded.
+                ("Title", header_text(&notice.title())),
                 ("Click", notice.link.clone()),
                 ("Tags", tags.to_string()),
                 ("Priority", priority.to_string()),
@@ -101,7 +190,9 @@ pub fn render(target: &Target, notice: &Notice) -> Outgoing {
             if let Some(token) = &target.secret {
                 headers.push(("Authorization", format!("Bearer {token}")));
             }
-            Outgoing { content_type: "text/plain; charset=utf-8", body: notice.headline(), headers }
+            // Plain text (no `Markdown` header): names are text, and the
+            // only link is `Click`, Gatehouse's own.
+            Outgoing { content_type: "text/plain; charset=utf-8", body: notice.headline(plain), headers }
         }
     }
 }
@@ -153,6 +244,121 @@ mod tests {
     fn the_signature_is_the_documented_hmac() {
         // Known answer: HMAC-SHA256("key", "1.{}") computed independently (python3 -c hmac…).
         assert_eq!(sign("key", 1, "{}"), "t=1,v1=1ba6b8171186efc613e8bcc0cbdab2748f24984d7c5a84faa2637afa0e40d224");
+    }
+
+    /// An OAuth client's name written to phish the approvers.
+    const HOSTILE: &str = "<!channel> @here @everyone <@U024BE7LH> urgent \u{2014} <https://evil.example/resume|Approve here> or [Approve](https://evil.example/a)\r\nPriority: urgent \u{202E}evil.example";
+
+    /// What must appear in no message people read.
+    const NEVER: [&str; 15] = [
+        "<!channel>",
+        "<!here>",
+        "<@U",
+        "<https://evil.example",
+        "@here",
+        "@everyone",
+        "@channel",
+        "https://evil.example",
+        "evil.example",
+        "](",
+        "\r",
+        "\n",
+        "\u{202E}",
+        "[Approve](",
+        "<!",
+    ];
+
+    fn hostile(state: State) -> Notice {
+        Notice {
+            agent: HOSTILE.into(),
+            owner: Some(HOSTILE.into()),
+            by: (state != State::Pending).then(|| format!("user:{HOSTILE}")),
+            ..notice(state)
+        }
+    }
+
+    /// An RFC 2047 header value as ntfy decodes it.
+    fn decoded(header: &str) -> String {
+        header
+            .split(' ')
+            .map(|w| match w.strip_prefix("=?UTF-8?B?").and_then(|w| w.strip_suffix("?=")) {
+                Some(b64) => String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap(),
+                None => panic!("not an encoded word: {w:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_name_is_text_in_every_format_never_a_mention_or_a_link() {
+        const LINK: &str = "https://gate.example/resume/exec_1";
+        for state in [State::Pending, State::Declined] {
+            let notice = hostile(state);
+
+            let slack = render(&target(Format::Slack), &notice);
+            let v: serde_json::Value = serde_json::from_str(&slack.body).unwrap();
+            let text = v["text"].as_str().unwrap();
+            for bad in NEVER {
+                assert!(!text.contains(bad), "Slack: {bad:?} in {text:?}");
+            }
+            assert_eq!(text.matches('<').count(), 1, "one link, Gatehouse's: {text}");
+            assert_eq!(text.matches("://").count(), 1, "one link, Gatehouse's: {text}");
+            assert!(text.ends_with(&format!(" <{LINK}|Open>")), "{text}");
+            assert!(text.contains("!channel&gt;") && text.contains("Approve here&gt;"), "shown as text: {text}");
+
+            let ntfy = render(&target(Format::Ntfy), &notice);
+            for bad in NEVER {
+                assert!(!ntfy.body.contains(bad), "ntfy: {bad:?} in {:?}", ntfy.body);
+            }
+            assert!(!ntfy.body.contains("://"), "no link in the body: {}", ntfy.body);
+            assert!(ntfy.body.contains("!channel"), "the name is shown: {}", ntfy.body);
+            for (name, value) in &ntfy.headers {
+                assert!(value.chars().all(|c| c == ' ' || c.is_ascii_graphic()), "{name}: {value:?}");
+            }
+            let links: Vec<_> = ntfy.headers.iter().filter(|(_, v)| v.contains("://")).collect();
+            assert_eq!(links, vec![&("Click", LINK.to_string())], "one link, Gatehouse's");
+
+            // Machines get the name as data, JSON-escaped, and the same link.
+            let json = render(&target(Format::Json), &notice);
+            let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+            assert_eq!((v["agent"].as_str(), v["link"].as_str()), (Some(HOSTILE), Some(LINK)));
+        }
+    }
+
+    #[test]
+    fn an_ntfy_title_is_one_header_line_in_any_script() {
+        let title = |tool: &str| {
+            let notice = Notice { tool: tool.into(), ..notice(State::Declined) };
+            let ntfy = render(&target(Format::Ntfy), &notice);
+            ntfy.headers.iter().find(|(n, _)| *n == "Title").unwrap().1.clone()
+        };
+        assert_eq!(title("files__write"), "files__write declined", "ASCII as is");
+        let cafe = title("caf\u{e9}_\u{65e5}\u{672c}");
+        assert!(cafe.starts_with("=?UTF-8?B?") && cafe.is_ascii(), "{cafe}");
+        assert_eq!(decoded(&cafe), "caf\u{e9}_\u{65e5}\u{672c} declined");
+        let long = "\u{1F512}".repeat(40);
+        let words = title(&long);
+        assert!(words.split(' ').count() > 1 && words.split(' ').all(|w| w.len() <= 75), "{words}");
+        assert_eq!(decoded(&words), format!("{long} declined"));
+        let injected = title("x\r\nClick: https://evil.example");
+        assert!(!injected.contains('\r') && !injected.contains('\n'));
+        let shown = decoded(&injected);
+        assert!(!shown.contains('\n') && !shown.contains("https://evil"), "{shown}");
+        // Text that looks like an encoded word is encoded, so it decodes to itself.
+        let lookalike = title("=?UTF-8?B?PGh0dHBzOi8vZXZpbD4=?=");
+        assert_eq!(decoded(&lookalike), "=?UTF-8?B?PGh0dHBzOi8vZXZpbD4=?= declined");
+    }
+
+    #[test]
+    fn plain_text_breaks_mentions_and_links_invisibly() {
+        assert_eq!(plain("claude"), "claude");
+        assert_eq!(plain("files__write"), "files__write");
+        assert_eq!(plain("@here"), "@\u{2060}here");
+        assert_eq!(plain("https://evil.example"), "https:\u{2060}//evil.\u{2060}example");
+        assert_eq!(plain("[a](b)"), "[a]\u{2060}(b)");
+        assert_eq!(plain("ends. Next"), "ends. Next", "a sentence's full stop stays");
+        assert_eq!(plain("a\u{200B}@\u{200B}here\nb"), "a@\u{2060}here b", "hidden characters go first");
+        assert_eq!(plain("<!here>"), "<\u{2060}!here>");
+        assert_eq!(slack_text("<!here> & <@U1>"), "&lt;\u{2060}!here&gt; &amp; &lt;\u{2060}@\u{2060}U1&gt;");
     }
 
     #[test]

@@ -290,6 +290,50 @@ async fn slack_and_ntfy_get_their_own_shapes() {
 }
 
 #[tokio::test]
+async fn a_phishing_agent_name_is_only_text_in_every_format() {
+    // What an OAuth client may call itself to phish whoever approves.
+    const PHISH: &str = "<!channel> Security check \u{2014} <https://evil.example/resume|Approve here> @here";
+    let mut hook = Receiver::start(Behaviour::Accept).await;
+    let mut slack = Receiver::start(Behaviour::Accept).await;
+    let mut ntfy = Receiver::start(Behaviour::Accept).await;
+    let configured = vec![
+        hook.target("hook", Format::Json, Some(SECRET)),
+        slack.target("slack", Format::Slack, None),
+        ntfy.target("ntfy", Format::Ntfy, None),
+    ];
+    let app = spawn_app_with(|c: &mut Config| c.notify = configured).await;
+    app.add_user("ada", false).await;
+    let eid = gated_call(&app, PHISH, "x_*").await;
+    let link = format!("{}/resume/{eid}", app.address);
+
+    let (_, v) = slack.next_json().await;
+    let text = v["text"].as_str().unwrap();
+    for bad in ["<!channel>", "<!", "<https://evil.example", "https://evil.example", "evil.example", "@here"] {
+        assert!(!text.contains(bad), "{bad:?} in {text:?}");
+    }
+    assert_eq!(text.matches('<').count(), 1, "one link: {text}");
+    assert!(text.contains(&format!("<{link}|Open>")), "and it is Gatehouse's: {text}");
+    assert!(text.contains("Security check"), "the name is shown, as text: {text}");
+
+    let r = ntfy.next().await;
+    for bad in ["<!channel>", "https://evil.example", "evil.example", "@here"] {
+        assert!(!r.body.contains(bad), "{bad:?} in {:?}", r.body);
+    }
+    assert!(!r.body.contains("://"), "no link in the body: {}", r.body);
+    for (name, value) in &r.headers {
+        assert!(value.as_bytes().iter().all(|b| (0x20..0x7f).contains(b)), "{name}: {value:?}");
+        let value = value.to_str().unwrap();
+        assert!(!value.contains("evil"), "{name}: {value}");
+    }
+    assert_eq!(r.headers["click"], link.as_str(), "the one link is Gatehouse's");
+
+    // Machines get the name as data, and the same link.
+    let (headers, v) = hook.next_json().await;
+    assert!(headers.contains_key("gatehouse-signature"));
+    assert_eq!((v["agent"].as_str(), v["link"].as_str()), (Some(PHISH), Some(link.as_str())));
+}
+
+#[tokio::test]
 async fn a_failed_target_shows_its_error_without_the_url_or_secret() {
     // Nothing listens on this port: every attempt fails to connect.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

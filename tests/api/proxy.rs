@@ -272,6 +272,15 @@ async fn resource_updates_and_list_changes_reach_the_agent() {
 
     call(&service, "ev__probe_add_tool", serde_json::json!({"name": "fresh_tool"})).await;
     agent.wait_for("tools/list_changed", |h| h.contains(&"tools changed".to_string())).await;
+    // New at an upstream whose tools are pinned: held back until an admin
+    // accepts it, then listed and announced again.
+    wait_until("the new tool is held back", || app.upstreams.held_tool("ev__fresh_tool").is_some()).await;
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(!tools.iter().any(|t| t.name == "ev__fresh_tool"), "not listed before an admin accepts it");
+    agent.heard.lock().unwrap().clear();
+    let digest = app.upstreams.held_tool("ev__fresh_tool").unwrap().digest;
+    app.upstreams.review("everything", "fresh_tool", &digest, true, "user:test").unwrap();
+    agent.wait_for("tools/list_changed", |h| h.contains(&"tools changed".to_string())).await;
     let tools = service.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "ev__fresh_tool"), "the new tool is listed under the prefix");
 }

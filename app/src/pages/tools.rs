@@ -1,13 +1,16 @@
 //! `/tools`: every tool agents can see — its upstream, annotations,
 //! description (hidden characters visible), input schema, and what the gate
 //! does with it and why — and the upstream tools held back because their
-//! upstream changed a pinned definition, each with a side-by-side diff and,
+//! upstream changed a pinned definition (each with a side-by-side diff) or
+//! added them after its tools were pinned (each with its definition), with,
 //! for admins, Accept and Reject. Live.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use gatehouse_model::{Action, ChangeEntry, DiffLine, PINNED_FIELDS, ToolChange, ToolGate, line_diff, routes};
+use gatehouse_model::{
+    Action, ChangeEntry, DiffLine, ToolChange, ToolGate, definition_field, definition_fields, line_diff, routes,
+};
 use serde_json::Value;
 
 use crate::components::header::Header;
@@ -38,9 +41,10 @@ pub fn ToolsPage() -> impl IntoView {
             <h1>"Tools"</h1>
             <p class="hint">
                 "Every tool agents can see, and what the gate does with it and why. An upstream tool's definition "
-                "(name, title, description, schemas, annotations) is pinned the first time it is seen; if its upstream "
-                "later changes it, the tool is held back — hidden from agents, its calls refused with "
-                <code>"tool_changed"</code> " — until an admin accepts the change."
+                "(all of it as agents see it: name, title, description, schemas, annotations, icons, metadata) is "
+                "pinned when its upstream is first listed; if the upstream later changes it, or adds a tool, that "
+                "tool is held back — hidden from agents, its calls refused with "
+                <code>"tool_changed"</code> " — until an admin accepts it."
             </p>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || tools.get().map(|result| match result {
@@ -64,9 +68,10 @@ fn Tools(view: ToolsView, review: ServerAction<ReviewToolChange>) -> impl IntoVi
             <section class="panel held" aria-labelledby="held-h">
                 <h2 id="held-h">"Held back for review (" {held_count} ")"</h2>
                 <p class="hint">
-                    "These tools changed at their upstream since their definition was pinned. Agents do not see them "
-                    "and cannot call them. Accept pins the new definition and makes the tool available again; reject "
-                    "keeps it held back until the upstream returns to the pinned definition."
+                    "These tools changed at their upstream since their definition was pinned, or are new at an "
+                    "upstream whose tools were pinned. Agents do not see them and cannot call them. Accept pins the "
+                    "offered definition and makes the tool available; reject keeps it held back until the upstream "
+                    "returns to the pinned definition (a new tool: until an admin accepts it)."
                 </p>
                 {held.into_iter().map(|change| view! { <HeldTool change is_admin now_ms review/> }).collect_view()}
             </section>
@@ -146,37 +151,60 @@ fn ActionBadge(action: Action) -> impl IntoView {
     view! { <span class=class>{action.label()}</span> }
 }
 
-/// One held-back tool: what changed, side by side, and the decision.
+/// One held-back tool: what changed, side by side (a new tool: what is
+/// offered), and the decision.
 #[component]
 fn HeldTool(change: ToolChange, is_admin: bool, now_ms: i64, review: ServerAction<ReviewToolChange>) -> impl IntoView {
-    let ToolChange { name, upstream, tool, pinned, offered, offered_digest, rejected } = change;
+    let ToolChange { name, upstream, tool, pinned, is_new, offered, offered_digest, rejected } = change;
     let old = pinned.as_ref().map(|p| p.definition.clone()).unwrap_or(Value::Null);
-    let (changed, same): (Vec<&str>, Vec<&str>) =
-        PINNED_FIELDS.iter().copied().partition(|f| old.get(f) != offered.get(f) || pinned.is_none());
+    let has_pin = pinned.is_some();
+    // Pinned: every field, changed or not (absent and null alike). Nothing
+    // pinned: the fields offered, all of them new.
+    let (changed, same): (Vec<String>, Vec<String>) = definition_fields(&old, &offered)
+        .into_iter()
+        .filter(|f| has_pin || definition_field(&offered, f).is_some())
+        .partition(|f| !has_pin || definition_field(&old, f) != definition_field(&offered, f));
     let heading = format!("held-{name}");
     let labelled_by = heading.clone();
+    let noun = if has_pin { "change" } else { "tool" };
+    let table_label = if has_pin {
+        format!("Pinned and offered definitions of {name}")
+    } else {
+        format!("Offered definition of {name}")
+    };
     view! {
-        <article class="card tool-change" data-tool=name.clone() aria-labelledby=labelled_by>
+        <article class="card tool-change" data-tool=name.clone() data-new=is_new.to_string() aria-labelledby=labelled_by>
             <h3 id=heading><code><Name text=name.clone()/></code> " from " <Name text=upstream.clone()/></h3>
-            <p class="meta">{match pinned.as_ref() {
-                Some(p) => view! { "Pinned " <When ms=p.at_ms now_ms/> " (" {p.by.clone()} "). Changed fields: " {changed.join(", ")} "." }.into_any(),
-                None => "No pinned definition could be read; held back all the same.".into_any(),
+            <p class="meta">{match (pinned.as_ref(), is_new) {
+                (Some(p), _) => view! { "Pinned " <When ms=p.at_ms now_ms/> " (" {p.by.clone()} "). Changed fields: " {changed.join(", ")} "." }.into_any(),
+                (None, true) => "New tool: its upstream did not offer it when its tools were pinned; nothing of it has been reviewed.".into_any(),
+                (None, false) => "No pinned definition could be read; held back all the same.".into_any(),
             }}</p>
             {rejected.map(|(by, at)| view! {
                 <p class="warning" data-testid="rejected">
-                    "Rejected by " <Name text=by/> " " <When ms=at now_ms/> ": it stays held back until the upstream returns to the pinned definition."
+                    "Rejected by " <Name text=by/> " " <When ms=at now_ms/> ": it stays held back until "
+                    {if has_pin { "the upstream returns to the pinned definition." } else { "an admin accepts it." }}
                 </p>
             })}
             <div class="table-wrap" tabindex="0" role="region" aria-label=format!("Changes to {name}")>
-            <table class="responsive diff" aria-label=format!("Pinned and offered definitions of {name}")>
-                <thead><tr><th scope="col">"Field"</th><th scope="col">"Pinned"</th><th scope="col">"Now offered"</th></tr></thead>
+            <table class="responsive diff" aria-label=table_label>
+                <thead><tr>
+                    <th scope="col">"Field"</th>
+                    {has_pin.then(|| view! { <th scope="col">"Pinned"</th> })}
+                    <th scope="col">"Now offered"</th>
+                </tr></thead>
                 <tbody>
                 {changed.iter().map(|field| {
-                    let lines = line_diff(&field_text(&old, field), &field_text(&offered, field));
-                    view! {
-                    <tr data-field=*field>
-                        <th scope="row" data-label="Field">{*field}</th>
+                    // Nothing pinned: every line is new (not a diff against "—").
+                    let old_text = if has_pin { field_text(&old, field) } else { String::new() };
+                    let lines = line_diff(&old_text, &field_text(&offered, field));
+                    let pinned_side = has_pin.then(|| view! {
                         <td data-label="Pinned"><DiffSide lines=lines.clone() old=true/></td>
+                    });
+                    view! {
+                    <tr data-field=field.clone()>
+                        <th scope="row" data-label="Field">{field.clone()}</th>
+                        {pinned_side}
                         <td data-label="Now offered"><DiffSide lines old=false/></td>
                     </tr>
                 }}).collect_view()}
@@ -187,12 +215,12 @@ fn HeldTool(change: ToolChange, is_admin: bool, now_ms: i64, review: ServerActio
             {if is_admin {
                 view! {
                     <div class="review">
-                        <ReviewForm review upstream=upstream.clone() tool=tool.clone() digest=offered_digest.clone() decision="accept"/>
-                        <ReviewForm review upstream tool digest=offered_digest decision="reject"/>
+                        <ReviewForm review upstream=upstream.clone() tool=tool.clone() digest=offered_digest.clone() decision="accept" noun/>
+                        <ReviewForm review upstream tool digest=offered_digest decision="reject" noun/>
                     </div>
                 }.into_any()
             } else {
-                view! { <p class="hint">"An admin can accept or reject this change."</p> }.into_any()
+                view! { <p class="hint">{format!("An admin can accept or reject this {noun}.")}</p> }.into_any()
             }}
         </article>
     }
@@ -236,8 +264,11 @@ fn ReviewForm(
     tool: String,
     digest: String,
     decision: &'static str,
+    /// What is decided on: `change` or (a new tool) `tool`.
+    noun: &'static str,
 ) -> impl IntoView {
-    let (class, label) = if decision == "accept" { ("primary", "Accept change") } else { ("danger", "Reject change") };
+    let (class, verb) = if decision == "accept" { ("primary", "Accept") } else { ("danger", "Reject") };
+    let label = format!("{verb} {noun}");
     view! {
         <ActionForm action=review attr:class="review-form">
             <input type="hidden" name="upstream" value=upstream/>

@@ -243,4 +243,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
         claimed_at INTEGER NOT NULL
     );
     "#,
+    // 16: pins cover the whole tool as forwarded (digest format 2; the
+    // pins made before are format 1, carried over at their next listing only
+    // if they covered all of the tool), and the upstreams whose first listing
+    // was pinned: a tool one of them adds later waits for an admin. A row of
+    // tool_pins with an empty digest records only the rejection of a tool
+    // never pinned.
+    r#"
+    ALTER TABLE tool_pins ADD COLUMN digest_format INTEGER NOT NULL DEFAULT 1;
+    CREATE TABLE pinned_upstreams (
+        upstream  TEXT PRIMARY KEY,
+        listed_at INTEGER NOT NULL
+    );
+    INSERT INTO pinned_upstreams (upstream, listed_at)
+        SELECT upstream, MIN(pinned_at) FROM tool_pins GROUP BY upstream;
+    "#,
 ];

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{Mode, announce, granted, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
-use crate::mcp::upstream::catalogue::UpstreamTool;
+use crate::mcp::upstream::catalogue::{self, HeldTool, UpstreamTool};
 use crate::tool_error::{ToolErrorCode, error_result};
 
 /// Where an exposed tool runs.
@@ -61,15 +61,11 @@ impl Target {
     }
 }
 
-/// SHA-256 of what a person approves when they approve a call to a tool: its
-/// name, description, input schema and annotations.
+/// SHA-256 of what a person approves when they approve a call to a tool:
+/// the tool exactly as agents are shown it, every field, under its exposed
+/// name — the same digest as a pin's ([`catalogue::tool_digest`]).
 pub fn tool_digest(tool: &Tool) -> String {
-    approvals::digest(&json!({
-        "name": tool.name,
-        "description": tool.description,
-        "inputSchema": tool.input_schema,
-        "annotations": tool.annotations,
-    }))
+    catalogue::tool_digest(tool, &tool.name)
 }
 
 /// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
@@ -128,7 +124,7 @@ pub async fn call(
     }
     if let Some(held) = state.upstreams.held_tool(call.name) {
         tracing::warn!(tool = call.name, upstream = %held.upstream, agent = %caller.credential.agent, "call to a held-back tool refused");
-        return Ok(held_back(state, call.name, &held.upstream, None).into());
+        return Ok(held_back(state, &held, None).into());
     }
     let target = Target::find(state, call.name)
         .ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
@@ -214,17 +210,24 @@ pub async fn call(
 }
 
 /// The answer for a call to a tool held back because its upstream changed
-/// its definition: never forwarded, and nothing of the new definition told.
-fn held_back(state: &McpState, tool: &str, upstream: &str, execution_id: Option<&str>) -> CallToolResult {
+/// its definition, or added it after its tools were pinned: never
+/// forwarded, and nothing of the new definition told.
+fn held_back(state: &McpState, held: &HeldTool, execution_id: Option<&str>) -> CallToolResult {
+    let (tool, upstream): (&str, &str) = (&held.tool.name, &held.upstream);
     let mut details = json!({"tool": tool, "upstream": upstream, "reviewUrl": format!("{}{}", state.base_url, gatehouse_core::model::routes::TOOLS)});
     if let Some(id) = execution_id {
         details["executionId"] = json!(id);
         details["recovery"] = json!("re_execute");
     }
+    let why = if held.is_new {
+        format!("{tool} is new at its upstream {upstream}, whose tools are pinned")
+    } else {
+        format!("{tool} changed at its upstream {upstream} since its definition was pinned")
+    };
     error_result(
         ToolErrorCode::ToolChanged,
         format!(
-            "{tool} changed at its upstream {upstream} since its definition was pinned; it is held back until an admin reviews the change. Do not retry until the user says it was accepted."
+            "{why}; it is held back until an admin reviews the change. Do not retry until the user says it was accepted."
         ),
         details,
     )
@@ -261,7 +264,7 @@ async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution) 
     let id = &execution.id;
     if let Some(held) = state.upstreams.held_tool(&execution.tool) {
         tracing::warn!(execution = %id, tool = %execution.tool, "approved tool is held back (its definition changed); refused");
-        return held_back(state, &execution.tool, &held.upstream, Some(id));
+        return held_back(state, &held, Some(id));
     }
     let Some(target) = Target::find(state, &execution.tool) else {
         return error_result(

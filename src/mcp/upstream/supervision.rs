@@ -151,7 +151,7 @@ impl Upstreams {
                     let peer = service.peer().clone();
                     match load_catalog(&config, &peer).await {
                         Ok(listing) => {
-                            self.pin_first_seen(&config, &listing.catalog);
+                            self.record_listing(&config, &listing.catalog);
                             let catalog = listing.catalog;
                             tracing::info!(upstream = %config.name, tools = catalog.tools.len(), prompts = catalog.prompts.len(), resources = catalog.resources.len(), "upstream up");
                             let link = Link {
