@@ -58,8 +58,10 @@ impl AuditLog {
     /// Appends one entry.
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
         self.db.conn()?.execute(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            // The owner is kept by user id too (the name alone could be someone
+            // else's later); a removed user's rows have none.
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, (SELECT id FROM users WHERE username = ?7))",
             args![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream],
         )?;
         Ok(())
@@ -109,7 +111,10 @@ impl AuditLog {
         };
         match scope {
             HistoryScope::All => {}
-            HistoryScope::Owner(owner) => add("owner = ?", Value::Text(owner.clone())),
+            // By the user's id: a removed user's entries are no one's.
+            HistoryScope::Owner(owner) => {
+                add("owner_id = (SELECT id FROM users WHERE username = ?)", Value::Text(owner.clone()))
+            }
             // Another owner-less credential is someone else, whatever its agent name.
             HistoryScope::Credential(id) => add("credential_id = ? AND owner IS NULL", Value::Text(id.clone())),
         }
@@ -281,6 +286,15 @@ mod tests {
     fn search_narrows_by_scope_and_filters_and_pages_by_id() {
         let clock = Arc::new(ManualClock::new(1_764_460_800_000)); // 2025-11-30T00:00:00Z
         let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
+        // Owners are users: their entries are kept by user id.
+        log.db
+            .conn()
+            .unwrap()
+            .execute(
+                "INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0), ('bob', '', 0)",
+                args![],
+            )
+            .unwrap();
         let write = |eid: &str, state: &str, tool: &str, upstream: Option<&str>, owner: Option<&str>, actor: &str| {
             log.record(Entry {
                 execution_id: eid,

@@ -243,4 +243,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
         claimed_at INTEGER NOT NULL
     );
     "#,
+    // 17: history is kept by the owner's user id, not the name, so a user
+    // created later with a removed user's name reads none of their history
+    // (removing a user clears the id from their rows: never matched again).
+    r#"
+    ALTER TABLE audit_events ADD COLUMN owner_id INTEGER;
+    UPDATE audit_events SET owner_id = (SELECT users.id FROM users WHERE users.username = audit_events.owner)
+        WHERE owner IS NOT NULL;
+    CREATE INDEX audit_owner_id ON audit_events(owner_id, id);
+    "#,
 ];
