@@ -100,6 +100,20 @@ impl AuditLog {
             .flatten())
     }
 
+    /// Whether execution `execution_id`'s entries are user `user_id`'s (by
+    /// id: a removed user's entries are no one's, whoever takes the name).
+    pub fn owned_by(&self, execution_id: &str, user_id: i64) -> Result<bool> {
+        Ok(self
+            .db
+            .conn()?
+            .query_opt(
+                "SELECT id FROM audit_events WHERE execution_id = ?1 AND owner_id = ?2 LIMIT 1",
+                args![execution_id, user_id],
+                |r| r.get::<i64>(0),
+            )?
+            .is_some())
+    }
+
     /// Up to `limit` entries `scope` may read that `filter` lets through,
     /// newest first (older than `filter.before`, when set).
     pub fn search(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
