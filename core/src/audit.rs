@@ -126,6 +126,7 @@ impl AuditLog {
         match scope {
             HistoryScope::All => {}
             // By the user's id: a removed user's entries are no one's.
+            HistoryScope::User(id) => add("owner_id = ?", Value::Int(*id)),
             HistoryScope::Owner(owner) => {
                 add("owner_id = (SELECT id FROM users WHERE username = ?)", Value::Text(owner.clone()))
             }
@@ -222,7 +223,9 @@ impl AuditLog {
 pub enum HistoryScope {
     /// Everyone's (admins).
     All,
-    /// Those of the agents this user owns.
+    /// Those of the agents this user (by id) owns.
+    User(i64),
+    /// Those of the agents this user (by name, looked up as their id) owns.
     Owner(String),
     /// Those of one owner-less credential (an agent reading its own).
     Credential(String),
@@ -337,6 +340,8 @@ mod tests {
         assert_eq!(ids(all(&HistoryFilter::default())), vec![5, 4, 3, 2, 1], "newest first");
         let ada = log.search(&HistoryFilter::default(), &HistoryScope::Owner("ada".into()), 100).unwrap();
         assert_eq!(ids(ada), vec![2, 1], "an owner sees their own agents only");
+        let by_id = log.search(&HistoryFilter::default(), &HistoryScope::User(2), 100).unwrap();
+        assert_eq!(ids(by_id), vec![4, 3], "bob, by his user id");
         let f = |build: fn(&mut HistoryFilter)| {
             let mut f = HistoryFilter::default();
             build(&mut f);

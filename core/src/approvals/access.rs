@@ -183,7 +183,7 @@ impl ApprovalStore {
         filter: &HistoryFilter,
         limit: usize,
     ) -> std::result::Result<HistoryPage, AccessError> {
-        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::Owner(user.username.clone()) };
+        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::User(user.id) };
         // One more than shown tells whether an older page exists.
         let mut entries = self.inner.audit.search(filter, &scope, limit + 1)?;
         let next_before = (entries.len() > limit).then(|| {
