@@ -232,10 +232,11 @@ pub async fn set_user_admin(username: String, admin: String) -> Result<(), Serve
 pub async fn remove_user(username: String) -> Result<(), ServerFnError> {
     server::blocking(true, move |user, core| {
         core.users.remove(&username)?;
-        let revoked = core.credentials.revoke_by_owner(&username)?;
-        // Settled here, not by the next credential sweep: their audit entries
-        // are written before anyone could take the name again.
+        // Settled here, before the credentials' revocation wakes the sweep:
+        // their audit entries are written now (no user id: the user is gone),
+        // before anyone could take the name again.
         let settled = core.approvals.forget_owner(&username);
+        let revoked = core.credentials.revoke_by_owner(&username)?;
         let grants = core.grants.end_owner(&username)?;
         let detail = format!("{revoked} credential(s) revoked");
         server::record(&core, &user, &username, "remove", Some(&detail))?;
