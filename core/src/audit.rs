@@ -58,8 +58,10 @@ impl AuditLog {
     /// Appends one entry.
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
         self.db.conn()?.execute(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            // The owner is kept by user id too (the name alone could be someone
+            // else's later); a removed user's rows have none.
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, (SELECT id FROM users WHERE username = ?7))",
             args![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream],
         )?;
         Ok(())
@@ -98,6 +100,20 @@ impl AuditLog {
             .flatten())
     }
 
+    /// Whether execution `execution_id`'s entries are user `user_id`'s (by
+    /// id: a removed user's entries are no one's, whoever takes the name).
+    pub fn owned_by(&self, execution_id: &str, user_id: i64) -> Result<bool> {
+        Ok(self
+            .db
+            .conn()?
+            .query_opt(
+                "SELECT id FROM audit_events WHERE execution_id = ?1 AND owner_id = ?2 LIMIT 1",
+                args![execution_id, user_id],
+                |r| r.get::<i64>(0),
+            )?
+            .is_some())
+    }
+
     /// Up to `limit` entries `scope` may read that `filter` lets through,
     /// newest first (older than `filter.before`, when set).
     pub fn search(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
@@ -109,7 +125,11 @@ impl AuditLog {
         };
         match scope {
             HistoryScope::All => {}
-            HistoryScope::Owner(owner) => add("owner = ?", Value::Text(owner.clone())),
+            // By the user's id: a removed user's entries are no one's.
+            HistoryScope::User(id) => add("owner_id = ?", Value::Int(*id)),
+            HistoryScope::Owner(owner) => {
+                add("owner_id = (SELECT id FROM users WHERE username = ?)", Value::Text(owner.clone()))
+            }
             // Another owner-less credential is someone else, whatever its agent name.
             HistoryScope::Credential(id) => add("credential_id = ? AND owner IS NULL", Value::Text(id.clone())),
         }
@@ -203,7 +223,9 @@ impl AuditLog {
 pub enum HistoryScope {
     /// Everyone's (admins).
     All,
-    /// Those of the agents this user owns.
+    /// Those of the agents this user (by id) owns.
+    User(i64),
+    /// Those of the agents this user (by name, looked up as their id) owns.
     Owner(String),
     /// Those of one owner-less credential (an agent reading its own).
     Credential(String),
@@ -281,6 +303,15 @@ mod tests {
     fn search_narrows_by_scope_and_filters_and_pages_by_id() {
         let clock = Arc::new(ManualClock::new(1_764_460_800_000)); // 2025-11-30T00:00:00Z
         let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
+        // Owners are users: their entries are kept by user id.
+        log.db
+            .conn()
+            .unwrap()
+            .execute(
+                "INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0), ('bob', '', 0)",
+                args![],
+            )
+            .unwrap();
         let write = |eid: &str, state: &str, tool: &str, upstream: Option<&str>, owner: Option<&str>, actor: &str| {
             log.record(Entry {
                 execution_id: eid,
@@ -309,6 +340,8 @@ mod tests {
         assert_eq!(ids(all(&HistoryFilter::default())), vec![5, 4, 3, 2, 1], "newest first");
         let ada = log.search(&HistoryFilter::default(), &HistoryScope::Owner("ada".into()), 100).unwrap();
         assert_eq!(ids(ada), vec![2, 1], "an owner sees their own agents only");
+        let by_id = log.search(&HistoryFilter::default(), &HistoryScope::User(2), 100).unwrap();
+        assert_eq!(ids(by_id), vec![4, 3], "bob, by his user id");
         let f = |build: fn(&mut HistoryFilter)| {
             let mut f = HistoryFilter::default();
             build(&mut f);

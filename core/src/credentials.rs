@@ -442,6 +442,17 @@ impl CredentialStore {
         self.revoke_where("owner = ?2", Some(owner))
     }
 
+    /// The names `owner`'s agents go by: those of their credentials (live or
+    /// not, OAuth-issued or not) and of OAuth codes not yet exchanged.
+    pub fn agent_names_of(&self, owner: &str) -> Result<Vec<String>> {
+        self.db.conn()?.query(
+            "SELECT agent FROM credentials WHERE owner = ?1
+             UNION SELECT agent FROM oauth_codes WHERE owner = ?1 AND used_at IS NULL AND expires_at > ?2",
+            args![owner, self.clock.now_ms()],
+            |r| r.get(0),
+        )
+    }
+
     /// Revokes every credential.
     pub fn revoke_all(&self) -> Result<usize> {
         self.revoke_where("1 = 1", None)

@@ -451,6 +451,41 @@ impl GrantStore {
         Ok(view)
     }
 
+    /// Ends every grant of `owner`'s agents, at once in memory and in the
+    /// database: the user is being removed, and a user added later with the
+    /// same name must not inherit them. Returns how many ended.
+    pub fn end_owner(&self, owner: &str) -> Result<usize, CoreError> {
+        let gone = self.remove_live(|g| g.view.owner.as_deref() == Some(owner));
+        let deleted = self.db.conn()?.transaction(|tx| {
+            let n = tx.execute("DELETE FROM grants WHERE owner = ?1", args![owner])?;
+            Db::bump_config(tx)?;
+            Ok(n)
+        })?;
+        Ok(gone.len().max(deleted))
+    }
+
+    /// How many live grants `owner`'s agent `agent` holds (what a client
+    /// that takes its name inherits).
+    pub fn count_for_agent(&self, agent: &str, owner: &str) -> usize {
+        let now = self.clock.now_ms();
+        let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
+        index
+            .iter()
+            .filter(|((a, o, _), _)| a == agent && o.as_deref() == Some(owner))
+            .map(|(_, grants)| grants.iter().filter(|g| !g.expired(now)).count())
+            .sum()
+    }
+
+    /// The names of `owner`'s agents that hold live grants.
+    pub fn agents_of(&self, owner: &str) -> Vec<String> {
+        let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<String> =
+            index.keys().filter(|(_, o, _)| o.as_deref() == Some(owner)).map(|(a, _, _)| a.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     fn insert(&self, view: GrantView, actor: &str) -> Result<(), CoreError> {
         let arguments = serde_json::to_string(&view.arguments).unwrap_or_else(|_| "{}".into());
         self.db.conn()?.transaction(|tx| {

@@ -588,13 +588,24 @@ impl UserStore {
         Ok(if changed { self.changed(true) } else { false })
     }
 
-    /// Removes `username`, their browser sessions and links (their agents'
-    /// credentials are the credential store's: revoke them by owner). The
-    /// last admin who can sign in is never removed.
+    /// Removes `username`, their browser sessions and links, their OAuth
+    /// codes not yet exchanged and their agents' OAuth tokens; their history
+    /// stays (admins read it under the name) but is no user's any more, so
+    /// a user added later with the same name never reads it. Their agents'
+    /// credentials are the credential store's (revoke them by owner), their
+    /// grants the grant store's. The last admin who can sign in is never removed.
     pub fn remove(&self, username: &str) -> Result<()> {
         self.db.conn()?.transaction(|tx| {
             let (id, _, _) = user_row(tx, username)?;
             keep_an_admin(tx, id, username, "remove")?;
+            // History is read by owner id: once cleared, no one's (SQLite
+            // may give a later user this id again).
+            tx.execute("UPDATE audit_events SET owner_id = NULL WHERE owner_id = ?1", args![id])?;
+            tx.execute("DELETE FROM oauth_codes WHERE owner = ?1", args![username])?;
+            tx.execute(
+                "DELETE FROM oauth_tokens WHERE credential_id IN (SELECT id FROM credentials WHERE owner = ?1)",
+                args![username],
+            )?;
             // Sessions and links go with the row (ON DELETE CASCADE).
             tx.execute("DELETE FROM users WHERE id = ?1", args![id])?;
             Ok(())

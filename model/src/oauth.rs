@@ -19,8 +19,21 @@ pub struct ConsentView {
     pub redirect_to: String,
     /// The signed-in person, who will own the agent.
     pub user: String,
-    /// The agent name the form suggests.
+    /// The agent name the form suggests: one none of the person's agents
+    /// goes by, so the client starts with no grants (or, after a refusal,
+    /// the name the person typed).
     pub agent: String,
+    /// Whether `agent` is the name of one of the person's existing agents:
+    /// the client would act as that agent and inherit its grants, which the
+    /// person must confirm.
+    #[serde(default)]
+    pub agent_exists: bool,
+    /// How many live grants that existing agent holds.
+    #[serde(default)]
+    pub inherited_grants: usize,
+    /// Why the last decision was refused (shown next to the name field).
+    #[serde(default)]
+    pub agent_error: Option<String>,
     /// The authorization request's fields, sent back with the decision.
     pub fields: Vec<(String, String)>,
 }

@@ -8,14 +8,15 @@
 //! (the Origin check of [`crate::security`] applies), the page cannot be
 //! framed, and every check runs again on the post.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::Core;
 use gatehouse_core::model::{ConsentInfo, ConsentView};
@@ -213,8 +214,57 @@ fn redirect_to(redirect_uri: &str) -> String {
     }
 }
 
+/// The longest consent form read (the authorization request's fields and the decision).
+const MAX_FORM_BYTES: usize = 64 * 1024;
+
+/// The names the person's agents already go by: of their credentials, OAuth
+/// codes waiting to be exchanged, and grants. A client given one of them acts
+/// as that agent and inherits its grants. Database work: off the async workers.
+fn taken_names(core: &Core, owner: &str) -> Result<BTreeSet<String>, gatehouse_core::CoreError> {
+    let mut names: BTreeSet<String> = core.credentials.agent_names_of(owner)?.into_iter().collect();
+    names.extend(core.grants.agents_of(owner));
+    Ok(names)
+}
+
+/// The client's name, numbered ("Claude Code 2") when one of the person's
+/// agents already goes by it: a new client starts as a new agent, with no
+/// grants, as the consent page promises. A name is only the client's claim.
+fn fresh_name(client_name: &str, taken: &BTreeSet<String>) -> String {
+    let mut base: String = client_name.trim().chars().filter(|c| !c.is_control()).collect();
+    // Room for a number within the credential store's 200 bytes.
+    while base.len() > 190 {
+        base.pop();
+    }
+    if base.is_empty() {
+        base = "agent".into();
+    }
+    if !taken.contains(&base) {
+        return base;
+    }
+    (2u64..).map(|n| format!("{base} {n}")).find(|name| !taken.contains(name)).unwrap_or(base)
+}
+
+/// The agent name on the consent form and what choosing it means.
+struct AgentChoice {
+    name: String,
+    /// One of the person's agents already goes by it.
+    exists: bool,
+    /// The live grants that agent holds (inherited when chosen).
+    grants: usize,
+    /// Why the last decision was refused.
+    error: Option<String>,
+}
+
+impl AgentChoice {
+    fn of(core: &Core, owner: &str, name: String, taken: &BTreeSet<String>, error: Option<String>) -> Self {
+        let exists = taken.contains(&name);
+        let grants = if exists { core.grants.count_for_agent(&name, owner) } else { 0 };
+        Self { name, exists, grants, error }
+    }
+}
+
 /// What the consent page shows for a checked request.
-fn view(checked: &Checked, params: &AuthorizeParams, user: &User) -> ConsentView {
+fn view(checked: &Checked, params: &AuthorizeParams, user: &User, agent: AgentChoice) -> ConsentView {
     let verified_host = (checked.client.kind == ClientKind::MetadataDocument)
         .then(|| Url::parse(&checked.client.client_id).ok().and_then(|u| u.host_str().map(str::to_string)))
         .flatten();
@@ -225,7 +275,10 @@ fn view(checked: &Checked, params: &AuthorizeParams, user: &User) -> ConsentView
         redirect_to: redirect_to(&checked.redirect_uri),
         redirect_uri: checked.redirect_uri.clone(),
         user: user.username.clone(),
-        agent: checked.client.name.clone(),
+        agent: agent.name,
+        agent_exists: agent.exists,
+        inherited_grants: agent.grants,
+        agent_error: agent.error,
         fields: params.fields(),
     }
 }
@@ -254,7 +307,17 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
             Err(e) => return ConsentInfo::Refused(format!("Could not look the client up: {e}")),
         };
         match check_with_client(&self.server.seen_from(host), client, &params) {
-            Ok(checked) => ConsentInfo::Ask(view(&checked, &params, user)),
+            Ok(checked) => {
+                // A new client starts as a new agent: the name suggested is
+                // one no agent of this person goes by.
+                let taken = match taken_names(&self.core, &user.username) {
+                    Ok(taken) => taken,
+                    Err(e) => return ConsentInfo::Refused(format!("Could not look your agents up: {e}")),
+                };
+                let name = fresh_name(&checked.client.name, &taken);
+                let agent = AgentChoice::of(&self.core, &user.username, name, &taken, None);
+                ConsentInfo::Ask(view(&checked, &params, user, agent))
+            }
             Err(Refusal::Page(why)) => ConsentInfo::Refused(why),
             Err(Refusal::Redirect(_)) => {
                 ConsentInfo::Refused("The request is not valid; start connecting again.".into())
@@ -335,23 +398,33 @@ pub struct DecisionForm {
     decision: Option<String>,
     /// The agent name chosen.
     agent: Option<String>,
+    /// `yes`: the person confirms that the client acts as their existing
+    /// agent of that name, inheriting its grants.
+    inherit: Option<String>,
 }
 
 /// `POST /oauth/authorize`: the signed-in person's decision. Allow makes a
 /// one-time code (the credential is made when the client exchanges it) and
-/// sends the browser back with it; Deny sends `access_denied`.
+/// sends the browser back with it; Deny sends `access_denied`. Allowing
+/// under the name of one of the person's existing agents (whose grants the
+/// client would inherit) needs the confirmation box: without it the page
+/// comes back (400) saying so, with the name kept.
 pub async fn decide(
-    State(state): State<AppState>,
+    state: AppState,
+    render: Render,
     user: Option<Extension<User>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
+    request: Request,
 ) -> Result<Response, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, MAX_FORM_BYTES)
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("invalid form: {e}")))?;
     let form: DecisionForm =
         serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::BadRequest(format!("invalid form: {e}")))?;
     let Some(Extension(user)) = user else {
         return Ok(form.params.sign_in_first());
     };
-    let server = state.mcp.oauth.seen_by(&headers);
+    let server = state.mcp.oauth.seen_by(&parts.headers);
     let checked = match check(&state, &server, &form.params, false).await {
         Ok(checked) => checked,
         Err(Refusal::Redirect(url)) => return Ok(Redirect::to(&url).into_response()),
@@ -370,14 +443,34 @@ pub async fn decide(
             Ok(Redirect::to(&url).into_response())
         }
         Some("approve") => {
-            let agent = form.agent.as_deref().map(str::trim).unwrap_or_default();
-            let agent = if agent.is_empty() { checked.client.name.clone() } else { agent.to_string() };
+            let agent = form.agent.as_deref().map(str::trim).unwrap_or_default().to_string();
             // The credential store's own rule (200 bytes), checked here so a
             // name it would refuse never reaches the code exchange.
             if agent.len() > 200 || agent.chars().any(char::is_control) {
                 return Err(ApiError::BadRequest(
                     "the agent name must be at most 200 bytes, without control characters".into(),
                 ));
+            }
+            let (core, owner) = (state.mcp.core.clone(), user.username.clone());
+            let taken = tokio::task::spawn_blocking(move || taken_names(&core, &owner))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            let agent = if agent.is_empty() { fresh_name(&checked.client.name, &taken) } else { agent };
+            // An existing agent's name: the client would inherit its grants,
+            // and gated calls they cover would not wait. Only on purpose.
+            if taken.contains(&agent) && form.inherit.as_deref() != Some("yes") {
+                tracing::info!(user = %user.username, client = %checked.client.client_id, agent = %agent, "OAuth consent refused: existing agent name without confirmation");
+                let error = "You already have an agent of this name: tick the box to let this client act as it \
+                             and inherit its grants, or choose another name."
+                    .to_string();
+                let choice = AgentChoice::of(&state.mcp.core, &user.username, agent, &taken, Some(error));
+                let shown = view(&checked, &form.params, &user, choice);
+                parts.method = Method::GET;
+                let mut request = Request::from_parts(parts, Body::empty());
+                request.extensions_mut().insert(ConsentInfo::Ask(shown));
+                let source = form_action_source(&checked.redirect_uri);
+                return Ok(page(render, request, StatusCode::BAD_REQUEST, source).await);
             }
             let consent = Consent {
                 client_id: checked.client.client_id.clone(),

@@ -158,11 +158,17 @@ pub fn router(enabled: bool, render: authorize::Render) -> Router<AppState> {
         .route(paths::REGISTER, post(register::register))
         .route(paths::REVOKE, post(token::revoke))
         .layer(cors);
+    let decide_render = render.clone();
     let start = move |State(state): State<AppState>, user: Option<Extension<User>>, request: Request| {
         let render = render.clone();
         async move { authorize::start(state, render, user, request).await }
     };
-    Router::new().merge(open).route(paths::AUTHORIZE, get(start).post(authorize::decide))
+    // The decision draws the consent page again when it is refused.
+    let decide = move |State(state): State<AppState>, user: Option<Extension<User>>, request: Request| {
+        let render = decide_render.clone();
+        async move { authorize::decide(state, render, user, request).await }
+    };
+    Router::new().merge(open).route(paths::AUTHORIZE, get(start).post(decide))
 }
 
 /// An OAuth error as the RFCs answer it: a JSON `{error, error_description}`

@@ -10,6 +10,7 @@ mod gate_holds;
 mod grants;
 mod helpers;
 mod history;
+mod identity;
 mod mcp_auth;
 mod mcp_transport;
 mod native;

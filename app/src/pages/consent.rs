@@ -36,16 +36,43 @@ pub fn ConsentPage() -> impl IntoView {
                             }}</dd></div>
                             <div><dt>"Returns you to"</dt><dd data-testid="consent-redirect"><code><Name text=c.redirect_uri.clone()/></code><br/><span class="hint"><Name text=c.redirect_to.clone()/></span></dd></div>
                         </dl>
-                        <p>"Allowing makes an agent owned by you: it can use the tools Gatehouse offers, and every call a rule gates waits for "
-                            <strong>"your"</strong>" approval. It stays connected while it is in use and lapses when it goes quiet; you can revoke it on the Agents page at any time."</p>
+                        {if c.agent_exists {
+                            view! {
+                                <p>"Allowing lets this client act as your existing agent: it can use the tools Gatehouse offers, calls that agent's grants cover run without asking you, and every other call a rule gates waits for "
+                                    <strong>"your"</strong>" approval. It stays connected while it is in use and lapses when it goes quiet; you can revoke it on the Agents page at any time."</p>
+                            }.into_any()
+                        } else {
+                            view! {
+                                <p>"Allowing makes a new agent owned by you: it can use the tools Gatehouse offers, and every call a rule gates waits for "
+                                    <strong>"your"</strong>" approval. It stays connected while it is in use and lapses when it goes quiet; you can revoke it on the Agents page at any time."</p>
+                            }.into_any()
+                        }}
                         <p class="hint">"Only allow this if you just started connecting this client yourself."</p>
                         <form method="post" action=routes::OAUTH_AUTHORIZE class="stack consent-form">
                             {c.fields.iter().map(|(name, value)| view! {
                                 <input type="hidden" name=name.clone() value=value.clone()/>
                             }).collect_view()}
                             <label>"Agent name"
-                                <input name="agent" type="text" value=c.agent.clone() maxlength="200" required autocomplete="off"/>
+                                <input name="agent" type="text" value=c.agent.clone() maxlength="200" required autocomplete="off"
+                                    aria-invalid=c.agent_error.is_some().then_some("true") aria-describedby=c.agent_error.is_some().then_some("agent-error")/>
                             </label>
+                            {c.agent_error.clone().map(|why| view! {
+                                <p role="alert" class="error" id="agent-error" data-testid="agent-error">{why}</p>
+                            })}
+                            {c.agent_exists.then(|| {
+                                let grants = c.inherited_grants;
+                                view! {
+                                    <div class="warning" data-testid="consent-inherit">
+                                        <p>"You already have an agent called " <strong><Name text=c.agent.clone()/></strong>
+                                            ". Allowed under this name, the client acts as that agent and inherits its "
+                                            <strong data-testid="consent-inherit-grants">{grants.to_string()}</strong>
+                                            {if grants == 1 { " grant" } else { " grants" }}
+                                            ": the calls they cover run without asking you. Choose another name to start with none."</p>
+                                        <label class="check"><input type="checkbox" name="inherit" value="yes"/>
+                                            " Let this client act as " <Name text=c.agent.clone()/> " and inherit its grants"</label>
+                                    </div>
+                                }
+                            })}
                             <div class="decide">
                                 <button type="submit" name="decision" value="deny" class="decline">"Deny"</button>
                                 <button type="submit" name="decision" value="approve" class="approve">"Allow"</button>

@@ -223,17 +223,24 @@ pub async fn set_user_admin(username: String, admin: String) -> Result<(), Serve
     .await
 }
 
-/// Removes `username`: their browser sessions end at once and every
-/// credential their agents hold is revoked (their calls waiting for a
-/// decision are settled as revoked). The audit log keeps their name.
+/// Removes `username`: their browser sessions, OAuth codes and tokens end at
+/// once, every credential their agents hold is revoked, their calls waiting
+/// for a decision are settled as revoked and their grants end. The audit log
+/// keeps their name but no longer their user id, so a user added later with
+/// the same name inherits neither grants nor history.
 #[server(prefix = "/api/fn", endpoint = "user-remove")]
 pub async fn remove_user(username: String) -> Result<(), ServerFnError> {
     server::blocking(true, move |user, core| {
         core.users.remove(&username)?;
+        // Settled here, before the credentials' revocation wakes the sweep:
+        // their audit entries are written now (no user id: the user is gone),
+        // before anyone could take the name again.
+        let settled = core.approvals.forget_owner(&username);
         let revoked = core.credentials.revoke_by_owner(&username)?;
+        let grants = core.grants.end_owner(&username)?;
         let detail = format!("{revoked} credential(s) revoked");
         server::record(&core, &user, &username, "remove", Some(&detail))?;
-        tracing::info!(%username, revoked, by = %user.username, "user removed");
+        tracing::info!(%username, revoked, settled, grants, by = %user.username, "user removed");
         Ok(())
     })
     .await

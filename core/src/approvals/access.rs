@@ -106,7 +106,7 @@ impl ApprovalStore {
             .latest(id)
             .map_err(|e| AccessError::Storage(e.to_string()))?
             .ok_or(AccessError::NotFound)?;
-        if !may_decide(user, last.owner.as_deref()) {
+        if !self.may_see_settled(user, id, last.owner.as_deref())? {
             return Err(AccessError::Forbidden);
         }
         let state = last.state;
@@ -183,7 +183,7 @@ impl ApprovalStore {
         filter: &HistoryFilter,
         limit: usize,
     ) -> std::result::Result<HistoryPage, AccessError> {
-        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::Owner(user.username.clone()) };
+        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::User(user.id) };
         // One more than shown tells whether an older page exists.
         let mut entries = self.inner.audit.search(filter, &scope, limit + 1)?;
         let next_before = (entries.len() > limit).then(|| {
@@ -198,9 +198,19 @@ impl ApprovalStore {
     pub fn timeline_for(&self, user: &User, id: &str) -> std::result::Result<Vec<AuditEntry>, AccessError> {
         let timeline = self.inner.audit.timeline(id)?;
         let first = timeline.first().ok_or(AccessError::NotFound)?;
-        if !may_decide(user, first.owner.as_deref()) {
+        if !self.may_see_settled(user, id, first.owner.as_deref())? {
             return Err(AccessError::Forbidden);
         }
         Ok(timeline)
+    }
+
+    /// Whether `user` may see execution `id` from its audit entries, which
+    /// name `owner`: an admin, or the user whose id the entries carry (not a
+    /// user added later under a removed user's name).
+    fn may_see_settled(&self, user: &User, id: &str, owner: Option<&str>) -> std::result::Result<bool, AccessError> {
+        if user.is_admin {
+            return Ok(true);
+        }
+        Ok(may_decide(user, owner) && self.inner.audit.owned_by(id, user.id)?)
     }
 }

@@ -172,8 +172,8 @@ impl Persist {
     /// gone. With `only`, just that execution.
     pub(super) fn abandon_unstored(&self, now_ms: i64, before_ms: i64, only: Option<&str>) -> Result<usize> {
         self.db.conn()?.execute(
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream)
-             SELECT a.execution_id, CAST(?1 AS BIGINT), 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread, a.upstream
+            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
+             SELECT a.execution_id, CAST(?1 AS BIGINT), 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread, a.upstream, a.owner_id
              FROM audit_events a
              WHERE a.id = (SELECT MAX(id) FROM audit_events b WHERE b.execution_id = a.execution_id)
                AND a.state IN ('pending', 'approved', 'running')

@@ -640,6 +640,22 @@ impl ApprovalStore {
         ids.len()
     }
 
+    /// Settles every not-yet-running execution of `owner`'s agents as
+    /// `revoked`: the user is being removed.
+    pub fn forget_owner(&self, owner: &str) -> usize {
+        let mut entries = self.entries();
+        let ids: Vec<String> = entries
+            .values()
+            .filter(|e| e.execution.owner.as_deref() == Some(owner))
+            .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
+            .map(|e| e.execution.id.clone())
+            .collect();
+        for id in &ids {
+            self.transition(&mut entries, id, State::Revoked, Some("system"), Some("the owner was removed"));
+        }
+        ids.len()
+    }
+
     /// The credentials that hold live executions.
     pub fn credential_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.entries().values().map(|e| e.execution.credential_id.clone()).collect();

@@ -245,7 +245,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         claimed_at BIGINT NOT NULL
     );
     "#,
-    // 16: pins cover the whole tool as forwarded (digest format 2; the
+    // 15: pins cover the whole tool as forwarded (digest format 2; the
     // pins made before are format 1, carried over at their next listing only
     // if they covered all of the tool), and the upstreams whose first listing
     // was pinned: a tool one of them adds later waits for an admin. A row of
@@ -259,5 +259,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO pinned_upstreams (upstream, listed_at)
         SELECT upstream, MIN(pinned_at) FROM tool_pins GROUP BY upstream;
+    "#,
+    // 16: history is kept by the owner's user id, not the name, so a user
+    // created later with a removed user's name reads none of their history
+    // (removing a user clears the id from their rows: never matched again).
+    r#"
+    ALTER TABLE audit_events ADD COLUMN owner_id BIGINT;
+    UPDATE audit_events SET owner_id = (SELECT users.id FROM users WHERE users.username = audit_events.owner)
+        WHERE owner IS NOT NULL;
+    CREATE INDEX audit_owner_id ON audit_events(owner_id, id);
     "#,
 ];
