@@ -37,16 +37,28 @@ fn session_cookie(state: &AppState, value: String) -> Cookie<'static> {
 
 pub use gatehouse_core::users::BrowserSession;
 
-/// The client's address as the connection says (never `X-Forwarded-For`,
-/// which any client can write); `None` when served without connection info.
+/// The client's address: the connection's peer, or, when the peer is one
+/// of `trusted_proxies`, the last hop of `X-Forwarded-For` that is not a
+/// trusted proxy (the header of anyone else is ignored, as any client can
+/// write it); `None` when served without connection info.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub Option<IpAddr>);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+impl ClientAddr {
+    /// The key limits count this address under: an IPv4 address itself, an
+    /// IPv6 address by its /64 (one host usually holds a whole /64);
+    /// `unknown` without connection info.
+    pub fn key(&self) -> String {
+        self.0.map_or_else(|| "unknown".to_string(), |ip| crate::throttle::address_key(ip).to_string())
+    }
+}
+
+impl FromRequestParts<AppState> for ClientAddr {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(ClientAddr(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())))
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        Ok(ClientAddr(state.trusted_proxies.client(peer, &parts.headers)))
     }
 }
 

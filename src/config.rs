@@ -66,6 +66,9 @@ pub struct FileConfig {
     pub allowed_hosts: Option<Vec<String>>,
     /// Extra browser origins `/mcp` accepts (e.g. `"http://localhost:6274"`).
     pub allowed_origins: Option<Vec<String>>,
+    /// `trusted_proxies = ["10.0.0.0/8"]`: reverse proxies (CIDR blocks or
+    /// addresses) whose `X-Forwarded-For` names the client's address.
+    pub trusted_proxies: Option<Vec<String>>,
     /// `[[policy]] pattern = "files__read_*"  action = "allow"`
     pub policy: Option<Vec<PolicyRule>>,
     /// `allow_model_decisions = true` lets `elicitation_mode=model` sessions decide their own calls.
@@ -138,6 +141,13 @@ pub struct OAuthFileConfig {
     /// come over plain `http://` and from loopback or private addresses
     /// (tests, a LAN); off, only public `https://` URLs are fetched.
     pub allow_private_client_metadata: Option<bool>,
+    /// `unused_registration_ttl = "10m"`: a registered client not used for a
+    /// sign-in within this long is forgotten.
+    #[serde(default, with = "humantime_opt")]
+    pub unused_registration_ttl: Option<Duration>,
+    /// `max_unused_registrations_per_address = 20`: registered clients not
+    /// yet used that one address (an IPv6 /64) may hold.
+    pub max_unused_registrations_per_address: Option<usize>,
 }
 
 /// OAuth settings as resolved.
@@ -152,6 +162,10 @@ pub struct OAuthConfig {
     /// Whether client metadata documents may be fetched from `http://` and
     /// private addresses.
     pub allow_private_client_metadata: bool,
+    /// A registered client not used for a sign-in within this long is forgotten.
+    pub unused_registration_ttl: Duration,
+    /// Registered clients not yet used that one address may hold.
+    pub max_unused_registrations_per_address: usize,
 }
 
 impl Default for OAuthConfig {
@@ -161,6 +175,8 @@ impl Default for OAuthConfig {
             access_token_ttl: Duration::from_secs(15 * 60),
             refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
             allow_private_client_metadata: false,
+            unused_registration_ttl: Duration::from_secs(10 * 60),
+            max_unused_registrations_per_address: 20,
         }
     }
 }
@@ -420,6 +436,8 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Extra accepted `/mcp` origins.
     pub allowed_origins: Vec<String>,
+    /// Reverse proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Policy rules from the file.
     pub policy: Vec<gatehouse_core::policy::Rule>,
     /// Whether model-mode sessions may decide their own calls (opt-in).
@@ -517,6 +535,7 @@ impl Default for Config {
             log_format: LogFormat::Human,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
             policy: Vec::new(),
             allow_model_decisions: false,
             native_url: NativeUrl::Elicit,
@@ -654,6 +673,9 @@ impl FileConfig {
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_ORIGINS", list)? {
             self.allowed_origins = Some(v);
         }
+        if let Some(v) = env_value("GATEHOUSE_TRUSTED_PROXIES", list)? {
+            self.trusted_proxies = Some(v);
+        }
         if let Some(v) = env_value("GATEHOUSE_AUDIT_RETENTION", parse_duration)? {
             self.audit_retention = Some(v);
         }
@@ -694,6 +716,16 @@ impl Config {
             log_format: overrides.log_format.or(file.log_format).unwrap_or(d.log_format),
             allowed_hosts: file.allowed_hosts.unwrap_or_default(),
             allowed_origins: file.allowed_origins.unwrap_or_default(),
+            trusted_proxies: file
+                .trusted_proxies
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    crate::addresses::parse_network(text)
+                        .map_err(|message| ConfigError::Value { key: format!("trusted_proxies[{i}]"), message })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
             policy: Vec::new(),
             allow_model_decisions: file.allow_model_decisions.unwrap_or(false),
             native_url: file.native_url.unwrap_or_default(),
@@ -731,6 +763,10 @@ impl Config {
                     allow_private_client_metadata: o
                         .allow_private_client_metadata
                         .unwrap_or(d.allow_private_client_metadata),
+                    unused_registration_ttl: o.unused_registration_ttl.unwrap_or(d.unused_registration_ttl),
+                    max_unused_registrations_per_address: o
+                        .max_unused_registrations_per_address
+                        .unwrap_or(d.max_unused_registrations_per_address),
                 }
             },
         };
@@ -750,7 +786,17 @@ impl Config {
                 return Err(ConfigError::Value { key: key.into(), message: "must be at least 1".into() });
             }
         }
-        for (key, value) in [("header_read_timeout", l.header_read_timeout), ("idle_timeout", l.idle_timeout)] {
+        if config.oauth.max_unused_registrations_per_address == 0 {
+            return Err(ConfigError::Value {
+                key: "oauth.max_unused_registrations_per_address".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        for (key, value) in [
+            ("header_read_timeout", l.header_read_timeout),
+            ("idle_timeout", l.idle_timeout),
+            ("oauth.unused_registration_ttl", config.oauth.unused_registration_ttl),
+        ] {
             if value.is_zero() {
                 return Err(ConfigError::Value { key: key.into(), message: "must be longer than 0s".into() });
             }
@@ -839,6 +885,10 @@ impl Config {
             oauth: gatehouse_core::oauth::Lifetimes {
                 access: self.oauth.access_token_ttl,
                 refresh: self.oauth.refresh_token_ttl,
+                registration: gatehouse_core::oauth::Registration {
+                    unused_ttl: self.oauth.unused_registration_ttl,
+                    per_address: self.oauth.max_unused_registrations_per_address,
+                },
             },
         }
     }

@@ -102,6 +102,7 @@ impl Default for Settings {
             oauth: oauth::Lifetimes {
                 access: Duration::from_secs(15 * 60),
                 refresh: Duration::from_secs(30 * 24 * 3600),
+                registration: oauth::Registration::default(),
             },
         }
     }

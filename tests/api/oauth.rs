@@ -542,3 +542,71 @@ async fn clients_known_by_their_metadata_document() {
     assert_eq!(r.status(), 400);
     assert!(r.headers().get("location").is_none());
 }
+
+#[tokio::test]
+async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_another() {
+    let app = spawn_app().await;
+    app.add_user("bob", false).await;
+    let body = json!({"client_name": "flood", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    // One address registers until refused: a 429 with an OAuth error naming the limit.
+    let mut accepted = 0;
+    let refusal = loop {
+        let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
+        if r.status() != 201 {
+            break r;
+        }
+        accepted += 1;
+        assert!(accepted <= 1000, "registration from one address is never refused");
+    };
+    assert_eq!(accepted, 20, "oauth.max_unused_registrations_per_address defaults to 20");
+    assert_eq!(refusal.status(), 429);
+    let wait: u64 = refusal.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=600).contains(&wait), "{wait}");
+    let reply: Value = refusal.json().await.unwrap();
+    assert_eq!(reply["error"], "temporarily_unavailable", "{reply}");
+    let description = reply["error_description"].as_str().unwrap();
+    assert!(description.contains("max_unused_registrations_per_address"), "{description}");
+    // It stays refused while the flood goes on.
+    for _ in 0..50 {
+        let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 429);
+    }
+
+    // A client on another address registers and signs in all the way.
+    let elsewhere = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let r = elsewhere
+        .post(app.url("/oauth/register"))
+        .json(&json!({"client_name": "Claude Code", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "a client from 127.0.0.2 is not refused");
+    let client_id = r.json::<Value>().await.unwrap()["client_id"].as_str().unwrap().to_string();
+    let bob = app.sign_in("bob").await;
+    let code = approved_code(&app, &bob, &client_id, "bob's laptop").await;
+    let resource = app.url("/mcp");
+    let r = elsewhere
+        .post(app.url("/oauth/token"))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", REDIRECT),
+            ("client_id", client_id.as_str()),
+            ("code_verifier", VERIFIER),
+            ("resource", resource.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let tokens: Value = r.json().await.unwrap();
+    app.open_session(&access(&tokens)).await;
+
+    // Unused registrations expire in minutes: then the first address may register again.
+    app.clock.advance(Duration::from_secs(10 * 60 + 1));
+    register(&app, "back again", REDIRECT).await;
+}
