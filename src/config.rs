@@ -105,6 +105,14 @@ pub struct FileConfig {
     pub max_requests_per_credential: Option<usize>,
     /// `reserved_connections = 64`: connections `/mcp` requests never take, kept for people and probes.
     pub reserved_connections: Option<usize>,
+    /// `max_credentials_per_user = 100`: live agent credentials one user may own.
+    pub max_credentials_per_user: Option<usize>,
+    /// `max_browser_sessions_per_user = 50`: a sign-in past it ends the user's oldest session.
+    pub max_browser_sessions_per_user: Option<usize>,
+    /// `max_oauth_clients_per_user = 50`: OAuth clients signed in as one user's agents.
+    pub max_oauth_clients_per_user: Option<usize>,
+    /// `max_grants_per_user = 500`: live grants for one user's agents.
+    pub max_grants_per_user: Option<usize>,
     /// `audit_retention = "90d"`: audit entries older than this are deleted.
     #[serde(default, with = "humantime_opt")]
     pub audit_retention: Option<Duration>,
@@ -491,6 +499,14 @@ pub struct Limits {
     /// leave room for the console, sign-in and `/healthz` (see
     /// [`Limits::mcp_requests`]).
     pub reserved_connections: usize,
+    /// Live agent credentials one user may own (minted; OAuth sign-ins count apart).
+    pub max_credentials_per_user: usize,
+    /// Browser sessions one user keeps; a sign-in past it ends the oldest.
+    pub max_browser_sessions_per_user: usize,
+    /// OAuth clients signed in as one user's agents at once.
+    pub max_oauth_clients_per_user: usize,
+    /// Live grants for one user's agents.
+    pub max_grants_per_user: usize,
 }
 
 impl Limits {
@@ -518,6 +534,10 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_requests_per_credential: 32,
             reserved_connections: 64,
+            max_credentials_per_user: 100,
+            max_browser_sessions_per_user: 50,
+            max_oauth_clients_per_user: 50,
+            max_grants_per_user: 500,
         }
     }
 }
@@ -665,6 +685,10 @@ impl FileConfig {
             ("GATEHOUSE_MAX_CONNECTIONS", &mut self.max_connections),
             ("GATEHOUSE_MAX_REQUESTS_PER_CREDENTIAL", &mut self.max_requests_per_credential),
             ("GATEHOUSE_RESERVED_CONNECTIONS", &mut self.reserved_connections),
+            ("GATEHOUSE_MAX_CREDENTIALS_PER_USER", &mut self.max_credentials_per_user),
+            ("GATEHOUSE_MAX_BROWSER_SESSIONS_PER_USER", &mut self.max_browser_sessions_per_user),
+            ("GATEHOUSE_MAX_OAUTH_CLIENTS_PER_USER", &mut self.max_oauth_clients_per_user),
+            ("GATEHOUSE_MAX_GRANTS_PER_USER", &mut self.max_grants_per_user),
         ] {
             if let Some(v) = env_value(key, number)? {
                 *slot = Some(v);
@@ -749,6 +773,14 @@ impl Config {
                     .max_requests_per_credential
                     .unwrap_or(d.limits.max_requests_per_credential),
                 reserved_connections: file.reserved_connections.unwrap_or(d.limits.reserved_connections),
+                max_credentials_per_user: file.max_credentials_per_user.unwrap_or(d.limits.max_credentials_per_user),
+                max_browser_sessions_per_user: file
+                    .max_browser_sessions_per_user
+                    .unwrap_or(d.limits.max_browser_sessions_per_user),
+                max_oauth_clients_per_user: file
+                    .max_oauth_clients_per_user
+                    .unwrap_or(d.limits.max_oauth_clients_per_user),
+                max_grants_per_user: file.max_grants_per_user.unwrap_or(d.limits.max_grants_per_user),
             },
             audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
             metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
@@ -781,6 +813,10 @@ impl Config {
             ("max_sessions", l.max_sessions),
             ("max_connections", l.max_connections),
             ("max_requests_per_credential", l.max_requests_per_credential),
+            ("max_credentials_per_user", l.max_credentials_per_user),
+            ("max_browser_sessions_per_user", l.max_browser_sessions_per_user),
+            ("max_oauth_clients_per_user", l.max_oauth_clients_per_user),
+            ("max_grants_per_user", l.max_grants_per_user),
         ] {
             if value == 0 {
                 return Err(ConfigError::Value { key: key.into(), message: "must be at least 1".into() });
@@ -889,6 +925,12 @@ impl Config {
                     unused_ttl: self.oauth.unused_registration_ttl,
                     per_address: self.oauth.max_unused_registrations_per_address,
                 },
+            },
+            per_user: gatehouse_core::PerUser {
+                credentials: self.limits.max_credentials_per_user,
+                browser_sessions: self.limits.max_browser_sessions_per_user,
+                oauth_clients: self.limits.max_oauth_clients_per_user,
+                grants: self.limits.max_grants_per_user,
             },
         }
     }

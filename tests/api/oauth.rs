@@ -610,3 +610,33 @@ async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_ano
     app.clock.advance(Duration::from_secs(10 * 60 + 1));
     register(&app, "back again", REDIRECT).await;
 }
+
+#[tokio::test]
+async fn oauth_clients_per_user_are_bounded_with_an_error_naming_the_limit() {
+    let app = spawn_app_with(|c| c.limits.max_oauth_clients_per_user = 1).await;
+    app.add_user("bob", false).await;
+    let bob = app.sign_in("bob").await;
+    let first = register(&app, "Claude Code", REDIRECT).await;
+    let code = approved_code(&app, &bob, &first, "bob's laptop").await;
+    let (status, tokens) = exchange(&app, &first, &code, VERIFIER).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(tokens["token_type"].as_str().map(str::to_ascii_lowercase).as_deref(), Some("bearer"));
+    // A second client: the consent is refused, saying which limit.
+    let second = register(&app, "Another client", REDIRECT).await;
+    let r = decide(&app, &bob, &second, "approve", "bob's desktop").await;
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("max_oauth_clients_per_user"), "{text}");
+    // Revoking the first client's credential (on the Agents page) makes room.
+    let credential = app
+        .core
+        .credentials
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.agent == "bob's laptop")
+        .expect("the first client's credential");
+    assert!(app.core.credentials.revoke(&credential.id).unwrap());
+    let code = approved_code(&app, &bob, &second, "bob's desktop").await;
+    assert_eq!(exchange(&app, &second, &code, VERIFIER).await.0, 200);
+}

@@ -517,7 +517,13 @@ impl OAuthStore {
         }
         let now = self.clock.now_ms();
         let code = secret::new_token();
-        self.db.conn()?.execute(
+        let mut conn = self.db.conn()?;
+        // Said on the consent page already, not only when the code is exchanged.
+        self.credentials.check_room(&mut conn, &consent.owner, IssuedVia::OAuth).map_err(|e| match e {
+            CoreError::Limit(message) => OAuthError::InvalidRequest(message),
+            other => OAuthError::Store(other),
+        })?;
+        conn.execute(
             "INSERT INTO oauth_codes (code_hash, client_id, owner, agent, redirect_uri, code_challenge, resource,
                                       created_at, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -658,8 +664,9 @@ impl OAuthStore {
                 Ok(Ok(self.insert_tokens(tx, &credential_id, &client.client_id, &row.resource, now)?))
             })
             .map_err(|e| match e {
-                // What was approved cannot become a credential: the grant is bad, not the server.
-                CoreError::Invalid { .. } => OAuthError::InvalidGrant(e.to_string()),
+                // What was approved cannot become a credential (or its owner
+                // holds as many as they may): the grant is bad, not the server.
+                CoreError::Invalid { .. } | CoreError::Limit(_) => OAuthError::InvalidGrant(e.to_string()),
                 other => OAuthError::Store(other),
             })?;
         if let Some(credential) = reused {
