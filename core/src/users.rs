@@ -368,7 +368,7 @@ impl UserStore {
                 ended = evicted,
                 "sign-in past max_browser_sessions_per_user ended the oldest browser session(s)"
             );
-            self.changed(());
+            self.live.publish(LiveEvent::UsersChanged);
         }
         Ok(token)
     }

@@ -220,7 +220,10 @@ fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
     }
     let refused = register("192.0.2.1").unwrap_err();
     assert_eq!(refused.code(), "temporarily_unavailable");
-    let OAuthError::TooManyRegistrations { message, retry_after_secs } = refused else { panic!("{refused:?}") };
+    let (message, retry_after_secs) = match refused {
+        OAuthError::TooManyRegistrations { message, retry_after_secs } => (message, retry_after_secs),
+        other => panic!("{other:?}"),
+    };
     assert!(message.contains("max_unused_registrations_per_address"), "{message}");
     assert!((1..=600).contains(&retry_after_secs), "{retry_after_secs}");
     // Another address is not refused.
