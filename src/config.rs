@@ -1065,6 +1065,34 @@ mod tests {
     }
 
     #[test]
+    fn trusted_proxies_registration_and_per_user_bounds() {
+        let resolve =
+            |toml: &str| Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default());
+        let d = resolve("").unwrap();
+        assert!(d.trusted_proxies.is_empty());
+        assert_eq!(d.oauth.unused_registration_ttl, Duration::from_secs(600));
+        assert_eq!(d.oauth.max_unused_registrations_per_address, 20);
+        let per_user = d.settings().per_user;
+        assert_eq!(
+            (per_user.credentials, per_user.browser_sessions, per_user.oauth_clients, per_user.grants),
+            (100, 50, 50, 500)
+        );
+        let c = resolve(
+            "trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nmax_grants_per_user = 7\n\
+             [oauth]\nunused_registration_ttl = \"2m\"\nmax_unused_registrations_per_address = 3\n",
+        )
+        .unwrap();
+        assert_eq!(c.trusted_proxies.len(), 2);
+        assert_eq!(c.settings().per_user.grants, 7);
+        assert_eq!(c.settings().oauth.registration.per_address, 3);
+        assert_eq!(c.settings().oauth.registration.unused_ttl, Duration::from_secs(120));
+        let err = resolve("trusted_proxies = [\"proxy.internal\"]\n").unwrap_err().to_string();
+        assert!(err.contains("trusted_proxies[0]"), "{err}");
+        let err = resolve("max_credentials_per_user = 0\n").unwrap_err().to_string();
+        assert!(err.contains("max_credentials_per_user"), "{err}");
+    }
+
+    #[test]
     fn public_url_must_be_http() {
         let file = FileConfig::parse(Path::new("g.toml"), "public_url = \"ftp://x\"\n").unwrap();
         assert!(Config::resolve(file, &Overrides::default()).unwrap_err().to_string().contains("public_url"));
