@@ -927,6 +927,25 @@ mod tests {
     }
 
     #[test]
+    fn a_sign_in_past_max_browser_sessions_ends_the_oldest_session() {
+        let (users, clock) = store();
+        let users = users.with_max_sessions(2);
+        let ada = users.add("ada", "a password", false).unwrap();
+        let bob = users.add("bob", "a password", false).unwrap();
+        let bobs = users.create_session(&bob).unwrap();
+        let first = users.create_session(&ada).unwrap();
+        clock.advance(Duration::from_secs(1));
+        let second = users.create_session(&ada).unwrap();
+        clock.advance(Duration::from_secs(1));
+        let third = users.create_session(&ada).unwrap();
+        assert_eq!(users.session_user(&first).unwrap(), None, "the oldest ended");
+        assert!(users.session_user(&second).unwrap().is_some());
+        assert!(users.session_user(&third).unwrap().is_some());
+        assert_eq!(users.live_sessions(ada.id).unwrap(), 2);
+        assert!(users.session_user(&bobs).unwrap().is_some(), "another user's sessions are not touched");
+    }
+
+    #[test]
     fn own_password_changes_need_the_current_one_and_keep_this_session_only() {
         let (users, _) = store();
         let ada = users.add("ada", "old password", false).unwrap();
