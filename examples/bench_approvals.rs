@@ -183,6 +183,8 @@ async fn main() {
         .env("GATEHOUSE_MAX_EXECUTIONS_PER_CREDENTIAL", &max_executions)
         .env("GATEHOUSE_MAX_REQUESTS_PER_CREDENTIAL", &max_executions)
         .env("GATEHOUSE_MAX_CONNECTIONS", &max_connections)
+        // One browser session per 16 watchers, all of them ada's.
+        .env("GATEHOUSE_MAX_BROWSER_SESSIONS_PER_USER", "1000000")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

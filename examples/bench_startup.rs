@@ -28,7 +28,9 @@ type BoxError = Box<dyn std::error::Error>;
 /// The stores over `data` (created and migrated if new).
 fn open(data: &Path) -> Result<Core, BoxError> {
     gatehouse_core::db::create_data_dir(data)?;
-    Ok(Core::new(Db::open(data)?, Arc::new(SystemClock), Settings::default())?)
+    // The seed gives one user every credential, past max_credentials_per_user.
+    let per_user = gatehouse_core::PerUser { credentials: usize::MAX, ..Default::default() };
+    Ok(Core::new(Db::open(data)?, Arc::new(SystemClock), Settings { per_user, ..Settings::default() })?)
 }
 
 /// Seeds `data` with one admin, `credentials` agent credentials (50 agents,

@@ -37,16 +37,28 @@ fn session_cookie(state: &AppState, value: String) -> Cookie<'static> {
 
 pub use gatehouse_core::users::BrowserSession;
 
-/// The client's address as the connection says (never `X-Forwarded-For`,
-/// which any client can write); `None` when served without connection info.
+/// The client's address: the connection's peer, or, when the peer is one
+/// of `trusted_proxies`, the last hop of `X-Forwarded-For` that is not a
+/// trusted proxy (the header of anyone else is ignored, as any client can
+/// write it); `None` when served without connection info.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub Option<IpAddr>);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+impl ClientAddr {
+    /// The key limits count this address under: an IPv4 address itself, an
+    /// IPv6 address by its /64 (one host usually holds a whole /64);
+    /// `unknown` without connection info.
+    pub fn key(&self) -> String {
+        self.0.map_or_else(|| "unknown".to_string(), |ip| crate::throttle::address_key(ip).to_string())
+    }
+}
+
+impl FromRequestParts<AppState> for ClientAddr {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(ClientAddr(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())))
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        Ok(ClientAddr(state.trusted_proxies.client(peer, &parts.headers)))
     }
 }
 
@@ -71,18 +83,40 @@ pub async fn load_user(State(state): State<AppState>, cookies: Cookies, mut requ
 }
 
 /// Sends visitors who are not signed in to the sign-in page, then back.
+///
+/// Server functions (`/api/fn/…`) need a signed-in user too, except the
+/// ones in [`PUBLIC_SERVER_FNS`]: without one they answer 401 with a JSON
+/// `{error, message}` (a plain form post, which accepts `text/html`, is sent
+/// to the sign-in page instead), before their arguments are even decoded —
+/// never the 500 a server function's own error would give.
 pub async fn require_user_for_pages(request: Request, next: Next) -> Response {
     let path = request.uri().path();
+    let signed_in = request.extensions().get::<User>().is_some();
+    if !signed_in && path.starts_with("/api/fn/") && !PUBLIC_SERVER_FNS.contains(&path) {
+        let plain_form = request
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/html"));
+        if plain_form {
+            return Redirect::to("/sign-in").into_response();
+        }
+        return ApiError::Unauthorized.into_response();
+    }
     let public = matches!(path, "/sign-in" | "/setup" | "/set-password")
         || path.starts_with("/api/")
         || path.starts_with("/pkg/");
-    if public || request.extensions().get::<User>().is_some() {
+    if public || signed_in {
         return next.run(request).await;
     }
     let wanted = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let next_param: String = url::form_urlencoded::byte_serialize(wanted.as_bytes()).collect();
     Redirect::to(&format!("/sign-in?next={next_param}")).into_response()
 }
+
+/// Server functions anyone may call: what a one-time password link is (the
+/// token in it is the key).
+pub const PUBLIC_SERVER_FNS: &[&str] = &["/api/fn/password-link"];
 
 /// A form post (browser without JS) or a JSON call.
 fn is_form(headers: &HeaderMap) -> bool {

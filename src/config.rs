@@ -66,6 +66,9 @@ pub struct FileConfig {
     pub allowed_hosts: Option<Vec<String>>,
     /// Extra browser origins `/mcp` accepts (e.g. `"http://localhost:6274"`).
     pub allowed_origins: Option<Vec<String>>,
+    /// `trusted_proxies = ["10.0.0.0/8"]`: reverse proxies (CIDR blocks or
+    /// addresses) whose `X-Forwarded-For` names the client's address.
+    pub trusted_proxies: Option<Vec<String>>,
     /// `[[policy]] pattern = "files__read_*"  action = "allow"`
     pub policy: Option<Vec<PolicyRule>>,
     /// `allow_model_decisions = true` lets `elicitation_mode=model` sessions decide their own calls.
@@ -102,6 +105,14 @@ pub struct FileConfig {
     pub max_requests_per_credential: Option<usize>,
     /// `reserved_connections = 64`: connections `/mcp` requests never take, kept for people and probes.
     pub reserved_connections: Option<usize>,
+    /// `max_credentials_per_user = 100`: live agent credentials one user may own.
+    pub max_credentials_per_user: Option<usize>,
+    /// `max_browser_sessions_per_user = 50`: a sign-in past it ends the user's oldest session.
+    pub max_browser_sessions_per_user: Option<usize>,
+    /// `max_oauth_clients_per_user = 50`: OAuth clients signed in as one user's agents.
+    pub max_oauth_clients_per_user: Option<usize>,
+    /// `max_grants_per_user = 500`: live grants for one user's agents.
+    pub max_grants_per_user: Option<usize>,
     /// `audit_retention = "90d"`: audit entries older than this are deleted.
     #[serde(default, with = "humantime_opt")]
     pub audit_retention: Option<Duration>,
@@ -138,6 +149,13 @@ pub struct OAuthFileConfig {
     /// come over plain `http://` and from loopback or private addresses
     /// (tests, a LAN); off, only public `https://` URLs are fetched.
     pub allow_private_client_metadata: Option<bool>,
+    /// `unused_registration_ttl = "10m"`: a registered client not used for a
+    /// sign-in within this long is forgotten.
+    #[serde(default, with = "humantime_opt")]
+    pub unused_registration_ttl: Option<Duration>,
+    /// `max_unused_registrations_per_address = 20`: registered clients not
+    /// yet used that one address (an IPv6 /64) may hold.
+    pub max_unused_registrations_per_address: Option<usize>,
 }
 
 /// OAuth settings as resolved.
@@ -152,6 +170,10 @@ pub struct OAuthConfig {
     /// Whether client metadata documents may be fetched from `http://` and
     /// private addresses.
     pub allow_private_client_metadata: bool,
+    /// A registered client not used for a sign-in within this long is forgotten.
+    pub unused_registration_ttl: Duration,
+    /// Registered clients not yet used that one address may hold.
+    pub max_unused_registrations_per_address: usize,
 }
 
 impl Default for OAuthConfig {
@@ -161,6 +183,8 @@ impl Default for OAuthConfig {
             access_token_ttl: Duration::from_secs(15 * 60),
             refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
             allow_private_client_metadata: false,
+            unused_registration_ttl: Duration::from_secs(10 * 60),
+            max_unused_registrations_per_address: 20,
         }
     }
 }
@@ -420,6 +444,8 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Extra accepted `/mcp` origins.
     pub allowed_origins: Vec<String>,
+    /// Reverse proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Policy rules from the file.
     pub policy: Vec<gatehouse_core::policy::Rule>,
     /// Whether model-mode sessions may decide their own calls (opt-in).
@@ -473,6 +499,14 @@ pub struct Limits {
     /// leave room for the console, sign-in and `/healthz` (see
     /// [`Limits::mcp_requests`]).
     pub reserved_connections: usize,
+    /// Live agent credentials one user may own (minted; OAuth sign-ins count apart).
+    pub max_credentials_per_user: usize,
+    /// Browser sessions one user keeps; a sign-in past it ends the oldest.
+    pub max_browser_sessions_per_user: usize,
+    /// OAuth clients signed in as one user's agents at once.
+    pub max_oauth_clients_per_user: usize,
+    /// Live grants for one user's agents.
+    pub max_grants_per_user: usize,
 }
 
 impl Limits {
@@ -500,6 +534,10 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_requests_per_credential: 32,
             reserved_connections: 64,
+            max_credentials_per_user: 100,
+            max_browser_sessions_per_user: 50,
+            max_oauth_clients_per_user: 50,
+            max_grants_per_user: 500,
         }
     }
 }
@@ -517,6 +555,7 @@ impl Default for Config {
             log_format: LogFormat::Human,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
             policy: Vec::new(),
             allow_model_decisions: false,
             native_url: NativeUrl::Elicit,
@@ -646,6 +685,10 @@ impl FileConfig {
             ("GATEHOUSE_MAX_CONNECTIONS", &mut self.max_connections),
             ("GATEHOUSE_MAX_REQUESTS_PER_CREDENTIAL", &mut self.max_requests_per_credential),
             ("GATEHOUSE_RESERVED_CONNECTIONS", &mut self.reserved_connections),
+            ("GATEHOUSE_MAX_CREDENTIALS_PER_USER", &mut self.max_credentials_per_user),
+            ("GATEHOUSE_MAX_BROWSER_SESSIONS_PER_USER", &mut self.max_browser_sessions_per_user),
+            ("GATEHOUSE_MAX_OAUTH_CLIENTS_PER_USER", &mut self.max_oauth_clients_per_user),
+            ("GATEHOUSE_MAX_GRANTS_PER_USER", &mut self.max_grants_per_user),
         ] {
             if let Some(v) = env_value(key, number)? {
                 *slot = Some(v);
@@ -653,6 +696,9 @@ impl FileConfig {
         }
         if let Some(v) = env_value("GATEHOUSE_ALLOWED_ORIGINS", list)? {
             self.allowed_origins = Some(v);
+        }
+        if let Some(v) = env_value("GATEHOUSE_TRUSTED_PROXIES", list)? {
+            self.trusted_proxies = Some(v);
         }
         if let Some(v) = env_value("GATEHOUSE_AUDIT_RETENTION", parse_duration)? {
             self.audit_retention = Some(v);
@@ -694,6 +740,16 @@ impl Config {
             log_format: overrides.log_format.or(file.log_format).unwrap_or(d.log_format),
             allowed_hosts: file.allowed_hosts.unwrap_or_default(),
             allowed_origins: file.allowed_origins.unwrap_or_default(),
+            trusted_proxies: file
+                .trusted_proxies
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    crate::addresses::parse_network(text)
+                        .map_err(|message| ConfigError::Value { key: format!("trusted_proxies[{i}]"), message })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
             policy: Vec::new(),
             allow_model_decisions: file.allow_model_decisions.unwrap_or(false),
             native_url: file.native_url.unwrap_or_default(),
@@ -717,6 +773,14 @@ impl Config {
                     .max_requests_per_credential
                     .unwrap_or(d.limits.max_requests_per_credential),
                 reserved_connections: file.reserved_connections.unwrap_or(d.limits.reserved_connections),
+                max_credentials_per_user: file.max_credentials_per_user.unwrap_or(d.limits.max_credentials_per_user),
+                max_browser_sessions_per_user: file
+                    .max_browser_sessions_per_user
+                    .unwrap_or(d.limits.max_browser_sessions_per_user),
+                max_oauth_clients_per_user: file
+                    .max_oauth_clients_per_user
+                    .unwrap_or(d.limits.max_oauth_clients_per_user),
+                max_grants_per_user: file.max_grants_per_user.unwrap_or(d.limits.max_grants_per_user),
             },
             audit_retention: file.audit_retention.unwrap_or(d.audit_retention),
             metrics_listen: overrides.metrics_listen.or(file.metrics_listen),
@@ -731,6 +795,10 @@ impl Config {
                     allow_private_client_metadata: o
                         .allow_private_client_metadata
                         .unwrap_or(d.allow_private_client_metadata),
+                    unused_registration_ttl: o.unused_registration_ttl.unwrap_or(d.unused_registration_ttl),
+                    max_unused_registrations_per_address: o
+                        .max_unused_registrations_per_address
+                        .unwrap_or(d.max_unused_registrations_per_address),
                 }
             },
         };
@@ -745,12 +813,26 @@ impl Config {
             ("max_sessions", l.max_sessions),
             ("max_connections", l.max_connections),
             ("max_requests_per_credential", l.max_requests_per_credential),
+            ("max_credentials_per_user", l.max_credentials_per_user),
+            ("max_browser_sessions_per_user", l.max_browser_sessions_per_user),
+            ("max_oauth_clients_per_user", l.max_oauth_clients_per_user),
+            ("max_grants_per_user", l.max_grants_per_user),
         ] {
             if value == 0 {
                 return Err(ConfigError::Value { key: key.into(), message: "must be at least 1".into() });
             }
         }
-        for (key, value) in [("header_read_timeout", l.header_read_timeout), ("idle_timeout", l.idle_timeout)] {
+        if config.oauth.max_unused_registrations_per_address == 0 {
+            return Err(ConfigError::Value {
+                key: "oauth.max_unused_registrations_per_address".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        for (key, value) in [
+            ("header_read_timeout", l.header_read_timeout),
+            ("idle_timeout", l.idle_timeout),
+            ("oauth.unused_registration_ttl", config.oauth.unused_registration_ttl),
+        ] {
             if value.is_zero() {
                 return Err(ConfigError::Value { key: key.into(), message: "must be longer than 0s".into() });
             }
@@ -839,6 +921,16 @@ impl Config {
             oauth: gatehouse_core::oauth::Lifetimes {
                 access: self.oauth.access_token_ttl,
                 refresh: self.oauth.refresh_token_ttl,
+                registration: gatehouse_core::oauth::Registration {
+                    unused_ttl: self.oauth.unused_registration_ttl,
+                    per_address: self.oauth.max_unused_registrations_per_address,
+                },
+            },
+            per_user: gatehouse_core::PerUser {
+                credentials: self.limits.max_credentials_per_user,
+                browser_sessions: self.limits.max_browser_sessions_per_user,
+                oauth_clients: self.limits.max_oauth_clients_per_user,
+                grants: self.limits.max_grants_per_user,
             },
         }
     }
@@ -970,6 +1062,34 @@ mod tests {
         let flag = Overrides { metrics_listen: Some("127.0.0.1:1".parse().unwrap()), ..Default::default() };
         let file = FileConfig::parse(Path::new("g.toml"), "metrics_listen = \"127.0.0.1:2\"\n").unwrap();
         assert_eq!(Config::resolve(file, &flag).unwrap().metrics_listen.unwrap().port(), 1);
+    }
+
+    #[test]
+    fn trusted_proxies_registration_and_per_user_bounds() {
+        let resolve =
+            |toml: &str| Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default());
+        let d = resolve("").unwrap();
+        assert!(d.trusted_proxies.is_empty());
+        assert_eq!(d.oauth.unused_registration_ttl, Duration::from_secs(600));
+        assert_eq!(d.oauth.max_unused_registrations_per_address, 20);
+        let per_user = d.settings().per_user;
+        assert_eq!(
+            (per_user.credentials, per_user.browser_sessions, per_user.oauth_clients, per_user.grants),
+            (100, 50, 50, 500)
+        );
+        let c = resolve(
+            "trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nmax_grants_per_user = 7\n\
+             [oauth]\nunused_registration_ttl = \"2m\"\nmax_unused_registrations_per_address = 3\n",
+        )
+        .unwrap();
+        assert_eq!(c.trusted_proxies.len(), 2);
+        assert_eq!(c.settings().per_user.grants, 7);
+        assert_eq!(c.settings().oauth.registration.per_address, 3);
+        assert_eq!(c.settings().oauth.registration.unused_ttl, Duration::from_secs(120));
+        let err = resolve("trusted_proxies = [\"proxy.internal\"]\n").unwrap_err().to_string();
+        assert!(err.contains("trusted_proxies[0]"), "{err}");
+        let err = resolve("max_credentials_per_user = 0\n").unwrap_err().to_string();
+        assert!(err.contains("max_credentials_per_user"), "{err}");
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub enum ApiError {
     /// Conflicts with the current state.
     #[error("{0}")]
     Conflict(String),
+    /// A per-user bound is reached (the message names its config key): 429.
+    #[error("{0}")]
+    LimitReached(String),
     /// Something failed on our side (details only in the log).
     #[error("internal error")]
     Internal(String),
@@ -43,6 +46,7 @@ impl ApiError {
             ApiError::AdminRequired(_) => (StatusCode::FORBIDDEN, "admin_required"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::LimitReached(_) => (StatusCode::TOO_MANY_REQUESTS, "limit_reached"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         }
     }
@@ -64,6 +68,7 @@ impl From<CoreError> for ApiError {
         match e {
             CoreError::Invalid { .. } => ApiError::BadRequest(e.to_string()),
             CoreError::Conflict(_) | CoreError::Refused(_) => ApiError::Conflict(e.to_string()),
+            CoreError::Limit(message) => ApiError::LimitReached(message),
             CoreError::NotFound(_) => ApiError::NotFound(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }

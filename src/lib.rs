@@ -6,6 +6,7 @@
 // than the default query depth.
 #![recursion_limit = "512"]
 
+pub mod addresses;
 pub mod api;
 pub mod auth;
 pub mod cli;

@@ -170,6 +170,12 @@ impl Application {
                 tasks.clone(),
             ))
         });
+        // Rules that match no tool (once the upstreams are listed) are logged.
+        tasks.spawn(crate::mcp::catalog::warn_unmatched_rules(
+            state.mcp.clone(),
+            crate::mcp::catalog::UNMATCHED_CHECK_WAIT,
+            shutdown.clone(),
+        ));
         // Start-up is done: migrated, paused executions restored, tasks running.
         state.ready.set_ready();
         crate::server::serve(self.listener, self.router, limits, shutdown, tasks.clone()).await;

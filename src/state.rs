@@ -26,6 +26,8 @@ pub struct AppState {
     pub leptos_options: LeptosOptions,
     /// Accepted hosts and origins.
     pub allow: AllowList,
+    /// Proxies whose `X-Forwarded-For` names the client (see [`crate::auth::ClientAddr`]).
+    pub trusted_proxies: crate::addresses::TrustedProxies,
     /// Failed sign-in and live-stream limits of the browser side.
     pub throttles: crate::throttle::Throttles,
     /// Tokens minted in the browser, held until their page shows them once.
@@ -88,6 +90,7 @@ impl AppState {
             https: config.https(),
             leptos_options: leptos_options(),
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
+            trusted_proxies: crate::addresses::TrustedProxies::new(config.trusted_proxies.clone()),
             throttles,
             ready: crate::health::Readiness::default(),
         })

@@ -97,7 +97,7 @@ fn username_key(username: &str) -> u64 {
 
 /// IPv4 addresses count one by one; IPv6 by /64, since one host usually
 /// holds a whole /64 and could otherwise rotate through it.
-fn address_key(ip: IpAddr) -> IpAddr {
+pub fn address_key(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let s = v6.segments();

@@ -130,8 +130,14 @@ impl AuditLog {
             HistoryScope::Owner(owner) => {
                 add("owner_id = (SELECT id FROM users WHERE username = ?)", Value::Text(owner.clone()))
             }
-            // Another owner-less credential is someone else, whatever its agent name.
-            HistoryScope::Credential(id) => add("credential_id = ? AND owner IS NULL", Value::Text(id.clone())),
+            // Another credential is someone else, whatever its agent name
+            // and owner; only a thread's successor continues its line.
+            HistoryScope::Agent(id) => add(
+                "credential_id IN (SELECT c.id FROM credentials c, credentials me WHERE me.id = ?
+                 AND (c.id = me.id OR (me.thread IS NOT NULL AND c.thread = me.thread
+                                       AND c.owner IS NOT DISTINCT FROM me.owner)))",
+                Value::Text(id.clone()),
+            ),
         }
         if !filter.agent.is_empty() {
             add("agent = ?", Value::Text(filter.agent.clone()));
@@ -227,8 +233,10 @@ pub enum HistoryScope {
     User(i64),
     /// Those of the agents this user (by name, looked up as their id) owns.
     Owner(String),
-    /// Those of one owner-less credential (an agent reading its own).
-    Credential(String),
+    /// Those of one agent, reading its own: its credential's and, if it
+    /// has a thread, those of the credentials it succeeded in that thread
+    /// (same thread, same owner or none) — never its owner's other agents'.
+    Agent(String),
 }
 
 const DAY_MS: i64 = 24 * 3600 * 1000;

@@ -147,6 +147,7 @@ pub struct CredentialStore {
     window_ms: i64,
     live: LiveHub,
     accepted: Arc<Mutex<Accepted>>,
+    per_user: crate::PerUser,
 }
 
 /// Credentials accepted since the table last changed, by token hash: a
@@ -216,7 +217,47 @@ fn non_empty(field: &'static str, value: &str) -> Result<()> {
 impl CredentialStore {
     /// A store whose credentials lapse after `liveness_window` without a sign of life.
     pub fn new(db: Db, clock: Arc<dyn Clock>, liveness_window: Duration, live: LiveHub) -> Self {
-        Self { db, clock, window_ms: liveness_window.as_millis() as i64, live, accepted: Arc::default() }
+        Self {
+            db,
+            clock,
+            window_ms: liveness_window.as_millis() as i64,
+            live,
+            accepted: Arc::default(),
+            per_user: crate::PerUser::default(),
+        }
+    }
+
+    /// The same store, bounding what one owner may hold by `per_user`
+    /// (credentials, and OAuth sign-ins).
+    pub fn with_per_user(self, per_user: crate::PerUser) -> Self {
+        Self { per_user, ..self }
+    }
+
+    /// Refused if `owner` already holds as many live credentials issued
+    /// `via` as it may (`max_oauth_clients_per_user` for OAuth sign-ins,
+    /// `max_credentials_per_user` for the rest); `tx` may be a transaction.
+    pub(crate) fn check_room(&self, tx: &mut Conn<'_>, owner: &str, via: IssuedVia) -> Result<()> {
+        let oauth = via == IssuedVia::OAuth;
+        let (max, key, what) = if oauth {
+            (self.per_user.oauth_clients, "max_oauth_clients_per_user", "OAuth clients signed in")
+        } else {
+            (self.per_user.credentials, "max_credentials_per_user", "live agent credentials")
+        };
+        let alive_since = self.clock.now_ms() - self.window_ms;
+        let sql = if oauth {
+            "SELECT COUNT(*) FROM credentials WHERE owner = ?1 AND revoked_at IS NULL AND last_seen_at > ?2
+             AND issued_via = 'oauth'"
+        } else {
+            "SELECT COUNT(*) FROM credentials WHERE owner = ?1 AND revoked_at IS NULL AND last_seen_at > ?2
+             AND issued_via != 'oauth'"
+        };
+        let held: i64 = tx.query_one(sql, args![owner, alive_since], |r| r.get(0))?;
+        if usize::try_from(held).unwrap_or(usize::MAX) >= max {
+            return Err(CoreError::Limit(format!(
+                "{owner} already has {held} {what}, the most one user may have ({key} = {max}); revoke some first"
+            )));
+        }
+        Ok(())
     }
 
     /// The liveness window.
@@ -269,6 +310,11 @@ impl CredentialStore {
                  WHERE thread = ?2 AND owner IS NOT DISTINCT FROM ?3 AND revoked_at IS NULL",
                 args![now, thread, request.owner],
             )?;
+        }
+        // After a thread's re-issue revoked its predecessor, which then no
+        // longer counts. Owner-less credentials are an admin's to issue.
+        if let Some(owner) = &request.owner {
+            self.check_room(tx, owner, request.via)?;
         }
         tx.execute(
             "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at,

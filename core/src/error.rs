@@ -26,6 +26,9 @@ pub enum CoreError {
     /// The change is refused as things stand (the last admin, a disabled user).
     #[error("{0}")]
     Refused(String),
+    /// A per-user bound is reached; the message names its config key.
+    #[error("{0}")]
+    Limit(String),
     /// Password hashing failed (never the password itself).
     #[error("password hashing failed: {0}")]
     Password(String),

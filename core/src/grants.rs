@@ -64,6 +64,10 @@ pub enum GrantError {
     /// Storage failed.
     #[error("{0}")]
     Storage(String),
+    /// The agent's owner holds as many live grants as one user may
+    /// (`max_grants_per_user`); the message says so.
+    #[error("{0}")]
+    Limit(String),
 }
 
 impl GrantError {
@@ -74,6 +78,7 @@ impl GrantError {
             GrantError::Forbidden | GrantError::HumanOnly(_) | GrantError::AdminRequired => 403,
             GrantError::Invalid(_) => 400,
             GrantError::Conflict(_) => 409,
+            GrantError::Limit(_) => 429,
             GrantError::Storage(_) => 500,
         }
     }
@@ -87,6 +92,7 @@ impl GrantError {
             GrantError::AdminRequired => "admin_required",
             GrantError::Invalid(_) => "bad_request",
             GrantError::Conflict(_) => "conflict",
+            GrantError::Limit(_) => "limit_reached",
             GrantError::Storage(_) => "internal_error",
         }
     }
@@ -180,6 +186,8 @@ pub struct GrantStore {
     /// Told of every change, so `/grants` stays live.
     live: LiveHub,
     inner: Arc<Inner>,
+    /// Live grants one user's agents may hold (`max_grants_per_user`).
+    max_per_user: usize,
 }
 
 /// What a matched grant tells the gate.
@@ -223,11 +231,47 @@ impl GrantStore {
                 flushing: Mutex::default(),
                 version: Mutex::new(version),
             }),
+            max_per_user: crate::PerUser::default().grants,
         };
         for view in views {
             store.insert_live(view);
         }
         Ok(store)
+    }
+
+    /// The same store, holding at most `max` live grants for one user's
+    /// agents (`max_grants_per_user`).
+    pub fn with_max_per_user(self, max: usize) -> Self {
+        Self { max_per_user: max, ..self }
+    }
+
+    /// Refused with [`GrantError::Limit`] when the grants of `owner`'s agents
+    /// (or, for an owner-less agent, the ones `created_by` made) reach
+    /// `max_grants_per_user`. Counted in the database, so replicas agree.
+    fn check_room(&self, owner: Option<&str>, created_by: &str) -> Result<(), GrantError> {
+        let now = self.clock.now_ms();
+        let live = "(expires_at IS NULL OR expires_at > ?2)";
+        let held: i64 = match owner {
+            Some(owner) => self.db.conn()?.query_one(
+                &format!("SELECT COUNT(*) FROM grants WHERE owner = ?1 AND {live}"),
+                args![owner, now],
+                |r| r.get(0),
+            )?,
+            None => self.db.conn()?.query_one(
+                &format!("SELECT COUNT(*) FROM grants WHERE owner IS NULL AND created_by = ?1 AND {live}"),
+                args![created_by, now],
+                |r| r.get(0),
+            )?,
+        };
+        let max = self.max_per_user;
+        if usize::try_from(held).unwrap_or(usize::MAX) >= max {
+            let whose = owner.map_or_else(|| format!("{created_by} made"), |o| format!("{o}'s agents hold"));
+            return Err(GrantError::Limit(format!(
+                "{whose} {held} live grants, the most one user may have (max_grants_per_user = {max}); \
+                 revoke some on the Grants page first"
+            )));
+        }
+        Ok(())
     }
 
     fn insert_live(&self, view: GrantView) {
@@ -649,6 +693,8 @@ pub fn approve_and_grant(
         uses: 0,
         last_used_ms: None,
     };
+    // Before approving: a refused grant leaves the call waiting for another decision.
+    grants.check_room(view.owner.as_deref(), &view.created_by)?;
     let mut detail = format!("and allowed by grant:{}: {}", view.id, describe(&view));
     if let Some(note) = note {
         detail.push_str(&format!(" — {note}"));

@@ -90,6 +90,32 @@ pub struct Settings {
     pub max_executions_per_credential: usize,
     /// Lifetimes of OAuth access and refresh tokens.
     pub oauth: oauth::Lifetimes,
+    /// What one user may hold at once.
+    pub per_user: PerUser,
+}
+
+/// What one user may hold at once; each bound is a config key of the name
+/// given, and hitting it is refused with a message naming the key (except
+/// browser sessions: a sign-in past the bound ends the user's oldest one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerUser {
+    /// `max_credentials_per_user`: live agent credentials a user owns
+    /// (issued in the console, the API or the CLI; OAuth sign-ins count
+    /// separately).
+    pub credentials: usize,
+    /// `max_browser_sessions_per_user`: a sign-in past it ends the oldest session.
+    pub browser_sessions: usize,
+    /// `max_oauth_clients_per_user`: OAuth clients signed in as a user's
+    /// agents at once (live credentials issued through OAuth).
+    pub oauth_clients: usize,
+    /// `max_grants_per_user`: live grants for a user's agents.
+    pub grants: usize,
+}
+
+impl Default for PerUser {
+    fn default() -> Self {
+        Self { credentials: 100, browser_sessions: 50, oauth_clients: 50, grants: 500 }
+    }
 }
 
 impl Default for Settings {
@@ -103,7 +129,9 @@ impl Default for Settings {
             oauth: oauth::Lifetimes {
                 access: Duration::from_secs(15 * 60),
                 refresh: Duration::from_secs(30 * 24 * 3600),
+                registration: oauth::Registration::default(),
             },
+            per_user: PerUser::default(),
         }
     }
 }
@@ -115,7 +143,8 @@ impl Core {
         let live = live::LiveHub::new();
         let audit = audit::AuditLog::new(db.clone(), clock.clone());
         let credentials =
-            credentials::CredentialStore::new(db.clone(), clock.clone(), settings.liveness_window, live.clone());
+            credentials::CredentialStore::new(db.clone(), clock.clone(), settings.liveness_window, live.clone())
+                .with_per_user(settings.per_user);
         let oauth =
             oauth::OAuthStore::new(db.clone(), clock.clone(), credentials.clone(), live.clone(), settings.oauth);
         Ok(Self(Arc::new(Stores {
@@ -136,11 +165,14 @@ impl Core {
                 clock.clone(),
                 changes::ChangeLog::new(db.clone(), clock.clone()),
                 live.clone(),
-            )?,
+            )?
+            .with_max_per_user(settings.per_user.grants),
             pins: pins::ToolPins::new(db.clone(), clock.clone()),
             credentials,
             oauth,
-            users: users::UserStore::new(db.clone(), clock.clone()).with_live(live.clone()),
+            users: users::UserStore::new(db.clone(), clock.clone())
+                .with_live(live.clone())
+                .with_max_sessions(settings.per_user.browser_sessions),
             api_tokens: api_tokens::ApiTokenStore::new(db.clone(), clock.clone()),
             live,
             db,

@@ -30,6 +30,19 @@ pub fn matches(pattern: &str, tool: &str) -> bool {
     }
 }
 
+/// The tool rules whose pattern matches none of `tools` (the exposed
+/// names): a rule written with an upstream's own, unprefixed tool name, or
+/// for a tool that is gone, does nothing, and its author should be told.
+/// `resource:` and `prompt:` rules are not tool rules and are never listed.
+pub fn unmatched<'a, 't>(rules: &'a [Rule], tools: impl IntoIterator<Item = &'t str>) -> Vec<&'a Rule> {
+    let tools: Vec<&str> = tools.into_iter().collect();
+    rules
+        .iter()
+        .filter(|rule| !rule.pattern.starts_with("resource:") && !rule.pattern.starts_with("prompt:"))
+        .filter(|rule| !tools.iter().any(|tool| matches(&rule.pattern, tool)))
+        .collect()
+}
+
 /// Checks a pattern's shape: `*`, exact, or `prefix*` (one trailing star).
 pub fn validate_pattern(pattern: &str) -> Result<()> {
     let body = pattern.strip_suffix('*').unwrap_or(pattern);
@@ -278,6 +291,30 @@ pub fn decide_with(rules: &[Rule], tool: &str, hints: Hints) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_that_match_no_exposed_tool_are_found() {
+        let rule = |pattern: &str| Rule {
+            pattern: pattern.into(),
+            action: Action::Allow,
+            human_only: false,
+            source: "config".into(),
+            approval_ttl_secs: None,
+        };
+        let rules = [
+            rule("fs__read_file"),
+            rule("read_file"),
+            rule("fs__*"),
+            rule("git__*"),
+            rule("*"),
+            rule("resource:file:///etc/*"),
+            rule("prompt:secret_*"),
+        ];
+        let tools = ["gatehouse_status", "fs__read_file", "fs__write_file"];
+        let unmatched: Vec<&str> = unmatched(&rules, tools).iter().map(|r| r.pattern.as_str()).collect();
+        assert_eq!(unmatched, ["read_file", "git__*"]);
+        assert_eq!(super::unmatched(&rules, []).len(), 5, "with no tool, no tool rule matches");
+    }
 
     fn rule(pattern: &str, action: Action) -> Rule {
         Rule { pattern: pattern.into(), action, human_only: false, source: "test".into(), approval_ttl_secs: None }

@@ -170,6 +170,7 @@ pub struct UserStore {
     clock: Arc<dyn Clock>,
     gate: Arc<HashingGate>,
     live: LiveHub,
+    max_sessions: usize,
 }
 
 fn validate_username(name: &str) -> Result<()> {
@@ -223,7 +224,19 @@ fn dummy_hash() -> &'static str {
 impl UserStore {
     /// A store over `db`.
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock, gate: Arc::new(HashingGate::per_core()), live: LiveHub::new() }
+        Self {
+            db,
+            clock,
+            gate: Arc::new(HashingGate::per_core()),
+            live: LiveHub::new(),
+            max_sessions: crate::PerUser::default().browser_sessions,
+        }
+    }
+
+    /// The same store, keeping at most `max` browser sessions per user
+    /// (`max_browser_sessions_per_user`): a sign-in past it ends the oldest.
+    pub fn with_max_sessions(self, max: usize) -> Self {
+        Self { max_sessions: max.max(1), ..self }
     }
 
     /// The same store, announcing user changes and ended sessions on `live`
@@ -328,14 +341,35 @@ impl UserStore {
         })
     }
 
-    /// Opens a browser session for `user`; returns the cookie value (shown once).
+    /// Opens a browser session for `user`; returns the cookie value (shown
+    /// once). A user keeps at most `max_browser_sessions_per_user` sessions:
+    /// signing in past it ends their oldest one(s) rather than refusing the
+    /// person at the keyboard (expired ones go first, being the oldest).
     pub fn create_session(&self, user: &User) -> Result<String> {
         let token = secret::new_token();
+        let hash = secret::hash(&token);
         let now = self.clock.now_ms();
-        self.db.conn()?.execute(
-            "INSERT INTO browser_sessions (token_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
-            args![secret::hash(&token), user.id, now, now + SESSION_LIFETIME.as_millis() as i64],
-        )?;
+        let keep_others = self.max_sessions.saturating_sub(1);
+        let evicted = self.db.conn()?.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO browser_sessions (token_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
+                args![hash, user.id, now, now + SESSION_LIFETIME.as_millis() as i64],
+            )?;
+            tx.execute(
+                "DELETE FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2 AND token_hash NOT IN (
+                     SELECT token_hash FROM browser_sessions WHERE user_id = ?1 AND token_hash != ?2
+                     ORDER BY created_at DESC, token_hash DESC LIMIT ?3)",
+                args![user.id, hash, keep_others],
+            )
+        })?;
+        if evicted > 0 {
+            tracing::info!(
+                user = %user.username,
+                ended = evicted,
+                "sign-in past max_browser_sessions_per_user ended the oldest browser session(s)"
+            );
+            self.live.publish(LiveEvent::UsersChanged);
+        }
         Ok(token)
     }
 
@@ -901,6 +935,25 @@ mod tests {
         assert_eq!(users.stored_sessions().unwrap(), 0);
         assert_eq!(users.password_link(&link.token).unwrap(), LinkCheck::Invalid);
         assert!(matches!(users.remove("bob"), Err(CoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn a_sign_in_past_max_browser_sessions_ends_the_oldest_session() {
+        let (users, clock) = store();
+        let users = users.with_max_sessions(2);
+        let ada = users.add("ada", "a password", false).unwrap();
+        let bob = users.add("bob", "a password", false).unwrap();
+        let bobs = users.create_session(&bob).unwrap();
+        let first = users.create_session(&ada).unwrap();
+        clock.advance(Duration::from_secs(1));
+        let second = users.create_session(&ada).unwrap();
+        clock.advance(Duration::from_secs(1));
+        let third = users.create_session(&ada).unwrap();
+        assert_eq!(users.session_user(&first).unwrap(), None, "the oldest ended");
+        assert!(users.session_user(&second).unwrap().is_some());
+        assert!(users.session_user(&third).unwrap().is_some());
+        assert_eq!(users.live_sessions(ada.id).unwrap(), 2);
+        assert!(users.session_user(&bobs).unwrap().is_some(), "another user's sessions are not touched");
     }
 
     #[test]

@@ -19,6 +19,7 @@ impl From<GrantError> for ApiError {
             GrantError::AdminRequired => ApiError::AdminRequired(e.to_string()),
             GrantError::Invalid(_) => ApiError::BadRequest(e.to_string()),
             GrantError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            GrantError::Limit(message) => ApiError::LimitReached(message),
             GrantError::Storage(detail) => ApiError::Internal(detail),
         }
     }

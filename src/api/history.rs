@@ -161,13 +161,11 @@ fn csv_fields(e: &AuditEntry) -> [String; 13] {
 }
 
 /// Appends one CSV record. Agents choose their names and tools' names come
-/// from upstreams, so a cell a spreadsheet would run as a formula (`=`, `+`,
-/// `-`, `@`, tab, carriage return first) is written with a leading `'`.
+/// from upstreams, so a cell a spreadsheet might run as a formula is written
+/// with a leading `'` (see [`is_formula_like`]).
 fn csv_row(out: &mut Vec<u8>, fields: &[String]) {
     let mut writer = csv::WriterBuilder::new().from_writer(Vec::new());
-    let guarded = fields
-        .iter()
-        .map(|f| if f.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{f}") } else { f.clone() });
+    let guarded = fields.iter().map(|f| if is_formula_like(f) { format!("'{f}") } else { f.clone() });
     if writer.write_record(guarded).is_ok()
         && let Ok(bytes) = writer.into_inner()
     {
@@ -175,9 +173,53 @@ fn csv_row(out: &mut Vec<u8>, fields: &[String]) {
     }
 }
 
+/// Whether a spreadsheet might read `cell` as a formula: it starts with a
+/// tab or carriage return, or its first visible character is `=`, `+`, `-`
+/// or `@` (or their fullwidth forms) once leading whitespace, control
+/// characters and invisible format characters (Unicode category Cf: zero
+/// width space, joiners, bidi marks, BOM…) are skipped — spreadsheets
+/// trim some of them before deciding.
+fn is_formula_like(cell: &str) -> bool {
+    use unicode_general_category::{GeneralCategory, get_general_category};
+    if cell.starts_with(['\t', '\r']) {
+        return true;
+    }
+    let visible = cell.trim_start_matches(|c: char| {
+        c.is_whitespace() || c.is_control() || get_general_category(c) == GeneralCategory::Format
+    });
+    visible.starts_with(['=', '+', '-', '@', '\u{FF1D}', '\u{FF0B}', '\u{FF0D}', '\u{FF20}'])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formulas_are_found_past_whitespace_and_invisible_characters() {
+        for formula in [
+            "=cmd",
+            "  =cmd",
+            "\u{200b}=cmd",
+            "\u{feff}+1",
+            "\u{200d}\u{2060} -1",
+            "\u{202e}@SUM(A1)",
+            "\u{00a0}=1",
+            "\t@x",
+            "\r=1",
+            "\n=1",
+            "\u{0}=1",
+            "\u{FF1D}cmd",
+        ] {
+            assert!(is_formula_like(formula), "{formula:?} is guarded");
+            let mut out = Vec::new();
+            csv_row(&mut out, &[formula.to_string()]);
+            let written = String::from_utf8(out).unwrap();
+            assert!(written.trim_start_matches('"').starts_with('\''), "{formula:?} written as {written:?}");
+        }
+        for plain in ["plain", "  plain", "\u{200b}plain", "a=b", "files__read", "", "   "] {
+            assert!(!is_formula_like(plain), "{plain:?} is left alone");
+        }
+    }
 
     #[test]
     fn csv_cells_are_quoted_and_formulas_defused() {

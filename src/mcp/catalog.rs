@@ -7,6 +7,7 @@ use gatehouse_core::changes::Change;
 use gatehouse_core::model::{ToolChange, ToolInfo};
 use rmcp::model::Tool;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::McpState;
 use super::upstream::catalogue::ReviewError;
@@ -87,5 +88,38 @@ impl gatehouse_app::server_fns::ToolCatalog for McpState {
             tracing::error!(error = %e, "recording a tool review in the change log failed");
             (500, e.to_string())
         })
+    }
+}
+
+/// How long start-up waits for the upstreams' first listings before it
+/// checks the rules against the tools there are.
+pub const UNMATCHED_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Logs a warning for each rule whose pattern matches no exposed tool (for
+/// example one written with an upstream's own tool name, without its
+/// prefix): once every enabled upstream has been listed or has failed to
+/// start, or after `wait` at most. The policies page marks the same rules.
+pub async fn warn_unmatched_rules(state: McpState, wait: std::time::Duration, shutdown: CancellationToken) {
+    use super::upstream::supervision::Health;
+    let deadline = tokio::time::Instant::now() + wait;
+    while state.upstreams.status().iter().any(|s| s.health == Health::Down) && tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+    let rules = match state.core.policy.rules() {
+        Ok(rules) => rules,
+        Err(e) => return tracing::warn!(error = %e, "cannot read the policy rules to check them against the tools"),
+    };
+    let tools = gatehouse_app::server_fns::ToolCatalog::exposed_tools(&state);
+    for rule in gatehouse_core::policy::unmatched(&rules, tools.iter().map(|t| t.name.as_str())) {
+        tracing::warn!(
+            pattern = %rule.pattern,
+            action = rule.action.as_str(),
+            source = %rule.source,
+            "policy rule matches no exposed tool right now; upstream tools are named with their upstream's prefix \
+             (e.g. files__read_file), so a rule with a bare tool name does nothing"
+        );
     }
 }

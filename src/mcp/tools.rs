@@ -221,13 +221,10 @@ pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> 
             Err(r) => return r,
             Ok(args) => {
                 let limit = args.limit.unwrap_or(20).clamp(1, 200) as usize;
-                // An agent reads its owner's entries; an owner-less one only its
-                // own credential's (another owner-less credential is someone else).
+                // An agent reads its own entries (its credential's, and its
+                // thread's earlier ones), never its owner's other agents'.
                 let audit = state.core.approvals.audit();
-                let scope = match &caller.credential.owner {
-                    Some(owner) => HistoryScope::Owner(owner.clone()),
-                    None => HistoryScope::Credential(caller.credential.id.clone()),
-                };
+                let scope = HistoryScope::Agent(caller.credential.id.clone());
                 audit.search(&HistoryFilter::default(), &scope, limit)
                 .map(|entries| CallToolResult::structured(json!({ "entries": entries })))
                 .map_err(|e| e.to_string())

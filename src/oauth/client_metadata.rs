@@ -4,10 +4,11 @@
 //!
 //! Fetching a URL anyone can name is a server-side request forgery risk, so:
 //! only `https://` URLs with a path, resolved once and pinned, to public
-//! addresses only (unless `allow_private_client_metadata`, for tests and
-//! LANs); no redirects; 5 s and 64 KiB at most.
+//! unicast addresses only (outside every IANA special-purpose block: see
+//! [`crate::addresses`]; unless `allow_private_client_metadata`, for tests
+//! and LANs); no redirects; 5 s and 64 KiB at most.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -129,44 +130,12 @@ impl Fetcher {
             tokio::net::lookup_host((host, port)).await.map_err(|e| format!("cannot resolve {host}: {e}"))?.collect();
         let first = *addresses.first().ok_or_else(|| format!("{host} has no address"))?;
         if !self.allow_private
-            && let Some(private) = addresses.iter().find(|a| !is_public(a.ip()))
+            && let Some((private, why)) =
+                addresses.iter().find_map(|a| crate::addresses::not_public(a.ip()).map(|why| (a.ip(), why)))
         {
-            return Err(format!("{host} resolves to a non-public address ({})", private.ip()));
+            return Err(format!("{host} resolves to a non-public address ({private}: {why})"));
         }
         Ok(first)
-    }
-}
-
-/// Whether an address is on the public internet (not loopback, private,
-/// link-local, shared, documentation, multicast or unspecified).
-fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (b == 18 || b == 19))
-                || a >= 240)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || first == 0x2001 && v6.segments()[1] == 0x0db8)
-        }
     }
 }
 
@@ -174,25 +143,18 @@ fn is_public(ip: IpAddr) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_public_addresses_count_as_public() {
-        for private in
-            ["127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.0.1", "169.254.169.254", "100.64.0.1", "0.0.0.0"]
-        {
-            assert!(!is_public(private.parse().unwrap()), "{private}");
-        }
-        for private in ["::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::"] {
-            assert!(!is_public(private.parse().unwrap()), "{private}");
-        }
-        for public in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {
-            assert!(is_public(public.parse().unwrap()), "{public}");
-        }
-    }
-
     #[tokio::test]
     async fn private_and_plain_http_documents_are_refused_unless_allowed() {
         let strict = Fetcher::new(false);
-        for bad in ["http://127.0.0.1:1/client.json", "https://127.0.0.1:1/client.json", "https://localhost/c.json"] {
+        for bad in [
+            "http://127.0.0.1:1/client.json",
+            "https://127.0.0.1:1/client.json",
+            "https://localhost/c.json",
+            "https://[64:ff9b::7f00:1]:1/c.json",
+            "https://[2002:7f00:1::1]:1/c.json",
+            "https://[::ffff:169.254.169.254]:1/c.json",
+            "https://[fec0::1]:1/c.json",
+        ] {
             let e = strict.fetch(bad).await.unwrap_err();
             assert_eq!(e.code(), "invalid_client", "{bad}: {e}");
         }

@@ -173,7 +173,8 @@ pub fn router(enabled: bool, render: authorize::Render) -> Router<AppState> {
 
 /// An OAuth error as the RFCs answer it: a JSON `{error, error_description}`
 /// body (built with the `oauth2` crate's types), 400 — or 401 with a
-/// challenge for client authentication, 503 when busy, 500 for our faults.
+/// challenge for client authentication, 429 with `Retry-After` when an
+/// address registered too many clients, 503 when busy, 500 for our faults.
 #[derive(Debug)]
 pub struct OAuthResponseError(pub OAuthError);
 
@@ -189,6 +190,7 @@ impl IntoResponse for OAuthResponseError {
         let status = match &e {
             OAuthError::InvalidClient(_) => StatusCode::UNAUTHORIZED,
             OAuthError::TemporarilyUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            OAuthError::TooManyRegistrations { .. } => StatusCode::TOO_MANY_REQUESTS,
             OAuthError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         };
@@ -201,6 +203,10 @@ impl IntoResponse for OAuthResponseError {
                 tracing::warn!(error = other.code(), message = %other, "OAuth request refused");
                 other.to_string()
             }
+        };
+        let retry_after = match &e {
+            OAuthError::TooManyRegistrations { retry_after_secs, .. } => Some(*retry_after_secs),
+            _ => None,
         };
         let kind = match e.code() {
             "invalid_client" => BasicErrorResponseType::InvalidClient,
@@ -215,6 +221,9 @@ impl IntoResponse for OAuthResponseError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(r#"Basic realm="gatehouse""#));
+        }
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

@@ -1,7 +1,10 @@
 //! Dynamic client registration (RFC 7591): open to anyone, as MCP clients
 //! register themselves. What a registration claims (its name above all) is
-//! not verified, and the consent page says so; never-used registrations are
-//! forgotten after a day and capped in number.
+//! not verified, and the consent page says so. Never-used registrations are
+//! forgotten after `oauth.unused_registration_ttl` (10 minutes) and bounded
+//! per client address (`oauth.max_unused_registrations_per_address`, counted
+//! in the database so replicas agree), so a flood from one address is
+//! refused (429) without refusing anyone else.
 
 use axum::Json;
 use axum::extract::State;
@@ -11,6 +14,7 @@ use gatehouse_core::oauth::{ClientMetadata, OAuthError};
 use serde::{Deserialize, Serialize};
 
 use super::OAuthResponseError;
+use crate::auth::ClientAddr;
 use crate::state::AppState;
 
 /// The RFC 7591 §2 fields Gatehouse reads (others are ignored).
@@ -55,7 +59,11 @@ pub struct RegistrationResponse {
 }
 
 /// `POST /oauth/register` with a JSON body.
-pub async fn register(State(state): State<AppState>, body: axum::body::Bytes) -> Result<Response, OAuthResponseError> {
+pub async fn register(
+    State(state): State<AppState>,
+    from: ClientAddr,
+    body: axum::body::Bytes,
+) -> Result<Response, OAuthResponseError> {
     let request: RegistrationRequest = serde_json::from_slice(&body)
         .map_err(|e| OAuthError::InvalidClientMetadata(format!("not a registration request: {e}")))?;
     let metadata = ClientMetadata::check(
@@ -66,11 +74,13 @@ pub async fn register(State(state): State<AppState>, body: axum::body::Bytes) ->
         request.response_types.as_deref(),
     )?;
     let oauth = state.mcp.core.oauth.clone();
-    let registered = tokio::task::spawn_blocking(move || oauth.register(metadata))
+    let from_log = from.0;
+    let from = from.key();
+    let registered = tokio::task::spawn_blocking(move || oauth.register(metadata, &from))
         .await
         .map_err(|e| OAuthError::Store(gatehouse_core::CoreError::Join(e.to_string())))??;
     let client = registered.client;
-    tracing::info!(client = %client.client_id, name = ?client.name, "OAuth client registered");
+    tracing::info!(client = %client.client_id, name = ?client.name, from = ?from_log, "OAuth client registered");
     let body = RegistrationResponse {
         client_secret_expires_at: registered.secret.as_ref().map(|_| 0),
         client_secret: registered.secret,

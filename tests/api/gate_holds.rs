@@ -245,6 +245,47 @@ async fn owner_less_credentials_never_read_each_others_audit_entries() {
     assert_eq!(own["result"]["structuredContent"]["entries"].as_array().unwrap().len(), 1, "{own}");
 }
 
+/// `gatehouse_audit_recent` as `token` in session `sid`: its entries.
+async fn audit_recent(app: &TestApp, token: &str, sid: &str) -> Vec<Value> {
+    let seen = app.tool_call(token, sid, "gatehouse_audit_recent", json!({"limit": 50})).await;
+    assert_eq!(seen["result"]["isError"], false, "{seen}");
+    seen["result"]["structuredContent"]["entries"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn an_owned_credential_reads_its_own_agents_entries_not_its_owners_whole_history() {
+    let app = spawn_app().await;
+    let (ada, _) = app.ada_and_bob().await;
+    // Another of ada's agents has a call declined.
+    let (other_id, other) = app.issue_credential("ada's other agent", Some("ada"), None);
+    let other_sid = app.open_session(&other).await;
+    let paused =
+        app.tool_call(&other, &other_sid, "gatehouse_policy_set", json!({"pattern": "s_*", "action": "allow"})).await;
+    assert_eq!(app.decide(&ada, &execution_id(&paused), "decline").await.status(), 200);
+    // This agent (an OAuth client's credential is owned the same way) calls,
+    // then is re-issued for its thread.
+    let (first_id, first) = app.issue_credential("laptop", Some("ada"), Some("t-1"));
+    let sid = app.open_session(&first).await;
+    let mine = app.tool_call(&first, &sid, "gatehouse_policy_set", json!({"pattern": "m_*", "action": "allow"})).await;
+    let mine = execution_id(&mine);
+    let (successor_id, successor) = app.issue_credential("laptop", Some("ada"), Some("t-1"));
+    let successor_sid = app.open_session(&successor).await;
+    app.tool_call(&successor, &successor_sid, "gatehouse_policy_set", json!({"pattern": "n_*", "action": "allow"}))
+        .await;
+
+    let entries = audit_recent(&app, &successor, &successor_sid).await;
+    assert!(entries.len() >= 2, "its own call and its thread predecessor's: {entries:?}");
+    for entry in &entries {
+        assert!(entry["credentialId"] == first_id || entry["credentialId"] == successor_id, "{entry}");
+    }
+    assert!(entries.iter().any(|e| e["executionId"] == mine.as_str()));
+    assert!(entries.iter().any(|e| e["credentialId"] == successor_id));
+    // The other agent reads its own decline, and nothing of this one.
+    let others = audit_recent(&app, &other, &other_sid).await;
+    assert!(!others.is_empty());
+    assert!(others.iter().all(|e| e["credentialId"] == other_id.as_str()), "{others:?}");
+}
+
 #[tokio::test]
 async fn revoking_a_credential_settles_its_pending_calls_and_closes_its_sessions() {
     let app = spawn_app().await;

@@ -428,3 +428,38 @@ async fn a_decline_reason_reaches_the_agents_client_and_the_audit() {
     assert_eq!((approved[1].state.as_str(), approved[1].detail.as_deref()), ("approved", Some("fine for today")));
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn grants_per_user_are_bounded_and_a_refused_grant_leaves_the_call_waiting() {
+    let app = spawn_app_fronting(everything_stdio(), |c| c.limits.max_grants_per_user = 1).await;
+    app.wait_for_upstream_tool(TOOL).await;
+    app.add_user("carol", false).await;
+    let carol = app.sign_in("carol").await;
+    let pause = |agent: &'static str| {
+        let app = &app;
+        async move {
+            let token = app.issue_owned(agent, "carol");
+            let sid = app.open_session(&token).await;
+            let reply = app.tool_call(&token, &sid, TOOL, json!({})).await;
+            assert!(paused(&reply));
+            execution_id(&reply)
+        }
+    };
+    let first = pause("claude").await;
+    grant(&app, &carol, &first, "8h", json!({})).await;
+    // Another agent of carol's: a second grant is one too many.
+    let second = pause("codex").await;
+    let r = resume_with(&app, &carol, &second, json!({"action": "accept", "grant": {"scope": "8h"}})).await;
+    assert_eq!(r.status(), 429);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "limit_reached", "{body}");
+    assert!(body["message"].as_str().unwrap().contains("max_grants_per_user"), "{body}");
+    // The call was not approved: it still waits, and a plain approval works.
+    assert_eq!(app.core.approvals.audit().latest(&second).unwrap().unwrap().state.as_str(), "pending");
+    assert_eq!(resume_with(&app, &carol, &second, json!({"action": "accept"})).await.status(), 200);
+    // Revoking the grant makes room.
+    let id = grants_of(&app, &carol).await[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(revoke(&app, &carol, &id).await.status(), 200);
+    let third = pause("aider").await;
+    grant(&app, &carol, &third, "8h", json!({})).await;
+}

@@ -542,3 +542,101 @@ async fn clients_known_by_their_metadata_document() {
     assert_eq!(r.status(), 400);
     assert!(r.headers().get("location").is_none());
 }
+
+#[tokio::test]
+async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_another() {
+    let app = spawn_app().await;
+    app.add_user("bob", false).await;
+    let body = json!({"client_name": "flood", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    // One address registers until refused: a 429 with an OAuth error naming the limit.
+    let mut accepted = 0;
+    let refusal = loop {
+        let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
+        if r.status() != 201 {
+            break r;
+        }
+        accepted += 1;
+        assert!(accepted <= 1000, "registration from one address is never refused");
+    };
+    assert_eq!(accepted, 20, "oauth.max_unused_registrations_per_address defaults to 20");
+    assert_eq!(refusal.status(), 429);
+    let wait: u64 = refusal.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=600).contains(&wait), "{wait}");
+    let reply: Value = refusal.json().await.unwrap();
+    assert_eq!(reply["error"], "temporarily_unavailable", "{reply}");
+    let description = reply["error_description"].as_str().unwrap();
+    assert!(description.contains("max_unused_registrations_per_address"), "{description}");
+    // It stays refused while the flood goes on.
+    for _ in 0..50 {
+        let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 429);
+    }
+
+    // A client on another address registers and signs in all the way.
+    let elsewhere = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let r = elsewhere
+        .post(app.url("/oauth/register"))
+        .json(&json!({"client_name": "Claude Code", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "a client from 127.0.0.2 is not refused");
+    let client_id = r.json::<Value>().await.unwrap()["client_id"].as_str().unwrap().to_string();
+    let bob = app.sign_in("bob").await;
+    let code = approved_code(&app, &bob, &client_id, "bob's laptop").await;
+    let resource = app.url("/mcp");
+    let r = elsewhere
+        .post(app.url("/oauth/token"))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", REDIRECT),
+            ("client_id", client_id.as_str()),
+            ("code_verifier", VERIFIER),
+            ("resource", resource.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let tokens: Value = r.json().await.unwrap();
+    app.open_session(&access(&tokens)).await;
+
+    // Unused registrations expire in minutes: then the first address may register again.
+    app.clock.advance(Duration::from_secs(10 * 60 + 1));
+    register(&app, "back again", REDIRECT).await;
+}
+
+#[tokio::test]
+async fn oauth_clients_per_user_are_bounded_with_an_error_naming_the_limit() {
+    let app = spawn_app_with(|c| c.limits.max_oauth_clients_per_user = 1).await;
+    app.add_user("bob", false).await;
+    let bob = app.sign_in("bob").await;
+    let first = register(&app, "Claude Code", REDIRECT).await;
+    let code = approved_code(&app, &bob, &first, "bob's laptop").await;
+    let (status, tokens) = exchange(&app, &first, &code, VERIFIER).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(tokens["token_type"].as_str().map(str::to_ascii_lowercase).as_deref(), Some("bearer"));
+    // A second client: the consent is refused, saying which limit.
+    let second = register(&app, "Another client", REDIRECT).await;
+    let r = decide(&app, &bob, &second, "approve", "bob's desktop").await;
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("max_oauth_clients_per_user"), "{text}");
+    // Revoking the first client's credential (on the Agents page) makes room.
+    let credential = app
+        .core
+        .credentials
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.agent == "bob's laptop")
+        .expect("the first client's credential");
+    assert!(app.core.credentials.revoke(&credential.id).unwrap());
+    let code = approved_code(&app, &bob, &second, "bob's desktop").await;
+    assert_eq!(exchange(&app, &second, &code, VERIFIER).await.0, 200);
+}

@@ -298,3 +298,82 @@ async fn a_failed_sign_in_never_logs_what_was_typed_as_the_name() {
     assert!(!text.contains("Tr0ub4dor"), "{text}");
     assert!(!text.contains('\u{1b}') && !text.contains("\r\nfake"), "{text}");
 }
+
+#[tokio::test]
+async fn a_server_function_without_a_session_answers_401_never_500() {
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    for name in [
+        "agents",
+        "mint",
+        "minted",
+        "revoke",
+        "execution",
+        "decide",
+        "pending",
+        "grant",
+        "grants",
+        "revoke-grant",
+        "history",
+        "timeline",
+        "notify_targets",
+        "overview",
+        "policies",
+        "policy_preview",
+        "policy_save",
+        "policy_remove",
+        "tools",
+        "tool-review",
+        "upstreams",
+        "users",
+        "invite",
+        "reset-link",
+        "held-link",
+        "user-disabled",
+        "user-admin",
+        "user-remove",
+        "password",
+        "sign-out-others",
+    ] {
+        // Without arguments, with them, and with a session cookie that is not one.
+        for (cookie, form) in [
+            (None, vec![]),
+            (None, vec![("pattern", "x*"), ("action", "allow"), ("id", "x"), ("username", "ada")]),
+            (Some("gatehouse_session=not-a-session"), vec![]),
+        ] {
+            let mut request = app
+                .same_origin(reqwest::Method::POST, &format!("/api/fn/{name}"))
+                .header("accept", "application/json")
+                .form(&form);
+            if let Some(cookie) = cookie {
+                request = request.header("cookie", cookie);
+            }
+            let r = request.send().await.unwrap();
+            assert_eq!(r.status(), 401, "{name} {cookie:?} {form:?}");
+            let body: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(body["error"], "unauthorized", "{name}: {body}");
+            assert!(body["message"].as_str().is_some_and(|m| m.contains("sign in")), "{body}");
+        }
+        // A plain form post (no JavaScript) goes to the sign-in page.
+        let r = app
+            .same_origin(reqwest::Method::POST, &format!("/api/fn/{name}"))
+            .header("accept", "text/html")
+            .header("referer", app.url("/policies"))
+            .form(&[("pattern", "x*")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303, "{name}");
+        assert_eq!(r.headers()["location"], "/sign-in", "{name}");
+    }
+    assert!(app.core.policy.rules().unwrap().is_empty(), "nothing ran");
+    // The one public server function still answers without a session.
+    let r = app
+        .same_origin(reqwest::Method::POST, "/api/fn/password-link")
+        .form(&[("token", "nope")])
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(r.status(), 401);
+    assert_ne!(r.status().as_u16(), 500);
+}

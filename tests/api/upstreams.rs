@@ -419,3 +419,48 @@ async fn a_storm_of_list_changes_is_coalesced_into_a_few_listings() {
     let lists = counts["lists"].as_u64().unwrap();
     assert!(lists < 30, "301 list_changed notifications cost {lists} listings");
 }
+
+/// What the server logs on this thread (the server runs on the test's
+/// current-thread runtime).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_rule_that_matches_no_tool_is_logged_at_start_and_marked_on_the_policies_page() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let app = spawn_app_with(|c| {
+        c.upstreams = vec![everything_stdio()];
+        // The upstream's own tool name (exposed as ev__test_simple_text), and
+        // an upstream that does not exist: neither matches anything.
+        c.policy = vec![allow_rule("ev__test_*"), allow_rule("test_simple_text"), allow_rule("nothing__*")];
+    })
+    .await;
+    app.wait_for_upstream_tool("ev__test_simple_text").await;
+    let text = || String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    wait_until("the unmatched rules are logged", || text().matches("matches no exposed tool").count() >= 2).await;
+    let text = text();
+    assert!(text.contains("pattern=test_simple_text"), "{text}");
+    assert!(text.contains("pattern=nothing__*"), "{text}");
+    assert!(!text.contains("pattern=ev__test_*"), "a rule that matches is not reported: {text}");
+
+    app.add_user("ada", true).await;
+    let ada = app.sign_in("ada").await;
+    let view: Value = app.post_fn(&ada, "policies", &[]).await.json().await.unwrap();
+    assert_eq!(view["unmatched"], json!(["test_simple_text", "nothing__*"]), "{view}");
+    let page = app.get_as(&ada, "/policies").await.text().await.unwrap();
+    assert_eq!(page.matches("matches no tool right now").count(), 2, "the page marks both rules");
+}

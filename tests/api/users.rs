@@ -397,3 +397,53 @@ impl Captured {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 }
+
+#[tokio::test]
+async fn a_sign_in_past_the_session_bound_ends_the_oldest_session() {
+    let app = spawn_app_with(|c| c.limits.max_browser_sessions_per_user = 2).await;
+    app.add_user("ada", true).await;
+    let first = app.sign_in("ada").await;
+    let second = app.sign_in("ada").await;
+    assert!(signed_in(&app, &first).await && signed_in(&app, &second).await);
+    // A third sign-in is not refused: the oldest session ends instead.
+    let third = app.sign_in("ada").await;
+    assert!(!signed_in(&app, &first).await, "the oldest session ended");
+    assert!(signed_in(&app, &second).await && signed_in(&app, &third).await);
+}
+
+#[tokio::test]
+async fn credentials_per_user_are_bounded_with_an_error_naming_the_limit() {
+    let app = spawn_app_with(|c| c.limits.max_credentials_per_user = 2).await;
+    let (ada, bob) = app.ada_and_bob().await;
+    let issue = |agent: &str, thread: Option<&str>| {
+        let mut body = json!({"agent": agent, "owner": "bob"});
+        if let Some(thread) = thread {
+            body["thread"] = json!(thread);
+        }
+        app.same_origin(Method::POST, "/api/credentials").header("cookie", &ada).json(&body).send()
+    };
+    assert_eq!(issue("one", Some("t")).await.unwrap().status(), 201);
+    let r = issue("two", None).await.unwrap();
+    assert_eq!(r.status(), 201);
+    let two: Value = r.json().await.unwrap();
+    let refused = issue("three", None).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "limit_reached", "{body}");
+    assert!(body["message"].as_str().unwrap().contains("max_credentials_per_user"), "{body}");
+    // Re-issuing for a thread replaces its credential: still within the bound.
+    assert_eq!(issue("one", Some("t")).await.unwrap().status(), 201);
+    // Minting on the console says the same, as a sentence (never a 500).
+    let r = call_fn(&app, &bob, "mint", &[("agent", "four"), ("thread", ""), ("owner", "")]).await;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("max_credentials_per_user"));
+    // Revoking one makes room.
+    let revoked = app
+        .same_origin(Method::DELETE, &format!("/api/credentials/{}", two["id"].as_str().unwrap()))
+        .header("cookie", &ada)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    assert_eq!(issue("five", None).await.unwrap().status(), 201);
+}

@@ -56,7 +56,7 @@ pub fn PoliciesPage() -> impl IntoView {
 
 #[component]
 fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerAction<RemoveRule>) -> impl IntoView {
-    let PoliciesView { now_ms, is_admin, rules, changes } = view;
+    let PoliciesView { now_ms, is_admin, rules, changes, unmatched } = view;
     let error = move || {
         save.value()
             .get()
@@ -80,7 +80,10 @@ fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerActi
                             <th scope="col">"Source"</th><th scope="col"><span class="visually-hidden">"Actions"</span></th>
                         </tr></thead>
                         <tbody>
-                        {rules.into_iter().map(|r| view! { <RuleRow rule=r is_admin remove/> }).collect_view()}
+                        {rules.into_iter().map(|r| {
+                            let unmatched = unmatched.contains(&r.pattern);
+                            view! { <RuleRow rule=r is_admin unmatched remove/> }
+                        }).collect_view()}
                         </tbody>
                     </table>
                     </div>
@@ -110,7 +113,7 @@ fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerActi
 }
 
 #[component]
-fn RuleRow(rule: Rule, is_admin: bool, remove: ServerAction<RemoveRule>) -> impl IntoView {
+fn RuleRow(rule: Rule, is_admin: bool, unmatched: bool, remove: ServerAction<RemoveRule>) -> impl IntoView {
     let from_config = rule.source == "config";
     let edit = format!(
         "{}?pattern={}&action={}{}",
@@ -122,7 +125,14 @@ fn RuleRow(rule: Rule, is_admin: bool, remove: ServerAction<RemoveRule>) -> impl
     let pattern = rule.pattern.clone();
     view! {
         <tr data-pattern=rule.pattern.clone() data-source=rule.source.clone()>
-            <td data-label="Pattern"><code><Name text=rule.pattern.clone()/></code></td>
+            <td data-label="Pattern">
+                <code><Name text=rule.pattern.clone()/></code>
+                {unmatched.then(|| view! {
+                    <span class="hint unmatched" data-unmatched="true">
+                        " matches no tool right now (upstream tools are named with their upstream's prefix)"
+                    </span>
+                })}
+            </td>
             <td data-label="Action"><span class=format!("action {}", rule.action)>{rule.action.label()}</span></td>
             <td data-label="Human only">{if rule.human_only { "yes" } else { "no" }}</td>
             <td data-label="Source">{if from_config { "config file (read-only)" } else { "database" }}</td>

@@ -6,10 +6,25 @@ use gatehouse_core::approvals::AccessError;
 use gatehouse_core::users::User;
 use leptos::prelude::*;
 
-/// The signed-in user and the stores, or an error.
+/// The signed-in user and the stores, or an error. Nobody signed in (no
+/// session cookie, or an expired one) answers 401 — or, for a plain form
+/// post (no JavaScript: it accepts `text/html`), a redirect to the sign-in
+/// page — never a 500.
 pub fn context() -> Result<(User, gatehouse_core::Core), ServerFnError> {
     let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
-    let user = parts.extensions.get::<User>().cloned().ok_or_else(|| ServerFnError::new("not signed in"))?;
+    let Some(user) = parts.extensions.get::<User>().cloned() else {
+        let plain_form = parts
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/html"));
+        if plain_form {
+            leptos_axum::redirect("/sign-in");
+        } else {
+            set_status(401);
+        }
+        return Err(ServerFnError::new("not signed in"));
+    };
     let core = use_context::<gatehouse_core::Core>().ok_or_else(|| ServerFnError::new("no core"))?;
     Ok((user, core))
 }

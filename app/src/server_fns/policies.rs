@@ -20,6 +20,9 @@ pub struct PoliciesView {
     pub rules: Vec<Rule>,
     /// The latest rule changes, newest first.
     pub changes: Vec<ChangeEntry>,
+    /// Patterns of the rules that match no exposed tool right now (for
+    /// example an upstream's own tool name, without its prefix).
+    pub unmatched: Vec<String>,
 }
 
 /// One tool a rule being edited matches: what the gate does now, and would do.
@@ -38,12 +41,20 @@ pub struct RulePreview {
 /// Rules and their recent changes.
 #[server(prefix = "/api/fn", endpoint = "policies")]
 pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
-    ctx::blocking(|user, core| {
+    let catalog = ctx::tool_catalog()?;
+    ctx::blocking(move |user, core| {
+        let rules = core.policy.rules()?.as_ref().clone();
+        let tools = catalog.exposed_tools();
+        let unmatched = gatehouse_core::policy::unmatched(&rules, tools.iter().map(|t| t.name.as_str()))
+            .into_iter()
+            .map(|rule| rule.pattern.clone())
+            .collect();
         Ok(PoliciesView {
             now_ms: core.clock.now_ms(),
             is_admin: user.is_admin,
-            rules: core.policy.rules()?.as_ref().clone(),
+            rules,
             changes: core.changes.recent("policy", 20)?,
+            unmatched,
         })
     })
     .await

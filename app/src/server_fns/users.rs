@@ -64,6 +64,7 @@ mod server {
             CoreError::Invalid { .. } => 400,
             CoreError::NotFound(_) => 404,
             CoreError::Conflict(_) | CoreError::Refused(_) => 409,
+            CoreError::Limit(_) => 429,
             _ => 500,
         }
     }

@@ -37,6 +37,9 @@ impl From<CoreError> for AccessError {
     fn from(e: CoreError) -> Self {
         match e {
             CoreError::Invalid { .. } => AccessError::Invalid(e.to_string()),
+            // A per-user bound (minting past max_credentials_per_user): the
+            // person can act on it, so it is theirs to read, not a 500.
+            CoreError::Limit(message) => AccessError::Invalid(message),
             e => AccessError::Storage(e.to_string()),
         }
     }

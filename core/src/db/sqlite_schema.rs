@@ -267,4 +267,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         WHERE owner IS NOT NULL;
     CREATE INDEX audit_owner_id ON audit_events(owner_id, id);
     "#,
+    // 17: the address each dynamically registered client came from (an
+    // IPv6 address by its /64), so registration is bounded per address on
+    // every replica; and indexes for the per-user bounds (credentials and
+    // grants by owner).
+    r#"
+    ALTER TABLE oauth_clients ADD COLUMN registered_from TEXT;
+    CREATE INDEX oauth_clients_unused_from ON oauth_clients(registered_from, created_at) WHERE last_used_at IS NULL;
+    CREATE INDEX credentials_owner ON credentials(owner) WHERE revoked_at IS NULL;
+    CREATE INDEX grants_owner ON grants(owner);
+    "#,
 ];

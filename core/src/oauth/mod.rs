@@ -33,10 +33,12 @@ pub const REFRESH_PREFIX: &str = "grt_";
 pub const SCOPE: &str = "mcp";
 /// How long an authorization code may wait for its exchange.
 const CODE_TTL_MS: i64 = 2 * 60 * 1000;
-/// Dynamically registered clients never used for a sign-in are forgotten after a day.
-const UNUSED_CLIENT_MS: i64 = 24 * 3600 * 1000;
-/// At most this many never-used registrations are kept (registration is open
-/// to anyone, so it must not fill the disk).
+/// At most this many never-used registrations (younger than
+/// [`Registration::unused_ttl`]) are kept from all addresses together
+/// (registration is open to anyone, so it must not fill the disk). One
+/// address holds at most [`Registration::per_address`] of them, which
+/// [`Registration::effective_per_address`] keeps far below this, so a flood
+/// from one address never reaches it: only many addresses together could.
 const MAX_UNUSED_CLIENTS: i64 = 10_000;
 
 /// An OAuth error, with the code the RFCs give it (RFC 6749 §5.2, RFC 7591
@@ -67,6 +69,15 @@ pub enum OAuthError {
     /// Too many registrations are waiting to be used.
     #[error("{0}")]
     TemporarilyUnavailable(String),
+    /// This address has registered as many clients as it may until one is
+    /// used or expires (answered 429 with `Retry-After`).
+    #[error("{message}")]
+    TooManyRegistrations {
+        /// What was refused and which limit did it.
+        message: String,
+        /// Seconds until the oldest of this address's registrations expires.
+        retry_after_secs: u64,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] CoreError),
@@ -90,6 +101,9 @@ impl OAuthError {
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
             OAuthError::TemporarilyUnavailable(_) => "temporarily_unavailable",
+            // RFC 6749 §4.1.2.1's code for "cannot handle this now": the
+            // 429 status and the description say it is this address's limit.
+            OAuthError::TooManyRegistrations { .. } => "temporarily_unavailable",
             OAuthError::Store(_) => "server_error",
         }
     }
@@ -266,13 +280,44 @@ pub struct Tokens {
     pub credential_id: String,
 }
 
-/// Lifetimes of what the authorization server issues.
+/// Lifetimes of what the authorization server issues, and the bounds of
+/// open registration.
 #[derive(Debug, Clone, Copy)]
 pub struct Lifetimes {
     /// Access tokens.
     pub access: Duration,
     /// Refresh tokens.
     pub refresh: Duration,
+    /// Dynamic registration's bounds.
+    pub registration: Registration,
+}
+
+/// Bounds of dynamic client registration (RFC 7591), which anyone may use.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration {
+    /// A registered client not used for a sign-in within this long is
+    /// forgotten (and no longer counts against its address).
+    pub unused_ttl: Duration,
+    /// Never-used registrations one address (an IPv6 /64) may hold at once.
+    pub per_address: usize,
+}
+
+impl Default for Registration {
+    fn default() -> Self {
+        Self { unused_ttl: Duration::from_secs(10 * 60), per_address: 20 }
+    }
+}
+
+impl Registration {
+    /// [`Registration::per_address`], never more than a tenth of the global
+    /// cap, so one address cannot fill it for the others.
+    pub fn effective_per_address(&self) -> i64 {
+        i64::try_from(self.per_address).unwrap_or(i64::MAX).clamp(1, MAX_UNUSED_CLIENTS / 10)
+    }
+
+    fn unused_ms(&self) -> i64 {
+        i64::try_from(self.unused_ttl.as_millis()).unwrap_or(i64::MAX)
+    }
 }
 
 /// The authorization server's store: clients, codes, tokens.
@@ -309,33 +354,83 @@ impl OAuthStore {
         Self { db, clock, credentials, live, lifetimes }
     }
 
-    /// Registers a client (RFC 7591); confidential ones get a secret.
-    pub fn register(&self, metadata: ClientMetadata) -> Result<Registered> {
+    /// Registers a client (RFC 7591) for someone at `from` (the client's
+    /// address, an IPv6 address by its /64: see the server's `ClientAddr`);
+    /// confidential ones get a secret.
+    ///
+    /// Counted in the database, so replicas agree: `from` may hold at most
+    /// [`Registration::per_address`] never-used registrations younger than
+    /// [`Registration::unused_ttl`] (refused with
+    /// [`OAuthError::TooManyRegistrations`]); all addresses together at most
+    /// [`MAX_UNUSED_CLIENTS`]. The count and the insert run in one
+    /// transaction, which takes the write lock on both backends.
+    pub fn register(&self, metadata: ClientMetadata, from: &str) -> Result<Registered> {
         let now = self.clock.now_ms();
-        let mut conn = self.db.conn()?;
-        let waiting: i64 =
-            conn.query_one("SELECT COUNT(*) FROM oauth_clients WHERE last_used_at IS NULL", args![], |r| r.get(0))?;
-        if waiting >= MAX_UNUSED_CLIENTS {
-            return Err(OAuthError::TemporarilyUnavailable(
-                "too many registered clients have not been used yet; try again later".into(),
-            ));
-        }
+        let limits = self.lifetimes.registration;
+        let since = now.saturating_sub(limits.unused_ms());
+        let per_address = limits.effective_per_address();
         let client_id = secret::new_id("client");
         let secret = (is_confidential(metadata.auth_method)).then(secret::new_token);
-        conn.execute(
-            "INSERT INTO oauth_clients (client_id, kind, name, redirect_uris, auth_method, secret_hash, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            args![
-                client_id,
-                ClientKind::Registered.as_str(),
-                metadata.name,
-                serde_json::to_string(&metadata.redirect_uris)
-                    .map_err(|e| CoreError::Invalid { field: "redirect_uris", reason: e.to_string() })?,
-                metadata.auth_method.as_str(),
-                secret.as_deref().map(secret::hash),
-                now
-            ],
-        )?;
+        let uris = serde_json::to_string(&metadata.redirect_uris)
+            .map_err(|e| CoreError::Invalid { field: "redirect_uris", reason: e.to_string() })?;
+        enum Refused {
+            Address { oldest: i64 },
+            Everyone,
+        }
+        let refused = self.db.conn()?.transaction(|tx| {
+            let (mine, oldest): (i64, Option<i64>) = tx.query_one(
+                "SELECT COUNT(*), MIN(created_at) FROM oauth_clients
+                 WHERE last_used_at IS NULL AND registered_from = ?1 AND created_at > ?2",
+                args![from, since],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            if mine >= per_address {
+                return Ok(Some(Refused::Address { oldest: oldest.unwrap_or(now) }));
+            }
+            let everyone: i64 = tx.query_one(
+                "SELECT COUNT(*) FROM oauth_clients WHERE last_used_at IS NULL AND created_at > ?1",
+                args![since],
+                |r| r.get(0),
+            )?;
+            if everyone >= MAX_UNUSED_CLIENTS {
+                return Ok(Some(Refused::Everyone));
+            }
+            tx.execute(
+                "INSERT INTO oauth_clients (client_id, kind, name, redirect_uris, auth_method, secret_hash, created_at,
+                                            registered_from)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                args![
+                    client_id,
+                    ClientKind::Registered.as_str(),
+                    metadata.name,
+                    uris,
+                    metadata.auth_method.as_str(),
+                    secret.as_deref().map(secret::hash),
+                    now,
+                    from
+                ],
+            )?;
+            Ok(None)
+        })?;
+        match refused {
+            Some(Refused::Address { oldest }) => {
+                let wait_ms = (oldest + limits.unused_ms() - now).max(1000);
+                return Err(OAuthError::TooManyRegistrations {
+                    message: format!(
+                        "this address already has {per_address} registered clients that have not been used for a \
+                         sign-in (oauth.max_unused_registrations_per_address); use one of them, or register again \
+                         when they expire (oauth.unused_registration_ttl)"
+                    ),
+                    retry_after_secs: u64::try_from((wait_ms + 999) / 1000).unwrap_or(1),
+                });
+            }
+            Some(Refused::Everyone) => {
+                return Err(OAuthError::TemporarilyUnavailable(
+                    "too many registered clients have not been used yet; try again later".into(),
+                ));
+            }
+            None => {}
+        }
         let client = Client {
             client_id,
             kind: ClientKind::Registered,
@@ -422,7 +517,13 @@ impl OAuthStore {
         }
         let now = self.clock.now_ms();
         let code = secret::new_token();
-        self.db.conn()?.execute(
+        let mut conn = self.db.conn()?;
+        // Said on the consent page already, not only when the code is exchanged.
+        self.credentials.check_room(&mut conn, &consent.owner, IssuedVia::OAuth).map_err(|e| match e {
+            CoreError::Limit(message) => OAuthError::InvalidRequest(message),
+            other => OAuthError::Store(other),
+        })?;
+        conn.execute(
             "INSERT INTO oauth_codes (code_hash, client_id, owner, agent, redirect_uri, code_challenge, resource,
                                       created_at, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -563,8 +664,9 @@ impl OAuthStore {
                 Ok(Ok(self.insert_tokens(tx, &credential_id, &client.client_id, &row.resource, now)?))
             })
             .map_err(|e| match e {
-                // What was approved cannot become a credential: the grant is bad, not the server.
-                CoreError::Invalid { .. } => OAuthError::InvalidGrant(e.to_string()),
+                // What was approved cannot become a credential (or its owner
+                // holds as many as they may): the grant is bad, not the server.
+                CoreError::Invalid { .. } | CoreError::Limit(_) => OAuthError::InvalidGrant(e.to_string()),
                 other => OAuthError::Store(other),
             })?;
         if let Some(credential) = reused {
@@ -723,7 +825,8 @@ impl OAuthStore {
     }
 
     /// Deletes expired codes and tokens, tokens of revoked credentials, and
-    /// registrations never used within a day; returns how many rows went.
+    /// registrations not used within [`Registration::unused_ttl`]; returns
+    /// how many rows went.
     pub fn purge(&self) -> std::result::Result<usize, CoreError> {
         let now = self.clock.now_ms();
         let mut conn = self.db.conn()?;
@@ -735,7 +838,7 @@ impl OAuthStore {
         )?;
         n += conn.execute(
             "DELETE FROM oauth_clients WHERE last_used_at IS NULL AND created_at <= ?1",
-            args![now - UNUSED_CLIENT_MS],
+            args![now.saturating_sub(self.lifetimes.registration.unused_ms())],
         )?;
         Ok(n)
     }

@@ -22,7 +22,7 @@ fn core() -> (Core, Arc<ManualClock>) {
 fn public_client(core: &Core) -> Client {
     let metadata =
         ClientMetadata::check(Some("Claude Code"), &[REDIRECT.to_string()], Some("none"), None, None).unwrap();
-    core.oauth.register(metadata).unwrap().client
+    core.oauth.register(metadata, "192.0.2.1").unwrap().client
 }
 
 fn consent(client: &Client) -> Consent {
@@ -165,7 +165,7 @@ fn confidential_clients_must_prove_themselves_the_way_they_registered() {
     let (core, _) = core();
     let metadata =
         ClientMetadata::check(Some("web app"), &["https://app.example/cb".into()], None, None, None).unwrap();
-    let registered = core.oauth.register(metadata).unwrap();
+    let registered = core.oauth.register(metadata, "192.0.2.1").unwrap();
     let id = registered.client.client_id.clone();
     let secret = registered.secret.expect("client_secret_basic by default");
     let auth = |s: Option<&str>, via| core.oauth.authenticate_client(&id, s, via).map(|c| c.client_id);
@@ -205,4 +205,50 @@ fn purge_forgets_unused_registrations_and_dead_tokens() {
     assert!(core.oauth.client(&unused.client_id).unwrap().is_none());
     assert!(core.oauth.client(&used.client_id).unwrap().is_some());
     assert!(core.oauth.authenticate(&tokens.access_token, RESOURCE).unwrap().is_err());
+}
+
+#[test]
+fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
+    let (core, clock) = core();
+    let register = |from: &str| {
+        let metadata = ClientMetadata::check(Some("flood"), &[REDIRECT.to_string()], Some("none"), None, None).unwrap();
+        core.oauth.register(metadata, from)
+    };
+    let per_address = Registration::default().per_address;
+    for _ in 0..per_address {
+        register("192.0.2.1").unwrap();
+    }
+    let refused = register("192.0.2.1").unwrap_err();
+    assert_eq!(refused.code(), "temporarily_unavailable");
+    let (message, retry_after_secs) = match refused {
+        OAuthError::TooManyRegistrations { message, retry_after_secs } => (message, retry_after_secs),
+        other => panic!("{other:?}"),
+    };
+    assert!(message.contains("max_unused_registrations_per_address"), "{message}");
+    assert!((1..=600).contains(&retry_after_secs), "{retry_after_secs}");
+    // Another address is not refused.
+    let other = register("198.51.100.7").unwrap().client;
+
+    // A used registration no longer counts against its address.
+    let code = core.oauth.create_code(&consent(&other)).unwrap();
+    core.oauth.exchange_code(&other, &code, REDIRECT, VERIFIER, RESOURCE).unwrap();
+    for _ in 1..per_address {
+        register("198.51.100.7").unwrap();
+    }
+    register("198.51.100.7").unwrap();
+    assert!(register("198.51.100.7").is_err());
+
+    // Unused ones expire after the TTL: the address may register again, and
+    // housekeeping deletes them (the used one stays).
+    clock.advance(Registration::default().unused_ttl + Duration::from_secs(1));
+    register("192.0.2.1").unwrap();
+    assert!(core.oauth.purge().unwrap() >= 2 * per_address);
+    assert!(core.oauth.client(&other.client_id).unwrap().is_some(), "a used client stays");
+}
+
+#[test]
+fn one_address_never_reaches_the_global_cap() {
+    let huge = Registration { per_address: usize::MAX, ..Registration::default() };
+    assert!(huge.effective_per_address() * 10 <= MAX_UNUSED_CLIENTS);
+    assert_eq!(Registration { per_address: 0, ..Registration::default() }.effective_per_address(), 1);
 }
