@@ -42,7 +42,7 @@ pub struct ConsentView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConsentInfo {
     /// A valid request to approve or deny.
-    Ask(ConsentView),
+    Ask(Box<ConsentView>),
     /// A request that cannot be approved, and why.
     Refused(String),
 }

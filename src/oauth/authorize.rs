@@ -316,7 +316,7 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
                 };
                 let name = fresh_name(&checked.client.name, &taken);
                 let agent = AgentChoice::of(&self.core, &user.username, name, &taken, None);
-                ConsentInfo::Ask(view(&checked, &params, user, agent))
+                ConsentInfo::Ask(Box::new(view(&checked, &params, user, agent)))
             }
             Err(Refusal::Page(why)) => ConsentInfo::Refused(why),
             Err(Refusal::Redirect(_)) => {
@@ -468,7 +468,7 @@ pub async fn decide(
                 let shown = view(&checked, &form.params, &user, choice);
                 parts.method = Method::GET;
                 let mut request = Request::from_parts(parts, Body::empty());
-                request.extensions_mut().insert(ConsentInfo::Ask(shown));
+                request.extensions_mut().insert(ConsentInfo::Ask(Box::new(shown)));
                 let source = form_action_source(&checked.redirect_uri);
                 return Ok(page(render, request, StatusCode::BAD_REQUEST, source).await);
             }
