@@ -402,10 +402,13 @@ impl Captured {
 async fn a_sign_in_past_the_session_bound_ends_the_oldest_session() {
     let app = spawn_app_with(|c| c.limits.max_browser_sessions_per_user = 2).await;
     app.add_user("ada", true).await;
+    // The test clock stands still: a second between sign-ins tells them apart.
     let first = app.sign_in("ada").await;
+    app.clock.advance(std::time::Duration::from_secs(1));
     let second = app.sign_in("ada").await;
     assert!(signed_in(&app, &first).await && signed_in(&app, &second).await);
     // A third sign-in is not refused: the oldest session ends instead.
+    app.clock.advance(std::time::Duration::from_secs(1));
     let third = app.sign_in("ada").await;
     assert!(!signed_in(&app, &first).await, "the oldest session ended");
     assert!(signed_in(&app, &second).await && signed_in(&app, &third).await);
