@@ -115,7 +115,7 @@ EOF
 
   # -w waits until the server accepts connections (60 s at most).
   if ! as_pg "$bin/pg_ctl" -D "$datadir" -l "$log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $datadir -c fsync=off -c full_page_writes=off -c max_connections=1000" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $datadir -c fsync=off -c full_page_writes=off -c max_connections=2500" \
     start >/dev/null 9>&-; then
     cat "$log" >&2
     cmd_stop >/dev/null 2>&1 || true
