@@ -2,8 +2,13 @@
 //! `isError` result whose `structuredContent.error` is a wire code from
 //! [`ToolErrorCode`], with a message for the model and machine-readable
 //! details. Used by the gate and by upstream forwarding alike.
+//!
+//! For a tool that declares an `outputSchema`, [`Shape::OutputSchema`] moves
+//! those details (and a pause's) from `structuredContent` to `_meta`
+//! ([`META_KEY`]): clients validate a tool's `structuredContent` against its
+//! output schema, and Gatehouse's own answers are not the tool's structure.
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -68,9 +73,74 @@ pub fn error_result(code: ToolErrorCode, message: impl Into<String>, details: Va
     result
 }
 
+/// The `_meta` key under which a result for a tool with an `outputSchema`
+/// carries what Gatehouse would otherwise put in `structuredContent`: a
+/// pause's `{status, executionId, approvalUrl, expiresAt}`, an error's
+/// `{error, ...details}`.
+pub const META_KEY: &str = "gatehouse/details";
+
+/// How Gatehouse's own answers to a request (a pause, an error) are shaped,
+/// by what the called tool declares. The tool's own result, once it runs,
+/// is never reshaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// The called tool declares no `outputSchema` (and `resume`, which
+    /// declares none): the details in `structuredContent`, as always.
+    Structured,
+    /// The called tool declares an `outputSchema`: clients check every
+    /// `structuredContent` that is not an error against it (the TypeScript
+    /// SDK v1 even an error's), so the answer is `isError: true`, carries no
+    /// `structuredContent`, and has the details in `_meta` under [`META_KEY`]
+    /// (the text says the same for the model).
+    OutputSchema,
+}
+
+impl Shape {
+    /// The shape of Gatehouse's answers to a call of `tool`.
+    pub fn of(tool: &Tool) -> Shape {
+        if tool.output_schema.is_some() { Shape::OutputSchema } else { Shape::Structured }
+    }
+
+    /// `result` (one Gatehouse made, never a tool's own) in this shape.
+    pub fn fit(self, mut result: CallToolResult) -> CallToolResult {
+        if self == Shape::Structured {
+            return result;
+        }
+        if let Some(details) = result.structured_content.take() {
+            let mut meta = result.meta.take().unwrap_or_default();
+            meta.0.insert(META_KEY.to_string(), details);
+            result.meta = Some(meta);
+        }
+        result.is_error = Some(true);
+        result
+    }
+}
+
+/// The details Gatehouse put in a result of either [`Shape`]: its
+/// `structuredContent`, or `_meta[META_KEY]`.
+pub fn details(result: &CallToolResult) -> Option<&Value> {
+    result.structured_content.as_ref().or_else(|| result.meta.as_ref().and_then(|m| m.0.get(META_KEY)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn for_a_tool_with_an_output_schema_the_details_move_to_meta_and_it_is_an_error() {
+        let pause = CallToolResult::structured(
+            serde_json::json!({"status": "user_approval_required", "executionId": "exec_1"}),
+        );
+        let fitted = Shape::OutputSchema.fit(pause.clone());
+        assert_eq!(fitted.is_error, Some(true));
+        assert!(fitted.structured_content.is_none());
+        assert_eq!(fitted.content, pause.content);
+        assert_eq!(details(&fitted).unwrap()["executionId"], "exec_1");
+        let wire = serde_json::to_value(&fitted).unwrap();
+        assert_eq!(wire["_meta"][META_KEY]["status"], "user_approval_required");
+        assert!(wire.get("structuredContent").is_none());
+        assert_eq!(Shape::Structured.fit(pause.clone()), pause);
+    }
 
     #[test]
     fn the_code_is_on_the_wire_in_snake_case_beside_the_details() {

@@ -9,19 +9,24 @@ use rmcp::service::RequestContext;
 use super::{Mode, browser, form, input_required, model, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
+use crate::tool_error::Shape;
 
-/// Answers a call that just paused, the session's way.
+/// Answers a call that just paused, the session's way, in `shape` (what
+/// the called tool declares).
 pub async fn announce(
     state: &McpState,
     caller: &Caller,
     execution: &Execution,
     mode: Mode,
+    shape: Shape,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     match mode {
-        Mode::Native => native(state, caller, execution, ctx).await,
-        _ if model::may_decide(state, mode, execution) => Ok(model::pending_result_for_model(state, execution).into()),
-        _ => Ok(browser::pending_result(state, execution).into()),
+        Mode::Native => native(state, caller, execution, shape, ctx).await,
+        _ if model::may_decide(state, mode, execution) => {
+            Ok(model::pending_result_for_model(state, execution, shape).into())
+        }
+        _ => Ok(browser::pending_result(state, execution, shape).into()),
     }
 }
 
@@ -31,6 +36,7 @@ async fn native(
     state: &McpState,
     caller: &Caller,
     execution: &Execution,
+    shape: Shape,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     if url_elicitation::uses_url_error(state, ctx) {
@@ -43,13 +49,13 @@ async fn native(
     }
     let elicitation = ctx.client_capabilities().and_then(|c| c.elicitation);
     Ok(CallToolResponse::Complete(match elicitation {
-        Some(e) if e.url.is_some() => url_elicitation::hold_with_url(state, caller, execution, ctx).await,
+        Some(e) if e.url.is_some() => url_elicitation::hold_with_url(state, caller, execution, shape, ctx).await,
         // A form is answered by the client, which the agent may drive: it
         // decides only where the operator trusts client forms, and never a
         // call a rule reserves for a person.
         Some(_) if state.limits.trust_client_forms && !execution.human_only => {
-            form::ask_with_form(state, caller, execution, ctx).await
+            form::ask_with_form(state, caller, execution, shape, ctx).await
         }
-        _ => browser::pending_result(state, execution),
+        _ => browser::pending_result(state, execution, shape),
     }))
 }

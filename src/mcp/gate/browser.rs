@@ -8,6 +8,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
 
 use crate::mcp::McpState;
+use crate::tool_error::Shape;
 
 /// The approval page of an execution.
 pub fn approval_url(state: &McpState, execution: &Execution) -> String {
@@ -18,8 +19,10 @@ pub fn approval_url(state: &McpState, execution: &Execution) -> String {
     )
 }
 
-/// The browser-mode answer to a paused call (not an error: the call is fine, it waits).
-pub fn pending_result(state: &McpState, execution: &Execution) -> CallToolResult {
+/// The browser-mode answer to a paused call (not an error: the call is fine,
+/// it waits), in `shape`: for a tool with an `outputSchema` it is marked
+/// `isError` (with the pause in `_meta`), and the text says why.
+pub fn pending_result(state: &McpState, execution: &Execution, shape: Shape) -> CallToolResult {
     let url = approval_url(state, execution);
     let mut result = CallToolResult::structured(json!({
         "status": "user_approval_required",
@@ -35,5 +38,11 @@ pub fn pending_result(state: &McpState, execution: &Execution) -> CallToolResult
         execution.id,
         rfc3339(execution.expires_at_ms)
     ))];
-    result
+    if shape == Shape::OutputSchema {
+        result.content.push(ContentBlock::text(
+            "The call has not failed: it waits for the decision. This answer is marked as an error only because \
+             the tool declares an output schema that a pause does not fit.",
+        ));
+    }
+    shape.fit(result)
 }

@@ -13,7 +13,7 @@ use super::{Mode, announce, granted, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::catalogue::{self, HeldTool, UpstreamTool};
-use crate::tool_error::{ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Where an exposed tool runs.
 enum Target {
@@ -87,16 +87,18 @@ fn visible(rules: Option<&[Rule]>, tool: &Tool) -> bool {
 }
 
 /// Runs a resolved tool now (policy already passed, or the call was
-/// approved). `Err` is an upstream's own JSON-RPC error.
+/// approved): the tool's own result, or Gatehouse's error in `shape` when
+/// the upstream could not run it. `Err` is an upstream's own JSON-RPC error.
 async fn run_target(
     state: &McpState,
     caller: &Caller,
     target: &Target,
     arguments: &Value,
+    shape: Shape,
 ) -> Result<CallToolResult, ErrorData> {
     match target {
         Target::Builtin(tool) => Ok(tools::run(state, caller, &tool.name, arguments)),
-        Target::Upstream(tool) => state.upstreams.call(tool, arguments, &caller.origin).await,
+        Target::Upstream(tool) => state.upstreams.call(tool, arguments, &caller.origin, shape).await,
     }
 }
 
@@ -112,7 +114,10 @@ pub struct Call<'a> {
     pub mode: Mode,
 }
 
-/// Handles one `tools/call`.
+/// Handles one `tools/call`. Gatehouse's own answers (a pause, a refusal,
+/// an error) are shaped for what the called tool declares ([`Shape`]): a
+/// tool with an `outputSchema` never gets a `structuredContent` that is not
+/// its own; `resume` declares none and keeps the structured answers.
 pub async fn call(
     state: &McpState,
     caller: &Caller,
@@ -124,17 +129,18 @@ pub async fn call(
     }
     if let Some(held) = state.upstreams.held_tool(call.name) {
         tracing::warn!(tool = call.name, upstream = %held.upstream, agent = %caller.credential.agent, "call to a held-back tool refused");
-        return Ok(held_back(state, &held, None).into());
+        return Ok(held_back(state, &held, None, held_shape(state, &held)).into());
     }
     let target = Target::find(state, call.name)
         .ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
+    let shape = Shape::of(target.tool());
     if let Some(request_state) = call.request_state {
-        return Ok(input_required::retry(state, caller, request_state, &call.arguments, ctx).await);
+        return Ok(input_required::retry(state, caller, request_state, &call.arguments, shape, ctx).await);
     }
     if call.mode == Mode::Native && url_elicitation::uses_url_error(state, ctx) {
         let digest = gatehouse_core::approvals::digest(&call.arguments);
         if let Some(execution) = state.core.approvals.find_live(&caller.credential.id, call.name, &digest) {
-            return url_elicitation::continue_after_url_error(state, caller, &execution).await;
+            return url_elicitation::continue_after_url_error(state, caller, &execution, shape).await;
         }
     }
     let verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
@@ -143,15 +149,16 @@ pub async fn call(
     })?;
     let changes_gate = tools::changes_gate(call.name);
     match verdict.action {
-        Action::Allow => Ok(run_target(state, caller, &target, &call.arguments).await?.into()),
+        Action::Allow => Ok(run_target(state, caller, &target, &call.arguments, shape).await?.into()),
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
-            Ok(error_result(
-                ToolErrorCode::BlockedByPolicy,
-                format!("{} is blocked by policy rule {:?}", call.name, verdict.rule.unwrap_or_default()),
-                json!({"tool": call.name}),
-            )
-            .into())
+            Ok(shape
+                .fit(error_result(
+                    ToolErrorCode::BlockedByPolicy,
+                    format!("{} is blocked by policy rule {:?}", call.name, verdict.rule.unwrap_or_default()),
+                    json!({"tool": call.name}),
+                ))
+                .into())
         }
         Action::RequireApproval => {
             // A person's grant lets it run now — never for a human_only call
@@ -162,15 +169,15 @@ pub async fn call(
                     .await
                     .is_some()
             {
-                return Ok(run_target(state, caller, &target, &call.arguments).await?.into());
+                return Ok(run_target(state, caller, &target, &call.arguments, shape).await?.into());
             }
             let limit = state.limits.max_gated_arguments_bytes;
             let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);
             if size > limit {
                 tracing::warn!(tool = call.name, agent = %caller.credential.agent, size, limit, "gated call's arguments too large");
-                return Ok(error_result(ToolErrorCode::ArgumentsTooLarge,
+                return Ok(shape.fit(error_result(ToolErrorCode::ArgumentsTooLarge,
                     format!("the arguments of {} are {size} bytes; a call that waits for approval may carry at most {limit} (max_gated_arguments_bytes)", call.name),
-                    json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size}))
+                    json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size})))
                 .into());
             }
             let opened = state.core.approvals.open(NewExecution {
@@ -192,27 +199,37 @@ pub async fn call(
                 Ok(execution) => execution,
                 Err(e @ OpenError::TooMany { limit }) => {
                     tracing::warn!(tool = call.name, agent = %caller.credential.agent, limit, "too many live executions");
-                    return Ok(error_result(
-                        ToolErrorCode::TooManyExecutions,
-                        format!("{e}; wait for a decision on those first"),
-                        json!({"limit": "max_executions_per_credential", "max": limit}),
-                    )
-                    .into());
+                    return Ok(shape
+                        .fit(error_result(
+                            ToolErrorCode::TooManyExecutions,
+                            format!("{e}; wait for a decision on those first"),
+                            json!({"limit": "max_executions_per_credential", "max": limit}),
+                        ))
+                        .into());
                 }
             };
             // Written ahead: the client hears of the pause only once it would
             // survive a restart (awaited off the store's lock).
             state.core.approvals.flush().await;
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
-            announce::announce(state, caller, &execution, call.mode, ctx).await
+            announce::announce(state, caller, &execution, call.mode, shape, ctx).await
         }
     }
+}
+
+/// The shape of the answer to a call of a held-back tool: for an
+/// `outputSchema` in the definition offered now or in the pinned one (the
+/// one the agent was shown last).
+fn held_shape(state: &McpState, held: &HeldTool) -> Shape {
+    let pinned = state.core.pins.get(&held.upstream, &held.name).ok().flatten().and_then(|p| p.view);
+    let pinned_schema = pinned.is_some_and(|v| v.definition.get("outputSchema").is_some_and(|s| !s.is_null()));
+    if pinned_schema { Shape::OutputSchema } else { Shape::of(&held.tool) }
 }
 
 /// The answer for a call to a tool held back because its upstream changed
 /// its definition, or added it after its tools were pinned: never
 /// forwarded, and nothing of the new definition told.
-fn held_back(state: &McpState, held: &HeldTool, execution_id: Option<&str>) -> CallToolResult {
+fn held_back(state: &McpState, held: &HeldTool, execution_id: Option<&str>, shape: Shape) -> CallToolResult {
     let (tool, upstream): (&str, &str) = (&held.tool.name, &held.upstream);
     let mut details = json!({"tool": tool, "upstream": upstream, "reviewUrl": format!("{}{}", state.base_url, gatehouse_core::model::routes::TOOLS)});
     if let Some(id) = execution_id {
@@ -224,79 +241,85 @@ fn held_back(state: &McpState, held: &HeldTool, execution_id: Option<&str>) -> C
     } else {
         format!("{tool} changed at its upstream {upstream} since its definition was pinned")
     };
-    error_result(
+    shape.fit(error_result(
         ToolErrorCode::ToolChanged,
         format!(
             "{why}; it is held back until an admin reviews the change. Do not retry until the user says it was accepted."
         ),
         details,
-    )
+    ))
 }
 
 pub(super) fn gone(execution_id: &str, code: ToolErrorCode, message: String) -> CallToolResult {
     error_result(code, message, json!({"executionId": execution_id, "recovery": "re_execute"}))
 }
 
-/// After the decision: runs an approved call and returns its result, or
-/// answers for a declined, expired or cancelled one.
-pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+/// After the decision: runs an approved call and returns its result (the
+/// tool's own, untouched), or answers for a declined, expired or cancelled
+/// one in `shape` (the request's: the call's own, or `resume`'s).
+pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResult {
     let store = &state.core.approvals;
     match store.start_run(id) {
         Ok(execution) => {
-            let result = run_approved(state, caller, &execution).await;
+            let result = run_approved(state, caller, &execution, shape).await;
             let failed = result.is_error == Some(true);
             store.finish(id, !failed, None);
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");
             result
         }
-        Err(RunError::NotApproved("running")) => error_result(
+        Err(RunError::NotApproved("running")) => shape.fit(error_result(
             ToolErrorCode::ExecutionRunning,
             "this call is already running in another request",
             json!({"executionId": id}),
-        ),
-        Err(_) => settled_result(state, caller, id),
+        )),
+        Err(_) => settled_result(state, caller, id, shape),
     }
 }
 
 /// Runs exactly what was approved: the same upstream's same tool with the
 /// same definition, or nothing.
-async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution) -> CallToolResult {
+async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution, shape: Shape) -> CallToolResult {
     let id = &execution.id;
     if let Some(held) = state.upstreams.held_tool(&execution.tool) {
         tracing::warn!(execution = %id, tool = %execution.tool, "approved tool is held back (its definition changed); refused");
-        return held_back(state, &held, Some(id));
+        return held_back(state, &held, Some(id), shape);
     }
     let Some(target) = Target::find(state, &execution.tool) else {
-        return error_result(
+        return shape.fit(error_result(
             ToolErrorCode::ToolUnavailable,
             format!("{} is no longer available (its upstream may be down)", execution.tool),
             json!({"tool": execution.tool, "executionId": id}),
-        );
+        ));
     };
     if !target.is_what_was_approved(execution) {
         tracing::warn!(execution = %id, tool = %execution.tool, "approved tool changed before it ran; refused");
-        return error_result(
+        return shape.fit(error_result(
             ToolErrorCode::ToolChanged,
             format!(
                 "{} changed after it was approved (another upstream, or a new definition); it did not run. Make the call again to ask anew.",
                 execution.tool
             ),
             json!({"tool": execution.tool, "executionId": id, "recovery": "re_execute"}),
-        );
+        ));
     }
     // The answer goes to `resume` (or a held call), not to the original
     // request: an upstream's JSON-RPC error becomes an error result.
-    run_target(state, caller, &target, &execution.arguments).await.unwrap_or_else(|e| {
-        error_result(
+    run_target(state, caller, &target, &execution.arguments, shape).await.unwrap_or_else(|e| {
+        shape.fit(error_result(
             ToolErrorCode::UpstreamError,
             format!("{} failed at its upstream: {}", execution.tool, e.message),
             json!({"executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
-        )
+        ))
     })
 }
 
-/// The answer for an execution that is no longer live, from the audit log.
-pub fn settled_result(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+/// The answer for an execution that is no longer live, from the audit log,
+/// in `shape` (the request's).
+pub fn settled_result(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResult {
+    shape.fit(settled(state, caller, id))
+}
+
+fn settled(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
     let Some(last) = state.core.approvals.settled(id) else {
         return gone(id, ToolErrorCode::ExecutionNotFound, format!("no execution {id}; make the call again"));
     };

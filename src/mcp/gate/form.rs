@@ -13,7 +13,7 @@ use super::browser::pending_result;
 use super::engine::finish_decided;
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
-use crate::tool_error::{ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// The audit actor of an answer that came over the agent's own connection:
 /// never a person, whatever the client shows.
@@ -21,11 +21,13 @@ pub(super) fn client_actor(caller: &Caller) -> String {
     format!("agent:{} via client", caller.credential.agent)
 }
 
-/// A client that declares only form elicitation: ask in the client itself.
+/// A client that declares only form elicitation: ask in the client itself;
+/// Gatehouse's own answers in `shape` (the called tool's).
 pub async fn ask_with_form(
     state: &McpState,
     caller: &Caller,
     execution: &Execution,
+    shape: Shape,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     let store = &state.core.approvals;
@@ -54,7 +56,7 @@ pub async fn ask_with_form(
         a = ctx.peer.create_elicitation_with_timeout(params, Some(ttl)) => a,
         _ = ctx.ct.cancelled() => {
             store.forget(&execution.id, "the client cancelled the call");
-            return error_result(ToolErrorCode::ExecutionCancelled,"cancelled by the client", json!({"executionId": execution.id}));
+            return shape.fit(error_result(ToolErrorCode::ExecutionCancelled,"cancelled by the client", json!({"executionId": execution.id})));
         }
     };
     let decision = match answer {
@@ -68,10 +70,10 @@ pub async fn ask_with_form(
         Ok(_) => Decision::Decline,
         Err(e) => {
             tracing::warn!(execution = %execution.id, error = %e, "form elicitation failed; leaving the call to the browser");
-            return pending_result(state, execution);
+            return pending_result(state, execution, shape);
         }
     };
     // A browser decision may have come first; then that one stands.
     let _ = store.decide(&execution.id, decision, &actor);
-    finish_decided(state, caller, &execution.id).await
+    finish_decided(state, caller, &execution.id, shape).await
 }

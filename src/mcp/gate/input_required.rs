@@ -15,7 +15,7 @@ use super::browser::approval_url;
 use super::engine::{finish_decided, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
-use crate::tool_error::{ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// How long one retried 2026-07-28 call is held before answering "still
 /// pending" (the Python SDK retries an input-required answer a bounded number
@@ -89,12 +89,14 @@ pub fn input_required(state: &McpState, caller: &Caller, execution: &Execution) 
 }
 
 /// A 2026-07-28 retry carrying the `requestState` of an earlier answer: verify
-/// it, hold the call up to [`RETRY_HOLD`], then run it or answer again.
+/// it, hold the call up to [`RETRY_HOLD`], then run it or answer again;
+/// Gatehouse's own answers in `shape` (the called tool's).
 pub async fn retry(
     state: &McpState,
     caller: &Caller,
     request_state: &str,
     arguments: &serde_json::Value,
+    shape: Shape,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResponse {
     let digest = gatehouse_core::approvals::digest(arguments);
@@ -103,25 +105,25 @@ pub async fn retry(
         Ok(id) => id,
         Err(e) => {
             tracing::warn!(agent = %caller.credential.agent, error = %e, "refused a requestState");
-            return CallToolResponse::Complete(error_result(
+            return CallToolResponse::Complete(shape.fit(error_result(
                 ToolErrorCode::InvalidRequestState,
                 format!("the requestState was refused ({e}); make the call again without it"),
                 json!({"recovery": "re_execute"}),
-            ));
+            )));
         }
     };
     let store = &state.core.approvals;
     match store.get(&id) {
         // Decided before this retry arrived (declined, expired, cancelled), or
         // replayed after it ran: the audit log answers; nothing runs again.
-        None => return CallToolResponse::Complete(settled_result(state, caller, &id)),
+        None => return CallToolResponse::Complete(settled_result(state, caller, &id, shape)),
         Some((execution, _)) if !execution.belongs_to(&caller.credential) => {
             tracing::warn!(execution = %id, credential = %caller.credential.id, "requestState retry from another credential refused");
-            return CallToolResponse::Complete(error_result(
+            return CallToolResponse::Complete(shape.fit(error_result(
                 ToolErrorCode::ExecutionForbidden,
                 "this execution belongs to another credential",
                 json!({"executionId": id}),
-            ));
+            )));
         }
         Some(_) => {}
     }
@@ -131,11 +133,13 @@ pub async fn retry(
         Waited::StillPending => {
             CallToolResponse::InputRequired(InputRequiredResult::from_request_state(request_state.to_string()))
         }
-        Waited::Cancelled => CallToolResponse::Complete(error_result(
+        Waited::Cancelled => CallToolResponse::Complete(shape.fit(error_result(
             ToolErrorCode::ExecutionCancelled,
             "cancelled by the client",
             json!({"executionId": id}),
-        )),
-        Waited::Moved(_) | Waited::NotLive => CallToolResponse::Complete(finish_decided(state, caller, &id).await),
+        ))),
+        Waited::Moved(_) | Waited::NotLive => {
+            CallToolResponse::Complete(finish_decided(state, caller, &id, shape).await)
+        }
     }
 }

@@ -10,16 +10,16 @@ use super::Mode;
 use super::browser::{approval_url, pending_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::{Caller, ResumeAction};
-use crate::tool_error::{ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Whether this session's pauses are announced with the model's own way to decide.
 pub fn may_decide(state: &McpState, mode: Mode, execution: &Execution) -> bool {
     mode == Mode::Model && state.allow_model_decisions && !execution.human_only
 }
 
-/// Model mode: the browser answer, plus how the agent may decide itself.
-pub fn pending_result_for_model(state: &McpState, execution: &Execution) -> CallToolResult {
-    let mut result = pending_result(state, execution);
+/// Model mode: the browser answer (in `shape`), plus how the agent may decide itself.
+pub fn pending_result_for_model(state: &McpState, execution: &Execution, shape: Shape) -> CallToolResult {
+    let mut result = pending_result(state, execution, shape);
     result.content.push(ContentBlock::text(format!(
         "This session may decide itself: after confirming with the user, call `resume` with \
          {{\"executionId\": \"{}\", \"action\": \"accept\"}} (or \"decline\").",

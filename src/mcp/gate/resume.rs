@@ -17,7 +17,7 @@ use super::engine::{finish_decided, gone, settled_result};
 use super::model;
 use crate::mcp::McpState;
 use crate::mcp::tools::{Caller, ResumeArgs};
-use crate::tool_error::{ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// How long one `resume` call waits before answering "still pending"; under
 /// the TypeScript SDK's 60 s default request timeout.
@@ -48,6 +48,9 @@ pub(super) async fn wait(state: &McpState, id: &str, slice: Duration, ctx: &Requ
 
 /// `resume {executionId, action?}`: waits one slice for the decision, then
 /// runs the approved call and returns its result, or says why it will not run.
+/// `resume` declares no `outputSchema`: its own answers keep their
+/// `structuredContent` whatever the paused tool declares
+/// ([`Shape::Structured`]), and the tool's result passes as it is.
 pub async fn resume(
     state: &McpState,
     caller: &Caller,
@@ -62,7 +65,7 @@ pub async fn resume(
     let id = args.execution_id;
     let store = &state.core.approvals;
     let Some((execution, _)) = store.get(&id) else {
-        return settled_result(state, caller, &id);
+        return settled_result(state, caller, &id, Shape::Structured);
     };
     if !execution.belongs_to(&caller.credential) {
         tracing::warn!(execution = %id, agent = %caller.credential.agent, credential = %caller.credential.id, "resume refused: another credential's execution");
@@ -76,8 +79,8 @@ pub async fn resume(
         return refused;
     }
     match wait(state, &id, RESUME_SLICE, ctx).await {
-        Waited::StillPending => pending_result(state, &execution),
+        Waited::StillPending => pending_result(state, &execution, Shape::Structured),
         Waited::Cancelled => gone(&id, ToolErrorCode::ExecutionCancelled, "cancelled by the client".into()),
-        Waited::Moved(_) | Waited::NotLive => finish_decided(state, caller, &id).await,
+        Waited::Moved(_) | Waited::NotLive => finish_decided(state, caller, &id, Shape::Structured).await,
     }
 }

@@ -22,7 +22,7 @@ use super::form;
 use crate::config::NativeUrl;
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
-use crate::tool_error::{ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Progress notifications while a 2025-11-25 call is held, so clients that
 /// reset their timeout on progress keep waiting.
@@ -53,15 +53,17 @@ pub fn url_required_error(state: &McpState, execution: &Execution) -> ErrorData 
     )
 }
 
-/// The retry of a call answered with `-32042`: run it once decided, or ask again.
+/// The retry of a call answered with `-32042`: run it once decided, or ask
+/// again; Gatehouse's own answers in `shape` (the called tool's).
 pub async fn continue_after_url_error(
     state: &McpState,
     caller: &Caller,
     execution: &Execution,
+    shape: Shape,
 ) -> Result<CallToolResponse, ErrorData> {
     match state.core.approvals.get(&execution.id) {
         Some((_, s)) if s.state == State::Pending => Err(url_required_error(state, execution)),
-        _ => Ok(CallToolResponse::Complete(finish_decided(state, caller, &execution.id).await)),
+        _ => Ok(CallToolResponse::Complete(finish_decided(state, caller, &execution.id, shape).await)),
     }
 }
 
@@ -91,11 +93,13 @@ pub fn notify_when_decided(state: &McpState, execution: &Execution, ctx: &Reques
 }
 
 /// 2025-11-25 with URL elicitation: show the approval URL in the client, hold
-/// the call (with progress) until the decision, then finish it.
+/// the call (with progress) until the decision, then finish it; Gatehouse's
+/// own answers in `shape` (the called tool's).
 pub async fn hold_with_url(
     state: &McpState,
     caller: &Caller,
     execution: &Execution,
+    shape: Shape,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     let store = &state.core.approvals;
@@ -105,7 +109,7 @@ pub async fn hold_with_url(
     store.hold(&id);
     let url = match url::Url::parse(&approval_url(state, execution)) {
         Ok(u) => u,
-        Err(_) => return pending_result(state, execution),
+        Err(_) => return pending_result(state, execution, shape),
     };
     let peer = ctx.peer.clone();
     let message =
@@ -141,7 +145,7 @@ pub async fn hold_with_url(
             _ = ctx.ct.cancelled() => {
                 store.forget(&id, "the client cancelled the call");
                 elicit.abort();
-                return error_result(ToolErrorCode::ExecutionCancelled,"cancelled by the client", json!({"executionId": id}));
+                return shape.fit(error_result(ToolErrorCode::ExecutionCancelled,"cancelled by the client", json!({"executionId": id})));
             }
         }
     }
@@ -151,5 +155,5 @@ pub async fn hold_with_url(
         Some(json!({ "elicitationId": id })),
     ));
     let _ = ctx.peer.send_notification(complete).await;
-    finish_decided(state, caller, &id).await
+    finish_decided(state, caller, &id, shape).await
 }

@@ -21,7 +21,7 @@ use super::errors::sanitize;
 use super::link::Link;
 use super::relay;
 use super::session::{Downstream, Origin};
-use crate::tool_error::{ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// The answer to a call its agent cancelled (which nobody reads).
 fn cancelled() -> CallToolResult {
@@ -75,30 +75,33 @@ pub(super) fn supports_logging(peer: &Peer<RoleClient>) -> bool {
 impl Upstreams {
     /// Calls `tool` at its upstream for the agent request `origin`: progress
     /// and server→client requests flow back to that request, its cancellation
-    /// flows on. A call in flight when the upstream dies gets an error result;
-    /// the upstream's own JSON-RPC error is passed through as it is.
+    /// flows on. A call in flight when the upstream dies gets an error result
+    /// (in `shape`, the request's); the upstream's own result and JSON-RPC
+    /// error are passed through as they are.
     pub async fn call(
         &self,
         tool: &UpstreamTool,
         arguments: &serde_json::Value,
         origin: &Origin,
+        shape: Shape,
     ) -> Result<CallToolResult, ErrorData> {
         let failed = |message: String| {
             let message = sanitize(&message);
             self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %tool.upstream, tool = %tool.name, message = ?message, "upstream call failed");
-            error_result(
+            shape.fit(error_result(
                 ToolErrorCode::UpstreamFailed,
                 format!("upstream {} could not run {}: {message}", tool.upstream, tool.name),
                 serde_json::json!({"upstream": tool.upstream, "message": message}),
-            )
+            ))
         };
+        let cancelled_call = || shape.fit(cancelled());
         let link = tokio::select! {
             link = self.link(&tool.upstream, &origin.downstream) => match link {
                 Ok(link) => link,
                 Err(e) => return Ok(failed(e)),
             },
-            _ = origin.ct.cancelled() => return Ok(cancelled()),
+            _ = origin.ct.cancelled() => return Ok(cancelled_call()),
         };
         let mut params = CallToolRequestParams::new(tool.name.clone());
         if let Some(args) = arguments.as_object() {
@@ -115,7 +118,7 @@ impl Upstreams {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),
             Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
-            Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled()),
+            Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled_call()),
             Err(rmcp::service::ServiceError::Timeout { timeout }) => Ok(failed(format!(
                 "no answer within call_timeout ({}); cancelled at the upstream",
                 humantime::format_duration(timeout)
