@@ -17,6 +17,7 @@ mod native;
 mod notify;
 mod oauth;
 mod operator;
+mod output_schema;
 mod page_guards;
 mod pinning;
 mod proxy;
