@@ -1,9 +1,12 @@
 // Every client gets the approval its way (`/mcp?elicitation_mode=native`):
 // the TypeScript SDK declaring form+url, form only, or nothing, and the Python
-// SDK on 2026-07-28. Each completes approve and decline end to end.
+// SDK on 2026-07-28. Each completes approve and decline end to end — also for
+// a tool that declares an outputSchema (the everything fixture's
+// get-structured-content behind a require_approval rule): no pause may trip
+// the SDK's check of structured results.
 import { test, expect } from "@playwright/test";
 import { execFileSync, spawnSync } from "node:child_process";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
@@ -11,15 +14,27 @@ import {
   ElicitationCompleteNotificationSchema,
   UrlElicitationRequiredError,
 } from "@modelcontextprotocol/sdk/types.js";
-import { spawnGatehouse, type Gatehouse } from "./gatehouse";
+import { root, signInPage, spawnGatehouse, type Gatehouse } from "./gatehouse";
 
 const PW = "a long enough password";
 let gh: Gatehouse;
 let ada: string;
 
 test.describe.configure({ mode: "serial" });
+const STRUCTURED = "ev__get-structured-content";
+/** What the fixture's get-structured-content answers for Chicago (server-everything's values). */
+const CHICAGO = { temperature: 36, conditions: "Light rain / drizzle", humidity: 82 };
+/** Where a result for a tool with an outputSchema carries Gatehouse's details. */
+const DETAILS = "gatehouse/details";
+
 test.beforeAll(async () => {
-  gh = await spawnGatehouse();
+  const node = join(root, "tools", "node_modules", ".bin", "node");
+  const fixture = join(root, "end2end", "fixtures", "everything_server.mjs");
+  gh = await spawnGatehouse(
+    {},
+    `[[upstream]]\nname = "everything"\nprefix = "ev__"\ncommand = ${JSON.stringify(node)}\nargs = [${JSON.stringify(fixture)}, "--stdio"]\n\n` +
+      `[[policy]]\npattern = "${STRUCTURED}"\naction = "require_approval"\n`,
+  );
   gh.addUser("ada", PW, true);
   ada = await gh.signIn("ada", PW);
 });
@@ -210,5 +225,101 @@ test.describe("native_url = \"error\": the -32042 URL-elicitation-required error
     expect(result.isError).toBe(false);
     expect((result.structuredContent as any).pattern).toBe("err_*");
     await client.close();
+  });
+});
+
+test.describe("a tool with an outputSchema: the pause never trips the SDK's check of structured results", () => {
+  type Details = { status?: string; error?: string; executionId: string; approvalUrl?: string; reason?: string };
+
+  /** A TypeScript SDK v1 client at `path` that has listed the structured tool (so it checks its results). */
+  async function schemaClient(agent: string, path: string, elicitation?: Elicitation) {
+    const issued = gh.issueToken(agent, ["--owner", "ada"]);
+    const client = new Client(
+      { name: `ts-${agent}`, version: "1.0.0" },
+      { capabilities: elicitation ? { elicitation } : {} },
+    );
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${gh.url}${path}`), {
+        requestInit: { headers: { Authorization: `Bearer ${issued.token}` } },
+      }),
+    );
+    for (let i = 0; i < 100; i++) {
+      const tool = (await client.listTools()).tools.find((t) => t.name === STRUCTURED);
+      if (tool) {
+        expect(tool.outputSchema?.required).toEqual(["temperature", "conditions", "humidity"]);
+        return client;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new Error(`${STRUCTURED} never appeared`);
+  }
+
+  const call = { name: STRUCTURED, arguments: { location: "Chicago" } };
+  const details = (result: { _meta?: Record<string, unknown> }) => result._meta?.[DETAILS] as Details;
+  const pathOf = (url: string) => new URL(url).pathname + new URL(url).search;
+
+  test("browser mode: the link arrives without a throw; approved on the page, resume returns the conforming result", async ({
+    page,
+  }) => {
+    const client = await schemaClient("schema-browser", "/mcp");
+    const paused = await client.callTool(call);
+    expect(paused.isError).toBe(true);
+    expect(paused.structuredContent).toBeUndefined();
+    const pause = details(paused);
+    expect(pause.status).toBe("user_approval_required");
+    expect(JSON.stringify(paused.content)).toContain(pause.approvalUrl);
+
+    await signInPage(page, gh, "ada", PW, pathOf(pause.approvalUrl!));
+    await expect(page.locator(".live-status")).toHaveText("Live");
+    await page.getByRole("button", { name: "Approve" }).click();
+    await expect(page.getByRole("status")).toContainText("Approved");
+    const result = await client.callTool({ name: "resume", arguments: { executionId: pause.executionId } });
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toEqual(CHICAGO);
+    await client.close();
+  });
+
+  // Declaring URL elicitation: the call itself is held and returns the tool's
+  // result, which the SDK checks against the schema; a decline is an error
+  // result without structuredContent, which it does not check.
+  for (const action of ["accept", "decline"] as const) {
+    test(`native mode, URL elicitation: decided on the page (${action}), the held call answers`, async ({ page }) => {
+      const client = await schemaClient(`schema-url-${action}`, "/mcp?elicitation_mode=native", { form: {}, url: {} });
+      let shown!: (url: string) => void;
+      const url = new Promise<string>((r) => (shown = r));
+      client.setRequestHandler(ElicitRequestSchema, async (request) => {
+        shown((request.params as { url: string }).url);
+        return { action: "accept" };
+      });
+      const held = client.callTool(call, undefined, { timeout: 60_000 });
+      await signInPage(page, gh, "ada", PW, pathOf(await url));
+      await expect(page.locator(".live-status")).toHaveText("Live");
+      if (action === "accept") {
+        await page.getByRole("button", { name: "Approve" }).click();
+      } else {
+        await page.getByLabel("Reason for declining").fill("ask for New York");
+        await page.getByRole("button", { name: "Decline" }).click();
+      }
+      const result = await held;
+      if (action === "accept") {
+        expect(result.isError).toBeFalsy();
+        expect(result.structuredContent).toEqual(CHICAGO);
+      } else {
+        expect(result.isError).toBe(true);
+        expect(result.structuredContent).toBeUndefined();
+        expect(details(result).error).toBe("execution_declined");
+        expect(details(result).reason).toBe("ask for New York");
+        expect(JSON.stringify(result.content)).toContain("ask for New York");
+      }
+      await client.close();
+    });
+  }
+
+  test("Python SDK (2026-07-28 and 2025-11-25): the pause, approve and decline", async () => {
+    const issued = gh.issueToken("py-schema", ["--owner", "ada"]);
+    const python = resolve(import.meta.dirname, "..", "..", "tools", ".venv", "bin", "python");
+    const script = resolve(import.meta.dirname, "..", "clients", "python_output_schema.py");
+    const out = execFileSync(python, [script, gh.url, issued.token, ada], { encoding: "utf8", timeout: 120_000 });
+    expect(out).toContain("output schema: ok");
   });
 });

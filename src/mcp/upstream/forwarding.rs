@@ -11,7 +11,7 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequestParams, CompleteResult,
     ErrorData, GetPromptRequestParams, GetPromptResult, LoggingLevel, ReadResourceRequestParams, ReadResourceResult,
-    Reference, ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    Reference, ResultType, ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
 
@@ -115,7 +115,15 @@ impl Upstreams {
             Err(e) => return Ok(failed(link.why(&e))),
         };
         match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(ServerResult::CallToolResult(mut result)) => {
+                // A 2025-era upstream's result has no `resultType`, which the
+                // Python SDK on 2026-07-28 requires (rmcp drops `complete`
+                // again for agents on an older revision).
+                if result.result_type.is_none() {
+                    result.result_type = Some(ResultType::COMPLETE);
+                }
+                Ok(result)
+            }
             Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),
             Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
             Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled_call()),
