@@ -8,6 +8,7 @@ import { test, expect } from "@playwright/test";
 import { execFileSync, spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from "@modelcontextprotocol/client";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
   ElicitRequestSchema,
@@ -243,11 +244,17 @@ test.describe("a tool with an outputSchema: the pause never trips the SDK's chec
         requestInit: { headers: { Authorization: `Bearer ${issued.token}` } },
       }),
     );
+    await listed(() => client.listTools());
+    return client;
+  }
+
+  /** Lists until the structured tool is there (the upstream may still be starting); the SDK caches its schema. */
+  async function listed(list: () => Promise<{ tools: { name: string; outputSchema?: { required?: unknown } }[] }>) {
     for (let i = 0; i < 100; i++) {
-      const tool = (await client.listTools()).tools.find((t) => t.name === STRUCTURED);
+      const tool = (await list()).tools.find((t) => t.name === STRUCTURED);
       if (tool) {
         expect(tool.outputSchema?.required).toEqual(["temperature", "conditions", "humidity"]);
-        return client;
+        return;
       }
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -314,6 +321,35 @@ test.describe("a tool with an outputSchema: the pause never trips the SDK's chec
       await client.close();
     });
   }
+
+  test("TypeScript SDK v2 (2026-07-28): the pause without a throw; approved, resume returns the conforming result; declined", async () => {
+    const issued = gh.issueToken("schema-v2", ["--owner", "ada"]);
+    const client = new ClientV2(
+      { name: "ts-v2-schema", version: "1.0.0" },
+      { versionNegotiation: { mode: { pin: "2026-07-28" } } },
+    );
+    await client.connect(
+      new TransportV2(new URL(`${gh.url}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${issued.token}` } } }),
+    );
+    await listed(() => client.listTools());
+    for (const action of ["accept", "decline"] as const) {
+      const paused = await client.callTool(call);
+      expect(paused.isError).toBe(true);
+      expect(paused.structuredContent).toBeUndefined();
+      const pause = details(paused as { _meta?: Record<string, unknown> });
+      expect(pause.status).toBe("user_approval_required");
+      await decide(pause.executionId, action);
+      const result = await client.callTool({ name: "resume", arguments: { executionId: pause.executionId } });
+      if (action === "accept") {
+        expect(result.isError).toBeFalsy();
+        expect(result.structuredContent).toEqual(CHICAGO);
+      } else {
+        expect(result.isError).toBe(true);
+        expect((result.structuredContent as Details).error).toBe("execution_declined");
+      }
+    }
+    await client.close();
+  });
 
   test("Python SDK (2026-07-28 and 2025-11-25): the pause, approve and decline", async () => {
     const issued = gh.issueToken("py-schema", ["--owner", "ada"]);
