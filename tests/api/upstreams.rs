@@ -74,7 +74,9 @@ async fn a_gated_write_writes_once_approved_and_not_when_declined() {
         let path = dir.join(file);
         let paused =
             call(&app, &token, &sid, "files__write_file", json!({"path": path, "content": "from the agent"})).await;
-        let s = &paused["structuredContent"];
+        // write_file declares an outputSchema: the pause's details are in `_meta`.
+        assert!(paused.get("structuredContent").is_none(), "{paused}");
+        let s = &paused["_meta"][gatehouse::tool_error::META_KEY];
         assert_eq!(s["status"], "user_approval_required", "{paused}");
         let eid = s["executionId"].as_str().unwrap().to_string();
         let view = app.core.approvals.get(&eid).unwrap().0;
@@ -161,7 +163,8 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
     let messages = tokio::time::timeout(Duration::from_secs(10), in_flight).await.expect("the call ended").unwrap();
     let result = &messages.iter().find(|m| m["id"] == 31).expect("a reply")["result"];
     assert_eq!(result["isError"], true, "{messages:?}");
-    assert_eq!(result["structuredContent"]["error"], "upstream_failed");
+    // sleep declares an outputSchema: Gatehouse's own error has its details in `_meta`.
+    assert_eq!(result["_meta"][gatehouse::tool_error::META_KEY]["error"], "upstream_failed", "{messages:?}");
 
     for _ in 0..200 {
         let s = &app.upstreams.status()[0];
