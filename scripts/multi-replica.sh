@@ -126,6 +126,10 @@ say "== replicas A ($a_url) and B ($b_url), balancer $lb_url"
 # (With --database-url, this build refuses a data dir that does not exist yet:
 # "No such file or directory (os error 2)"; with SQLite it creates it.)
 mkdir -p "$work/data_a" "$work/data_b"
+# The replicas trust the balancer's X-Forwarded-For (deploy/haproxy.cfg has
+# `option forwardfor`), as a deployment must: else every client behind it
+# shares one address's bounds (OAuth registration, sign-in throttle).
+export GATEHOUSE_TRUSTED_PROXIES=127.0.0.1
 # (spawn writes A's pid to $work/a.pid, which the spec reads.)
 spawn a "$gatehouse" --listen "127.0.0.1:$pa" --data-dir "$work/data_a" --database-url "$db_url" --public-url "$lb_url" \
   >"$work/gatehouse_a.log" 2>&1

@@ -24,10 +24,25 @@ pub fn check(
     subject: Subject<'_>,
     arguments: &Value,
 ) -> Result<(), ErrorData> {
-    let verdict = state.core.policy.decide_subject(&subject).map_err(|e| {
-        tracing::error!(error = %e, "policy lookup failed");
-        ErrorData::internal_error("policy lookup failed", None)
-    })?;
+    let decide = |subject: &Subject<'_>| {
+        state.core.policy.decide_subject(subject).map_err(|e| {
+            tracing::error!(error = %e, "policy lookup failed");
+            ErrorData::internal_error("policy lookup failed", None)
+        })
+    };
+    let mut verdict = decide(&subject)?;
+    // A rule on a resource also holds with a query or fragment added: an
+    // upstream may drop them (`file:///etc/passwd?` is that file), so the
+    // URI without them is decided too and the stricter answer stands.
+    if verdict.action == Action::Allow
+        && let Subject::Resource(uri) = &subject
+        && let Some(cut) = uri.find(['?', '#'])
+    {
+        let bare = decide(&Subject::Resource(&uri[..cut]))?;
+        if bare.action != Action::Allow {
+            verdict = bare;
+        }
+    }
     let allowed = verdict.action == Action::Allow;
     let name = subject.name();
     let recorded = state.core.approvals.audit().record(audit::Entry {

@@ -75,7 +75,7 @@ pub async fn register(
     )?;
     let oauth = state.mcp.core.oauth.clone();
     let from_log = from.0;
-    let from = from.key();
+    let from = registration_key(from);
     let registered = tokio::task::spawn_blocking(move || oauth.register(metadata, &from))
         .await
         .map_err(|e| OAuthError::Store(gatehouse_core::CoreError::Join(e.to_string())))??;
@@ -93,4 +93,18 @@ pub async fn register(
         response_types: vec!["code"],
     };
     Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// The key registrations are bounded under: an IPv4 address itself, an IPv6
+/// address by its /48 (a site is given a whole /48: counted by /64, one
+/// site could fill the global cap alone, 500 × the per-address bound).
+fn registration_key(from: ClientAddr) -> String {
+    match from.0.map(|ip| ip.to_canonical()) {
+        Some(std::net::IpAddr::V6(v6)) => {
+            let s = v6.segments();
+            std::net::Ipv6Addr::new(s[0], s[1], s[2], 0, 0, 0, 0, 0).to_string()
+        }
+        Some(v4) => v4.to_string(),
+        None => "unknown".to_string(),
+    }
 }

@@ -237,8 +237,11 @@ pub async fn remove_user(username: String) -> Result<(), ServerFnError> {
         // their audit entries are written now (no user id: the user is gone),
         // before anyone could take the name again.
         let settled = core.approvals.forget_owner(&username);
-        let revoked = core.credentials.revoke_by_owner(&username)?;
-        let grants = core.grants.end_owner(&username)?;
+        // Both are tried whatever the other does: a grant left behind would
+        // be a later namesake's (grants are kept by name).
+        let revoked = core.credentials.revoke_by_owner(&username);
+        let grants = core.grants.end_owner(&username);
+        let (revoked, grants) = (revoked?, grants?);
         let detail = format!("{revoked} credential(s) revoked");
         server::record(&core, &user, &username, "remove", Some(&detail))?;
         tracing::info!(%username, revoked, settled, grants, by = %user.username, "user removed");
