@@ -591,13 +591,15 @@ async fn a_resource_rule_holds_however_the_uri_is_spelled() {
     let mut files = everything_stdio();
     files.args.push("--files".into());
     let app = spawn_app_fronting(files, |c| {
-        c.policy = vec![gatehouse_core::policy::Rule {
-            pattern: "resource:file:///etc/*".into(),
+        let block = |pattern: &str| gatehouse_core::policy::Rule {
+            pattern: pattern.into(),
             action: gatehouse_core::policy::Action::Block,
             human_only: false,
             source: "config".into(),
             approval_ttl_secs: None,
-        }]
+        };
+        // And a rule on one exact URI, which a query or fragment must not dodge.
+        c.policy = vec![block("resource:file:///etc/*"), block("resource:file:///srv/private.txt")]
     })
     .await;
     app.add_user("ada", true).await;
@@ -628,6 +630,16 @@ async fn a_resource_rule_holds_however_the_uri_is_spelled() {
         assert!(!format!("{answer:?}").contains(PASSWD), "{uri} read the blocked file: {answer:?}");
         assert_eq!(answer[0]["error"]["data"]["error"], "blocked_by_policy", "{uri}: {answer:?}");
         assert_eq!(answer[0]["error"]["data"]["subject"], "resource:file:///etc/passwd", "{uri}: {answer:?}");
+    }
+
+    // A query or fragment added to a URI an exact rule names is still that URI.
+    for (i, uri) in ["file:///srv/private.txt?", "file:///srv/private.txt?x=1", "file:///srv/private.txt#top"]
+        .into_iter()
+        .enumerate()
+    {
+        let (_, _, answer) = app.call(&token, &sid, read(20 + i, uri)).await;
+        assert_eq!(answer[0]["error"]["data"]["error"], "blocked_by_policy", "{uri}: {answer:?}");
+        assert_eq!(answer[0]["error"]["data"]["rule"], "resource:file:///srv/private.txt", "{uri}: {answer:?}");
     }
 
     // A spelling that cannot be normalised safely is refused before any rule or upstream.
