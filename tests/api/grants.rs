@@ -12,8 +12,6 @@ use crate::helpers::*;
 /// The fixture's unannotated tool: waits for a person by default and
 /// ignores its arguments.
 const TOOL: &str = "ev__test_simple_text";
-/// What it answers once it runs.
-const RAN: &str = "This is a simple text response for testing.";
 
 /// An app fronting the "everything" fixture, with admin "ada" and plain
 /// users "carol" and "bob" signed in: (app, ada, carol, bob).
@@ -24,16 +22,6 @@ async fn app() -> (TestApp, String, String, String) {
     app.add_user("carol", false).await;
     let carol = app.sign_in("carol").await;
     (app, ada, carol, bob)
-}
-
-/// Whether a `tools/call` reply is a pause; else it must be the tool's own result.
-fn paused(reply: &Value) -> bool {
-    let result = &reply["result"];
-    if result["structuredContent"]["status"] == "user_approval_required" {
-        return true;
-    }
-    assert_eq!(result["content"][0]["text"], RAN, "neither a pause nor the tool's result: {reply}");
-    false
 }
 
 /// `POST /api/executions/{eid}/resume` with `body`, as `cookie`, from this site.

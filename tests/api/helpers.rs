@@ -569,3 +569,36 @@ impl Fixture {
         self.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap()
     }
 }
+
+/// What the "everything" fixture's `test_simple_text` answers when it runs.
+pub const SIMPLE_TEXT_RAN: &str = "This is a simple text response for testing.";
+
+/// Whether a `tools/call` reply of `test_simple_text` is a pause; else it
+/// must be the tool's own result.
+pub fn paused(reply: &serde_json::Value) -> bool {
+    let result = &reply["result"];
+    if result["structuredContent"]["status"] == "user_approval_required" {
+        return true;
+    }
+    assert_eq!(result["content"][0]["text"], SIMPLE_TEXT_RAN, "neither a pause nor the tool's result: {reply}");
+    false
+}
+
+/// Registers a public client (RFC 7591) named `name` with one redirect URI;
+/// its client_id.
+pub async fn register_public_client(app: &TestApp, name: &str, redirect: &str) -> String {
+    let r = app
+        .client
+        .post(app.url("/oauth/register"))
+        .json(
+            &serde_json::json!({"client_name": name, "redirect_uris": [redirect], "token_endpoint_auth_method": "none",
+                      "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body.get("client_secret").is_none(), "a public client gets no secret");
+    body["client_id"].as_str().unwrap().to_string()
+}

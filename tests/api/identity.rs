@@ -12,8 +12,6 @@ use crate::helpers::*;
 /// The fixture's unannotated tool: waits for a person by default and
 /// ignores its arguments.
 const TOOL: &str = "ev__test_simple_text";
-/// What it answers once it runs.
-const RAN: &str = "This is a simple text response for testing.";
 /// RFC 7636 appendix B.
 const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
 const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
@@ -24,16 +22,6 @@ async fn app() -> TestApp {
     let app = spawn_app_fronting(everything_stdio(), |_| {}).await;
     app.wait_for_upstream_tool(TOOL).await;
     app
-}
-
-/// Whether a `tools/call` reply is a pause; else it must be the tool's own result.
-fn paused(reply: &Value) -> bool {
-    let result = &reply["result"];
-    if result["structuredContent"]["status"] == "user_approval_required" {
-        return true;
-    }
-    assert_eq!(result["content"][0]["text"], RAN, "neither a pause nor the tool's result: {reply}");
-    false
 }
 
 /// Approves `eid` as `cookie` with a grant until revoked.
@@ -52,20 +40,6 @@ async fn grant_forever(app: &TestApp, cookie: &str, eid: &str) {
 async fn history_of(app: &TestApp, cookie: &str) -> Vec<String> {
     let page: Value = app.get_as(cookie, "/api/history").await.json().await.unwrap();
     page["entries"].as_array().unwrap().iter().map(|e| e["executionId"].as_str().unwrap().to_string()).collect()
-}
-
-/// Registers a public client named `name`; its client_id.
-async fn register(app: &TestApp, name: &str) -> String {
-    let r = app
-        .client
-        .post(app.url("/oauth/register"))
-        .json(&json!({"client_name": name, "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none",
-                      "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    r.json::<Value>().await.unwrap()["client_id"].as_str().unwrap().to_string()
 }
 
 /// A valid authorization request of `client_id`, plus `extra` pairs.
@@ -136,7 +110,7 @@ async fn a_client_named_like_an_existing_agent_starts_with_no_grants_unless_the_
 
     // A client registers as "Claude Code": the page suggests a new name and
     // promises that every gated call waits.
-    let client_id = register(&app, "Claude Code").await;
+    let client_id = register_public_client(&app, "Claude Code", REDIRECT).await;
     let query = serde_urlencoded::to_string(request_pairs(&app, &client_id, &[])).unwrap();
     let page = app.get_as(&bob, &format!("/oauth/authorize?{query}")).await;
     assert_eq!(page.status(), 200);

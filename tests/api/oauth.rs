@@ -17,22 +17,6 @@ const REDIRECT: &str = "http://127.0.0.1:5555/callback";
 /// A gated built-in tool (a person decides every call).
 const GATED: &str = "gatehouse_policy_set";
 
-/// Registers a public client (RFC 7591); its client_id.
-async fn register(app: &TestApp, name: &str, redirect: &str) -> String {
-    let r = app
-        .client
-        .post(app.url("/oauth/register"))
-        .json(&json!({"client_name": name, "redirect_uris": [redirect], "token_endpoint_auth_method": "none",
-                      "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let body: Value = r.json().await.unwrap();
-    assert!(body.get("client_secret").is_none(), "a public client gets no secret");
-    body["client_id"].as_str().unwrap().to_string()
-}
-
 /// A valid authorization request of `client_id`, with `extra` pairs
 /// replacing its fields (an empty value drops the field).
 fn request_pairs(app: &TestApp, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -125,7 +109,7 @@ async fn signed_in_client() -> (TestApp, String, String, Value) {
     let app = spawn_app().await;
     app.add_user("bob", false).await;
     let bob = app.sign_in("bob").await;
-    let client_id = register(&app, "Claude Code", REDIRECT).await;
+    let client_id = register_public_client(&app, "Claude Code", REDIRECT).await;
     let code = approved_code(&app, &bob, &client_id, "bob's laptop").await;
     let (status, tokens) = exchange(&app, &client_id, &code, VERIFIER).await;
     assert_eq!(status, 200, "{tokens}");
@@ -188,7 +172,7 @@ async fn discovery_leads_from_a_401_to_this_gatehouse() {
 async fn a_person_signs_a_client_in_as_their_own_agent() {
     let app = spawn_app().await;
     app.add_user("bob", false).await;
-    let client_id = register(&app, "Claude Code", REDIRECT).await;
+    let client_id = register_public_client(&app, "Claude Code", REDIRECT).await;
     let path = authorize_path(&app, &client_id, &[]);
 
     // Signed out: to the sign-in page, which comes back here.
@@ -250,7 +234,7 @@ async fn deny_sends_access_denied_back_and_makes_nothing() {
     let app = spawn_app().await;
     app.add_user("bob", false).await;
     let bob = app.sign_in("bob").await;
-    let client_id = register(&app, "Cursor", REDIRECT).await;
+    let client_id = register_public_client(&app, "Cursor", REDIRECT).await;
     let r = decide(&app, &bob, &client_id, "deny", "x").await;
     assert_eq!(r.status(), 303);
     let (location, params) = location_params(&r);
@@ -403,7 +387,7 @@ async fn consent_cannot_be_given_from_another_site_or_by_nobody() {
     let app = spawn_app().await;
     app.add_user("bob", false).await;
     let bob = app.sign_in("bob").await;
-    let client_id = register(&app, "Claude Code", REDIRECT).await;
+    let client_id = register_public_client(&app, "Claude Code", REDIRECT).await;
     let form = request_pairs(&app, &client_id, &[("decision", "approve"), ("agent", "x")]);
     // A page on another site posting the form with bob's cookie.
     let r = app
@@ -608,7 +592,7 @@ async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_ano
 
     // Unused registrations expire in minutes: then the first address may register again.
     app.clock.advance(Duration::from_secs(10 * 60 + 1));
-    register(&app, "back again", REDIRECT).await;
+    register_public_client(&app, "back again", REDIRECT).await;
 }
 
 #[tokio::test]
@@ -616,13 +600,13 @@ async fn oauth_clients_per_user_are_bounded_with_an_error_naming_the_limit() {
     let app = spawn_app_with(|c| c.limits.max_oauth_clients_per_user = 1).await;
     app.add_user("bob", false).await;
     let bob = app.sign_in("bob").await;
-    let first = register(&app, "Claude Code", REDIRECT).await;
+    let first = register_public_client(&app, "Claude Code", REDIRECT).await;
     let code = approved_code(&app, &bob, &first, "bob's laptop").await;
     let (status, tokens) = exchange(&app, &first, &code, VERIFIER).await;
     assert_eq!(status, 200, "{tokens}");
     assert_eq!(tokens["token_type"].as_str().map(str::to_ascii_lowercase).as_deref(), Some("bearer"));
     // A second client: the consent is refused, saying which limit.
-    let second = register(&app, "Another client", REDIRECT).await;
+    let second = register_public_client(&app, "Another client", REDIRECT).await;
     let r = decide(&app, &bob, &second, "approve", "bob's desktop").await;
     assert_eq!(r.status(), 400);
     let text = r.text().await.unwrap();
