@@ -591,13 +591,7 @@ async fn a_resource_rule_holds_however_the_uri_is_spelled() {
     let mut files = everything_stdio();
     files.args.push("--files".into());
     let app = spawn_app_fronting(files, |c| {
-        let block = |pattern: &str| gatehouse_core::policy::Rule {
-            pattern: pattern.into(),
-            action: gatehouse_core::policy::Action::Block,
-            human_only: false,
-            source: "config".into(),
-            approval_ttl_secs: None,
-        };
+        let block = |pattern: &str| config_rule(pattern, gatehouse_core::policy::Action::Block);
         // And a rule on one exact URI, which a query or fragment must not dodge.
         c.policy = vec![block("resource:file:///etc/*"), block("resource:file:///srv/private.txt")]
     })

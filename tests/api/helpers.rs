@@ -479,9 +479,14 @@ pub fn session_cookie(response: &reqwest::Response) -> String {
 
 /// A config-file policy rule that lets calls matching `pattern` run at once.
 pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
+    config_rule(pattern, gatehouse_core::policy::Action::Allow)
+}
+
+/// A config-file policy rule: `action` for what matches `pattern`.
+pub fn config_rule(pattern: &str, action: gatehouse_core::policy::Action) -> gatehouse_core::policy::Rule {
     gatehouse_core::policy::Rule {
         pattern: pattern.into(),
-        action: gatehouse_core::policy::Action::Allow,
+        action,
         human_only: false,
         source: "config".into(),
         approval_ttl_secs: None,
@@ -602,3 +607,10 @@ pub async fn register_public_client(app: &TestApp, name: &str, redirect: &str) -
     assert!(body.get("client_secret").is_none(), "a public client gets no secret");
     body["client_id"].as_str().unwrap().to_string()
 }
+
+/// RFC 7636 appendix B: a PKCE verifier and its S256 challenge.
+pub const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+/// The S256 challenge of [`VERIFIER`].
+pub const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+/// The redirect URI the tests' OAuth clients register.
+pub const REDIRECT: &str = "http://127.0.0.1:5555/callback";

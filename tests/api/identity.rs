@@ -12,10 +12,6 @@ use crate::helpers::*;
 /// The fixture's unannotated tool: waits for a person by default and
 /// ignores its arguments.
 const TOOL: &str = "ev__test_simple_text";
-/// RFC 7636 appendix B.
-const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
-const REDIRECT: &str = "http://127.0.0.1:5555/callback";
 
 /// An app fronting the "everything" fixture.
 async fn app() -> TestApp {

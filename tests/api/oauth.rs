@@ -10,10 +10,6 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-/// RFC 7636 appendix B.
-const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
-const REDIRECT: &str = "http://127.0.0.1:5555/callback";
 /// A gated built-in tool (a person decides every call).
 const GATED: &str = "gatehouse_policy_set";
 

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use gatehouse::config::UpstreamConfig;
-use gatehouse_core::policy::{Action, Rule};
+use gatehouse_core::policy::Action;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -213,16 +213,7 @@ async fn a_rejected_change_stays_held_back_until_the_upstream_returns_to_the_pin
 
 #[tokio::test]
 async fn an_approved_call_does_not_run_once_its_tool_is_held_back() {
-    let s = setup(|_, c| {
-        c.policy = vec![Rule {
-            pattern: "shifty__note".into(),
-            action: Action::RequireApproval,
-            human_only: false,
-            source: "config".into(),
-            approval_ttl_secs: None,
-        }]
-    })
-    .await;
+    let s = setup(|_, c| c.policy = vec![config_rule("shifty__note", Action::RequireApproval)]).await;
     let paused = s.app.tool_call(&s.token, &s.sid, "shifty__note", json!({"text": "hi"})).await;
     let eid = execution_id(&paused);
     assert_eq!(s.app.decide(&s.ada, &eid, "accept").await.status(), 200);
@@ -385,13 +376,7 @@ async fn an_approval_is_bound_to_the_title_and_output_schema_too() {
     // stands between a changed definition and the approved call.
     let s = setup(|u, c| {
         u.pin_tools = false;
-        c.policy = vec![Rule {
-            pattern: "shifty__note".into(),
-            action: Action::RequireApproval,
-            human_only: false,
-            source: "config".into(),
-            approval_ttl_secs: None,
-        }]
+        c.policy = vec![config_rule("shifty__note", Action::RequireApproval)]
     })
     .await;
     let changes = [
