@@ -68,8 +68,10 @@ pub fn ConsentPage() -> impl IntoView {
                                             <strong data-testid="consent-inherit-grants">{grants.to_string()}</strong>
                                             {if grants == 1 { " grant" } else { " grants" }}
                                             ": the calls they cover run without asking you. Choose another name to start with none."</p>
+                                        // One span: the label is a flex row, and loose text would
+                                        // become columns on a phone.
                                         <label class="check"><input type="checkbox" name="inherit" value="yes"/>
-                                            " Let this client act as " <Name text=c.agent.clone()/> " and inherit its grants"</label>
+                                            <span>"Let this client act as " <Name text=c.agent.clone()/> " and inherit its grants"</span></label>
                                     </div>
                                 }
                             })}
