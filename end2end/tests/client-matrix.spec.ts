@@ -359,3 +359,77 @@ test.describe("a tool with an outputSchema: the pause never trips the SDK's chec
     expect(out).toContain("output schema: ok");
   });
 });
+
+// The TypeScript SDK v2 (its stable line, pinned to 2026-07-28) as most new
+// agents embed it: no session, `input_required` fulfilled automatically through
+// the client's own `elicitation/create` handler, then retried with Gatehouse's
+// sealed requestState until a person has decided.
+test.describe("TypeScript SDK v2 (2026-07-28): connect, list, call, a gated call approved and declined in the browser", () => {
+  async function v2Client(agent: string, onUrl?: (url: string) => void) {
+    const issued = gh.issueToken(agent, ["--owner", "ada"]);
+    const client = new ClientV2(
+      { name: `ts-v2-${agent}`, version: "1.0.0" },
+      { versionNegotiation: { mode: { pin: "2026-07-28" } }, capabilities: { elicitation: { form: {}, url: {} } } },
+    );
+    if (onUrl) {
+      client.setRequestHandler("elicitation/create", async (request) => {
+        const params = request.params as { mode?: string; url?: string };
+        expect(params.mode).toBe("url");
+        onUrl(params.url!);
+        return { action: "accept" };
+      });
+    }
+    await client.connect(
+      new TransportV2(new URL(`${gh.url}/mcp?elicitation_mode=native`), {
+        requestInit: { headers: { Authorization: `Bearer ${issued.token}` } },
+      }),
+    );
+    return client;
+  }
+
+  test("connects on 2026-07-28, lists Gatehouse's and the upstream's tools, calls one", async () => {
+    const client = await v2Client("plain");
+    expect(client.getServerVersion()?.name).toBe("gatehouse");
+    let names: string[] = [];
+    for (let i = 0; i < 100 && !names.includes("ev__test_simple_text"); i++) {
+      names = (await client.listTools()).tools.map((t) => t.name);
+      if (!names.includes("ev__test_simple_text")) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(names).toContain("gatehouse_status");
+    expect(names).toContain("ev__test_simple_text");
+    const status = await client.callTool({ name: "gatehouse_status", arguments: {} });
+    expect(status.isError).toBeFalsy();
+    expect(JSON.stringify(status.content)).toContain("plain");
+    const text = await client.callTool({ name: "ev__test_simple_text", arguments: {} });
+    expect(text.isError).toBeFalsy();
+    await client.close();
+  });
+
+  for (const action of ["accept", "decline"] as const) {
+    test(`a gated call: the approval link through input_required, decided on the page (${action})`, async ({ page }) => {
+      let shown!: (url: string) => void;
+      const url = new Promise<string>((r) => (shown = r));
+      const client = await v2Client(`gated-${action}`, shown);
+      const held = client.callTool({ name: STRUCTURED, arguments: { location: "Chicago" } }, { timeout: 120_000 });
+      const link = new URL(await url);
+      await signInPage(page, gh, "ada", PW, link.pathname + link.search);
+      await expect(page.locator(".live-status")).toHaveText("Live");
+      if (action === "accept") {
+        await page.getByRole("button", { name: "Approve" }).click();
+      } else {
+        await page.getByLabel("Reason for declining").fill("not this city");
+        await page.getByRole("button", { name: "Decline" }).click();
+      }
+      const result = await held;
+      if (action === "accept") {
+        expect(result.isError).toBeFalsy();
+        expect(result.structuredContent).toEqual(CHICAGO);
+      } else {
+        expect(result.isError).toBe(true);
+        expect(result.structuredContent).toBeUndefined();
+        expect(JSON.stringify(result.content)).toContain("not this city");
+      }
+      await client.close();
+    });
+  }
+});
