@@ -15,6 +15,17 @@ const fn v6(s0: u16, s1: u16, s2: u16, s3: u16, len: u8) -> Ipv6Net {
     Ipv6Net::new_assert(Ipv6Addr::new(s0, s1, s2, s3, 0, 0, 0, 0), len)
 }
 
+/// The network an address is counted under by limits that key on where a
+/// request came from: an IPv4 address itself, an IPv6 address by its first
+/// `v6_prefix` bits (one host or site holds a whole /64 or /48 and could
+/// otherwise rotate through it). IPv4-mapped IPv6 counts as IPv4.
+pub fn network_key(ip: IpAddr, v6_prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Net::new(v6, v6_prefix.min(128)).map_or(v6, |net| net.network())),
+        v4 => v4,
+    }
+}
+
 /// Every block of the IANA IPv4 Special-Purpose Address Registry
 /// (<https://www.iana.org/assignments/iana-ipv4-special-registry>, as of
 /// 2025), plus multicast (224.0.0.0/4, not unicast at all). A metadata
@@ -145,6 +156,19 @@ pub fn parse_network(text: &str) -> Result<IpNet, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn network_keys_count_ipv6_by_prefix_and_mapped_addresses_as_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:3:4:5:6".parse().unwrap();
+        let same64: IpAddr = "2001:db8:1:2:ffff::1".parse().unwrap();
+        let other64_same48: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(network_key(a, 64), network_key(same64, 64));
+        assert_ne!(network_key(a, 64), network_key(other64_same48, 64));
+        assert_eq!(network_key(a, 48), network_key(other64_same48, 48));
+        assert_eq!(network_key(a, 48).to_string(), "2001:db8:1::");
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(network_key(mapped, 48), IpAddr::from([10, 0, 0, 1]));
+    }
 
     fn refused(text: &str) -> bool {
         !is_public(text.parse().unwrap())

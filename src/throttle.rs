@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -98,13 +98,7 @@ fn username_key(username: &str) -> u64 {
 /// IPv4 addresses count one by one; IPv6 by /64, since one host usually
 /// holds a whole /64 and could otherwise rotate through it.
 pub fn address_key(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-        }
-        v4 => v4,
-    }
+    crate::addresses::network_key(ip, 64)
 }
 
 #[derive(Debug, Default, Clone, Copy)]

@@ -59,9 +59,15 @@ impl AuditLog {
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
         self.db.conn()?.execute(
             // The owner is kept by user id too (the name alone could be someone
-            // else's later); a removed user's rows have none.
+            // else's later); a removed user's rows have none. An execution's
+            // later entries carry its first entry's id rather than looking the
+            // name up again: a call still running when its owner was removed
+            // must not land in the history of a namesake added since.
             "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, (SELECT id FROM users WHERE username = ?7))",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+               CASE WHEN EXISTS (SELECT 1 FROM audit_events WHERE execution_id = ?1)
+                 THEN (SELECT owner_id FROM audit_events WHERE execution_id = ?1 ORDER BY id LIMIT 1)
+                 ELSE (SELECT id FROM users WHERE username = ?7) END)",
             args![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream],
         )?;
         Ok(())
@@ -305,6 +311,43 @@ mod tests {
         assert_eq!(log.prune_older_than(Duration::from_secs(90 * 24 * 3600)).unwrap(), 1);
         assert!(log.latest("exec_old").unwrap().is_none());
         assert!(log.latest("exec_new").unwrap().is_some());
+    }
+
+    #[test]
+    fn an_executions_later_entries_keep_its_first_owner_id_not_a_namesakes() {
+        let clock = Arc::new(ManualClock::new(1_764_460_800_000));
+        let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
+        let sql = |q: &str| log.db.conn().unwrap().execute(q, args![]).unwrap();
+        sql("INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0)");
+        let write = |eid: &str, state: &str| {
+            log.record(Entry {
+                execution_id: eid,
+                state,
+                tool: "fs_write",
+                upstream: None,
+                arguments_digest: "d",
+                agent: "claude",
+                owner: Some("ada"),
+                credential_id: Some("cred_1"),
+                thread: None,
+                actor: Some("agent:claude"),
+                detail: None,
+            })
+            .unwrap()
+        };
+        write("e1", "pending");
+        write("e1", "approved");
+        // Ada is removed (her rows lose their id), a new "ada" is added, and
+        // the call that was running finishes.
+        sql("UPDATE audit_events SET owner_id = NULL");
+        sql("DELETE FROM users");
+        sql("INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0)");
+        write("e1", "completed");
+        write("e2", "pending");
+        let new_ada = log.db.conn().unwrap().query_opt("SELECT id FROM users", args![], |r| r.get::<i64>(0)).unwrap();
+        let mine = log.search(&HistoryFilter::default(), &HistoryScope::User(new_ada.unwrap()), 100).unwrap();
+        let ids: Vec<_> = mine.iter().map(|e| e.execution_id.as_str()).collect();
+        assert_eq!(ids, vec!["e2"], "the new ada sees only her own call, not the old one's completion");
     }
 
     #[test]

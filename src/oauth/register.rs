@@ -99,12 +99,5 @@ pub async fn register(
 /// address by its /48 (a site is given a whole /48: counted by /64, one
 /// site could fill the global cap alone, 500 × the per-address bound).
 fn registration_key(from: ClientAddr) -> String {
-    match from.0.map(|ip| ip.to_canonical()) {
-        Some(std::net::IpAddr::V6(v6)) => {
-            let s = v6.segments();
-            std::net::Ipv6Addr::new(s[0], s[1], s[2], 0, 0, 0, 0, 0).to_string()
-        }
-        Some(v4) => v4.to_string(),
-        None => "unknown".to_string(),
-    }
+    from.0.map_or_else(|| "unknown".to_string(), |ip| crate::addresses::network_key(ip, 48).to_string())
 }
