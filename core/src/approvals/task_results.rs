@@ -139,6 +139,11 @@ impl TaskResults {
         )
     }
 
+    /// Deletes the results past their retention (housekeeping); how many.
+    pub fn purge_expired(&self) -> Result<usize> {
+        self.db.conn()?.execute("DELETE FROM task_results WHERE expires_at <= ?1", args![self.clock.now_ms()])
+    }
+
     /// Results stored for `credential_id` (tests, metrics).
     pub fn count(&self, credential_id: &str) -> Result<usize> {
         self.db.conn()?.query_one(
@@ -185,6 +190,7 @@ mod tests {
         assert_eq!((stored.status.as_str(), &stored.result), ("completed", &result));
         clock.advance(RESULT_RETENTION);
         assert!(results.get("exec_a").unwrap().is_none(), "expired");
+        assert_eq!(results.purge_expired().unwrap(), 1);
 
         for i in 0..RESULTS_PER_CREDENTIAL + 5 {
             clock.advance(Duration::from_millis(1));
