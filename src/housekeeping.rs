@@ -1,10 +1,11 @@
 //! Background housekeeping: deletes browser sessions that have expired and
-//! audit entries older than `audit_retention`, and dead OAuth codes, tokens
-//! and unused client registrations, once at start and then every
+//! audit entries older than `audit_retention`, dead OAuth codes, tokens
+//! and unused client registrations, and expired task results, once at start and then every
 //! [`EVERY`], until the server shuts down.
 
 use std::time::Duration;
 
+use gatehouse_core::approvals::TaskResults;
 use gatehouse_core::audit::AuditLog;
 use gatehouse_core::{Core, CoreError};
 use tokio_util::sync::CancellationToken;
@@ -24,6 +25,8 @@ pub struct Swept {
     pub audit_events: usize,
     /// Expired OAuth codes and tokens, and registrations never used.
     pub oauth: usize,
+    /// Task results past their retention.
+    pub task_results: usize,
 }
 
 /// One sweep, on a blocking thread (it may delete many rows).
@@ -36,7 +39,8 @@ pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, Core
             let audit_events = AuditLog::new(core.db.clone(), core.clock.clone()).prune_older_than(audit_retention)?;
             let oauth = core.oauth.purge()?;
             core.approvals.audit().prune_claims()?;
-            Ok(Swept { sessions, audit_events, oauth })
+            let task_results = TaskResults::new(core.db.clone(), core.clock.clone()).purge_expired()?;
+            Ok(Swept { sessions, audit_events, oauth, task_results })
         })?;
         Ok(swept.unwrap_or_default())
     })
@@ -60,6 +64,7 @@ pub async fn run(core: Core, audit_retention: Duration, shutdown: CancellationTo
                     sessions = swept.sessions,
                     audit_events = swept.audit_events,
                     oauth = swept.oauth,
+                    task_results = swept.task_results,
                     "housekeeping deleted old rows"
                 );
             }

@@ -12,10 +12,11 @@ use gatehouse_core::credentials::Credential;
 use gatehouse_core::grants::GrantStore;
 use gatehouse_core::live::{LiveHub, McpSessionInfo};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -132,8 +133,12 @@ impl GatehouseMcp {
 impl ServerHandler for GatehouseMcp {
     fn get_info(&self) -> ServerConfig {
         // Tools come and go with policy rules (a block hides one) and upstreams.
-        let mut capabilities =
-            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build();
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .enable_tasks()
+            .build();
         if self.state.upstreams.any() {
             // Prompts, resources and completions come only from upstreams,
             // whose lists change as they come and go.
@@ -147,6 +152,7 @@ impl ServerHandler for GatehouseMcp {
                 .enable_resources_list_changed()
                 .enable_resources_subscribe()
                 .enable_completions()
+                .enable_tasks()
                 .build();
         }
         ServerConfig::new(capabilities)
@@ -342,5 +348,39 @@ impl ServerHandler for GatehouseMcp {
             tracing::warn!(tool = ?request.name, agent = ?caller.credential.agent, error = ?e.message, "tools/call refused");
         }
         result
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        gate::task::get(&self.state, &self.task_caller(&context)?, &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        gate::task::update(&self.state, &self.task_caller(&context)?, &request.task_id, &request.input_responses).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        gate::task::cancel(&self.state, &self.task_caller(&context)?, &request.task_id).await
+    }
+}
+
+impl GatehouseMcp {
+    /// The caller of a `tasks/*` request (rmcp has checked that the client
+    /// declared tasks).
+    fn task_caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+        let (credential, session) = caller(&context.extensions)?;
+        let origin = Origin::of(self.bind(context), context);
+        Ok(Caller { credential: credential.clone(), session_id: session.map(String::from), origin })
     }
 }

@@ -25,6 +25,7 @@ mod relay_stress;
 mod replicas;
 mod shutdown;
 mod starvation;
+mod tasks;
 mod throttling;
 mod upstreams;
 mod users;

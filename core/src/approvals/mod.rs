@@ -23,6 +23,7 @@ mod metrics;
 mod persist;
 mod replicas;
 mod store;
+mod task_results;
 
 pub use access::{AccessError, may_decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
@@ -32,6 +33,7 @@ pub use replicas::SWEEP_EVERY;
 pub use store::{
     ApprovalStore, DecideError, Limits, MAX_APPROVAL_TTL, OpenError, Restored, RunError, Snapshot, Waited,
 };
+pub use task_results::{RESULT_RETENTION, RESULTS_PER_CREDENTIAL, TaskResult, TaskResults};
 
 #[cfg(test)]
 mod tests {

@@ -279,4 +279,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX credentials_owner ON credentials(owner) WHERE revoked_at IS NULL;
     CREATE INDEX grants_owner ON grants(owner);
     "#,
+    // 18: the results of tasks (SEP-2663): a gated call a client made as a
+    // task runs once approved, and its result waits here for the client's
+    // `tasks/get` (after a restart, or on another replica) until it expires.
+    r#"
+    CREATE TABLE task_results (
+        task_id       TEXT PRIMARY KEY,
+        credential_id TEXT NOT NULL,
+        thread        TEXT,
+        agent         TEXT NOT NULL,
+        owner         TEXT,
+        tool          TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        result        TEXT NOT NULL,
+        created_at    BIGINT NOT NULL,
+        finished_at   BIGINT NOT NULL,
+        expires_at    BIGINT NOT NULL
+    );
+    CREATE INDEX task_results_credential ON task_results(credential_id, finished_at);
+    CREATE INDEX task_results_expires ON task_results(expires_at);
+    "#,
 ];

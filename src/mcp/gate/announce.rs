@@ -1,12 +1,13 @@
 //! How a pause is announced: the session's mode and what its client
-//! declared pick one of the ways in this folder.
+//! declared pick one of the ways in this folder (a client that declared
+//! tasks gets a task).
 
 use gatehouse_core::approvals::Execution;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, ErrorData, ProtocolVersion};
 use rmcp::service::RequestContext;
 
-use super::{Mode, browser, form, input_required, model, url_elicitation};
+use super::{Mode, browser, form, input_required, model, task, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
 use crate::tool_error::Shape;
@@ -22,6 +23,9 @@ pub async fn announce(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     match mode {
+        // A task answers now and needs no request held open, whatever the
+        // mode; except where the model may decide itself (through `resume`).
+        _ if task::declared(ctx) && !model::may_decide(state, mode, execution) => Ok(task::created(state, execution)),
         Mode::Native => native(state, caller, execution, shape, ctx).await,
         _ if model::may_decide(state, mode, execution) => {
             Ok(model::pending_result_for_model(state, execution, shape).into())

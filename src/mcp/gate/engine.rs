@@ -137,7 +137,8 @@ pub async fn call(
     if let Some(request_state) = call.request_state {
         return Ok(input_required::retry(state, caller, request_state, &call.arguments, shape, ctx).await);
     }
-    if call.mode == Mode::Native && url_elicitation::uses_url_error(state, ctx) {
+    // A client that declared tasks got a task, not the -32042 error, for its first call.
+    if call.mode == Mode::Native && url_elicitation::uses_url_error(state, ctx) && !super::task::declared(ctx) {
         let digest = gatehouse_core::approvals::digest(&call.arguments);
         if let Some(execution) = state.core.approvals.find_live(&caller.credential.id, call.name, &digest) {
             return url_elicitation::continue_after_url_error(state, caller, &execution, shape).await;
@@ -278,7 +279,12 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str, shape: 
 
 /// Runs exactly what was approved: the same upstream's same tool with the
 /// same definition, or nothing.
-async fn run_approved(state: &McpState, caller: &Caller, execution: &Execution, shape: Shape) -> CallToolResult {
+pub(super) async fn run_approved(
+    state: &McpState,
+    caller: &Caller,
+    execution: &Execution,
+    shape: Shape,
+) -> CallToolResult {
     let id = &execution.id;
     if let Some(held) = state.upstreams.held_tool(&execution.tool) {
         tracing::warn!(execution = %id, tool = %execution.tool, "approved tool is held back (its definition changed); refused");

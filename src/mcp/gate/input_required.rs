@@ -63,7 +63,8 @@ fn binding(credential: &gatehouse_core::credentials::Credential, digest: &str) -
     format!("{principal}|{digest}").into_bytes()
 }
 
-fn url_request(state: &McpState, execution: &Execution) -> InputRequests {
+/// The approval page as a URL elicitation (tasks show the same).
+pub(super) fn url_request(state: &McpState, execution: &Execution) -> InputRequests {
     let request: InputRequest = serde_json::from_value(json!({
         "method": "elicitation/create",
         "params": {

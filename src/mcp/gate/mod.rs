@@ -2,8 +2,9 @@
 //! execution ([`engine`]), announced the session's way ([`announce`]): the
 //! browser answer ([`browser`]), the model's own decision ([`model`]), URL
 //! elicitation ([`url_elicitation`]), a trusted client form ([`form`]) or a
-//! 2026-07-28 input-required result ([`input_required`]); the `resume` tool
-//! ([`resume`]) waits for the decision and returns the real result.
+//! 2026-07-28 input-required result ([`input_required`]) or a task for
+//! clients that declare tasks ([`task`]); the `resume` tool ([`resume`])
+//! waits for the decision and returns the real result.
 
 pub mod announce;
 pub mod browser;
@@ -14,6 +15,7 @@ pub mod input_required;
 pub mod mode;
 pub mod model;
 pub mod resume;
+pub mod task;
 pub mod url_elicitation;
 
 pub use engine::{Call, call, list, tool_digest};
