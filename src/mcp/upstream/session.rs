@@ -34,6 +34,9 @@ pub struct Downstream {
     session_id: OnceLock<String>,
     peer: OnceLock<Peer<RoleServer>>,
     level: Mutex<Option<LoggingLevel>>,
+    /// A 2026-07-28 request's `io.modelcontextprotocol/logLevel` (set once,
+    /// `None` inside when the request named none); replaces `level`.
+    request_level: OnceLock<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
     /// This session's own sessions at HTTP upstreams, by upstream name; one
     /// lock per upstream, so a slow one does not hold up the others.
@@ -51,6 +54,7 @@ impl Downstream {
             session_id: OnceLock::new(),
             peer: OnceLock::new(),
             level: Mutex::new(None),
+            request_level: OnceLock::new(),
             subscriptions: Mutex::new(HashSet::new()),
             links: Mutex::new(HashMap::new()),
         })
@@ -99,9 +103,23 @@ impl Downstream {
         *self.level.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a message at `level` should reach the agent (default: info and up).
+    /// Makes this (a 2026-07-28 request's) downstream hear log messages only
+    /// at or above `level`, the request's `_meta` logLevel, and none when it
+    /// named none: on 2026-07-28 a request asks for logs, or gets none.
+    pub fn log_per_request(&self, level: Option<LoggingLevel>) {
+        let _ = self.request_level.set(level);
+    }
+
+    /// Whether a message at `level` should reach the agent: at or above the
+    /// request's logLevel on 2026-07-28; else at or above the session's
+    /// `logging/setLevel` (default: info and up).
     pub(crate) fn wants_log(&self, level: LoggingLevel) -> bool {
-        severity(level) >= severity(self.level().unwrap_or(LoggingLevel::Info))
+        let floor = match self.request_level.get() {
+            Some(None) => return false,
+            Some(Some(asked)) => *asked,
+            None => self.level().unwrap_or(LoggingLevel::Info),
+        };
+        severity(level) >= severity(floor)
     }
 
     /// Records a resource subscription; `false` if it was already there.
