@@ -516,3 +516,22 @@ impl<M: SessionManager> SessionManager for WatchedSessions<M> {
         self.inner.event_store()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_modern_request_hears_logs_only_when_it_asks_and_at_its_level() {
+        let session = Downstream::new();
+        assert!(session.wants_log(LoggingLevel::Info) && !session.wants_log(LoggingLevel::Debug), "2025: info and up");
+        let silent = Downstream::new();
+        silent.log_per_request(None);
+        assert!(!silent.wants_log(LoggingLevel::Emergency), "2026 without logLevel: nothing");
+        let asked = Downstream::new();
+        asked.log_per_request(Some(LoggingLevel::Warning));
+        assert!(asked.wants_log(LoggingLevel::Error) && !asked.wants_log(LoggingLevel::Info));
+        asked.set_level(LoggingLevel::Debug);
+        assert!(!asked.wants_log(LoggingLevel::Info), "the request's level stands");
+    }
+}
