@@ -359,6 +359,8 @@ impl ServerHandler for GatehouseMcp {
         tokio::select! {
             _ = context.cancelled() => {}
             _ = self.state.shutdown.cancelled() => {}
+            // Its credential was revoked: the stream ends (with its final result).
+            _ = permit.revoked() => {}
         }
         Ok(())
     }

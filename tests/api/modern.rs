@@ -268,6 +268,25 @@ async fn listens_are_bounded_per_credential_with_a_clear_error_and_a_closed_one_
 }
 
 #[tokio::test]
+async fn revoking_a_credential_ends_its_listens_with_their_final_result() {
+    let app = spawn_app().await;
+    let (id, token) = app.issue_credential("alpha", None, None);
+    let (_, other) = app.issue_credential("beta", None, None);
+    let (mut revoked, _) = Listen::open(&app, &token, 9, json!({"toolsListChanged": true})).await;
+    let (_kept, _) = Listen::open(&app, &other, 9, json!({"toolsListChanged": true})).await;
+    assert!(app.core.credentials.revoke(&id).unwrap());
+    let end = loop {
+        let message = revoked.next().await;
+        if message["id"] == 9 {
+            break message;
+        }
+    };
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    assert_eq!(end["result"]["_meta"][SUBSCRIPTION_ID], 9, "{end}");
+    wait_until("the revoked listen's place is given back", || app.state.mcp.upstreams.listeners().open(&id) == 0).await;
+}
+
+#[tokio::test]
 async fn upstream_log_messages_reach_a_modern_call_only_when_it_asks_and_at_its_level() {
     let fixture = Fixture::start(0).await;
     let app = spawn_app_fronting(everything(&fixture.url), allow_test_tools).await;

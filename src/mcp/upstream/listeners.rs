@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use rmcp::model::{ErrorData, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::SubscriptionSink;
+use tokio_util::sync::CancellationToken;
 
 use super::Upstreams;
 use super::errors::sanitize;
@@ -60,6 +61,8 @@ struct Open {
 
 struct Entry {
     credential: String,
+    /// Cancelled when its credential is revoked: the listen ends.
+    ended: CancellationToken,
     /// Where its notifications go (once established).
     sink: Option<SubscriptionSink>,
     /// Its resource subscriptions: (normal spelling, as the agent spelled it
@@ -72,6 +75,14 @@ struct Entry {
 pub struct ListenPermit {
     listeners: Arc<Listeners>,
     key: u64,
+    ended: CancellationToken,
+}
+
+impl ListenPermit {
+    /// Resolves when the listen must end because its credential was revoked.
+    pub async fn revoked(&self) {
+        self.ended.cancelled().await;
+    }
 }
 
 impl Drop for ListenPermit {
@@ -106,13 +117,29 @@ impl Listeners {
         *count += 1;
         open.next += 1;
         let key = open.next;
-        open.entries.insert(key, Entry { credential: credential.to_string(), sink: None, resources: Vec::new() });
-        Ok(Arc::new(ListenPermit { listeners: self.clone(), key }))
+        let ended = CancellationToken::new();
+        let entry =
+            Entry { credential: credential.to_string(), ended: ended.clone(), sink: None, resources: Vec::new() };
+        open.entries.insert(key, entry);
+        Ok(Arc::new(ListenPermit { listeners: self.clone(), key, ended }))
     }
 
     /// Listens `credential` holds open.
     pub fn open(&self, credential: &str) -> usize {
         self.lock().per_credential.get(credential).copied().unwrap_or(0)
+    }
+
+    /// The credentials holding listens open (for the revocation sweep).
+    pub fn credential_ids(&self) -> Vec<String> {
+        self.lock().per_credential.keys().cloned().collect()
+    }
+
+    /// Ends every listen of `credential_id` (revoked); how many there were.
+    pub fn close_credential(&self, credential_id: &str) -> usize {
+        let open = self.lock();
+        let theirs: Vec<&Entry> = open.entries.values().filter(|e| e.credential == credential_id).collect();
+        theirs.iter().for_each(|e| e.ended.cancel());
+        theirs.len()
     }
 
     /// Every established listen's sink.
@@ -296,10 +323,12 @@ mod tests {
         let first = listeners.reserve("a", 2).unwrap();
         let _second = listeners.reserve("a", 2).unwrap();
         assert_eq!(listeners.reserve("a", 2).err(), Some(ListenRefused::Credential(2)));
-        let _other = listeners.reserve("b", 2).expect("another credential has its own places");
+        let other = listeners.reserve("b", 2).expect("another credential has its own places");
         drop(first);
         assert_eq!(listeners.open("a"), 1);
-        let _again = listeners.reserve("a", 2).unwrap();
+        let again = listeners.reserve("a", 2).unwrap();
+        assert_eq!(listeners.close_credential("a"), 2, "revoking ends both of a's listens");
+        assert!(again.ended.is_cancelled() && !other.ended.is_cancelled(), "and only a's");
     }
 
     #[test]
