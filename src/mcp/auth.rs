@@ -63,19 +63,14 @@ fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
         .into_response()
 }
 
-/// Whether a body is a JSON-RPC request for `method`.
-fn is_method(body: &[u8], method: &str) -> bool {
+/// Whether a body is a JSON-RPC `initialize` request (the one that opens a session).
+fn is_initialize(body: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Method<'a> {
         #[serde(borrow)]
         method: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Method<'_>>(body).ok().and_then(|m| m.method).is_some_and(|m| m == method)
-}
-
-/// Whether a body is a JSON-RPC `initialize` request (the one that opens a session).
-fn is_initialize(body: &[u8]) -> bool {
-    is_method(body, "initialize")
+    serde_json::from_slice::<Method<'_>>(body).ok().and_then(|m| m.method).is_some_and(|m| m == "initialize")
 }
 
 /// Authenticates every `/mcp` request; the accepted credential goes into the
@@ -190,8 +185,10 @@ async fn serve_authenticated(
         _ => None,
     };
     // A listen is counted from here until its stream has ended, so that one
-    // over the limit is refused plainly, before rmcp acknowledges it.
-    let listen = if is_method(&bytes, "subscriptions/listen") {
+    // over the limit is refused plainly, before rmcp acknowledges it. It is
+    // a 2026-07-28 request, whose `Mcp-Method` header rmcp requires and
+    // checks against the body: the header says what it is.
+    let listen = if parts.headers.get("mcp-method").is_some_and(|m| m == "subscriptions/listen") {
         let limit = listeners::per_credential(state.limits.max_requests_per_credential);
         match state.upstreams.listeners().reserve(&credential_id, limit) {
             Ok(permit) => {

@@ -333,7 +333,9 @@ impl ServerHandler for GatehouseMcp {
         let permit = request_parts(&request.extensions)
             .and_then(|p| p.extensions.get::<Arc<ListenPermit>>())
             .cloned()
-            .ok_or_else(|| ErrorData::internal_error("subscriptions/listen was not counted; send it alone", None))?;
+            .ok_or_else(|| {
+                ErrorData::internal_error("subscriptions/listen was not counted (no Mcp-Method header)", None)
+            })?;
         let asked = context.accepted().resource_subscriptions.clone().unwrap_or_default();
         if asked.len() > MAX_LISTEN_RESOURCES {
             return Err(ErrorData::invalid_params(
