@@ -145,6 +145,7 @@ impl Application {
         let sweeper = tasks.spawn(crate::mcp::sessions::sweeper(
             state.core().clone(),
             state.mcp.sessions.clone(),
+            state.mcp.upstreams.listeners().clone(),
             shutdown.clone(),
         ));
         state.notify.start(state.core(), &state.mcp.base_url, &tasks, &shutdown);

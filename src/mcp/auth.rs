@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::McpState;
 use super::slots::SlotRefused;
+use super::upstream::listeners;
 
 /// Rejection counters, by reason.
 #[derive(Debug, Default)]
@@ -161,7 +162,7 @@ async fn serve_authenticated(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, state.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -183,6 +184,25 @@ async fn serve_authenticated(
         },
         _ => None,
     };
+    // A listen is counted from here until its stream has ended, so that one
+    // over the limit is refused plainly, before rmcp acknowledges it. It is
+    // a 2026-07-28 request, whose `Mcp-Method` header rmcp requires and
+    // checks against the body: the header says what it is.
+    let listen = if parts.headers.get("mcp-method").is_some_and(|m| m == "subscriptions/listen") {
+        let limit = listeners::per_credential(state.limits.max_requests_per_credential);
+        match state.upstreams.listeners().reserve(&credential_id, limit) {
+            Ok(permit) => {
+                parts.extensions.insert(permit.clone());
+                Some(permit)
+            }
+            Err(refused) => {
+                tracing::warn!(credential = %credential_id, %refused, "subscriptions/listen refused");
+                return jsonrpc_error(StatusCode::TOO_MANY_REQUESTS, -32000, refused.to_string());
+            }
+        }
+    } else {
+        None
+    };
     let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
     if let Some(reservation) = reservation
         && let Some(sid) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
@@ -199,5 +219,8 @@ async fn serve_authenticated(
             }
         };
     }
-    response
+    match listen {
+        Some(permit) => crate::in_flight::hold_until_sent(response, permit),
+        None => response,
+    }
 }

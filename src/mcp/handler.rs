@@ -14,17 +14,19 @@ use gatehouse_core::live::{LiveHub, McpSessionInfo};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult, ErrorData,
     GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams, UpdateTaskParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::gate::Mode;
+use super::results::Served;
 use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
 use super::{McpState, gate, paging, subjects};
+use crate::mcp::upstream::listeners::{ListenPermit, MAX_LISTEN_RESOURCES};
 use crate::mcp::upstream::session::{Downstream, Origin};
 use gatehouse_core::policy::Subject;
 use rmcp::model::Reference;
@@ -92,6 +94,11 @@ fn caller(extensions: &rmcp::model::Extensions) -> Result<(&Credential, Option<&
     Ok((credential, session))
 }
 
+/// Whether `context` is a request on 2026-07-28 or later.
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 /// Runs an upstream request for the agent's request `context` until it ends
 /// or the agent cancels (dropping it tells rmcp's client to cancel upstream).
 async fn unless_cancelled<T>(
@@ -126,6 +133,10 @@ impl GatehouseMcp {
             self.guard.learn(sid);
         }
         self.downstream.bind(&context.peer, session);
+        if is_modern(context) {
+            // Its own downstream: a 2026-07-28 request is a handler of its own.
+            self.downstream.log_per_request(context.meta.log_level());
+        }
         &self.downstream
     }
 }
@@ -221,7 +232,7 @@ impl ServerHandler for GatehouseMcp {
         let (items, next) = paging::page(self.state.upstreams.prompts(), request.as_ref(), self.state.list_page_size)?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
-        Ok(result)
+        Ok(result.served())
     }
 
     async fn get_prompt(
@@ -234,7 +245,7 @@ impl ServerHandler for GatehouseMcp {
         subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments)?;
         let downstream = self.bind(&context);
         let prompt = self.state.upstreams.get_prompt(&request.name, request.arguments, downstream);
-        Ok(unless_cancelled(&context, prompt).await?.into())
+        Ok(unless_cancelled(&context, prompt).await?.served().into())
     }
 
     async fn list_resources(
@@ -246,7 +257,7 @@ impl ServerHandler for GatehouseMcp {
             paging::page(self.state.upstreams.resources(), request.as_ref(), self.state.list_page_size)?;
         let mut result = ListResourcesResult::with_all_items(items);
         result.next_cursor = next;
-        Ok(result)
+        Ok(result.served())
     }
 
     async fn list_resource_templates(
@@ -258,7 +269,7 @@ impl ServerHandler for GatehouseMcp {
             paging::page(self.state.upstreams.resource_templates(), request.as_ref(), self.state.list_page_size)?;
         let mut result = ListResourceTemplatesResult::with_all_items(items);
         result.next_cursor = next;
-        Ok(result)
+        Ok(result.served())
     }
 
     async fn read_resource(
@@ -270,7 +281,7 @@ impl ServerHandler for GatehouseMcp {
         let uri = subjects::resource_uri("resources/read", &request.uri, credential)?;
         subjects::check(&self.state, credential, "resources/read", Subject::Resource(&uri), &serde_json::Value::Null)?;
         let downstream = self.bind(&context);
-        Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&uri, downstream)).await?.into())
+        Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&uri, downstream)).await?.served().into())
     }
 
     async fn subscribe(
@@ -297,6 +308,70 @@ impl ServerHandler for GatehouseMcp {
         unless_cancelled(&context, self.state.upstreams.unsubscribe(&uri, downstream)).await
     }
 
+    /// What a `subscriptions/listen` (2026-07-28) may hear: what it asked
+    /// for of what Gatehouse offers (rmcp intersects), less the resources no
+    /// upstream serves or a rule refuses (left out of the acknowledgement;
+    /// [`Self::listen`] checks and audits the rest as `resources/subscribe`).
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.supported_by(&self.get_info().capabilities);
+        if let Some(uris) = &mut accepted.resource_subscriptions
+            && uris.len() <= MAX_LISTEN_RESOURCES
+        {
+            // Too many are left as asked, for `listen` to refuse plainly.
+            uris.retain(|uri| {
+                gatehouse_core::normalise::resource_uri(uri).is_ok_and(|normal| {
+                    self.state.upstreams.serves_resource(&normal)
+                        && subjects::allows(&self.state, Subject::Resource(&normal))
+                })
+            });
+        }
+        Some(accepted)
+    }
+
+    /// One listen stream: registered with the upstreams (list changes,
+    /// policy and pin changes, its resources' updates reach it) until the
+    /// agent closes it or Gatehouse shuts down. Counted per credential from
+    /// authentication on (`auth`), so the limit is refused before this.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let request = context.request_context();
+        let (credential, _) = caller(&request.extensions)?;
+        let permit = request_parts(&request.extensions)
+            .and_then(|p| p.extensions.get::<Arc<ListenPermit>>())
+            .cloned()
+            .ok_or_else(|| {
+                ErrorData::internal_error("subscriptions/listen was not counted (no Mcp-Method header)", None)
+            })?;
+        let asked = context.accepted().resource_subscriptions.clone().unwrap_or_default();
+        if asked.len() > MAX_LISTEN_RESOURCES {
+            return Err(ErrorData::invalid_params(
+                format!("subscriptions/listen takes at most {MAX_LISTEN_RESOURCES} resource subscriptions"),
+                None,
+            ));
+        }
+        // As resources/subscribe: the normal spelling, decided and audited.
+        let mut resources = Vec::with_capacity(asked.len());
+        for spelled in asked {
+            let uri = subjects::resource_uri("resources/subscribe", &spelled, credential)?;
+            subjects::check(
+                &self.state,
+                credential,
+                "resources/subscribe",
+                Subject::Resource(&uri),
+                &serde_json::Value::Null,
+            )?;
+            resources.push((uri, spelled));
+        }
+        let listening = self.state.upstreams.listen(&permit, context.sink().clone(), resources);
+        let _listening = unless_cancelled(request, listening).await?;
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = self.state.shutdown.cancelled() => {}
+            // Its credential was revoked: the stream ends (with its final result).
+            _ = permit.revoked() => {}
+        }
+        Ok(())
+    }
+
     async fn complete(
         &self,
         request: CompleteRequestParams,
@@ -311,7 +386,7 @@ impl ServerHandler for GatehouseMcp {
         let argument = serde_json::to_value(&request.argument).unwrap_or_default();
         subjects::check(&self.state, credential, "completion/complete", subject, &argument)?;
         let downstream = self.bind(&context);
-        unless_cancelled(&context, self.state.upstreams.complete(request, downstream)).await
+        Ok(unless_cancelled(&context, self.state.upstreams.complete(request, downstream)).await?.served())
     }
 
     async fn list_tools(
@@ -322,7 +397,7 @@ impl ServerHandler for GatehouseMcp {
         let (items, next) = paging::page(gate::list(&self.state), request.as_ref(), self.state.list_page_size)?;
         let mut result = ListToolsResult::with_all_items(items);
         result.next_cursor = next;
-        Ok(result)
+        Ok(result.served())
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
@@ -343,7 +418,7 @@ impl ServerHandler for GatehouseMcp {
             request_state: request.request_state.as_deref(),
             mode: Mode::of(request_parts(&context.extensions)),
         };
-        let result = gate::call(&self.state, &caller, call, &context).await;
+        let result = gate::call(&self.state, &caller, call, &context).await.map(Served::served);
         if let Err(e) = &result {
             tracing::warn!(tool = ?request.name, agent = ?caller.credential.agent, error = ?e.message, "tools/call refused");
         }

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod gate;
 pub mod handler;
 pub mod paging;
+pub mod results;
 pub mod sessions;
 pub mod slots;
 pub mod subjects;

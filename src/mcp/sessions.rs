@@ -16,6 +16,8 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
 
+use super::upstream::listeners::Listeners;
+
 /// Why a new session was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionLimit {
@@ -175,10 +177,11 @@ impl SessionBindings {
 pub const SWEEP_EVERY: Duration = Duration::from_secs(2);
 
 /// One pass: sessions rmcp ended are unbound; a revoked credential's pending
-/// executions settle as `revoked` and its sessions end.
-pub async fn sweep(core: &Core, bindings: &SessionBindings) {
+/// executions settle as `revoked` and its sessions and listen streams end.
+pub async fn sweep(core: &Core, bindings: &SessionBindings, listeners: &Listeners) {
     bindings.prune_ended().await;
     let mut ids = bindings.credential_ids();
+    ids.extend(listeners.credential_ids());
     ids.extend(core.approvals.credential_ids());
     ids.sort();
     ids.dedup();
@@ -200,15 +203,21 @@ pub async fn sweep(core: &Core, bindings: &SessionBindings) {
         }
         let executions = core.approvals.forget_credential(&id);
         let sessions = bindings.close_credential(&id).await;
-        if executions + sessions > 0 {
-            tracing::info!(credential = %id, executions, sessions, "revoked credential: pending calls settled, sessions closed");
+        let listens = listeners.close_credential(&id);
+        if executions + sessions + listens > 0 {
+            tracing::info!(credential = %id, executions, sessions, listens, "revoked credential: pending calls settled, sessions and listens closed");
         }
     }
 }
 
 /// Runs [`sweep`] after every credential change and every [`SWEEP_EVERY`]
 /// until shutdown (one owned task).
-pub async fn sweeper(core: Core, bindings: Arc<SessionBindings>, shutdown: CancellationToken) {
+pub async fn sweeper(
+    core: Core,
+    bindings: Arc<SessionBindings>,
+    listeners: Arc<Listeners>,
+    shutdown: CancellationToken,
+) {
     let mut events = core.live.subscribe();
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -222,6 +231,6 @@ pub async fn sweeper(core: Core, bindings: Arc<SessionBindings>, shutdown: Cance
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             },
         }
-        sweep(&core, &bindings).await;
+        sweep(&core, &bindings, &listeners).await;
     }
 }

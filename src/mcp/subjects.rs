@@ -9,11 +9,41 @@ use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::normalise;
-use gatehouse_core::policy::{Action, Subject};
+use gatehouse_core::policy::{Action, Subject, Verdict};
 use rmcp::model::ErrorData;
 use serde_json::{Value, json};
 
 use super::McpState;
+
+/// What the rules decide for `subject`. A rule on a resource also holds
+/// with a query or fragment added: an upstream may drop them
+/// (`file:///etc/passwd?` is that file), so the URI without them is decided
+/// too and the stricter answer stands.
+fn verdict(state: &McpState, subject: &Subject<'_>) -> Result<Verdict, ErrorData> {
+    let decide = |subject: &Subject<'_>| {
+        state.core.policy.decide_subject(subject).map_err(|e| {
+            tracing::error!(error = %e, "policy lookup failed");
+            ErrorData::internal_error("policy lookup failed", None)
+        })
+    };
+    let mut verdict = decide(subject)?;
+    if verdict.action == Action::Allow
+        && let Subject::Resource(uri) = subject
+        && let Some(cut) = uri.find(['?', '#'])
+    {
+        let bare = decide(&Subject::Resource(&uri[..cut]))?;
+        if bare.action != Action::Allow {
+            verdict = bare;
+        }
+    }
+    Ok(verdict)
+}
+
+/// Whether the rules would let a request on `subject` through (nothing is
+/// audited: [`check`] the request itself).
+pub fn allows(state: &McpState, subject: Subject<'_>) -> bool {
+    verdict(state, &subject).is_ok_and(|v| v.action == Action::Allow)
+}
 
 /// Lets the request through, or refuses it with the rule that blocks it;
 /// either way it is written to the audit log (`allowed` or `blocked`).
@@ -24,25 +54,7 @@ pub fn check(
     subject: Subject<'_>,
     arguments: &Value,
 ) -> Result<(), ErrorData> {
-    let decide = |subject: &Subject<'_>| {
-        state.core.policy.decide_subject(subject).map_err(|e| {
-            tracing::error!(error = %e, "policy lookup failed");
-            ErrorData::internal_error("policy lookup failed", None)
-        })
-    };
-    let mut verdict = decide(&subject)?;
-    // A rule on a resource also holds with a query or fragment added: an
-    // upstream may drop them (`file:///etc/passwd?` is that file), so the
-    // URI without them is decided too and the stricter answer stands.
-    if verdict.action == Action::Allow
-        && let Subject::Resource(uri) = &subject
-        && let Some(cut) = uri.find(['?', '#'])
-    {
-        let bare = decide(&Subject::Resource(&uri[..cut]))?;
-        if bare.action != Action::Allow {
-            verdict = bare;
-        }
-    }
+    let verdict = verdict(state, &subject)?;
     let allowed = verdict.action == Action::Allow;
     let name = subject.name();
     let recorded = state.core.approvals.audit().record(audit::Entry {

@@ -13,6 +13,7 @@ mod history;
 mod identity;
 mod mcp_auth;
 mod mcp_transport;
+mod modern;
 mod native;
 mod notify;
 mod oauth;

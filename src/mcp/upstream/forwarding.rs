@@ -224,7 +224,7 @@ impl Upstreams {
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/unsubscribe", e))?;
         let _serial = self.inner.subscribing.lock().await;
         downstream.unsubscribe(uri);
-        if link.shared() && self.downstreams().iter().any(|d| d.subscribed(uri)) {
+        if link.shared() && (self.downstreams().iter().any(|d| d.subscribed(uri)) || self.inner.listeners.wants(uri)) {
             return Ok(());
         }
         within(&link, "resources/unsubscribe", link.peer.unsubscribe(UnsubscribeRequestParams::new(spelling))).await

@@ -19,6 +19,7 @@ pub mod catalogue;
 pub mod errors;
 mod forwarding;
 pub mod link;
+pub mod listeners;
 mod registry;
 pub mod relay;
 pub mod session;
@@ -107,6 +108,9 @@ pub(crate) struct Inner {
     reserved: HashSet<String>,
     /// Every agent session, for list-change and resource-update notifications.
     downstreams: Mutex<Vec<Weak<Downstream>>>,
+    /// The agents' open `subscriptions/listen` streams (2026-07-28), which
+    /// hear list changes and resource updates as sessions do.
+    listeners: Arc<listeners::Listeners>,
     /// Serialises (un)subscribing: an unsubscribe on a shared connection
     /// checks that no other agent still wants the URI, which a concurrent
     /// subscribe must not slip past.

@@ -44,8 +44,10 @@ impl Upstreams {
         all.iter().filter_map(Weak::upgrade).collect()
     }
 
-    /// Tells every agent session that the tool, prompt and resource lists changed.
+    /// Tells every agent session and every listen stream that the tool,
+    /// prompt and resource lists changed.
     pub fn announce_lists_changed(&self) {
+        self.tell_listeners_lists_changed();
         for downstream in self.downstreams() {
             let Some(peer) = downstream.peer().cloned() else { continue };
             if !downstream.stateful() {

@@ -470,7 +470,11 @@ impl ClientHandler for Relay {
     ) {
         let targets = match (self.state.owner(), self.upstreams()) {
             (Some(owner), _) => vec![owner],
-            (None, Some(upstreams)) => upstreams.downstreams(),
+            (None, Some(upstreams)) => {
+                // Listens subscribe on the shared connections.
+                upstreams.tell_listeners_updated(&params.uri).await;
+                upstreams.downstreams()
+            }
             (None, None) => Vec::new(),
         };
         // Subscriptions are kept in the normal spelling the agent's requests get.

@@ -34,6 +34,9 @@ pub struct Downstream {
     session_id: OnceLock<String>,
     peer: OnceLock<Peer<RoleServer>>,
     level: Mutex<Option<LoggingLevel>>,
+    /// A 2026-07-28 request's `io.modelcontextprotocol/logLevel` (set once,
+    /// `None` inside when the request named none); replaces `level`.
+    request_level: OnceLock<Option<LoggingLevel>>,
     subscriptions: Mutex<HashSet<String>>,
     /// This session's own sessions at HTTP upstreams, by upstream name; one
     /// lock per upstream, so a slow one does not hold up the others.
@@ -51,6 +54,7 @@ impl Downstream {
             session_id: OnceLock::new(),
             peer: OnceLock::new(),
             level: Mutex::new(None),
+            request_level: OnceLock::new(),
             subscriptions: Mutex::new(HashSet::new()),
             links: Mutex::new(HashMap::new()),
         })
@@ -99,9 +103,23 @@ impl Downstream {
         *self.level.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a message at `level` should reach the agent (default: info and up).
+    /// Makes this (a 2026-07-28 request's) downstream hear log messages only
+    /// at or above `level`, the request's `_meta` logLevel, and none when it
+    /// named none: on 2026-07-28 a request asks for logs, or gets none.
+    pub fn log_per_request(&self, level: Option<LoggingLevel>) {
+        let _ = self.request_level.set(level);
+    }
+
+    /// Whether a message at `level` should reach the agent: at or above the
+    /// request's logLevel on 2026-07-28; else at or above the session's
+    /// `logging/setLevel` (default: info and up).
     pub(crate) fn wants_log(&self, level: LoggingLevel) -> bool {
-        severity(level) >= severity(self.level().unwrap_or(LoggingLevel::Info))
+        let floor = match self.request_level.get() {
+            Some(None) => return false,
+            Some(Some(asked)) => *asked,
+            None => self.level().unwrap_or(LoggingLevel::Info),
+        };
+        severity(level) >= severity(floor)
     }
 
     /// Records a resource subscription; `false` if it was already there.
@@ -496,5 +514,24 @@ impl<M: SessionManager> SessionManager for WatchedSessions<M> {
 
     fn event_store(&self) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::EventStore>> {
         self.inner.event_store()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_modern_request_hears_logs_only_when_it_asks_and_at_its_level() {
+        let session = Downstream::new();
+        assert!(session.wants_log(LoggingLevel::Info) && !session.wants_log(LoggingLevel::Debug), "2025: info and up");
+        let silent = Downstream::new();
+        silent.log_per_request(None);
+        assert!(!silent.wants_log(LoggingLevel::Emergency), "2026 without logLevel: nothing");
+        let asked = Downstream::new();
+        asked.log_per_request(Some(LoggingLevel::Warning));
+        assert!(asked.wants_log(LoggingLevel::Error) && !asked.wants_log(LoggingLevel::Info));
+        asked.set_level(LoggingLevel::Debug);
+        assert!(!asked.wants_log(LoggingLevel::Info), "the request's level stands");
     }
 }

@@ -176,6 +176,7 @@ impl Upstreams {
                                 .iter()
                                 .filter(|d| config.url.is_none() || !d.stateful())
                                 .flat_map(|d| d.subscriptions())
+                                .chain(self.inner.listeners.resources())
                                 .collect();
                             self.resubscribe(&config.name, &peer, shared_subscriptions, config.call_timeout).await;
                             tokio::select! {

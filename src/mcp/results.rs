@@ -1,0 +1,123 @@
+//! What every result Gatehouse serves carries: a `resultType` (required on
+//! 2026-07-28) and, on lists and reads, caching hints (SEP-2549). The handler
+//! passes each result through [`Served::served`] before rmcp sends it.
+//!
+//! rmcp drops `resultType: "complete"` again for agents on an older revision
+//! and fills absent hints for newer ones, but it does not add an absent
+//! `resultType`, which results passed through from a 2025-era upstream lack.
+//!
+//! # Caching hints
+//!
+//! - **Gatehouse's own lists** (`tools/list`, `prompts/list`,
+//!   `resources/list`, `resources/templates/list`) are `ttlMs: 0,
+//!   cacheScope: private`. `tools/list` is what policy rules and pins leave
+//!   visible, and a new rule or a held-back tool must take effect at once: a
+//!   hint must never let a client keep offering its model a tool that is now
+//!   blocked. The other lists are merged from every upstream's listing, which
+//!   Gatehouse refreshes only when an upstream says its list changed or comes
+//!   and goes, never on the upstream's own `ttlMs`; passing the smallest
+//!   upstream ttl on would promise a freshness Gatehouse does not keep, so
+//!   they are 0 too. Private: Gatehouse answers each credential apart.
+//! - **`resources/read`** keeps the upstream's `ttlMs` (0 when it gave none):
+//!   the content is the upstream's to date. Its `cacheScope` is always
+//!   `private`, whatever the upstream said: Gatehouse authenticates each
+//!   agent and decides each read by rule, so a shared cache would hand one
+//!   agent what only another was allowed to read.
+
+use rmcp::model::{
+    CacheScope, CallToolResponse, CallToolResult, CompleteResult, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ResultType,
+};
+
+/// A result as Gatehouse serves it to agents.
+pub trait Served: Sized {
+    /// This result with `resultType` (`complete` where it had none) and the
+    /// caching hints described in the [module docs](self).
+    fn served(self) -> Self;
+}
+
+/// Gatehouse's merged lists: never cached, never shared.
+macro_rules! own_list {
+    ($($list:ty),*) => {$(
+        impl Served for $list {
+            fn served(mut self) -> Self {
+                self.result_type.get_or_insert(ResultType::COMPLETE);
+                self.ttl_ms = Some(0);
+                self.cache_scope = Some(CacheScope::Private);
+                self
+            }
+        }
+    )*};
+}
+
+own_list!(ListToolsResult, ListPromptsResult, ListResourcesResult, ListResourceTemplatesResult);
+
+impl Served for ReadResourceResult {
+    fn served(mut self) -> Self {
+        self.result_type.get_or_insert(ResultType::COMPLETE);
+        self.ttl_ms.get_or_insert(0);
+        self.cache_scope = Some(CacheScope::Private);
+        self
+    }
+}
+
+/// Results without caching hints: only `resultType`.
+macro_rules! complete {
+    ($($result:ty),*) => {$(
+        impl Served for $result {
+            fn served(mut self) -> Self {
+                self.result_type.get_or_insert(ResultType::COMPLETE);
+                self
+            }
+        }
+    )*};
+}
+
+complete!(CallToolResult, GetPromptResult, CompleteResult);
+
+impl Served for CallToolResponse {
+    fn served(self) -> Self {
+        match self {
+            CallToolResponse::Complete(result) => CallToolResponse::Complete(result.served()),
+            // `input_required` and `task` results carry their own type.
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ResourceContents;
+
+    #[test]
+    fn an_upstream_read_is_never_shared_and_keeps_its_ttl() {
+        let mut read = ReadResourceResult::new(vec![ResourceContents::text("x", "test://a")]);
+        read.result_type = None;
+        read.cache_scope = Some(CacheScope::Public);
+        read.ttl_ms = Some(60_000);
+        let served = read.served();
+        assert_eq!(served.result_type, Some(ResultType::COMPLETE));
+        assert_eq!(served.cache_scope, Some(CacheScope::Private));
+        assert_eq!(served.ttl_ms, Some(60_000));
+        let mut bare = ReadResourceResult::new(vec![]);
+        bare.ttl_ms = None;
+        assert_eq!(bare.served().ttl_ms, Some(0), "no hint from the upstream: stale at once");
+    }
+
+    #[test]
+    fn own_lists_are_fresh_only_now_and_private() {
+        let mut list = ListToolsResult::with_all_items(vec![]).with_ttl_ms(5_000).with_cache_scope(CacheScope::Public);
+        list.result_type = None;
+        let served = list.served();
+        assert_eq!((served.ttl_ms, served.cache_scope), (Some(0), Some(CacheScope::Private)));
+        assert_eq!(served.result_type, Some(ResultType::COMPLETE));
+    }
+
+    #[test]
+    fn a_passed_through_prompt_gets_its_result_type() {
+        let mut prompt = GetPromptResult::new(vec![]);
+        prompt.result_type = None;
+        assert_eq!(prompt.served().result_type, Some(ResultType::COMPLETE));
+    }
+}
