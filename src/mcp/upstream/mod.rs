@@ -18,6 +18,7 @@
 pub mod catalogue;
 pub mod errors;
 mod forwarding;
+pub mod input_required;
 pub mod link;
 mod registry;
 pub mod relay;
@@ -56,6 +57,8 @@ struct Slot {
     /// Its tools held back: their definitions are not the pinned ones.
     held: Vec<catalogue::HeldTool>,
     link: Option<Link>,
+    /// The protocol revision its shared connection negotiated (while up).
+    protocol: Option<String>,
     restarts: u64,
     pid: Option<u32>,
     /// A stdio child's stderr tail (of the current or last process).
@@ -77,6 +80,7 @@ impl Slot {
             conflicts: Vec::new(),
             held: Vec::new(),
             link: None,
+            protocol: None,
             restarts: 0,
             pid: None,
             child: None,
