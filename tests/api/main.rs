@@ -26,5 +26,6 @@ mod replicas;
 mod shutdown;
 mod starvation;
 mod throttling;
+mod upstream_modern;
 mod upstreams;
 mod users;
