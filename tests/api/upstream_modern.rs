@@ -440,6 +440,10 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     let (result, state) = input_required(&asked);
     assert!(result["inputRequests"].get("user_name").is_some(), "{asked}");
     let params = json!({"requestState": state, "inputResponses": answers(&result)});
-    let done = modern_call_in(&app, &token, "native", caps, tool, params).await;
+    let done = modern_call_in(&app, &token, "native", caps.clone(), tool, params.clone()).await;
     assert!(text(&done).contains("Ada"), "{done}");
+    // The approval ran the call once: its round is not run again by a replay.
+    let replay = modern_call_in(&app, &token, "native", caps, tool, params).await;
+    assert_eq!(replay["result"]["isError"], true, "{replay}");
+    assert!(replay["result"]["content"][0]["text"].as_str().unwrap().contains("already used"), "{replay}");
 }

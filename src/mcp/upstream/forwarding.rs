@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientRequest,
-    CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
-    LoggingLevel, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
-    ResultType, ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
+    CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, LoggingLevel,
+    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject, ResultType,
+    ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
 
@@ -70,24 +70,21 @@ fn pass_error(what: &str, e: rmcp::service::ServiceError) -> ErrorData {
     }
 }
 
-/// What Gatehouse sends with a request to `link`'s upstream. A 2026-07-28
-/// upstream gets, in `_meta`, what the agent of `origin` can answer (only
-/// what Gatehouse relays: sampling, elicitation, roots; never tasks or other
-/// extensions it cannot carry back) and the agent's log level, instead of
-/// the connection's defaults; with no agent, nothing can be answered.
-pub(super) fn request_options(link: &Link, origin: Option<&Origin>) -> PeerRequestOptions {
+/// What Gatehouse sends with a request to `link`'s upstream for the agent
+/// request `origin`. A 2026-07-28 upstream gets, in `_meta`, what that agent
+/// can answer (only what Gatehouse relays: sampling, elicitation, roots;
+/// never tasks or other extensions it cannot carry back), so its capability
+/// checks (-32021) see the real agent, and the agent's log level, instead of
+/// the connection's defaults (which declare everything, for a 2025-11-25
+/// upstream's sake: there the relay refuses what the agent cannot answer).
+fn request_options(link: &Link, origin: &Origin) -> PeerRequestOptions {
     if !super::link::is_modern(&link.peer) {
         return PeerRequestOptions::no_options();
     }
     let mut meta = RequestMetaObject::new();
-    match origin {
-        Some(origin) => {
-            meta.set_client_capabilities(relayable(&origin.capabilities));
-            if let Some(level) = origin.log_level.or_else(|| origin.downstream.level()) {
-                meta.set_log_level(level);
-            }
-        }
-        None => meta.set_client_capabilities(ClientCapabilities::default()),
+    meta.set_client_capabilities(relayable(&origin.capabilities));
+    if let Some(level) = origin.log_level.or_else(|| origin.downstream.level()) {
+        meta.set_log_level(level);
     }
     PeerRequestOptions::no_options().with_meta(meta)
 }
@@ -97,7 +94,7 @@ pub(super) fn request_options(link: &Link, origin: Option<&Origin>) -> PeerReque
 async fn send(link: &Link, what: &str, request: ClientRequest, origin: &Origin) -> Result<ServerResult, ErrorData> {
     let handle = link
         .peer
-        .send_request_with_option(request, request_options(link, Some(origin)))
+        .send_request_with_option(request, request_options(link, origin))
         .await
         .map_err(|e| upstream_error(what, link.why(&e)))?;
     match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
@@ -163,7 +160,7 @@ impl Upstreams {
             let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let in_flight = link.relay.track(origin);
             in_flight.mark(&mut request);
-            let handle = match link.peer.send_request_with_option(request, request_options(&link, Some(origin))).await {
+            let handle = match link.peer.send_request_with_option(request, request_options(&link, origin)).await {
                 Ok(handle) => handle,
                 Err(e) => return Ok(failed(link.why(&e))),
             };

@@ -16,6 +16,10 @@
 //! number, size and `requestState` are bounded per round, and only the three
 //! request kinds SEP-2322 allows parse at all ([`InputRequest`]).
 //!
+//! A state of an approved call is good for one retry ([`MAX_SPENT_STATES`]);
+//! others may be retried again until they expire, as the agent could make
+//! the call again anyway.
+//!
 //! Gatehouse's own gate also answers with `requestState` (a paused call,
 //! [`crate::mcp::gate::input_required`]). The two never open as each other:
 //! this one is prefixed with [`PREFIX`] (which routes a retry), sealed with
@@ -66,6 +70,8 @@ pub const PREFIX: &str = "gh-upstream.";
 const DOMAIN: &str = "gatehouse/upstream-input/v1";
 /// The payload's tag.
 const TAG: &str = "upstream_input";
+/// Most spent states of approved calls remembered at once.
+pub const MAX_SPENT_STATES: usize = 65_536;
 
 /// What a retry carries back to the upstream.
 #[derive(Debug, Default)]
@@ -125,6 +131,26 @@ fn checked(asked: InputRequiredResult) -> Result<InputRequiredResult, String> {
 }
 
 impl Upstreams {
+    /// Marks the wrapped state `token` of an approved call as used; refused
+    /// if it was already (a replay would run the approved call's next round
+    /// again), or if [`MAX_SPENT_STATES`] unexpired ones are remembered. Kept
+    /// in this process only: on a cluster, per replica.
+    fn spend(&self, token: &str) -> Result<(), String> {
+        let now = std::time::Instant::now();
+        let mut spent = self.inner.spent.lock().unwrap_or_else(|p| p.into_inner());
+        if spent.len() >= MAX_SPENT_STATES {
+            spent.retain(|_, expires| *expires > now);
+        }
+        if spent.contains_key(token) {
+            return Err("it was already used: an approved call's round runs once".into());
+        }
+        if spent.len() >= MAX_SPENT_STATES {
+            return Err(format!("{MAX_SPENT_STATES} approved calls are between rounds (MAX_SPENT_STATES)"));
+        }
+        spent.insert(token.to_string(), now + STATE_TTL);
+        Ok(())
+    }
+
     /// One `input_required` from the upstream on `link` for `origin`: checked,
     /// then the agent's own (2026-07-28) or asked of it now (2025-11-25).
     pub(super) async fn input_round(
@@ -168,6 +194,10 @@ impl Upstreams {
 /// Asks the 2025-11-25 agent of `origin` one input request, on its call's
 /// stream (as the relay asks an upstream's own server→client requests).
 async fn ask_agent(link: &Link, origin: &Origin, request: InputRequest) -> Result<Value, String> {
+    if !origin.downstream.stateful() {
+        // Nothing would carry its answer back: no session, no 2026-07-28 retry.
+        return Err("the agent's request has no MCP session to answer the upstream's input requests on".into());
+    }
     type Declared = fn(&ClientCapabilities) -> bool;
     let (request, what, declared): (ServerRequest, &str, Declared) = match request {
         InputRequest::CreateMessage(r) => {
@@ -382,6 +412,11 @@ pub async fn retry_call(
             return refuse(ToolErrorCode::InvalidRequestState, why);
         }
         _ => {}
+    }
+    if execution.is_some()
+        && let Err(why) = state.upstreams.spend(call.request_state.unwrap_or_default())
+    {
+        return refuse(ToolErrorCode::InvalidRequestState, refused_state(credential, &why));
     }
     let answers = Continuation { input_responses, request_state: wrapped.state };
     let answer = state.upstreams.call(&tool, &arguments, &caller.origin, shape, answers).await?;

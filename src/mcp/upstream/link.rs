@@ -146,12 +146,18 @@ pub(crate) enum LinkError {
     },
     /// Starting and `initialize` took longer than `connect_timeout` (plus
     /// [`DISCOVER_WAIT`] when discover was tried first).
-    #[error("{at}: no answer to initialize within connect_timeout ({})", humantime::format_duration(*.timeout))]
+    #[error(
+        "{at}: no answer to initialize within connect_timeout ({}){}",
+        humantime::format_duration(*.timeout),
+        if *.discovered { " (after waiting for an answer to server/discover)" } else { "" }
+    )]
     Timeout {
         /// The command or URL.
         at: String,
         /// The configured timeout.
         timeout: Duration,
+        /// Whether discover was tried first (and had [`DISCOVER_WAIT`] more).
+        discovered: bool,
     },
     /// Neither `command` nor `url` (the config check prevents this).
     #[error("no command or url")]
@@ -269,11 +275,12 @@ pub(crate) async fn connect(
         (None, Some(url)) => url.to_string(),
         (None, None) => return Err(LinkError::Unconfigured),
     };
-    let timeout = lifecycle.deadline(config.connect_timeout);
+    let timeout = config.connect_timeout;
     let watch = watch.cloned().unwrap_or_else(|| ChildWatch::new(config));
-    tokio::time::timeout(timeout, connect_now(config, relay, &at, watch, lifecycle))
+    let discovered = lifecycle == Lifecycle::Auto;
+    tokio::time::timeout(lifecycle.deadline(timeout), connect_now(config, relay, &at, watch, lifecycle))
         .await
-        .map_err(|_| LinkError::Timeout { at: at.clone(), timeout })?
+        .map_err(|_| LinkError::Timeout { at: at.clone(), timeout, discovered })?
 }
 
 async fn connect_now(
