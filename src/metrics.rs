@@ -97,6 +97,12 @@ pub fn render(state: &AppState) -> String {
     for u in &upstreams {
         let _ = writeln!(out, "gatehouse_upstream_restarts_total{{upstream=\"{}\"}} {}", u.name, u.restarts);
     }
+    out.push_str("# HELP gatehouse_upstream_protocol The protocol revision an upstream's connection negotiated.\n# TYPE gatehouse_upstream_protocol gauge\n");
+    for u in &upstreams {
+        if let Some(version) = &u.protocol {
+            let _ = writeln!(out, "gatehouse_upstream_protocol{{upstream=\"{}\",version=\"{version}\"}} 1", u.name);
+        }
+    }
     state.notify.render_metrics(&mut out);
     out
 }

@@ -27,6 +27,7 @@ use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
 use super::{McpState, gate, paging, subjects};
 use crate::mcp::upstream::listeners::{ListenPermit, MAX_LISTEN_RESOURCES};
+use crate::mcp::upstream::input_required as upstream_input;
 use crate::mcp::upstream::session::{Downstream, Origin};
 use gatehouse_core::policy::Subject;
 use rmcp::model::Reference;
@@ -243,9 +244,8 @@ impl ServerHandler for GatehouseMcp {
         let (credential, _) = caller(&context.extensions)?;
         let arguments = request.arguments.clone().map(serde_json::Value::Object).unwrap_or_default();
         subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments)?;
-        let downstream = self.bind(&context);
-        let prompt = self.state.upstreams.get_prompt(&request.name, request.arguments, downstream);
-        Ok(unless_cancelled(&context, prompt).await?.served().into())
+        let origin = Origin::of(self.bind(&context), &context);
+        unless_cancelled(&context, upstream_input::get_prompt(&self.state, credential, request, &origin)).await.map(Served::served)
     }
 
     async fn list_resources(
@@ -280,8 +280,8 @@ impl ServerHandler for GatehouseMcp {
         let (credential, _) = caller(&context.extensions)?;
         let uri = subjects::resource_uri("resources/read", &request.uri, credential)?;
         subjects::check(&self.state, credential, "resources/read", Subject::Resource(&uri), &serde_json::Value::Null)?;
-        let downstream = self.bind(&context);
-        Ok(unless_cancelled(&context, self.state.upstreams.read_resource(&uri, downstream)).await?.served().into())
+        let origin = Origin::of(self.bind(&context), &context);
+        unless_cancelled(&context, upstream_input::read_resource(&self.state, credential, &uri, request, &origin)).await.map(Served::served)
     }
 
     async fn subscribe(
@@ -416,6 +416,7 @@ impl ServerHandler for GatehouseMcp {
             name: &request.name,
             arguments: request.arguments.clone().map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null),
             request_state: request.request_state.as_deref(),
+            input_responses: request.input_responses.clone(),
             mode: Mode::of(request_parts(&context.extensions)),
         };
         let result = gate::call(&self.state, &caller, call, &context).await.map(Served::served);

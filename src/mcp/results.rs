@@ -25,8 +25,8 @@
 //!   agent what only another was allowed to read.
 
 use rmcp::model::{
-    CacheScope, CallToolResponse, CallToolResult, CompleteResult, GetPromptResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, ReadResourceResult, ResultType,
+    CacheScope, CallToolResponse, CallToolResult, CompleteResult, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, ReadResourceResponse, ReadResourceResult, ResultType,
 };
 
 /// A result as Gatehouse serves it to agents.
@@ -75,15 +75,22 @@ macro_rules! complete {
 
 complete!(CallToolResult, GetPromptResult, CompleteResult);
 
-impl Served for CallToolResponse {
-    fn served(self) -> Self {
-        match self {
-            CallToolResponse::Complete(result) => CallToolResponse::Complete(result.served()),
-            // `input_required` and `task` results carry their own type.
-            other => other,
+/// The answers that may be `input_required` (or, for tools, a `task`): only a
+/// complete result is touched, the others carry their own type.
+macro_rules! response {
+    ($($response:ident),*) => {$(
+        impl Served for $response {
+            fn served(self) -> Self {
+                match self {
+                    $response::Complete(result) => $response::Complete(result.served()),
+                    other => other,
+                }
+            }
         }
-    }
+    )*};
 }
+
+response!(CallToolResponse, GetPromptResponse, ReadResourceResponse);
 
 #[cfg(test)]
 mod tests {

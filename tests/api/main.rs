@@ -28,5 +28,6 @@ mod shutdown;
 mod starvation;
 mod tasks;
 mod throttling;
+mod upstream_modern;
 mod upstreams;
 mod users;

@@ -5,7 +5,7 @@
 use gatehouse_core::approvals::{self, Execution, NewExecution, OpenError, RunError};
 use gatehouse_core::policy::{self, Action, Rule};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, CallToolResult, ErrorData, Tool};
+use rmcp::model::{CallToolResponse, CallToolResult, ErrorData, InputResponses, Tool};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
@@ -13,6 +13,7 @@ use super::{Mode, announce, granted, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::catalogue::{self, HeldTool, UpstreamTool};
+use crate::mcp::upstream::input_required as upstream_input;
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Where an exposed tool runs.
@@ -87,18 +88,25 @@ fn visible(rules: Option<&[Rule]>, tool: &Tool) -> bool {
 }
 
 /// Runs a resolved tool now (policy already passed, or the call was
-/// approved): the tool's own result, or Gatehouse's error in `shape` when
-/// the upstream could not run it. `Err` is an upstream's own JSON-RPC error.
+/// approved as `execution`): the tool's own result, or Gatehouse's error in
+/// `shape` when the upstream could not run it, or the upstream's request
+/// for input (for a 2026-07-28 agent, under Gatehouse's own `requestState`).
+/// `Err` is an upstream's own JSON-RPC error.
 async fn run_target(
     state: &McpState,
     caller: &Caller,
     target: &Target,
     arguments: &Value,
     shape: Shape,
-) -> Result<CallToolResult, ErrorData> {
+    execution: Option<&str>,
+) -> Result<CallToolResponse, ErrorData> {
     match target {
-        Target::Builtin(tool) => Ok(tools::run(state, caller, &tool.name, arguments)),
-        Target::Upstream(tool) => state.upstreams.call(tool, arguments, &caller.origin, shape).await,
+        Target::Builtin(tool) => Ok(tools::run(state, caller, &tool.name, arguments).into()),
+        Target::Upstream(tool) => {
+            let answer = state.upstreams.call(tool, arguments, &caller.origin, shape, Default::default()).await?;
+            let execution = execution.map(String::from);
+            Ok(upstream_input::seal_call_answer(state, caller, tool, arguments, execution, 1, answer))
+        }
     }
 }
 
@@ -110,6 +118,8 @@ pub struct Call<'a> {
     pub arguments: Value,
     /// The `requestState` echoed by a 2026-07-28 retry.
     pub request_state: Option<&'a str>,
+    /// The answers a 2026-07-28 retry carries (to an upstream's input requests).
+    pub input_responses: Option<InputResponses>,
     /// The session's announcement mode.
     pub mode: Mode,
 }
@@ -121,11 +131,16 @@ pub struct Call<'a> {
 pub async fn call(
     state: &McpState,
     caller: &Caller,
-    call: Call<'_>,
+    mut call: Call<'_>,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
+    if call.request_state.is_some_and(upstream_input::is_wrapped) {
+        // The retry of a call whose upstream asked for input (of the tool, or of `resume`).
+        let answers = call.input_responses.take();
+        return upstream_input::retry_call(state, caller, &call, answers).await;
+    }
     if call.name == tools::RESUME {
-        return Ok(resume::resume(state, caller, &call.arguments, call.mode, ctx).await.into());
+        return Ok(resume::resume(state, caller, &call.arguments, call.mode, ctx).await);
     }
     if let Some(held) = state.upstreams.held_tool(call.name) {
         tracing::warn!(tool = call.name, upstream = %held.upstream, agent = %caller.credential.agent, "call to a held-back tool refused");
@@ -150,7 +165,7 @@ pub async fn call(
     })?;
     let changes_gate = tools::changes_gate(call.name);
     match verdict.action {
-        Action::Allow => Ok(run_target(state, caller, &target, &call.arguments, shape).await?.into()),
+        Action::Allow => run_target(state, caller, &target, &call.arguments, shape, None).await,
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
             Ok(shape
@@ -170,7 +185,7 @@ pub async fn call(
                     .await
                     .is_some()
             {
-                return Ok(run_target(state, caller, &target, &call.arguments, shape).await?.into());
+                return run_target(state, caller, &target, &call.arguments, shape, None).await;
             }
             let limit = state.limits.max_gated_arguments_bytes;
             let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);
@@ -257,23 +272,40 @@ pub(super) fn gone(execution_id: &str, code: ToolErrorCode, message: String) -> 
 
 /// After the decision: runs an approved call and returns its result (the
 /// tool's own, untouched), or answers for a declined, expired or cancelled
-/// one in `shape` (the request's: the call's own, or `resume`'s).
+/// one in `shape` (the request's: the call's own, or `resume`'s). For a
+/// 2025-11-25 session, whose upstream's input requests are asked of it
+/// during the call, so the answer is always complete.
 pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResult {
+    match finish_decided_response(state, caller, id, shape).await {
+        CallToolResponse::Complete(result) => result,
+        _ => shape.fit(error_result(
+            ToolErrorCode::UpstreamFailed,
+            "the upstream asked for input in a form this session cannot answer",
+            json!({"executionId": id}),
+        )),
+    }
+}
+
+/// [`finish_decided`], where the upstream may still ask a 2026-07-28 agent
+/// for input (the approval covered the call; its input rounds continue it).
+pub async fn finish_decided_response(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResponse {
     let store = &state.core.approvals;
     match store.start_run(id) {
         Ok(execution) => {
-            let result = run_approved(state, caller, &execution, shape).await;
-            let failed = result.is_error == Some(true);
+            let answer = run_approved(state, caller, &execution, shape).await;
+            let failed = matches!(&answer, CallToolResponse::Complete(r) if r.is_error == Some(true));
             store.finish(id, !failed, None);
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");
-            result
+            answer
         }
-        Err(RunError::NotApproved("running")) => shape.fit(error_result(
-            ToolErrorCode::ExecutionRunning,
-            "this call is already running in another request",
-            json!({"executionId": id}),
-        )),
-        Err(_) => settled_result(state, caller, id, shape),
+        Err(RunError::NotApproved("running")) => shape
+            .fit(error_result(
+                ToolErrorCode::ExecutionRunning,
+                "this call is already running in another request",
+                json!({"executionId": id}),
+            ))
+            .into(),
+        Err(_) => settled_result(state, caller, id, shape).into(),
     }
 }
 
@@ -284,18 +316,20 @@ pub(super) async fn run_approved(
     caller: &Caller,
     execution: &Execution,
     shape: Shape,
-) -> CallToolResult {
+) -> CallToolResponse {
     let id = &execution.id;
     if let Some(held) = state.upstreams.held_tool(&execution.tool) {
         tracing::warn!(execution = %id, tool = %execution.tool, "approved tool is held back (its definition changed); refused");
-        return held_back(state, &held, Some(id), shape);
+        return held_back(state, &held, Some(id), shape).into();
     }
     let Some(target) = Target::find(state, &execution.tool) else {
-        return shape.fit(error_result(
-            ToolErrorCode::ToolUnavailable,
-            format!("{} is no longer available (its upstream may be down)", execution.tool),
-            json!({"tool": execution.tool, "executionId": id}),
-        ));
+        return shape
+            .fit(error_result(
+                ToolErrorCode::ToolUnavailable,
+                format!("{} is no longer available (its upstream may be down)", execution.tool),
+                json!({"tool": execution.tool, "executionId": id}),
+            ))
+            .into();
     };
     if !target.is_what_was_approved(execution) {
         tracing::warn!(execution = %id, tool = %execution.tool, "approved tool changed before it ran; refused");
@@ -306,16 +340,18 @@ pub(super) async fn run_approved(
                 execution.tool
             ),
             json!({"tool": execution.tool, "executionId": id, "recovery": "re_execute"}),
-        ));
+        )).into();
     }
     // The answer goes to `resume` (or a held call), not to the original
     // request: an upstream's JSON-RPC error becomes an error result.
-    run_target(state, caller, &target, &execution.arguments, shape).await.unwrap_or_else(|e| {
-        shape.fit(error_result(
-            ToolErrorCode::UpstreamError,
-            format!("{} failed at its upstream: {}", execution.tool, e.message),
-            json!({"executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
-        ))
+    run_target(state, caller, &target, &execution.arguments, shape, Some(id)).await.unwrap_or_else(|e| {
+        shape
+            .fit(error_result(
+                ToolErrorCode::UpstreamError,
+                format!("{} failed at its upstream: {}", execution.tool, e.message),
+                json!({"executionId": id, "code": e.code.0, "message": e.message, "data": e.data}),
+            ))
+            .into()
     })
 }
 

@@ -12,7 +12,7 @@ use rmcp::service::RequestContext;
 use serde_json::json;
 
 use super::browser::approval_url;
-use super::engine::{finish_decided, settled_result};
+use super::engine::{finish_decided_response, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
@@ -51,16 +51,21 @@ fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(data)
 }
 
-/// What the request state is bound to besides its payload: who may retry
-/// (the credential, or its thread's line of credentials: a re-issued
-/// credential continues its predecessor's calls) and the exact arguments.
-fn binding(credential: &gatehouse_core::credentials::Credential, digest: &str) -> Vec<u8> {
-    let principal = match &credential.thread {
+/// Who may retry a call whose `requestState` Gatehouse gave: the
+/// credential, or its thread's line of credentials (a re-issued credential
+/// continues its predecessor's calls).
+pub(crate) fn principal(credential: &gatehouse_core::credentials::Credential) -> String {
+    match &credential.thread {
         Some(thread) => serde_json::to_string(&("thread", thread, &credential.agent, &credential.owner)),
         None => serde_json::to_string(&("credential", &credential.id)),
     }
-    .unwrap_or_default();
-    format!("{principal}|{digest}").into_bytes()
+    .unwrap_or_default()
+}
+
+/// What the request state is bound to besides its payload: who may retry
+/// ([`principal`]) and the exact arguments.
+fn binding(credential: &gatehouse_core::credentials::Credential, digest: &str) -> Vec<u8> {
+    format!("{}|{digest}", principal(credential)).into_bytes()
 }
 
 /// The approval page as a URL elicitation (tasks show the same).
@@ -139,8 +144,6 @@ pub async fn retry(
             "cancelled by the client",
             json!({"executionId": id}),
         ))),
-        Waited::Moved(_) | Waited::NotLive => {
-            CallToolResponse::Complete(finish_decided(state, caller, &id, shape).await)
-        }
+        Waited::Moved(_) | Waited::NotLive => finish_decided_response(state, caller, &id, shape).await,
     }
 }

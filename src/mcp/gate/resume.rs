@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use gatehouse_core::approvals::Waited;
 use rmcp::RoleServer;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use super::Mode;
 use super::browser::pending_result;
-use super::engine::{finish_decided, gone, settled_result};
+use super::engine::{finish_decided_response, gone, settled_result};
 use super::model;
 use crate::mcp::McpState;
 use crate::mcp::tools::{Caller, ResumeArgs};
@@ -50,37 +50,41 @@ pub(super) async fn wait(state: &McpState, id: &str, slice: Duration, ctx: &Requ
 /// runs the approved call and returns its result, or says why it will not run.
 /// `resume` declares no `outputSchema`: its own answers keep their
 /// `structuredContent` whatever the paused tool declares
-/// ([`Shape::Structured`]), and the tool's result passes as it is.
+/// ([`Shape::Structured`]), and the tool's result passes as it is (or its
+/// upstream's request for input, for a 2026-07-28 agent).
 pub async fn resume(
     state: &McpState,
     caller: &Caller,
     arguments: &Value,
     mode: Mode,
     ctx: &RequestContext<RoleServer>,
-) -> CallToolResult {
+) -> CallToolResponse {
     let args: ResumeArgs = match serde_json::from_value(arguments.clone()) {
         Ok(a) => a,
-        Err(e) => return error_result(ToolErrorCode::InvalidArguments, format!("invalid arguments: {e}"), Value::Null),
+        Err(e) => {
+            return error_result(ToolErrorCode::InvalidArguments, format!("invalid arguments: {e}"), Value::Null)
+                .into();
+        }
     };
     let id = args.execution_id;
     let store = &state.core.approvals;
     let Some((execution, _)) = store.get(&id) else {
-        return settled_result(state, caller, &id, Shape::Structured);
+        return settled_result(state, caller, &id, Shape::Structured).into();
     };
     if !execution.belongs_to(&caller.credential) {
         tracing::warn!(execution = %id, agent = %caller.credential.agent, credential = %caller.credential.id, "resume refused: another credential's execution");
-        return forbidden(&id);
+        return forbidden(&id).into();
     }
     // Run where the agent is: on a cluster, take it over from its owner.
     store.take_over(&id).await;
     if let Some(action) = args.action
         && let Err(refused) = model::decide(state, caller, mode, &execution, action)
     {
-        return refused;
+        return refused.into();
     }
     match wait(state, &id, RESUME_SLICE, ctx).await {
-        Waited::StillPending => pending_result(state, &execution, Shape::Structured),
-        Waited::Cancelled => gone(&id, ToolErrorCode::ExecutionCancelled, "cancelled by the client".into()),
-        Waited::Moved(_) | Waited::NotLive => finish_decided(state, caller, &id, Shape::Structured).await,
+        Waited::StillPending => pending_result(state, &execution, Shape::Structured).into(),
+        Waited::Cancelled => gone(&id, ToolErrorCode::ExecutionCancelled, "cancelled by the client".into()).into(),
+        Waited::Moved(_) | Waited::NotLive => finish_decided_response(state, caller, &id, Shape::Structured).await,
     }
 }

@@ -35,7 +35,7 @@ use super::input_required::url_request;
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::session::{Downstream, Origin};
-use crate::tool_error::Shape;
+use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// How often a client is asked to poll a task.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -243,7 +243,16 @@ async fn start(state: &McpState, caller: &Caller, execution: &Execution) {
     let caller = Caller { credential: caller.credential.clone(), session_id: caller.session_id.clone(), origin };
     let (state, tasks) = (state.clone(), state.tasks.clone());
     tasks.spawn(async move {
-        let result = run_approved(&state, &caller, &execution, shape).await;
+        let result = match run_approved(&state, &caller, &execution, shape).await {
+            CallToolResponse::Complete(result) => result,
+            // Nobody holds a request open for a task's run, so an upstream's
+            // questions (or its own task) have no one to reach.
+            _ => shape.fit(error_result(
+                ToolErrorCode::UpstreamError,
+                "the upstream asked for input while the approved task ran; tasks cannot carry its questions yet: call the tool again without tasks",
+                serde_json::json!({"executionId": execution.id}),
+            )),
+        };
         let failed = result.is_error == Some(true);
         let value = serde_json::to_value(&result).unwrap_or_default();
         if let Err(e) = results(&state).save(&execution, "completed", &value) {

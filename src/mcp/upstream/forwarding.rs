@@ -9,16 +9,19 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CompleteRequestParams, CompleteResult,
-    ErrorData, GetPromptRequestParams, GetPromptResult, LoggingLevel, ReadResourceRequestParams, ReadResourceResult,
-    Reference, ResultType, ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
+    CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, LoggingLevel,
+    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject, ResultType,
+    ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
 
 use super::Upstreams;
 use super::catalogue::UpstreamTool;
 use super::errors::sanitize;
+use super::input_required::{self, Continuation, Round};
 use super::link::Link;
+use super::registry::relayable;
 use super::relay;
 use super::session::{Downstream, Origin};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
@@ -67,6 +70,41 @@ fn pass_error(what: &str, e: rmcp::service::ServiceError) -> ErrorData {
     }
 }
 
+/// What Gatehouse sends with a request to `link`'s upstream for the agent
+/// request `origin`. A 2026-07-28 upstream gets, in `_meta`, what that agent
+/// can answer (only what Gatehouse relays: sampling, elicitation, roots;
+/// never tasks or other extensions it cannot carry back), so its capability
+/// checks (-32021) see the real agent, and the agent's log level, instead of
+/// the connection's defaults (which declare everything, for a 2025-11-25
+/// upstream's sake: there the relay refuses what the agent cannot answer).
+fn request_options(link: &Link, origin: &Origin) -> PeerRequestOptions {
+    if !super::link::is_modern(&link.peer) {
+        return PeerRequestOptions::no_options();
+    }
+    let mut meta = RequestMetaObject::new();
+    meta.set_client_capabilities(relayable(&origin.capabilities));
+    if let Some(level) = origin.log_level.or_else(|| origin.downstream.level()) {
+        meta.set_log_level(level);
+    }
+    PeerRequestOptions::no_options().with_meta(meta)
+}
+
+/// Sends `request` (`what`) on `link` for `origin` and waits for the answer
+/// within `call_timeout`, or the agent's cancellation (passed on).
+async fn send(link: &Link, what: &str, request: ClientRequest, origin: &Origin) -> Result<ServerResult, ErrorData> {
+    let handle = link
+        .peer
+        .send_request_with_option(request, request_options(link, origin))
+        .await
+        .map_err(|e| upstream_error(what, link.why(&e)))?;
+    match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
+        Ok(answer) => Ok(answer),
+        Err(rmcp::service::ServiceError::Timeout { timeout }) => Err(timed_out(what, timeout)),
+        Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
+        Err(e) => Err(upstream_error(what, link.why(&e))),
+    }
+}
+
 /// Whether the upstream at the other end of `peer` declared logging.
 pub(super) fn supports_logging(peer: &Peer<RoleClient>) -> bool {
     peer.peer_info().is_some_and(|i| i.capabilities.logging.is_some())
@@ -77,25 +115,33 @@ impl Upstreams {
     /// and server→client requests flow back to that request, its cancellation
     /// flows on. A call in flight when the upstream dies gets an error result
     /// (in `shape`, the request's); the upstream's own result and JSON-RPC
-    /// error are passed through as they are.
+    /// error are passed through as they are. `answers` continues an earlier
+    /// round the upstream answered with `input_required`.
+    ///
+    /// When the upstream asks for input: a 2026-07-28 agent gets the
+    /// upstream's `input_required` (its `requestState` still the upstream's:
+    /// the caller seals it, [`super::input_required`]); a 2025-11-25 agent is
+    /// asked each input request as a server→client request and the call is
+    /// retried with the answers, up to [`input_required::MAX_ROUNDS`] rounds.
     pub async fn call(
         &self,
         tool: &UpstreamTool,
         arguments: &serde_json::Value,
         origin: &Origin,
         shape: Shape,
-    ) -> Result<CallToolResult, ErrorData> {
+        mut answers: Continuation,
+    ) -> Result<CallToolResponse, ErrorData> {
         let failed = |message: String| {
             let message = sanitize(&message);
             self.inner.calls_failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %tool.upstream, tool = %tool.name, message = ?message, "upstream call failed");
-            shape.fit(error_result(
+            CallToolResponse::Complete(shape.fit(error_result(
                 ToolErrorCode::UpstreamFailed,
                 format!("upstream {} could not run {}: {message}", tool.upstream, tool.name),
                 serde_json::json!({"upstream": tool.upstream, "message": message}),
-            ))
+            )))
         };
-        let cancelled_call = || shape.fit(cancelled());
+        let cancelled_call = || CallToolResponse::Complete(shape.fit(cancelled()));
         let link = tokio::select! {
             link = self.link(&tool.upstream, &origin.downstream) => match link {
                 Ok(link) => link,
@@ -103,67 +149,125 @@ impl Upstreams {
             },
             _ = origin.ct.cancelled() => return Ok(cancelled_call()),
         };
-        let mut params = CallToolRequestParams::new(tool.name.clone());
-        if let Some(args) = arguments.as_object() {
-            params = params.with_arguments(args.clone());
-        }
-        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let in_flight = link.relay.track(origin);
-        in_flight.mark(&mut request);
-        let handle = match link.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
-            Ok(handle) => handle,
-            Err(e) => return Ok(failed(link.why(&e))),
-        };
-        match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout)).await {
-            Ok(ServerResult::CallToolResult(mut result)) => {
-                // A 2025-era upstream's result has no `resultType`, which the
-                // Python SDK on 2026-07-28 requires (rmcp drops `complete`
-                // again for agents on an older revision).
-                if result.result_type.is_none() {
-                    result.result_type = Some(ResultType::COMPLETE);
-                }
-                Ok(result)
+        let mut rounds = input_required::Rounds::default();
+        loop {
+            let mut params = CallToolRequestParams::new(tool.name.clone());
+            if let Some(args) = arguments.as_object() {
+                params = params.with_arguments(args.clone());
             }
-            Ok(_) => Ok(failed("the upstream answered tools/call with something else".into())),
-            Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
-            Err(rmcp::service::ServiceError::Cancelled { .. }) => Ok(cancelled_call()),
-            Err(rmcp::service::ServiceError::Timeout { timeout }) => Ok(failed(format!(
-                "no answer within call_timeout ({}); cancelled at the upstream",
-                humantime::format_duration(timeout)
-            ))),
-            Err(e) => Ok(failed(link.why(&e))),
+            params.input_responses = answers.input_responses.take();
+            params.request_state = answers.request_state.take();
+            let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let in_flight = link.relay.track(origin);
+            in_flight.mark(&mut request);
+            let handle = match link.peer.send_request_with_option(request, request_options(&link, origin)).await {
+                Ok(handle) => handle,
+                Err(e) => return Ok(failed(link.why(&e))),
+            };
+            let asked =
+                match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout))
+                    .await
+                {
+                    Ok(ServerResult::CallToolResult(mut result)) => {
+                        // A 2025-era upstream's result has no `resultType`, which the
+                        // Python SDK on 2026-07-28 requires (rmcp drops `complete`
+                        // again for agents on an older revision).
+                        if result.result_type.is_none() {
+                            result.result_type = Some(ResultType::COMPLETE);
+                        }
+                        return Ok(CallToolResponse::Complete(result));
+                    }
+                    Ok(ServerResult::InputRequiredResult(asked)) => asked,
+                    Ok(_) => return Ok(failed("the upstream answered tools/call with something else".into())),
+                    Err(rmcp::service::ServiceError::McpError(e)) => return Err(e),
+                    Err(rmcp::service::ServiceError::Cancelled { .. }) => return Ok(cancelled_call()),
+                    Err(rmcp::service::ServiceError::Timeout { timeout }) => {
+                        return Ok(failed(format!(
+                            "no answer within call_timeout ({}); cancelled at the upstream",
+                            humantime::format_duration(timeout)
+                        )));
+                    }
+                    Err(e) => return Ok(failed(link.why(&e))),
+                };
+            drop(in_flight);
+            match self.input_round(&link, origin, asked, &mut rounds).await {
+                Ok(Round::ToAgent(asked)) => return Ok(CallToolResponse::InputRequired(asked)),
+                Ok(Round::Answered(next)) => answers = next,
+                Err(why) => return Ok(failed(why)),
+            }
         }
     }
 
-    /// `prompts/get` for an exposed prompt name.
+    /// `prompts/get` for an exposed prompt name, for the agent request
+    /// `origin` (`answers`: see [`Upstreams::call`]).
     pub async fn get_prompt(
         &self,
         exposed: &str,
         arguments: Option<rmcp::model::JsonObject>,
-        downstream: &Arc<Downstream>,
-    ) -> Result<GetPromptResult, ErrorData> {
+        origin: &Origin,
+        mut answers: Continuation,
+    ) -> Result<GetPromptResponse, ErrorData> {
         let (upstream, name) = self
             .prompt_owner(exposed)
             .ok_or_else(|| ErrorData::invalid_params(format!("Unknown prompt: {exposed}"), None))?;
-        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("prompts/get", e))?;
-        let mut params = GetPromptRequestParams::new(name);
-        if let Some(arguments) = arguments {
-            params = params.with_arguments(arguments);
+        let link = self.link(&upstream, &origin.downstream).await.map_err(|e| upstream_error("prompts/get", e))?;
+        let mut rounds = input_required::Rounds::default();
+        loop {
+            let mut params = GetPromptRequestParams::new(name.clone());
+            if let Some(arguments) = arguments.clone() {
+                params = params.with_arguments(arguments);
+            }
+            params.input_responses = answers.input_responses.take();
+            params.request_state = answers.request_state.take();
+            let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+            let asked = match send(&link, "prompts/get", request, origin).await? {
+                ServerResult::GetPromptResult(mut result) => {
+                    result.result_type.get_or_insert(ResultType::COMPLETE);
+                    return Ok(GetPromptResponse::Complete(result));
+                }
+                ServerResult::InputRequiredResult(asked) => asked,
+                _ => return Err(upstream_error("prompts/get", "the upstream answered with something else")),
+            };
+            match self.input_round(&link, origin, asked, &mut rounds).await {
+                Ok(Round::ToAgent(asked)) => return Ok(GetPromptResponse::InputRequired(asked)),
+                Ok(Round::Answered(next)) => answers = next,
+                Err(why) => return Err(upstream_error("prompts/get", why)),
+            }
         }
-        within(&link, "prompts/get", link.peer.get_prompt(params)).await
     }
 
-    /// `resources/read` of `uri` (normalised), at the upstream that serves it.
+    /// `resources/read` of `uri` (normalised), at the upstream that serves
+    /// it, for the agent request `origin` (`answers`: see [`Upstreams::call`]).
     pub async fn read_resource(
         &self,
         uri: &str,
-        downstream: &Arc<Downstream>,
-    ) -> Result<ReadResourceResult, ErrorData> {
+        origin: &Origin,
+        mut answers: Continuation,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let (upstream, spelling) = self
             .resource_route(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
-        let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/read", e))?;
-        within(&link, "resources/read", link.peer.read_resource(ReadResourceRequestParams::new(spelling))).await
+        let link = self.link(&upstream, &origin.downstream).await.map_err(|e| upstream_error("resources/read", e))?;
+        let mut rounds = input_required::Rounds::default();
+        loop {
+            let mut params = ReadResourceRequestParams::new(spelling.clone());
+            params.input_responses = answers.input_responses.take();
+            params.request_state = answers.request_state.take();
+            let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+            let asked = match send(&link, "resources/read", request, origin).await? {
+                ServerResult::ReadResourceResult(mut result) => {
+                    result.result_type.get_or_insert(ResultType::COMPLETE);
+                    return Ok(ReadResourceResponse::Complete(result));
+                }
+                ServerResult::InputRequiredResult(asked) => asked,
+                _ => return Err(upstream_error("resources/read", "the upstream answered with something else")),
+            };
+            match self.input_round(&link, origin, asked, &mut rounds).await {
+                Ok(Round::ToAgent(asked)) => return Ok(ReadResourceResponse::InputRequired(asked)),
+                Ok(Round::Answered(next)) => answers = next,
+                Err(why) => return Err(upstream_error("resources/read", why)),
+            }
+        }
     }
 
     /// `completion/complete` for a prompt argument or a resource template.

@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use rmcp::RoleClient;
-use rmcp::service::{ClientCacheConfig, Peer, RunningService, ServiceExt};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientCacheConfig, Peer, RunningService};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio_util::task::TaskTracker;
@@ -53,6 +54,60 @@ pub const INHERITED_ENV: &[&str] = &[
 /// How long a stdio child may take to exit after its stdin closes before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
+/// How long rmcp's `Auto` lifecycle waits for an answer to `server/discover`
+/// before it falls back to `initialize` (its private
+/// `DEFAULT_AUTO_DISCOVER_TIMEOUT`, not configurable). A connection that
+/// tries discover first gets this much on top of `connect_timeout`, so an
+/// upstream that silently ignores the probe still has its whole
+/// `connect_timeout` for `initialize`.
+pub(crate) const DISCOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// How a connection starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// `server/discover` first: 2026-07-28 with an upstream that offers it,
+    /// else `initialize` (2025-11-25) on the same connection.
+    Auto,
+    /// `initialize` only: an upstream known to speak 2025-11-25, or one whose
+    /// last discover attempt failed outright (some exit on an unknown method).
+    Initialize,
+}
+
+impl Lifecycle {
+    fn mode(self) -> ClientLifecycleMode {
+        match self {
+            Lifecycle::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            Lifecycle::Initialize => ClientLifecycleMode::Initialize,
+        }
+    }
+
+    /// How long starting may take in all.
+    fn deadline(self, connect_timeout: Duration) -> Duration {
+        match self {
+            Lifecycle::Auto => connect_timeout.saturating_add(DISCOVER_WAIT),
+            Lifecycle::Initialize => connect_timeout,
+        }
+    }
+
+    /// The way to try after an attempt this way failed: the other one (an
+    /// upstream that choked on discover gets `initialize`; one that refused
+    /// `initialize`, perhaps 2026-07-28 only, gets discover again).
+    pub(crate) fn other(self) -> Self {
+        match self {
+            Lifecycle::Auto => Lifecycle::Initialize,
+            Lifecycle::Initialize => Lifecycle::Auto,
+        }
+    }
+}
+
+/// Whether the upstream at the other end of `peer` negotiated 2026-07-28 or later.
+pub(crate) fn is_modern(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info().is_some_and(|i| i.protocol_version >= ProtocolVersion::V_2026_07_28)
+}
+
 /// How much of one stderr line goes to the debug log.
 const LOGGED_LINE_BYTES: usize = 1024;
 
@@ -81,7 +136,7 @@ pub(crate) enum LinkError {
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
     Client(String),
-    /// `initialize` failed (the chain of causes).
+    /// `server/discover` and `initialize` failed (the chain of causes).
     #[error("{at}: initialize failed: {message}")]
     Initialize {
         /// The command or URL.
@@ -89,13 +144,20 @@ pub(crate) enum LinkError {
         /// Why.
         message: String,
     },
-    /// Starting and `initialize` took longer than `connect_timeout`.
-    #[error("{at}: no answer to initialize within connect_timeout ({})", humantime::format_duration(*.timeout))]
+    /// Starting and `initialize` took longer than `connect_timeout` (plus
+    /// [`DISCOVER_WAIT`] when discover was tried first).
+    #[error(
+        "{at}: no answer to initialize within connect_timeout ({}){}",
+        humantime::format_duration(*.timeout),
+        if *.discovered { " (after waiting for an answer to server/discover)" } else { "" }
+    )]
     Timeout {
         /// The command or URL.
         at: String,
         /// The configured timeout.
         timeout: Duration,
+        /// Whether discover was tried first (and had [`DISCOVER_WAIT`] more).
+        discovered: bool,
     },
     /// Neither `command` nor `url` (the config check prevents this).
     #[error("no command or url")]
@@ -199,12 +261,14 @@ impl ChildWatch {
 }
 
 /// Starts a client for `config` with `relay` as its handler, within
-/// `connect_timeout` (spawn or connect, then `initialize`); a stdio child
-/// reports its stderr and line-length violation to `watch`.
+/// `connect_timeout` (spawn or connect, then `lifecycle`: discover or
+/// `initialize`; [`DISCOVER_WAIT`] more when discover is tried); a stdio
+/// child reports its stderr and line-length violation to `watch`.
 pub(crate) async fn connect(
     config: &UpstreamConfig,
     relay: Relay,
     watch: Option<&ChildWatch>,
+    lifecycle: Lifecycle,
 ) -> Result<Connection, LinkError> {
     let at = match (&config.command, &config.url) {
         (Some(command), _) => command.clone(),
@@ -213,9 +277,10 @@ pub(crate) async fn connect(
     };
     let timeout = config.connect_timeout;
     let watch = watch.cloned().unwrap_or_else(|| ChildWatch::new(config));
-    tokio::time::timeout(timeout, connect_now(config, relay, &at, watch))
+    let discovered = lifecycle == Lifecycle::Auto;
+    tokio::time::timeout(lifecycle.deadline(timeout), connect_now(config, relay, &at, watch, lifecycle))
         .await
-        .map_err(|_| LinkError::Timeout { at: at.clone(), timeout })?
+        .map_err(|_| LinkError::Timeout { at: at.clone(), timeout, discovered })?
 }
 
 async fn connect_now(
@@ -223,6 +288,7 @@ async fn connect_now(
     relay: Relay,
     at: &str,
     watch: ChildWatch,
+    lifecycle: Lifecycle,
 ) -> Result<Connection, LinkError> {
     let initialize_failed = |e: rmcp::service::ClientInitializeError| LinkError::Initialize {
         at: at.to_string(),
@@ -230,7 +296,8 @@ async fn connect_now(
     };
     if let Some(command) = &config.command {
         let (transport, pid) = spawn_child(config, command, &watch, &relay.state.tasks)?;
-        let service = relay.clone().serve(InOrder::new(transport, relay.state.clone())).await.map_err(|e| {
+        let transport = InOrder::new(transport, relay.state.clone());
+        let service = relay.clone().serve_with_lifecycle(transport, lifecycle.mode()).await.map_err(|e| {
             // The child may have been failed by us; say so rather than "connection closed".
             match watch.violation() {
                 Some(why) => LinkError::Initialize { at: at.to_string(), message: why },
@@ -261,7 +328,8 @@ async fn connect_now(
         // An upstream that forgot the session (404) gets a new one.
         .reinit_on_expired_session(true);
     let transport = StreamableHttpClientTransport::with_client(client, transport_config);
-    let service = relay.clone().serve(InOrder::new(transport, relay.state.clone())).await.map_err(initialize_failed)?;
+    let transport = InOrder::new(transport, relay.state.clone());
+    let service = relay.clone().serve_with_lifecycle(transport, lifecycle.mode()).await.map_err(initialize_failed)?;
     without_cache(&service).await;
     Ok(Connection { service, pid: None })
 }

@@ -18,6 +18,7 @@
 pub mod catalogue;
 pub mod errors;
 mod forwarding;
+pub mod input_required;
 pub mod link;
 pub mod listeners;
 mod registry;
@@ -57,6 +58,8 @@ struct Slot {
     /// Its tools held back: their definitions are not the pinned ones.
     held: Vec<catalogue::HeldTool>,
     link: Option<Link>,
+    /// The protocol revision its shared connection negotiated (while up).
+    protocol: Option<String>,
     restarts: u64,
     pid: Option<u32>,
     /// A stdio child's stderr tail (of the current or last process).
@@ -78,6 +81,7 @@ impl Slot {
             conflicts: Vec::new(),
             held: Vec::new(),
             link: None,
+            protocol: None,
             restarts: 0,
             pid: None,
             child: None,
@@ -120,6 +124,9 @@ pub(crate) struct Inner {
     /// The application's background tasks: everything this side spawns is
     /// tracked here, so shutdown can wait for it.
     tasks: TaskTracker,
+    /// Wrapped `requestState`s of approved calls already retried, until they
+    /// expire ([`input_required`]): an approval runs its call once.
+    spent: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// All upstreams; cheap to clone.

@@ -13,14 +13,22 @@ use super::link::{self, Link};
 use super::relay::{Relay, RelayState};
 use super::session::{self, Downstream};
 
+/// Of what an agent's client declared, what an upstream may count on
+/// through Gatehouse: sampling, elicitation and roots, which it relays. Not
+/// tasks, other extensions or experimental capabilities, which it cannot
+/// carry back: an upstream told of them would answer in a form that never
+/// reaches the agent.
+pub(crate) fn relayable(declared: &ClientCapabilities) -> ClientCapabilities {
+    let mut caps = ClientCapabilities::default();
+    caps.sampling = declared.sampling.clone();
+    caps.elicitation = declared.elicitation.clone();
+    caps.roots = declared.roots.clone();
+    caps
+}
+
 /// What a per-session connection declares: what the agent's client declared.
 fn agent_capabilities(downstream: &Downstream) -> ClientCapabilities {
-    let declared = downstream.capabilities();
-    let mut caps = ClientCapabilities::default();
-    caps.sampling = declared.sampling;
-    caps.elicitation = declared.elicitation;
-    caps.roots = declared.roots;
-    caps
+    relayable(&downstream.capabilities())
 }
 
 impl Upstreams {
@@ -70,7 +78,9 @@ impl Upstreams {
             (slot.config.url.is_some(), slot.link.clone())
         };
         let shared = shared.ok_or_else(|| "the upstream is down".to_string())?;
-        if !http || !downstream.stateful() {
+        // 2026-07-28 has no sessions: every request carries what it needs
+        // (the agent's capabilities in its `_meta`), so the shared one serves.
+        if !http || !downstream.stateful() || link::is_modern(&shared.peer) {
             return Ok(shared);
         }
         let cell = downstream.link_cell(name);
@@ -83,7 +93,9 @@ impl Upstreams {
         // Only when opening a session: the config is not copied on every call.
         let config = self.slots().get(name).map(|s| s.config.clone()).ok_or_else(|| format!("no upstream {name}"))?;
         let relay = RelayState::new(name, Some(downstream), self);
-        let connecting = link::connect(&config, Relay::new(relay.clone(), agent_capabilities(downstream)), None);
+        // The shared connection found it speaks 2025-11-25: no discover round trip.
+        let handler = Relay::new(relay.clone(), agent_capabilities(downstream));
+        let connecting = link::connect(&config, handler, None, link::Lifecycle::Initialize);
         let connection =
             connecting.await.map_err(|e| sanitize(&format!("could not open a session: {}", error_chain(&e))))?;
         let link = Link {

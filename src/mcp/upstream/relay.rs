@@ -296,24 +296,75 @@ impl Relay {
     /// Sends `request` to the agent the upstream's request belongs to, on the
     /// response stream of the agent's call (or its standalone stream when the
     /// request belongs to no call), and waits for the answer, the upstream's
-    /// cancellation (passed on) or that stream closing. What cannot be
-    /// delivered (no single agent to ask, a capability the agent's client did
-    /// not declare, a closed stream, an ended session) is a JSON-RPC error to
-    /// the upstream at once, with a warning, never a wait the upstream can
-    /// only time out of.
+    /// cancellation (passed on) or that stream closing (see
+    /// [`RelayState::deliver`]).
     async fn ask(
         &self,
-        mut request: ServerRequest,
+        request: ServerRequest,
         ctx: &RequestContext<RoleClient>,
         what: &str,
         declared: fn(&ClientCapabilities) -> bool,
     ) -> Result<ClientResult, ErrorData> {
-        let refuse = |code: ErrorCode, why: String| {
-            tracing::warn!(upstream = %self.state.upstream, what, %why, "upstream request not relayed");
-            ErrorData::new(code, format!("{what} could not be relayed: {why}"), None)
-        };
         let (downstream, request_id, witnesses) =
-            self.state.route(&ctx.extensions).map_err(|why| refuse(ErrorCode::INTERNAL_ERROR, why.into()))?;
+            self.state.route(&ctx.extensions).map_err(|why| self.state.refuse(what, ErrorCode::INTERNAL_ERROR, why))?;
+        let target = Asked { downstream, request_id, witnesses };
+        self.state.deliver(target, request, ctx.ct.clone(), what, declared).await
+    }
+
+    fn upstreams(&self) -> Option<Upstreams> {
+        self.state.upstreams.upgrade().map(|inner| Upstreams { inner })
+    }
+
+    /// A shared connection's list changed: refresh the catalogue and tell every agent.
+    fn refresh(&self) {
+        if self.state.owner.is_some() {
+            // The upstream's shared connection hears the same change.
+            return;
+        }
+        if let Some(upstreams) = self.upstreams() {
+            upstreams.request_refresh(&self.state.upstream);
+        }
+    }
+}
+
+/// The agent a relayed request goes to: its session, the agent request it
+/// is about (none: the standalone stream), and the agent's calls whose
+/// streams may carry it.
+pub(crate) struct Asked {
+    pub(crate) downstream: Arc<Downstream>,
+    pub(crate) request_id: Option<RequestId>,
+    pub(crate) witnesses: Vec<Delivery>,
+}
+
+impl RelayState {
+    /// A request of the upstream's that is not relayed: logged, and the error
+    /// the upstream (or the forwarded call) gets.
+    pub(crate) fn refuse(&self, what: &str, code: ErrorCode, why: impl std::fmt::Display) -> ErrorData {
+        tracing::warn!(upstream = %self.upstream, what, %why, "upstream request not relayed");
+        ErrorData::new(code, format!("{what} could not be relayed: {why}"), None)
+    }
+
+    /// The open streams of `downstream`'s session (none for a stateless request).
+    fn streams(&self, downstream: &Downstream) -> Option<Arc<SessionStreams>> {
+        let session = downstream.session_id()?;
+        self.upstreams.upgrade()?.streams.session(session)
+    }
+
+    /// Sends `request` to the agent `target` names and waits for the answer,
+    /// `ct` (passed on as a cancellation) or the stream closing. What cannot
+    /// be delivered (a capability the agent's client did not declare, a
+    /// closed stream, an ended session) is an error at once, with a warning,
+    /// never a wait the upstream can only time out of.
+    pub(crate) async fn deliver(
+        &self,
+        target: Asked,
+        mut request: ServerRequest,
+        ct: CancellationToken,
+        what: &str,
+        declared: fn(&ClientCapabilities) -> bool,
+    ) -> Result<ClientResult, ErrorData> {
+        let refuse = |code: ErrorCode, why: String| self.refuse(what, code, why);
+        let Asked { downstream, request_id, witnesses } = target;
         if !declared(&downstream.capabilities()) {
             return Err(refuse(ErrorCode::METHOD_NOT_FOUND, format!("the agent's client does not support {what}")));
         }
@@ -337,10 +388,9 @@ impl Relay {
         if let Delivery::Request(id) = &delivery {
             request.extensions_mut().insert(OriginatingRequestId(id.clone()));
         }
-        let ct = ctx.ct.clone();
         // In a task of its own: rmcp would otherwise mark the request as coming
         // from the *upstream's* request id, which the agent's session does not know.
-        let sent = self.state.tasks.spawn(async move {
+        let sent = self.tasks.spawn(async move {
             let mut handle = peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
                 .await
@@ -376,27 +426,6 @@ impl Relay {
             Err(e) => Err(refuse(ErrorCode::INTERNAL_ERROR, format!("the relay failed: {e}"))),
         }
     }
-
-    /// The open streams of `downstream`'s session (none for a stateless request).
-    fn streams(&self, downstream: &Downstream) -> Option<Arc<SessionStreams>> {
-        let session = downstream.session_id()?;
-        self.upstreams()?.inner.streams.session(session)
-    }
-
-    fn upstreams(&self) -> Option<Upstreams> {
-        self.state.upstreams.upgrade().map(|inner| Upstreams { inner })
-    }
-
-    /// A shared connection's list changed: refresh the catalogue and tell every agent.
-    fn refresh(&self) {
-        if self.state.owner.is_some() {
-            // The upstream's shared connection hears the same change.
-            return;
-        }
-        if let Some(upstreams) = self.upstreams() {
-            upstreams.request_refresh(&self.state.upstream);
-        }
-    }
 }
 
 /// Why a relayed request got no answer.
@@ -425,8 +454,9 @@ fn unexpected(what: &str) -> ErrorData {
 
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
-        // 2025-11-25: the newest protocol in which an upstream may still send
-        // requests to its client, which Gatehouse relays to agents.
+        // What `initialize` asks for: 2025-11-25, in which an upstream sends
+        // requests to its client, relayed to agents. (A 2026-07-28 upstream,
+        // found with `server/discover`, asks with `input_required` instead.)
         ClientConfig::new(self.capabilities.clone(), Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 use rmcp::RoleServer;
-use rmcp::model::{ClientCapabilities, ClientJsonRpcMessage, LoggingLevel, ProgressToken, RequestId};
+use rmcp::model::{ClientCapabilities, ClientJsonRpcMessage, LoggingLevel, ProgressToken, ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::{RestoreOutcome, ServerSseMessage, SessionId, SessionManager};
@@ -179,6 +179,15 @@ pub struct Origin {
     pub progress: Option<ProgressToken>,
     /// Cancelled when the agent cancels its request.
     pub ct: CancellationToken,
+    /// What the agent's client declared on this request (its `_meta` on
+    /// 2026-07-28, else its session's `initialize`).
+    pub capabilities: ClientCapabilities,
+    /// The log level the request's `_meta` asked for (2026-07-28).
+    pub log_level: Option<LoggingLevel>,
+    /// Whether the agent speaks 2026-07-28 on this request: an upstream's
+    /// input request then goes back to it as `input_required`, not as a
+    /// server→client request (which rmcp refuses on that revision).
+    pub modern: bool,
 }
 
 impl Origin {
@@ -189,6 +198,9 @@ impl Origin {
             request_id: ctx.id.clone(),
             progress: ctx.meta.get_progress_token(),
             ct: ctx.ct.clone(),
+            capabilities: ctx.client_capabilities().unwrap_or_else(|| downstream.capabilities()),
+            log_level: ctx.meta.log_level(),
+            modern: ctx.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28),
         }
     }
 }

@@ -57,6 +57,8 @@ pub struct Status {
     pub tools: usize,
     /// Restarts since start.
     pub restarts: u64,
+    /// The protocol revision its shared connection negotiated (while up).
+    pub protocol: Option<String>,
     /// Process id of a stdio upstream while it runs.
     pub pid: Option<u32>,
     /// The latest of a stdio upstream's stderr (at most `stderr_tail_bytes`).
@@ -114,6 +116,7 @@ impl Upstreams {
                 last_error: s.shown_error(),
                 tools: s.catalog.tools.len(),
                 restarts: s.restarts,
+                protocol: s.protocol.clone(),
                 pid: s.pid,
                 stderr_tail: s.child.as_ref().map(ChildWatch::stderr_tail),
             })
@@ -131,15 +134,19 @@ impl Upstreams {
 
     /// Keeps one upstream connected: connect, list what it offers, wait for
     /// it to end, back off (1 s doubling to 30 s, reset after a healthy
-    /// minute), repeat.
+    /// minute), repeat. The first attempt asks with `server/discover` (and
+    /// falls back to `initialize`); after a failed attempt the next one tries
+    /// the other way ([`link::Lifecycle::other`]).
     async fn supervise(self, config: UpstreamConfig, shutdown: CancellationToken) {
         let mut backoff = Duration::from_secs(1);
+        let mut lifecycle = link::Lifecycle::Auto;
         loop {
             let started = tokio::time::Instant::now();
             let relay = RelayState::new(&config.name, None, &self);
             let watch = config.command.is_some().then(|| ChildWatch::new(&config));
             self.update(&config.name, |s| s.child = watch.clone());
-            let connecting = link::connect(&config, Relay::new(relay.clone(), shared_capabilities()), watch.as_ref());
+            let relay_handler = Relay::new(relay.clone(), shared_capabilities());
+            let connecting = link::connect(&config, relay_handler, watch.as_ref(), lifecycle);
             let connected = tokio::select! {
                 connected = connecting => connected,
                 _ = shutdown.cancelled() => return,
@@ -147,8 +154,13 @@ impl Upstreams {
             match connected {
                 Ok(connection) => {
                     let service = connection.service;
-                    self.update(&config.name, |s| s.pid = connection.pid);
                     let peer = service.peer().clone();
+                    let protocol = peer.peer_info().map(|i| i.protocol_version.to_string());
+                    tracing::info!(upstream = %config.name, protocol = ?protocol, "upstream connected");
+                    self.update(&config.name, |s| {
+                        s.pid = connection.pid;
+                        s.protocol = protocol;
+                    });
                     match load_catalog(&config, &peer).await {
                         Ok(listing) => {
                             self.record_listing(&config, &listing.catalog);
@@ -193,7 +205,10 @@ impl Upstreams {
                         }
                     }
                 }
-                Err(e) => self.fail(&config.name, "upstream failed to start", error_chain(&e)),
+                Err(e) => {
+                    self.fail(&config.name, "upstream failed to start", error_chain(&e));
+                    lifecycle = lifecycle.other();
+                }
             }
             if let Some(line) = watch.as_ref().and_then(ChildWatch::last_line) {
                 tracing::warn!(upstream = %config.name, stderr = %sanitize(&line), "upstream's last stderr line");
@@ -207,6 +222,7 @@ impl Upstreams {
                 s.list_problems.clear();
                 s.link = None;
                 s.pid = None;
+                s.protocol = None;
                 s.restarts += 1;
             });
             if was_up {
