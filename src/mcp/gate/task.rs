@@ -239,6 +239,11 @@ async fn start(state: &McpState, caller: &Caller, execution: &Execution) {
         request_id: caller.origin.request_id.clone(),
         progress: None,
         ct: CancellationToken::new(),
+        // Declares nothing it could not answer: an upstream that needs the
+        // agent's input refuses (-32021) or asks, and the asking is refused below.
+        capabilities: Default::default(),
+        log_level: None,
+        modern: true,
     };
     let caller = Caller { credential: caller.credential.clone(), session_id: caller.session_id.clone(), origin };
     let (state, tasks) = (state.clone(), state.tasks.clone());

@@ -11,7 +11,7 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
     CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, LoggingLevel,
-    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject, ResultType,
+    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
     ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
@@ -168,15 +168,8 @@ impl Upstreams {
                 match relay::await_or_cancel(handle, &origin.ct, "cancelled by the agent", Some(link.call_timeout))
                     .await
                 {
-                    Ok(ServerResult::CallToolResult(mut result)) => {
-                        // A 2025-era upstream's result has no `resultType`, which the
-                        // Python SDK on 2026-07-28 requires (rmcp drops `complete`
-                        // again for agents on an older revision).
-                        if result.result_type.is_none() {
-                            result.result_type = Some(ResultType::COMPLETE);
-                        }
-                        return Ok(CallToolResponse::Complete(result));
-                    }
+                    // `resultType` is added where agents are answered (results.rs).
+                    Ok(ServerResult::CallToolResult(result)) => return Ok(CallToolResponse::Complete(result)),
                     Ok(ServerResult::InputRequiredResult(asked)) => asked,
                     Ok(_) => return Ok(failed("the upstream answered tools/call with something else".into())),
                     Err(rmcp::service::ServiceError::McpError(e)) => return Err(e),
@@ -221,10 +214,7 @@ impl Upstreams {
             params.request_state = answers.request_state.take();
             let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
             let asked = match send(&link, "prompts/get", request, origin).await? {
-                ServerResult::GetPromptResult(mut result) => {
-                    result.result_type.get_or_insert(ResultType::COMPLETE);
-                    return Ok(GetPromptResponse::Complete(result));
-                }
+                ServerResult::GetPromptResult(result) => return Ok(GetPromptResponse::Complete(result)),
                 ServerResult::InputRequiredResult(asked) => asked,
                 _ => return Err(upstream_error("prompts/get", "the upstream answered with something else")),
             };
@@ -255,10 +245,7 @@ impl Upstreams {
             params.request_state = answers.request_state.take();
             let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
             let asked = match send(&link, "resources/read", request, origin).await? {
-                ServerResult::ReadResourceResult(mut result) => {
-                    result.result_type.get_or_insert(ResultType::COMPLETE);
-                    return Ok(ReadResourceResponse::Complete(result));
-                }
+                ServerResult::ReadResourceResult(result) => return Ok(ReadResourceResponse::Complete(result)),
                 ServerResult::InputRequiredResult(asked) => asked,
                 _ => return Err(upstream_error("resources/read", "the upstream answered with something else")),
             };
