@@ -33,7 +33,7 @@ fn all_caps() -> Value {
 async fn modern_upstream(only_modern: bool) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { serve(listener, Options { only_modern }).await.expect("the modern fixture serves") });
+    tokio::spawn(async move { serve(listener, Options { only_modern, ..Default::default() }).await.expect("the modern fixture serves") });
     url
 }
 
