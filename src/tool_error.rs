@@ -8,7 +8,7 @@
 //! ([`META_KEY`]): clients validate a tool's `structuredContent` against its
 //! output schema, and Gatehouse's own answers are not the tool's structure.
 
-use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData, Tool};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -58,6 +58,19 @@ pub enum ToolErrorCode {
     UpstreamFailed,
     /// The agent cancelled the forwarded call.
     Cancelled,
+}
+
+/// A `requestState` that fails its integrity check, is another
+/// credential's, belongs to another call or has expired: refused as a
+/// JSON-RPC error (invalid params), not as a tool result, since the spec has
+/// a server reject such a state outright (SEP-2322) and a client must not
+/// mistake the refusal for the tool's answer. Gatehouse's own pauses and the
+/// upstream states it wraps are refused alike.
+pub fn invalid_request_state(message: impl Into<String>) -> ErrorData {
+    ErrorData::invalid_params(
+        message.into(),
+        Some(serde_json::json!({"error": ToolErrorCode::InvalidRequestState, "recovery": "re_execute"})),
+    )
 }
 
 /// An `isError` result: `message` for the model, `details` (a JSON object,

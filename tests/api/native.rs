@@ -19,6 +19,17 @@ async fn modern(app: &TestApp, token: &str, mode: &str, name: &str, args: Value,
     jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
 }
 
+/// The JSON-RPC error of a refused `requestState` (invalid params, naming it).
+async fn refused(app: &TestApp, token: &str, args: Value, request_state: &str) -> Value {
+    let params = json!({"arguments": args, "requestState": request_state});
+    let capabilities = json!({"elicitation": {"url": {}}});
+    let response = app.modern_tool_call(token, "native", capabilities, "gatehouse_policy_set", params).send().await.unwrap();
+    let reply = jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply");
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert_eq!(reply["error"]["data"]["error"], "invalid_request_state", "{reply}");
+    reply["error"].clone()
+}
+
 /// `gatehouse_policy_set` in native mode.
 async fn modern_call(app: &TestApp, token: &str, args: Value, request_state: Option<&str>) -> Value {
     modern(app, token, "native", "gatehouse_policy_set", args, request_state).await
@@ -74,15 +85,12 @@ async fn tampered_other_credential_and_changed_arguments_are_refused() {
     let mut tampered = state.clone().into_bytes();
     let last = tampered.len() - 2;
     tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
-    let r = modern_call(&app, &token, args.clone(), Some(std::str::from_utf8(&tampered).unwrap())).await;
-    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "{r}");
+    refused(&app, &token, args.clone(), std::str::from_utf8(&tampered).unwrap()).await;
 
     let other = app.issue_owned("py-agent", "ada");
-    let r = modern_call(&app, &other, args.clone(), Some(&state)).await;
-    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "another credential: {r}");
+    refused(&app, &other, args.clone(), &state).await;
 
-    let r = modern_call(&app, &token, json!({"pattern": "changed", "action": "allow"}), Some(&state)).await;
-    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "other arguments: {r}");
+    refused(&app, &token, json!({"pattern": "changed", "action": "allow"}), &state).await;
     assert!(app.core.policy.rules().unwrap().is_empty());
 }
 
@@ -95,10 +103,8 @@ async fn an_expired_request_state_is_refused() {
     let first = modern_call(&app, &token, args.clone(), None).await;
     let state = first["requestState"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(2600)).await;
-    let r = modern_call(&app, &token, args, Some(&state)).await;
-    assert_eq!(r["isError"], true, "{r}");
-    let error = r["structuredContent"]["error"].as_str().unwrap();
-    assert!(error == "invalid_request_state" || error == "execution_settled", "{r}");
+    // The seal's own expiry refuses it outright.
+    refused(&app, &token, args, &state).await;
 }
 
 #[tokio::test]
@@ -128,8 +134,7 @@ async fn a_re_issued_credential_continues_its_threads_request_state() {
     app.core.approvals.decide(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada").unwrap();
     // Another thread's credential of the same agent cannot use the state.
     let stranger = issue("t2");
-    let r = modern_call(&app, &stranger, args.clone(), Some(&state)).await;
-    assert_eq!(r["structuredContent"]["error"], "invalid_request_state", "{r}");
+    refused(&app, &stranger, args.clone(), &state).await;
     // The orchestrator re-issues the thread's credential: the retry continues.
     let next = issue("t1");
     let done = modern_call(&app, &next, args, Some(&state)).await;

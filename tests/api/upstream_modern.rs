@@ -274,10 +274,11 @@ async fn a_tampered_or_foreign_state_is_refused() {
     let (result, state) = input_required(&first);
     let responses = answers(&result);
     let retry = |state: String| json!({"requestState": state, "inputResponses": responses.clone()});
+    // Refused outright (invalid params), never as if it were the tool's answer.
     let refused = |reply: &Value| {
-        assert_eq!(reply["result"]["isError"], true, "refused: {reply}");
-        let said = reply["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
-        assert!(said.contains("requestState was refused"), "{reply}");
+        assert_eq!(reply["error"]["code"], -32602, "refused: {reply}");
+        assert_eq!(reply["error"]["data"]["error"], "invalid_request_state", "{reply}");
+        assert!(reply["error"]["message"].as_str().unwrap_or_default().contains("requestState was refused"), "{reply}");
     };
 
     // Altered: its signature, or the payload it signs.
@@ -444,6 +445,6 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     assert!(text(&done).contains("Ada"), "{done}");
     // The approval ran the call once: its round is not run again by a replay.
     let replay = modern_call_in(&app, &token, "native", caps, tool, params).await;
-    assert_eq!(replay["result"]["isError"], true, "{replay}");
-    assert!(replay["result"]["content"][0]["text"].as_str().unwrap().contains("already used"), "{replay}");
+    assert_eq!(replay["error"]["data"]["error"], "invalid_request_state", "{replay}");
+    assert!(replay["error"]["message"].as_str().unwrap().contains("already used"), "{replay}");
 }

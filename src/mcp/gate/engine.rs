@@ -150,7 +150,7 @@ pub async fn call(
         .ok_or_else(|| ErrorData::invalid_params(format!("Unknown tool: {}", call.name), None))?;
     let shape = Shape::of(target.tool());
     if let Some(request_state) = call.request_state {
-        return Ok(input_required::retry(state, caller, request_state, &call.arguments, shape, ctx).await);
+        return input_required::retry(state, caller, request_state, &call.arguments, shape, ctx).await;
     }
     // A client that declared tasks got a task, not the -32042 error, for its first call.
     if call.mode == Mode::Native && url_elicitation::uses_url_error(state, ctx) && !super::task::declared(ctx) {

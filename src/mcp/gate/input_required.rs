@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use gatehouse_core::approvals::{Execution, Waited};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec, SealOptions};
+use rmcp::model::{CallToolResponse, ErrorData, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec, SealOptions};
 use rmcp::service::RequestContext;
 use serde_json::json;
 
@@ -15,7 +15,7 @@ use super::browser::approval_url;
 use super::engine::{finish_decided_response, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
-use crate::tool_error::{Shape, ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result, invalid_request_state};
 
 /// How long one retried 2026-07-28 call is held before answering "still
 /// pending" (the Python SDK retries an input-required answer a bounded number
@@ -104,38 +104,34 @@ pub async fn retry(
     arguments: &serde_json::Value,
     shape: Shape,
     ctx: &RequestContext<RoleServer>,
-) -> CallToolResponse {
+) -> Result<CallToolResponse, ErrorData> {
     let digest = gatehouse_core::approvals::digest(arguments);
     let opened = state.codec.open_with(request_state, &binding(&caller.credential, &digest));
     let id = match opened.map(|bytes| String::from_utf8(bytes).unwrap_or_default()) {
         Ok(id) => id,
         Err(e) => {
             tracing::warn!(agent = %caller.credential.agent, error = %e, "refused a requestState");
-            return CallToolResponse::Complete(shape.fit(error_result(
-                ToolErrorCode::InvalidRequestState,
-                format!("the requestState was refused ({e}); make the call again without it"),
-                json!({"recovery": "re_execute"}),
-            )));
+            return Err(invalid_request_state(format!("the requestState was refused ({e}); make the call again without it")));
         }
     };
     let store = &state.core.approvals;
     match store.get(&id) {
         // Decided before this retry arrived (declined, expired, cancelled), or
         // replayed after it ran: the audit log answers; nothing runs again.
-        None => return CallToolResponse::Complete(settled_result(state, caller, &id, shape)),
+        None => return Ok(CallToolResponse::Complete(settled_result(state, caller, &id, shape))),
         Some((execution, _)) if !execution.belongs_to(&caller.credential) => {
             tracing::warn!(execution = %id, credential = %caller.credential.id, "requestState retry from another credential refused");
-            return CallToolResponse::Complete(shape.fit(error_result(
+            return Ok(CallToolResponse::Complete(shape.fit(error_result(
                 ToolErrorCode::ExecutionForbidden,
                 "this execution belongs to another credential",
                 json!({"executionId": id}),
-            )));
+            ))));
         }
         Some(_) => {}
     }
     // Run where the agent is: on a cluster, take it over from its owner.
     store.take_over(&id).await;
-    match super::resume::wait(state, &id, RETRY_HOLD, ctx).await {
+    Ok(match super::resume::wait(state, &id, RETRY_HOLD, ctx).await {
         Waited::StillPending => {
             CallToolResponse::InputRequired(InputRequiredResult::from_request_state(request_state.to_string()))
         }
@@ -145,5 +141,5 @@ pub async fn retry(
             json!({"executionId": id}),
         ))),
         Waited::Moved(_) | Waited::NotLive => finish_decided_response(state, caller, &id, shape).await,
-    }
+    })
 }

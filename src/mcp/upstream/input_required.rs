@@ -49,7 +49,7 @@ use super::session::{Delivery, Origin};
 use crate::mcp::McpState;
 use crate::mcp::gate::{self, granted};
 use crate::mcp::tools::{self, Caller};
-use crate::tool_error::{Shape, ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result, invalid_request_state};
 
 /// Most rounds of input one request may go through (rmcp's own client default).
 pub const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -367,10 +367,10 @@ pub async fn retry_call(
     };
     let wrapped = match open(state, credential, call.request_state.unwrap_or_default()) {
         Ok(wrapped) => wrapped,
-        Err(why) => return refuse(ToolErrorCode::InvalidRequestState, refused_state(credential, &why)),
+        Err(why) => return Err(refused(credential, &why)),
     };
     let Subject::Tool { exposed, digest: approved_digest, tool_digest, execution, arguments } = wrapped.subject else {
-        return refuse(ToolErrorCode::InvalidRequestState, refused_state(credential, "it belongs to another request"));
+        return Err(refused(credential, "it belongs to another request"));
     };
     let resumed = call.name == tools::RESUME
         && execution.is_some()
@@ -381,7 +381,7 @@ pub async fn retry_call(
         arguments.unwrap_or_default()
     } else {
         let why = "it belongs to another call (another tool, or other arguments)";
-        return refuse(ToolErrorCode::InvalidRequestState, refused_state(credential, why));
+        return Err(refused(credential, why));
     };
     if state.upstreams.held_tool(&exposed).is_some() {
         return refuse(ToolErrorCode::ToolChanged, format!("{exposed} changed at its upstream; it is held back"));
@@ -416,7 +416,7 @@ pub async fn retry_call(
     if execution.is_some()
         && let Err(why) = state.upstreams.spend(call.request_state.unwrap_or_default())
     {
-        return refuse(ToolErrorCode::InvalidRequestState, refused_state(credential, &why));
+        return Err(refused(credential, &why));
     }
     let answers = Continuation { input_responses, request_state: wrapped.state };
     let answer = state.upstreams.call(&tool, &arguments, &caller.origin, shape, answers).await?;
@@ -484,9 +484,9 @@ pub async fn read_resource(
     Ok(ReadResourceResponse::InputRequired(wrap(state, credential, &wrapped, asked)))
 }
 
-/// A refused `requestState` of a prompt or resource request: invalid params.
+/// A refused `requestState` (of a tool call, prompt or resource request).
 fn refused(credential: &Credential, why: &str) -> ErrorData {
-    ErrorData::invalid_params(refused_state(credential, why), None)
+    invalid_request_state(refused_state(credential, why))
 }
 
 #[cfg(test)]
