@@ -34,8 +34,11 @@ step "the same tests on PostgreSQL (a throw-away server; every test in a schema 
 use_postgres
 GATEHOUSE_TEST_DATABASE_URL=$pg_url cargo test --release --workspace
 
-step "MCP conformance suite"
+step "MCP conformance suite 0.1.16 (every server scenario)"
 bash scripts/conformance.sh
+
+step "MCP conformance suite 0.2 (both requirement sets, and through Gatehouse fronting the suite's reference server)"
+bash scripts/conformance-next.sh
 
 step "Python SDK client (mcp)"
 start_gatehouse
