@@ -85,9 +85,13 @@ async fn next(current: &mut Option<Subscription>) -> Result<Option<ServerNotific
     }
 }
 
-/// Cancels `subscription` at the upstream (within `timeout`: the connection may be gone).
+/// How long telling the upstream a listen is cancelled may take (the
+/// connection may be gone; shutdown waits for this).
+const CANCEL_WAIT: Duration = Duration::from_secs(2);
+
+/// Cancels `subscription` at the upstream (within `timeout`, at most [`CANCEL_WAIT`]).
 async fn end(mut subscription: Subscription, timeout: Duration) {
-    let _ = tokio::time::timeout(timeout, subscription.cancel()).await;
+    let _ = tokio::time::timeout(timeout.min(CANCEL_WAIT), subscription.cancel()).await;
 }
 
 impl Upstreams {
