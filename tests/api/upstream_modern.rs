@@ -3,7 +3,11 @@
 //! back to `initialize`), tells a 2026-07-28 upstream what the real agent can
 //! do, and passes an upstream's `input_required` to the agent: as
 //! `input_required` under Gatehouse's own sealed `requestState` to a
-//! 2026-07-28 agent, as server→client requests to a 2025-11-25 session.
+//! 2026-07-28 agent, as server→client requests to a 2025-11-25 session. A
+//! 2025-11-25 session gets a 2025-11-25 session of its own at an upstream
+//! that accepts `initialize` (even one that also speaks 2026-07-28); a
+//! 2026-07-28 upstream's list changes and resource updates reach Gatehouse on
+//! a `subscriptions/listen` it holds open there.
 
 #![allow(deprecated)] // sampling and roots are deprecated by SEP-2577
 
@@ -14,10 +18,11 @@ use gatehouse_core::policy::Action;
 use gatehouse_fixtures::modern::{Options, serve};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ElicitationCapability, Implementation, ListRootsResult, ProtocolVersion, RootsCapabilities,
-    SamplingCapability,
+    ElicitResult, ElicitationCapability, Implementation, ListRootsResult, ProtocolVersion,
+    ResourceUpdatedNotificationParam, RootsCapabilities, SamplingCapability, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 
@@ -29,11 +34,11 @@ fn all_caps() -> Value {
 }
 
 /// The modern fixture (2026-07-28 and, unless `only_modern`, 2025-11-25)
-/// on a free port; its `/mcp` URL.
-async fn modern_upstream(only_modern: bool) -> String {
+/// on a free port, behaving as `options` say; its `/mcp` URL.
+async fn modern_upstream(options: Options) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(async move { serve(listener, Options { only_modern, ..Default::default() }).await.expect("the modern fixture serves") });
+    tokio::spawn(async move { serve(listener, options).await.expect("the modern fixture serves") });
     url
 }
 
@@ -45,7 +50,12 @@ fn modern(url: &str) -> UpstreamConfig {
 /// An app fronting the modern fixture whose `test_*` tools run at once;
 /// `configure` as [`spawn_app_with`]'s.
 async fn fronting_modern(only_modern: bool, configure: impl FnOnce(&mut Config)) -> TestApp {
-    let url = modern_upstream(only_modern).await;
+    fronting_modern_with(Options { only_modern, ..Default::default() }, configure).await
+}
+
+/// [`fronting_modern`] with the fixture behaving as `options` say.
+async fn fronting_modern_with(options: Options, configure: impl FnOnce(&mut Config)) -> TestApp {
+    let url = modern_upstream(options).await;
     let app = spawn_app_with(|c| {
         c.upstreams = vec![modern(&url)];
         c.policy = vec![allow_rule("test_*")];
@@ -319,15 +329,21 @@ async fn a_2026_upstream_sees_the_agents_own_capabilities() {
     assert!(with.get("result").is_some(), "the upstream saw sampling: {with}");
 }
 
-/// A 2025-11-25 agent that answers every input request, recording which.
+/// A 2025-11-25 agent that answers every input request, recording which,
+/// and records the list changes and resource updates it hears.
 #[derive(Clone, Default)]
 struct Agent {
     asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    heard: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Agent {
     fn asked(&self) -> Vec<String> {
         self.asked.lock().unwrap().clone()
+    }
+
+    fn heard(&self, what: &str) -> bool {
+        self.heard.lock().unwrap().iter().any(|h| h == what)
     }
 }
 
@@ -364,6 +380,18 @@ impl ClientHandler for Agent {
         self.asked.lock().unwrap().push("roots/list".into());
         Ok(serde_json::from_value(answer(&json!({"method": "roots/list"}))).unwrap())
     }
+
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.heard.lock().unwrap().push("tools/list_changed".into());
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.heard.lock().unwrap().push(format!("updated {}", params.uri));
+    }
 }
 
 async fn connect_agent(app: &TestApp, token: &str) -> (Agent, RunningService<RoleClient, Agent>) {
@@ -374,7 +402,9 @@ async fn connect_agent(app: &TestApp, token: &str) -> (Agent, RunningService<Rol
 
 #[tokio::test]
 async fn a_2025_session_is_asked_the_upstreams_input_requests_as_requests() {
-    let app = fronting_modern(false, |_| {}).await;
+    // Only 2026-07-28: a 2025-11-25 session reaches it on the shared
+    // connection, where it asks with `input_required`.
+    let app = fronting_modern(true, |_| {}).await;
     let token = app.issue("alpha", None);
     let (agent, service) = connect_agent(&app, &token).await;
 
@@ -416,7 +446,8 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
         c.policy =
             vec![allow_rule("test_*"), config_rule("test_input_required_result_elicitation", Action::RequireApproval)];
     };
-    let app = fronting_modern(false, gate).await;
+    // Only 2026-07-28, so the 2025-11-25 session is asked through `input_required` too.
+    let app = fronting_modern(true, gate).await;
     let token = app.issue("alpha", None);
     let tool = "test_input_required_result_elicitation";
 
@@ -447,4 +478,80 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     let replay = modern_call_in(&app, &token, "native", caps, tool, params).await;
     assert_eq!(replay["error"]["data"]["error"], "invalid_request_state", "{replay}");
     assert!(replay["error"]["message"].as_str().unwrap().contains("already used"), "{replay}");
+}
+
+#[tokio::test]
+async fn a_2025_session_gets_a_2025_session_at_an_upstream_that_speaks_both() {
+    let app = fronting_modern(false, |_| {}).await;
+    assert_eq!(negotiated(&app, "modern").await.as_deref(), Some("2026-07-28"), "the shared connection");
+    let token = app.issue("alpha", None);
+
+    // Its tool asks mid-call with a request of its own, which only a 2025-11-25 session carries.
+    let (agent, service) = connect_agent(&app, &token).await;
+    let result = service.call_tool(tool_params("test_elicitation", json!({}))).await.expect("the call answers");
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert!(result.content[0].as_text().unwrap().text.contains("Hello, Ada"), "{result:?}");
+    assert_eq!(agent.asked(), vec!["elicitation/create"]);
+    // And resources/subscribe, which 2026-07-28 removed, is the session's own.
+    service.subscribe(SubscribeRequestParams::new("test://stateless-static-text")).await.expect("subscribed");
+    service.unsubscribe(UnsubscribeRequestParams::new("test://stateless-static-text")).await.expect("unsubscribed");
+
+    // A 2026-07-28 agent keeps the shared 2026-07-28 connection.
+    let modern = modern_call(&app, &token, all_caps(), "test_elicitation", json!({})).await;
+    assert_eq!(modern["result"]["isError"], true, "{modern}");
+    assert!(modern["result"]["content"][0]["text"].as_str().unwrap().contains("2025-11-25 session"), "{modern}");
+}
+
+/// Calls trigger `tool` on `service` until the fixture says it reached
+/// `streams` listen streams (Gatehouse's listen opens, or re-opens, in the
+/// background).
+async fn trigger_until(service: &RunningService<RoleClient, Agent>, tool: &str, streams: usize) {
+    let want = format!("sent to {streams} listen stream(s)");
+    for _ in 0..200 {
+        let result = service.call_tool(tool_params(tool, json!({}))).await.expect("the trigger answers");
+        if result.content[0].as_text().unwrap().text.contains(&want) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{tool} never reached {streams} listen stream(s)");
+}
+
+#[tokio::test]
+async fn a_2026_upstreams_list_change_reaches_gatehouse_and_the_agents() {
+    let options = Options { only_modern: true, list_triggers: true };
+    let app = fronting_modern_with(options, |_| {}).await;
+    let token = app.issue("alpha", None);
+    let (agent, service) = connect_agent(&app, &token).await;
+
+    // Gatehouse's listen at the upstream hears it, re-lists and tells the agent's session.
+    trigger_until(&service, "test_trigger_tool_change", 1).await;
+    wait_until("the agent hears tools/list_changed", || agent.heard("tools/list_changed")).await;
+    assert!(service.list_all_tools().await.unwrap().iter().any(|t| t.name == "test_trigger_tool_change"));
+}
+
+#[tokio::test]
+async fn a_2025_session_subscribes_to_a_resource_at_an_upstream_that_speaks_only_2026() {
+    let options = Options { only_modern: true, list_triggers: true };
+    let app = fronting_modern_with(options, |_| {}).await;
+    let token = app.issue("alpha", None);
+    let (agent, service) = connect_agent(&app, &token).await;
+    let uri = "test://stateless-static-text";
+
+    // Carried by Gatehouse's listen at the upstream, acknowledged before subscribe answers.
+    service.subscribe(SubscribeRequestParams::new(uri)).await.expect("subscribed");
+    trigger_until(&service, "test_trigger_resource_update", 1).await;
+    wait_until("the agent hears the update", || agent.heard(&format!("updated {uri}"))).await;
+
+    // Given up: the listen is re-opened without it.
+    service.unsubscribe(UnsubscribeRequestParams::new(uri)).await.expect("unsubscribed");
+    trigger_until(&service, "test_trigger_resource_update", 0).await;
+
+    // Another agent's session does not hear what it did not subscribe to.
+    let (other, other_service) = connect_agent(&app, &token).await;
+    service.subscribe(SubscribeRequestParams::new(uri)).await.expect("subscribed again");
+    agent.heard.lock().unwrap().clear();
+    trigger_until(&other_service, "test_trigger_resource_update", 1).await;
+    wait_until("the subscriber hears it", || agent.heard(&format!("updated {uri}"))).await;
+    assert!(!other.heard(&format!("updated {uri}")), "only the subscriber");
 }

@@ -297,8 +297,12 @@ impl Upstreams {
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/subscribe", e))?;
         let _serial = self.inner.subscribing.lock().await;
         downstream.subscribe(uri);
-        let subscribed =
-            within(&link, "resources/subscribe", link.peer.subscribe(SubscribeRequestParams::new(spelling))).await;
+        let subscribed = if link.shared() && super::link::is_modern(&link.peer) {
+            // 2026-07-28 has no resources/subscribe: Gatehouse's listen carries it.
+            self.watch_resource(&upstream, &link, &spelling).await.map_err(ErrorData::from)
+        } else {
+            within(&link, "resources/subscribe", link.peer.subscribe(SubscribeRequestParams::new(spelling))).await
+        };
         if subscribed.is_err() {
             downstream.unsubscribe(uri);
         }
@@ -315,6 +319,10 @@ impl Upstreams {
         let link = self.link(&upstream, downstream).await.map_err(|e| upstream_error("resources/unsubscribe", e))?;
         let _serial = self.inner.subscribing.lock().await;
         downstream.unsubscribe(uri);
+        if link.shared() && super::link::is_modern(&link.peer) {
+            self.rewatch(&link);
+            return Ok(());
+        }
         if link.shared() && (self.downstreams().iter().any(|d| d.subscribed(uri)) || self.inner.listeners.wants(uri)) {
             return Ok(());
         }

@@ -252,6 +252,11 @@ impl Upstreams {
                 .ok_or_else(|| ErrorData::internal_error(format!("upstream {upstream} is down"), None))?;
             let _serial = self.inner.subscribing.lock().await;
             listeners.add_resource(permit.key, &normal, &spelled);
+            if super::link::is_modern(&link.peer) {
+                // 2026-07-28 has no resources/subscribe: Gatehouse's listen carries it.
+                self.watch_resource(&upstream, &link, &spelling).await?;
+                continue;
+            }
             let subscribed =
                 tokio::time::timeout(link.call_timeout, link.peer.subscribe(SubscribeRequestParams::new(spelling)))
                     .await;
@@ -285,6 +290,10 @@ impl Upstreams {
             }
             let Some((upstream, spelling)) = self.resource_route(&uri) else { continue };
             let Some(link) = self.slots().get(&upstream).and_then(|s| s.link.clone()) else { continue };
+            if super::link::is_modern(&link.peer) {
+                self.rewatch(&link);
+                continue;
+            }
             let _ =
                 tokio::time::timeout(link.call_timeout, link.peer.unsubscribe(UnsubscribeRequestParams::new(spelling)))
                     .await;

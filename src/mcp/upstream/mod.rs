@@ -9,7 +9,9 @@
 //! its own at HTTP upstreams (`registry`, [`session::Downstream`]), so
 //! per-session state never crosses agents; stdio upstreams are one process
 //! shared by all. What an upstream sends to its client is relayed to the
-//! agent whose request caused it ([`relay`]), over one connection ([`link`]).
+//! agent whose request caused it ([`relay`]), over one connection ([`link`]);
+//! a 2026-07-28 upstream's list changes and resource updates are heard on a
+//! `subscriptions/listen` Gatehouse holds open to it (`subscription`).
 
 // Logging, subscriptions and server→client requests are deprecated by
 // SEP-2577 but are the 2025-11-25 protocol upstreams and agents speak.
@@ -24,6 +26,7 @@ pub mod listeners;
 mod registry;
 pub mod relay;
 pub mod session;
+mod subscription;
 pub mod supervision;
 
 use std::collections::{HashMap, HashSet};

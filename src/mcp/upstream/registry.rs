@@ -69,8 +69,25 @@ impl Upstreams {
         }
     }
 
+    /// Whether `downstream` reaches upstream `name` through its shared
+    /// connection (whose relay state is `shared`) rather than a session of
+    /// its own: at a stdio upstream, for a stateless request, or when the
+    /// upstream refused `initialize` (it speaks only 2026-07-28).
+    pub(crate) fn uses_shared(&self, name: &str, downstream: &Downstream, shared: &RelayState) -> bool {
+        let http = self.slots().get(name).is_some_and(|s| s.config.url.is_some());
+        !http || !downstream.stateful() || shared.initialize_refused()
+    }
+
     /// The connection `downstream` uses for upstream `name`: its own session
     /// at an HTTP upstream (opened on first use), else the shared one.
+    ///
+    /// A 2025-11-25 agent session gets a 2025-11-25 session of its own even
+    /// when the shared connection speaks 2026-07-28 (an upstream may speak
+    /// both, and list only 2026-07-28 in discover): on that revision an
+    /// upstream can still ask its client mid-call (sampling, elicitation,
+    /// roots) and keep resource subscriptions, which 2026-07-28 removed. An
+    /// upstream that refuses `initialize` is served on the shared connection,
+    /// and not asked again while that connection lives.
     pub(super) async fn link(&self, name: &str, downstream: &Arc<Downstream>) -> Result<Link, String> {
         let (http, shared) = {
             let slots = self.slots();
@@ -78,11 +95,11 @@ impl Upstreams {
             (slot.config.url.is_some(), slot.link.clone())
         };
         let shared = shared.ok_or_else(|| "the upstream is down".to_string())?;
-        // 2026-07-28 has no sessions: every request carries what it needs
-        // (the agent's capabilities in its `_meta`), so the shared one serves.
-        if !http || !downstream.stateful() || link::is_modern(&shared.peer) {
+        // 2026-07-28 agents (stateless) carry what they need in each request's `_meta`.
+        if !http || !downstream.stateful() || shared.relay.initialize_refused() {
             return Ok(shared);
         }
+        let modern = link::is_modern(&shared.peer);
         let cell = downstream.link_cell(name);
         let mut slot = cell.lock().await;
         if let Some(link) = slot.as_ref()
@@ -90,14 +107,28 @@ impl Upstreams {
         {
             return Ok(link.clone());
         }
+        if shared.relay.initialize_refused() {
+            // Found out while this caller waited for the cell.
+            return Ok(shared);
+        }
         // Only when opening a session: the config is not copied on every call.
         let config = self.slots().get(name).map(|s| s.config.clone()).ok_or_else(|| format!("no upstream {name}"))?;
         let relay = RelayState::new(name, Some(downstream), self);
-        // The shared connection found it speaks 2025-11-25: no discover round trip.
+        // A 2025-11-25 session: no discover round trip.
         let handler = Relay::new(relay.clone(), agent_capabilities(downstream));
-        let connecting = link::connect(&config, handler, None, link::Lifecycle::Initialize);
-        let connection =
-            connecting.await.map_err(|e| sanitize(&format!("could not open a session: {}", error_chain(&e))))?;
+        let connection = match link::connect(&config, handler, None, link::Lifecycle::Initialize).await {
+            Ok(connection) => connection,
+            Err(e) if modern => {
+                // It speaks 2026-07-28 on the shared connection, which serves.
+                if matches!(e, link::LinkError::Initialize { .. }) {
+                    shared.relay.refuse_initialize();
+                }
+                let why = sanitize(&error_chain(&e));
+                tracing::debug!(upstream = %name, error = %why, "no 2025-11-25 session; the shared 2026-07-28 connection serves");
+                return Ok(shared);
+            }
+            Err(e) => return Err(sanitize(&format!("could not open a session: {}", error_chain(&e)))),
+        };
         let link = Link {
             peer: connection.service.peer().clone(),
             relay,

@@ -7,7 +7,7 @@
 // 2025-11-25 protocol that upstreams and agents speak.
 #![allow(deprecated)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -52,6 +52,12 @@ pub(crate) struct RelayState {
     /// The application's background tasks (the upstreams' tracker): what
     /// this connection spawns is drained at shutdown with the rest.
     pub(crate) tasks: TaskTracker,
+    /// This (shared, 2026-07-28) connection's upstream refused `initialize`:
+    /// 2025-11-25 agent sessions use this connection rather than sessions of
+    /// their own, and it is not asked again while this connection lives.
+    initialize_refused: AtomicBool,
+    /// Gatehouse's own `subscriptions/listen` on this connection (2026-07-28).
+    pub(crate) listen: super::subscription::ListenState,
 }
 
 /// Removes an in-flight entry when the forwarded call ends, however it ends.
@@ -101,7 +107,19 @@ impl RelayState {
             calls: Mutex::new(Vec::new()),
             next_entry: AtomicU64::new(0),
             tasks: upstreams.inner.tasks.clone(),
+            initialize_refused: AtomicBool::new(false),
+            listen: Default::default(),
         })
+    }
+
+    /// Whether this connection's upstream refused a 2025-11-25 `initialize`.
+    pub(crate) fn initialize_refused(&self) -> bool {
+        self.initialize_refused.load(Ordering::Relaxed)
+    }
+
+    /// Remembers that this connection's upstream refused `initialize`.
+    pub(crate) fn refuse_initialize(&self) {
+        self.initialize_refused.store(true, Ordering::Relaxed);
     }
 
     /// Records a call about to be forwarded (before it is sent, so that
@@ -310,21 +328,6 @@ impl Relay {
         let target = Asked { downstream, request_id, witnesses };
         self.state.deliver(target, request, ctx.ct.clone(), what, declared).await
     }
-
-    fn upstreams(&self) -> Option<Upstreams> {
-        self.state.upstreams.upgrade().map(|inner| Upstreams { inner })
-    }
-
-    /// A shared connection's list changed: refresh the catalogue and tell every agent.
-    fn refresh(&self) {
-        if self.state.owner.is_some() {
-            // The upstream's shared connection hears the same change.
-            return;
-        }
-        if let Some(upstreams) = self.upstreams() {
-            upstreams.request_refresh(&self.state.upstream);
-        }
-    }
 }
 
 /// The agent a relayed request goes to: its session, the agent request it
@@ -428,6 +431,50 @@ impl RelayState {
     }
 }
 
+impl RelayState {
+    fn upstreams(&self) -> Option<Upstreams> {
+        self.upstreams.upgrade().map(|inner| Upstreams { inner })
+    }
+
+    /// The upstream said its lists changed (as a 2025-11-25 notification, or
+    /// on Gatehouse's `subscriptions/listen`): on the shared connection,
+    /// re-list it (pinning what is new) and tell every agent.
+    pub(crate) fn lists_changed(&self) {
+        if self.owner.is_some() {
+            // The upstream's shared connection hears the same change.
+            return;
+        }
+        if let Some(upstreams) = self.upstreams() {
+            upstreams.request_refresh(&self.upstream);
+        }
+    }
+
+    /// The upstream said resource `params.uri` was updated (as a 2025-11-25
+    /// notification, or on Gatehouse's `subscriptions/listen`): the agents
+    /// subscribed to it through this connection hear it.
+    pub(crate) async fn resource_updated(&self, params: ResourceUpdatedNotificationParam) {
+        let targets = match (self.owner(), self.upstreams()) {
+            (Some(owner), _) => vec![owner],
+            (None, Some(upstreams)) => {
+                // Listens subscribe on the shared connections.
+                upstreams.tell_listeners_updated(&params.uri).await;
+                // Agent sessions with sessions of their own at this upstream hear it there.
+                upstreams.downstreams().into_iter().filter(|d| upstreams.uses_shared(&self.upstream, d, self)).collect()
+            }
+            (None, None) => Vec::new(),
+        };
+        // Subscriptions are kept in the normal spelling the agent's requests get.
+        let normal = gatehouse_core::normalise::resource_uri(&params.uri).ok();
+        for downstream in targets {
+            if (downstream.subscribed(&params.uri) || normal.as_deref().is_some_and(|n| downstream.subscribed(n)))
+                && let Some(peer) = downstream.peer()
+            {
+                let _ = peer.notify_resource_updated(params.clone()).await;
+            }
+        }
+    }
+}
+
 /// Why a relayed request got no answer.
 enum Unanswered {
     /// rmcp's error: the session ended, the agent's JSON-RPC error, a cancellation.
@@ -498,36 +545,19 @@ impl ClientHandler for Relay {
         params: ResourceUpdatedNotificationParam,
         _ctx: NotificationContext<RoleClient>,
     ) {
-        let targets = match (self.state.owner(), self.upstreams()) {
-            (Some(owner), _) => vec![owner],
-            (None, Some(upstreams)) => {
-                // Listens subscribe on the shared connections.
-                upstreams.tell_listeners_updated(&params.uri).await;
-                upstreams.downstreams()
-            }
-            (None, None) => Vec::new(),
-        };
-        // Subscriptions are kept in the normal spelling the agent's requests get.
-        let normal = gatehouse_core::normalise::resource_uri(&params.uri).ok();
-        for downstream in targets {
-            if (downstream.subscribed(&params.uri) || normal.as_deref().is_some_and(|n| downstream.subscribed(n)))
-                && let Some(peer) = downstream.peer()
-            {
-                let _ = peer.notify_resource_updated(params.clone()).await;
-            }
-        }
+        self.state.resource_updated(params).await;
     }
 
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        self.refresh();
+        self.state.lists_changed();
     }
 
     async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        self.refresh();
+        self.state.lists_changed();
     }
 
     async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        self.refresh();
+        self.state.lists_changed();
     }
 }
 

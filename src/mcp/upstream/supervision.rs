@@ -173,6 +173,12 @@ impl Upstreams {
                                 call_timeout: config.call_timeout,
                                 watch: watch.clone(),
                             };
+                            // A 2026-07-28 upstream is heard on a listen of Gatehouse's,
+                            // held while this connection lives.
+                            // (Started once what it serves is known, so the resources it
+                            // routes to it are watched from the first listen.)
+                            let listening = shutdown.child_token();
+                            let listened = link.clone();
                             self.update(&config.name, |s| {
                                 s.health = Health::Up;
                                 s.offered = catalog;
@@ -180,6 +186,8 @@ impl Upstreams {
                                 s.link = Some(link);
                                 s.last_error = None;
                             });
+                            self.start_listening(&config.name, &listened, listening.clone());
+                            let _listening = listening.drop_guard();
                             self.announce_lists_changed();
                             // After a restart: what agents had subscribed to on the
                             // shared connection (their own HTTP sessions renew theirs).
@@ -190,7 +198,10 @@ impl Upstreams {
                                 .flat_map(|d| d.subscriptions())
                                 .chain(self.inner.listeners.resources())
                                 .collect();
-                            self.resubscribe(&config.name, &peer, shared_subscriptions, config.call_timeout).await;
+                            // (A 2026-07-28 upstream's listen carries them instead.)
+                            if !link::is_modern(&peer) {
+                                self.resubscribe(&config.name, &peer, shared_subscriptions, config.call_timeout).await;
+                            }
                             tokio::select! {
                                 quit = service.waiting() => {
                                     let reason = watch.as_ref().and_then(ChildWatch::violation).unwrap_or_else(|| format!("{quit:?}"));
