@@ -10,6 +10,7 @@
 //! per-session state never crosses agents; stdio upstreams are one process
 //! shared by all. What an upstream sends to its client is relayed to the
 //! agent whose request caused it ([`relay`]), over one connection ([`link`]).
+//! An upstream's tasks reach the agent under Gatehouse's own ids ([`tasks`]).
 
 // Logging, subscriptions and server→client requests are deprecated by
 // SEP-2577 but are the 2025-11-25 protocol upstreams and agents speak.
@@ -25,6 +26,7 @@ mod registry;
 pub mod relay;
 pub mod session;
 pub mod supervision;
+pub mod tasks;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
