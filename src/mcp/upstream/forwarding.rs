@@ -128,6 +128,10 @@ impl Upstreams {
     /// the caller seals it, [`super::input_required`]); a 2025-11-25 agent is
     /// asked each input request as a server→client request and the call is
     /// retried with the answers, up to [`input_required::MAX_ROUNDS`] rounds.
+    ///
+    /// An upstream's task comes back only for an agent that declared tasks,
+    /// still under the upstream's id: the caller gives the agent Gatehouse's
+    /// ([`input_required::seal_call_answer`], [`super::tasks`]).
     pub async fn call(
         &self,
         tool: &UpstreamTool,
