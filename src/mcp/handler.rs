@@ -29,6 +29,7 @@ use super::{McpState, gate, paging, subjects};
 use crate::mcp::upstream::listeners::{ListenPermit, MAX_LISTEN_RESOURCES};
 use crate::mcp::upstream::input_required as upstream_input;
 use crate::mcp::upstream::session::{Downstream, Origin};
+use crate::mcp::upstream::tasks::{self as upstream_tasks, Owner as TaskOwner};
 use gatehouse_core::policy::Subject;
 use rmcp::model::Reference;
 
@@ -431,7 +432,11 @@ impl ServerHandler for GatehouseMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        gate::task::get(&self.state, &self.task_caller(&context)?, &request.task_id).await
+        let (caller, id) = (self.task_caller(&context)?, &request.task_id);
+        match upstream_tasks::owner(id) {
+            TaskOwner::Gate => gate::task::get(&self.state, &caller, id).await,
+            TaskOwner::Upstream => upstream_tasks::get(&self.state, &caller, id).await,
+        }
     }
 
     async fn update_task(
@@ -439,7 +444,11 @@ impl ServerHandler for GatehouseMcp {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        gate::task::update(&self.state, &self.task_caller(&context)?, &request.task_id, &request.input_responses).await
+        let (caller, id, responses) = (self.task_caller(&context)?, &request.task_id, &request.input_responses);
+        match upstream_tasks::owner(id) {
+            TaskOwner::Gate => gate::task::update(&self.state, &caller, id, responses).await,
+            TaskOwner::Upstream => upstream_tasks::update(&self.state, &caller, id, responses).await,
+        }
     }
 
     async fn cancel_task(
@@ -447,7 +456,11 @@ impl ServerHandler for GatehouseMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        gate::task::cancel(&self.state, &self.task_caller(&context)?, &request.task_id).await
+        let (caller, id) = (self.task_caller(&context)?, &request.task_id);
+        match upstream_tasks::owner(id) {
+            TaskOwner::Gate => gate::task::cancel(&self.state, &caller, id).await,
+            TaskOwner::Upstream => upstream_tasks::cancel(&self.state, &caller, id).await,
+        }
     }
 }
 

@@ -29,5 +29,6 @@ mod starvation;
 mod tasks;
 mod throttling;
 mod upstream_modern;
+mod upstream_tasks;
 mod upstreams;
 mod users;

@@ -49,7 +49,7 @@ fn modern(url: &str) -> UpstreamConfig {
 
 /// An app fronting the modern fixture whose `test_*` tools run at once;
 /// `configure` as [`spawn_app_with`]'s.
-async fn fronting_modern(only_modern: bool, configure: impl FnOnce(&mut Config)) -> TestApp {
+pub(crate) async fn fronting_modern(only_modern: bool, configure: impl FnOnce(&mut Config)) -> TestApp {
     fronting_modern_with(Options { only_modern, ..Default::default() }, configure).await
 }
 

@@ -50,8 +50,9 @@ pub fn declared(ctx: &RequestContext<RoleServer>) -> bool {
 }
 
 /// The answer for a task that is unknown or another credential's: the same
-/// in both cases, so a task's existence is not told.
-fn not_found() -> ErrorData {
+/// in both cases, so a task's existence is not told (an upstream's task,
+/// [`crate::mcp::upstream::tasks`], is refused with it too).
+pub fn not_found() -> ErrorData {
     ErrorData::invalid_params("task not found", None)
 }
 

@@ -11,8 +11,8 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
     CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, LoggingLevel,
-    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
-    ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject, ServerResult,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
 
@@ -21,7 +21,7 @@ use super::catalogue::UpstreamTool;
 use super::errors::sanitize;
 use super::input_required::{self, Continuation, Round};
 use super::link::Link;
-use super::registry::relayable;
+use super::registry::relayable_per_request;
 use super::relay;
 use super::session::{Downstream, Origin};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
@@ -72,8 +72,8 @@ fn pass_error(what: &str, e: rmcp::service::ServiceError) -> ErrorData {
 
 /// What Gatehouse sends with a request to `link`'s upstream for the agent
 /// request `origin`. A 2026-07-28 upstream gets, in `_meta`, what that agent
-/// can answer (only what Gatehouse relays: sampling, elicitation, roots;
-/// never tasks or other extensions it cannot carry back), so its capability
+/// can answer (only what Gatehouse relays or carries back: sampling,
+/// elicitation, roots, tasks; never other extensions), so its capability
 /// checks (-32021) see the real agent, and the agent's log level, instead of
 /// the connection's defaults (which declare everything, for a 2025-11-25
 /// upstream's sake: there the relay refuses what the agent cannot answer).
@@ -82,7 +82,7 @@ fn request_options(link: &Link, origin: &Origin) -> PeerRequestOptions {
         return PeerRequestOptions::no_options();
     }
     let mut meta = RequestMetaObject::new();
-    meta.set_client_capabilities(relayable(&origin.capabilities));
+    meta.set_client_capabilities(relayable_per_request(&origin.capabilities));
     if let Some(level) = origin.log_level.or_else(|| origin.downstream.level()) {
         meta.set_log_level(level);
     }
@@ -91,7 +91,12 @@ fn request_options(link: &Link, origin: &Origin) -> PeerRequestOptions {
 
 /// Sends `request` (`what`) on `link` for `origin` and waits for the answer
 /// within `call_timeout`, or the agent's cancellation (passed on).
-async fn send(link: &Link, what: &str, request: ClientRequest, origin: &Origin) -> Result<ServerResult, ErrorData> {
+pub(super) async fn send(
+    link: &Link,
+    what: &str,
+    request: ClientRequest,
+    origin: &Origin,
+) -> Result<ServerResult, ErrorData> {
     let handle = link
         .peer
         .send_request_with_option(request, request_options(link, origin))
@@ -123,6 +128,10 @@ impl Upstreams {
     /// the caller seals it, [`super::input_required`]); a 2025-11-25 agent is
     /// asked each input request as a server→client request and the call is
     /// retried with the answers, up to [`input_required::MAX_ROUNDS`] rounds.
+    ///
+    /// An upstream's task comes back only for an agent that declared tasks,
+    /// still under the upstream's id: the caller gives the agent Gatehouse's
+    /// ([`input_required::seal_call_answer`], [`super::tasks`]).
     pub async fn call(
         &self,
         tool: &UpstreamTool,
@@ -171,6 +180,13 @@ impl Upstreams {
                     // `resultType` is added where agents are answered (results.rs).
                     Ok(ServerResult::CallToolResult(result)) => return Ok(CallToolResponse::Complete(result)),
                     Ok(ServerResult::InputRequiredResult(asked)) => asked,
+                    // Only for an agent that takes tasks: the caller gives it Gatehouse's id.
+                    Ok(ServerResult::CreateTaskResult(created)) if origin.capabilities.supports_tasks() => {
+                        return Ok(match super::tasks::checked(created) {
+                            Ok(created) => CallToolResponse::Task(created),
+                            Err(why) => failed(why),
+                        });
+                    }
                     Ok(_) => return Ok(failed("the upstream answered tools/call with something else".into())),
                     Err(rmcp::service::ServiceError::McpError(e)) => return Err(e),
                     Err(rmcp::service::ServiceError::Cancelled { .. }) => return Ok(cancelled_call()),

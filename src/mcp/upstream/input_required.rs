@@ -35,8 +35,8 @@ use gatehouse_core::credentials::Credential;
 use gatehouse_core::policy::Action;
 use rmcp::model::{
     CallToolResponse, ClientCapabilities, ClientResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    InputRequest, InputRequiredResult, InputResponses, ReadResourceRequestParams, ReadResourceResponse, SealOptions,
-    ServerRequest,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, ReadResourceRequestParams, ReadResourceResponse,
+    SealOptions, ServerRequest,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -105,19 +105,7 @@ fn checked(asked: InputRequiredResult) -> Result<InputRequiredResult, String> {
     if requests.is_empty() && asked.request_state.is_none() {
         return Err("the upstream answered input_required with neither input requests nor a requestState".into());
     }
-    if requests.len() > MAX_INPUT_REQUESTS {
-        return Err(format!(
-            "the upstream asked {} input requests at once; at most {MAX_INPUT_REQUESTS} are passed on",
-            requests.len()
-        ));
-    }
-    if let Some(key) = requests.keys().find(|k| k.len() > MAX_KEY_BYTES) {
-        return Err(format!("the upstream's input request key of {} bytes is over {MAX_KEY_BYTES}", key.len()));
-    }
-    let size = serde_json::to_vec(&requests).map(|v| v.len()).unwrap_or(usize::MAX);
-    if size > MAX_INPUT_BYTES {
-        return Err(format!("the upstream's input requests are {size} bytes; at most {MAX_INPUT_BYTES} are passed on"));
-    }
+    check_input_requests(&requests)?;
     if let Some(state) = &asked.request_state
         && state.len() > MAX_STATE_BYTES
     {
@@ -128,6 +116,26 @@ fn checked(asked: InputRequiredResult) -> Result<InputRequiredResult, String> {
     }
     let requests = (!requests.is_empty()).then_some(requests);
     Ok(InputRequiredResult::new(requests, asked.request_state))
+}
+
+/// An upstream's input requests (of an `input_required` answer, or of a
+/// task waiting for input, [`super::tasks`]) against the bounds: how many,
+/// their keys' length, their size.
+pub(super) fn check_input_requests(requests: &InputRequests) -> Result<(), String> {
+    if requests.len() > MAX_INPUT_REQUESTS {
+        return Err(format!(
+            "the upstream asked {} input requests at once; at most {MAX_INPUT_REQUESTS} are passed on",
+            requests.len()
+        ));
+    }
+    if let Some(key) = requests.keys().find(|k| k.len() > MAX_KEY_BYTES) {
+        return Err(format!("the upstream's input request key of {} bytes is over {MAX_KEY_BYTES}", key.len()));
+    }
+    let size = serde_json::to_vec(requests).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > MAX_INPUT_BYTES {
+        return Err(format!("the upstream's input requests are {size} bytes; at most {MAX_INPUT_BYTES} are passed on"));
+    }
+    Ok(())
 }
 
 impl Upstreams {
@@ -317,7 +325,8 @@ fn refused_state(credential: &Credential, why: &str) -> String {
 
 /// The answer to a `tools/call` of `tool` for a 2026-07-28 agent: an
 /// upstream's `input_required` gets Gatehouse's state, bound to this call
-/// (`execution`: the approved execution it runs, if it was gated).
+/// (`execution`: the approved execution it runs, if it was gated); an
+/// upstream's task gets Gatehouse's id ([`super::tasks::seal`]).
 pub fn seal_call_answer(
     state: &McpState,
     caller: &Caller,
@@ -327,7 +336,13 @@ pub fn seal_call_answer(
     round: usize,
     answer: CallToolResponse,
 ) -> CallToolResponse {
-    let CallToolResponse::InputRequired(asked) = answer else { return answer };
+    let asked = match answer {
+        CallToolResponse::InputRequired(asked) => asked,
+        CallToolResponse::Task(created) => {
+            return CallToolResponse::Task(super::tasks::seal(state, &caller.credential, &tool.upstream, created));
+        }
+        answer => return answer,
+    };
     let wrapped = Wrapped {
         t: TAG.into(),
         upstream: tool.upstream.clone(),

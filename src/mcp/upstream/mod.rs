@@ -12,6 +12,7 @@
 //! agent whose request caused it ([`relay`]), over one connection ([`link`]);
 //! a 2026-07-28 upstream's list changes and resource updates are heard on a
 //! `subscriptions/listen` Gatehouse holds open to it (`subscription`).
+//! An upstream's tasks reach the agent under Gatehouse's own ids ([`tasks`]).
 
 // Logging, subscriptions and server→client requests are deprecated by
 // SEP-2577 but are the 2025-11-25 protocol upstreams and agents speak.
@@ -28,6 +29,7 @@ pub mod relay;
 pub mod session;
 mod subscription;
 pub mod supervision;
+pub mod tasks;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Weak};
 
-use rmcp::model::{ClientCapabilities, SetLevelRequestParams};
+use rmcp::model::{ClientCapabilities, SetLevelRequestParams, TASKS_EXTENSION_ID};
 
 use super::Upstreams;
 use super::errors::{error_chain, sanitize};
@@ -15,14 +15,27 @@ use super::session::{self, Downstream};
 
 /// Of what an agent's client declared, what an upstream may count on
 /// through Gatehouse: sampling, elicitation and roots, which it relays. Not
-/// tasks, other extensions or experimental capabilities, which it cannot
-/// carry back: an upstream told of them would answer in a form that never
-/// reaches the agent.
+/// other extensions or experimental capabilities, which it cannot carry
+/// back: an upstream told of them would answer in a form that never reaches
+/// the agent. (Tasks only per request: [`relayable_per_request`].)
 pub(crate) fn relayable(declared: &ClientCapabilities) -> ClientCapabilities {
     let mut caps = ClientCapabilities::default();
     caps.sampling = declared.sampling.clone();
     caps.elicitation = declared.elicitation.clone();
     caps.roots = declared.roots.clone();
+    caps
+}
+
+/// What one request tells a 2026-07-28 upstream the agent can do:
+/// [`relayable`], and the tasks extension when the agent declared it
+/// (Gatehouse carries an upstream's task back under its own id,
+/// [`super::tasks`]). A session's `initialize` never declares tasks: a
+/// 2025-11-25 upstream's tasks are another protocol's.
+pub(crate) fn relayable_per_request(declared: &ClientCapabilities) -> ClientCapabilities {
+    let mut caps = relayable(declared);
+    if let Some(tasks) = declared.extensions.as_ref().and_then(|e| e.get(TASKS_EXTENSION_ID)) {
+        caps.extensions.get_or_insert_default().insert(TASKS_EXTENSION_ID.to_string(), tasks.clone());
+    }
     caps
 }
 
