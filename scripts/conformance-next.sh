@@ -104,7 +104,9 @@ run_set() {
   done
   for s in "${not_scored_list[@]}"; do
     v=$(verdict "$out" "$s")
-    if [ "$v" = PASS ]; then echo "$s" >>"$out.pass"; else not_scored_failed+=("$s"); fi
+    if [ "$v" = PASS ]; then echo "$s" >>"$out.pass"; continue; fi
+    not_scored_failed+=("$s")
+    if [ "$detail" = detail ]; then echo "not scored, failed: $s ($rev, $name)"; explain "$out" "$s" "$v"; fi
   done
   echo "conformance-next $rev, $name: scored $((${#scored_list[@]} - ${#scored_failed[@]})) passed," \
     "${#scored_failed[@]} failed of ${#scored_list[@]}${scored_failed[*]:+ (failed: ${scored_failed[*]})};" \

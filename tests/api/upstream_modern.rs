@@ -488,7 +488,7 @@ async fn a_2025_session_gets_a_2025_session_at_an_upstream_that_speaks_both() {
 
     // Its tool asks mid-call with a request of its own, which only a 2025-11-25 session carries.
     let (agent, service) = connect_agent(&app, &token).await;
-    let result = service.call_tool(tool_params("test_elicitation", json!({}))).await.expect("the call answers");
+    let result = service.call_tool(tool_params("test_legacy_elicitation", json!({}))).await.expect("the call answers");
     assert_ne!(result.is_error, Some(true), "{result:?}");
     assert!(result.content[0].as_text().unwrap().text.contains("Hello, Ada"), "{result:?}");
     assert_eq!(agent.asked(), vec!["elicitation/create"]);
@@ -497,7 +497,7 @@ async fn a_2025_session_gets_a_2025_session_at_an_upstream_that_speaks_both() {
     service.unsubscribe(UnsubscribeRequestParams::new("test://stateless-static-text")).await.expect("unsubscribed");
 
     // A 2026-07-28 agent keeps the shared 2026-07-28 connection.
-    let modern = modern_call(&app, &token, all_caps(), "test_elicitation", json!({})).await;
+    let modern = modern_call(&app, &token, all_caps(), "test_legacy_elicitation", json!({})).await;
     assert_eq!(modern["result"]["isError"], true, "{modern}");
     assert!(modern["result"]["content"][0]["text"].as_str().unwrap().contains("2025-11-25 session"), "{modern}");
 }
