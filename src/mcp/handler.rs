@@ -26,8 +26,8 @@ use super::results::Served;
 use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
 use super::{McpState, gate, paging, subjects};
-use crate::mcp::upstream::listeners::{ListenPermit, MAX_LISTEN_RESOURCES};
 use crate::mcp::upstream::input_required as upstream_input;
+use crate::mcp::upstream::listeners::{ListenPermit, MAX_LISTEN_RESOURCES};
 use crate::mcp::upstream::session::{Downstream, Origin};
 use crate::mcp::upstream::tasks::{self as upstream_tasks, Owner as TaskOwner};
 use gatehouse_core::policy::Subject;
@@ -246,7 +246,9 @@ impl ServerHandler for GatehouseMcp {
         let arguments = request.arguments.clone().map(serde_json::Value::Object).unwrap_or_default();
         subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments)?;
         let origin = Origin::of(self.bind(&context), &context);
-        unless_cancelled(&context, upstream_input::get_prompt(&self.state, credential, request, &origin)).await.map(Served::served)
+        unless_cancelled(&context, upstream_input::get_prompt(&self.state, credential, request, &origin))
+            .await
+            .map(Served::served)
     }
 
     async fn list_resources(
@@ -282,7 +284,9 @@ impl ServerHandler for GatehouseMcp {
         let uri = subjects::resource_uri("resources/read", &request.uri, credential)?;
         subjects::check(&self.state, credential, "resources/read", Subject::Resource(&uri), &serde_json::Value::Null)?;
         let origin = Origin::of(self.bind(&context), &context);
-        unless_cancelled(&context, upstream_input::read_resource(&self.state, credential, &uri, request, &origin)).await.map(Served::served)
+        unless_cancelled(&context, upstream_input::read_resource(&self.state, credential, &uri, request, &origin))
+            .await
+            .map(Served::served)
     }
 
     async fn subscribe(

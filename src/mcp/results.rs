@@ -25,8 +25,9 @@
 //!   agent what only another was allowed to read.
 
 use rmcp::model::{
-    CacheScope, CallToolResponse, CallToolResult, CompleteResult, GetPromptResponse, GetPromptResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, ReadResourceResponse, ReadResourceResult, ResultType,
+    CacheScope, CallToolResponse, CallToolResult, CompleteResult, GetPromptResponse, GetPromptResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, ReadResourceResponse,
+    ReadResourceResult, ResultType,
 };
 
 /// A result as Gatehouse serves it to agents.

@@ -23,7 +23,8 @@ async fn modern(app: &TestApp, token: &str, mode: &str, name: &str, args: Value,
 async fn refused(app: &TestApp, token: &str, args: Value, request_state: &str) -> Value {
     let params = json!({"arguments": args, "requestState": request_state});
     let capabilities = json!({"elicitation": {"url": {}}});
-    let response = app.modern_tool_call(token, "native", capabilities, "gatehouse_policy_set", params).send().await.unwrap();
+    let response =
+        app.modern_tool_call(token, "native", capabilities, "gatehouse_policy_set", params).send().await.unwrap();
     let reply = jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply");
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     assert_eq!(reply["error"]["data"]["error"], "invalid_request_state", "{reply}");

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use gatehouse_core::approvals::{Execution, Waited};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, ErrorData, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec, SealOptions};
+use rmcp::model::{
+    CallToolResponse, ErrorData, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec, SealOptions,
+};
 use rmcp::service::RequestContext;
 use serde_json::json;
 
@@ -111,7 +113,9 @@ pub async fn retry(
         Ok(id) => id,
         Err(e) => {
             tracing::warn!(agent = %caller.credential.agent, error = %e, "refused a requestState");
-            return Err(invalid_request_state(format!("the requestState was refused ({e}); make the call again without it")));
+            return Err(invalid_request_state(format!(
+                "the requestState was refused ({e}); make the call again without it"
+            )));
         }
     };
     let store = &state.core.approvals;
