@@ -9,6 +9,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from "@modelcontextprotocol/client";
+import { createTaskSessionFromClient, resultFromTaskOutcome } from "@modelcontextprotocol/ext-tasks/client";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
   ElicitRequestSchema,
@@ -153,7 +154,10 @@ test("Python SDK on 2026-07-28: input-required with a URL request, the retry run
   expect(out).toContain("approve and decline ok");
 });
 
-test.describe("inspector CLI (declares no elicitation): the browser answer, then resume", () => {
+// The inspector 2.12 declares the tasks extension (SEP-2663) but its CLI prints
+// the first answer and exits: the task's status message carries the approval
+// page, and its taskId is the execution a later `resume` continues.
+test.describe("inspector CLI (declares no elicitation, declares tasks): a task naming the page, then resume", () => {
   const inspector = resolve(import.meta.dirname, "..", "node_modules", ".bin", "mcp-inspector");
   // The CLI prints the result as JSON (and exits non-zero for an `isError` result).
   const cli = (token: string, tool: string, args: string[]) => {
@@ -169,10 +173,11 @@ test.describe("inspector CLI (declares no elicitation): the browser answer, then
     test(action, async () => {
       const issued = gh.issueToken(`inspector-${action}`, ["--owner", "ada"]);
       const paused = cli(issued.token, "gatehouse_policy_set", [`pattern=insp_${action}`, "action=allow"]);
-      expect(paused.structuredContent.status).toBe("user_approval_required");
-      await decide(paused.structuredContent.executionId, action);
+      expect(paused.status).toBe("input_required");
+      expect(paused.statusMessage).toContain(`${gh.url}/resume/${paused.taskId}`);
+      await decide(paused.taskId, action);
       // A new invocation is a new session of the same agent: resume works from it.
-      const result = cli(issued.token, "resume", [`executionId=${paused.structuredContent.executionId}`]);
+      const result = cli(issued.token, "resume", [`executionId=${paused.taskId}`]);
       if (action === "accept") {
         expect(result.isError).toBe(false);
         expect(result.structuredContent.pattern).toBe("insp_accept");
@@ -387,7 +392,7 @@ test.describe("TypeScript SDK v2 (2026-07-28): connect, list, call, a gated call
     return client;
   }
 
-  test("connects on 2026-07-28, lists Gatehouse's and the upstream's tools, calls one", async () => {
+  test("connects on 2026-07-28, lists Gatehouse's and the upstream's tools, calls one that runs at once", async () => {
     const client = await v2Client("plain");
     expect(client.getServerVersion()?.name).toBe("gatehouse");
     let names: string[] = [];
@@ -400,8 +405,6 @@ test.describe("TypeScript SDK v2 (2026-07-28): connect, list, call, a gated call
     const status = await client.callTool({ name: "gatehouse_status", arguments: {} });
     expect(status.isError).toBeFalsy();
     expect(JSON.stringify(status.content)).toContain("plain");
-    const text = await client.callTool({ name: "ev__test_simple_text", arguments: {} });
-    expect(text.isError).toBeFalsy();
     await client.close();
   });
 
@@ -432,4 +435,72 @@ test.describe("TypeScript SDK v2 (2026-07-28): connect, list, call, a gated call
       await client.close();
     });
   }
+
+  // A long approval as a task (SEP-2663) through the SDK's tasks package: the
+  // call answers at once, the client polls, answers the approval's URL input
+  // request, and settles with the tool's real result once a person approved.
+  test("a gated call as a task: polled until approved on the page, then the real result", async ({ page }) => {
+    const issued = gh.issueToken("v2-task", ["--owner", "ada"]);
+    const endpoint = `${gh.url}/mcp`;
+    const capabilities = { elicitation: { url: {} }, extensions: { "io.modelcontextprotocol/tasks": {} } };
+    const client = new ClientV2(
+      { name: "ts-v2-task", version: "1.0.0" },
+      { versionNegotiation: { mode: { pin: "2026-07-28" } }, capabilities },
+    );
+    await client.connect(
+      new TransportV2(new URL(endpoint), { requestInit: { headers: { Authorization: `Bearer ${issued.token}` } } }),
+    );
+    // The SDK's own codecs refuse task traffic, so the tasks package takes a
+    // raw dispatch: one 2026-07-28 request with the standard headers.
+    let nextId = 0;
+    const rawDispatch = async (request: any) => {
+      const id = ++nextId;
+      const name = request.params?.name ?? request.params?.uri ?? request.params?.taskId;
+      const r = await fetch(endpoint, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          authorization: `Bearer ${issued.token}`,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": request.method,
+          ...(name ? { "mcp-name": String(name) } : {}),
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id, ...request }),
+      });
+      const text = await r.text();
+      if (!(r.headers.get("content-type") ?? "").includes("event-stream")) return JSON.parse(text);
+      for (const line of text.split("\n")) {
+        if (!line.startsWith("data:")) continue;
+        const message = JSON.parse(line.slice(5));
+        if (message.id === id) return message;
+      }
+      throw new Error(`no answer to ${request.method}: ${text}`);
+    };
+    let shown!: (url: string) => void;
+    const url = new Promise<string>((r) => (shown = r));
+    const session = createTaskSessionFromClient(client, {
+      endpointId: "gatehouse",
+      rawDispatch,
+      v2RequestFraming: { protocolVersion: "2026-07-28", clientInfo: { name: "ts-v2-task", version: "1.0.0" }, clientCapabilities: capabilities },
+      onInputRequest: async (request: any) => {
+        expect(request.kind).toBe("elicitation");
+        shown(request.params.url);
+        return { action: "accept" } as any;
+      },
+    });
+    const execution = await session.callTool(STRUCTURED, { location: "Chicago" });
+    const settled = execution.settle();
+    const link = new URL(await url);
+    expect(link.pathname).toMatch(/^\/resume\/exec_/);
+    await signInPage(page, gh, "ada", PW, link.pathname + link.search);
+    await expect(page.locator(".live-status")).toHaveText("Live");
+    await page.getByRole("button", { name: "Approve" }).click();
+    const { outcome } = await settled;
+    const result = resultFromTaskOutcome(outcome) as { isError?: boolean; structuredContent?: unknown };
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toEqual(CHICAGO);
+    await session.close();
+    await client.close();
+  });
 });

@@ -265,6 +265,7 @@ async fn a_2026_07_28_task_waits_through_a_restart_and_its_result_survives_anoth
     let done = modern_poll_to_the_end(&app, &token, &id).await;
     assert_eq!((done["status"].as_str(), done["result"]["isError"].as_bool()), (Some("completed"), Some(false)));
     assert_eq!(done["result"]["structuredContent"]["pattern"], "restarted_*", "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "an inlined result is a complete one: {done}");
 
     // The result is in the database: a poll after another restart finds it.
     let app = app.restart(Duration::from_secs(5), |_| {}).await;

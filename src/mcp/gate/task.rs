@@ -220,7 +220,7 @@ fn settled(state: &McpState, caller: &Caller, task_id: &str, last: &AuditEntry) 
         return DetailedTask::new(task, TaskPayload::Cancelled);
     }
     let answer = settled_result(state, caller, task_id, shape_of(state, &last.tool));
-    completed(task_id, created, last.at_ms, ttl, serde_json::to_value(&answer).unwrap_or_default())
+    completed(task_id, created, last.at_ms, ttl, serde_json::to_value(crate::mcp::results::Served::served(answer)).unwrap_or_default())
 }
 
 /// Starts an approved call in the background (once: only one `start_run`
@@ -260,7 +260,8 @@ async fn start(state: &McpState, caller: &Caller, execution: &Execution) {
             )),
         };
         let failed = result.is_error == Some(true);
-        let value = serde_json::to_value(&result).unwrap_or_default();
+        // Inlined as a complete result: `resultType` included (SEP-2663 clients check it).
+        let value = serde_json::to_value(crate::mcp::results::Served::served(result)).unwrap_or_default();
         if let Err(e) = results(&state).save(&execution, "completed", &value) {
             tracing::error!(execution = %execution.id, error = %e, "a task's result could not be stored");
         }
