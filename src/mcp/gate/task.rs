@@ -220,7 +220,13 @@ fn settled(state: &McpState, caller: &Caller, task_id: &str, last: &AuditEntry) 
         return DetailedTask::new(task, TaskPayload::Cancelled);
     }
     let answer = settled_result(state, caller, task_id, shape_of(state, &last.tool));
-    completed(task_id, created, last.at_ms, ttl, serde_json::to_value(crate::mcp::results::Served::served(answer)).unwrap_or_default())
+    completed(
+        task_id,
+        created,
+        last.at_ms,
+        ttl,
+        serde_json::to_value(crate::mcp::results::Served::served(answer)).unwrap_or_default(),
+    )
 }
 
 /// Starts an approved call in the background (once: only one `start_run`
