@@ -10,7 +10,9 @@ set -uo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 node="$root/tools/node_modules/.bin/node"
-suite="$root/tools/node_modules/.bin/conformance"
+# The package's own entry point: `.bin/conformance` may be the 0.2 alias's
+# (conformance-next installs a binary of the same name).
+suite="$root/tools/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
 start fixture "$node" "$root/end2end/fixtures/everything_server.mjs" --port 0
 upstream="$(url_of fixture)/mcp"
