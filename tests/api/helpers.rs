@@ -361,6 +361,36 @@ impl TestApp {
         jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 1).expect("a reply")["result"].clone()
     }
 
+    /// A sessionless 2026-07-28 `tasks/*` request (`params` besides `taskId`
+    /// and `_meta`) from a client declaring `capabilities`; its `result` (or
+    /// `error`).
+    pub async fn task_request(
+        &self,
+        token: &str,
+        capabilities: Value,
+        method: &str,
+        task_id: &str,
+        mut params: Value,
+    ) -> Value {
+        params["taskId"] = json!(task_id);
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}
+        });
+        let response = self
+            .mcp(token)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .header("mcp-name", task_id)
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap();
+        let reply = jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 2).expect("a reply");
+        reply.get("result").cloned().unwrap_or_else(|| reply["error"].clone())
+    }
+
     /// A DELETE of `/mcp` session `sid` with `token`.
     pub async fn end_session(&self, token: &str, sid: &str) -> reqwest::Response {
         self.client.delete(self.url("/mcp")).bearer_auth(token).header("mcp-session-id", sid).send().await.unwrap()

@@ -195,27 +195,9 @@ async fn a_client_without_the_extension_keeps_todays_answer_and_may_not_poll() {
     client.cancel().await.unwrap();
 }
 
-/// A sessionless 2026-07-28 `tasks/*` request for `task_id`; its `result`
-/// (or `error`).
+/// A `tasks/*` request from a 2026-07-28 client that declares tasks.
 async fn modern_task_request(app: &TestApp, token: &str, method: &str, task_id: &str) -> Value {
-    let response = app
-        .mcp(token)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", task_id)
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {
-            "taskId": task_id,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
-                "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}
-            }
-        }}))
-        .send()
-        .await
-        .unwrap();
-    let reply = jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 2).expect("a reply");
-    reply.get("result").cloned().unwrap_or_else(|| reply["error"].clone())
+    app.task_request(token, json!({"extensions": {TASKS: {}}}), method, task_id, json!({})).await
 }
 
 /// Polls a 2026-07-28 task until it is terminal; the last answer.

@@ -46,26 +46,9 @@ async fn created(app: &TestApp, token: &str, name: &str, arguments: Value) -> St
     id
 }
 
-/// A sessionless 2026-07-28 `tasks/*` request (`params` besides `taskId`
-/// and `_meta`) from a client that declares tasks; its `result` (or `error`).
-async fn task_request(app: &TestApp, token: &str, method: &str, task_id: &str, mut params: Value) -> Value {
-    params["taskId"] = json!(task_id);
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": tasks_caps(),
-        "io.modelcontextprotocol/clientInfo": {"name": "itest", "version": "1"}
-    });
-    let response = app
-        .mcp(token)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", task_id)
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap();
-    let reply = jsonrpc_messages(response).await.into_iter().find(|m| m["id"] == 2).expect("a reply");
-    reply.get("result").cloned().unwrap_or_else(|| reply["error"].clone())
+/// A `tasks/*` request from a client that declares tasks.
+async fn task_request(app: &TestApp, token: &str, method: &str, task_id: &str, params: Value) -> Value {
+    app.task_request(token, tasks_caps(), method, task_id, params).await
 }
 
 async fn get(app: &TestApp, token: &str, task_id: &str) -> Value {

@@ -3,6 +3,7 @@
 //! answer for it from the audit log once settled.
 
 use gatehouse_core::approvals::{self, Execution, NewExecution, OpenError, RunError};
+use gatehouse_core::model::AuditEntry;
 use gatehouse_core::policy::{self, Action, Rule};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, CallToolResult, ErrorData, InputResponses, Tool};
@@ -361,10 +362,11 @@ pub fn settled_result(state: &McpState, caller: &Caller, id: &str, shape: Shape)
     shape.fit(settled(state, caller, id))
 }
 
-fn settled(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
-    let Some(last) = state.core.approvals.settled(id) else {
-        return gone(id, ToolErrorCode::ExecutionNotFound, format!("no execution {id}; make the call again"));
-    };
+/// The audit log's last word on execution `id`, if it was `caller`'s (its
+/// credential's, or a thread predecessor's): one check for every way an agent
+/// asks about a settled call (resume, a retry, a task's poll).
+pub(super) fn settled_for(state: &McpState, caller: &Caller, id: &str) -> Option<AuditEntry> {
+    let last = state.core.approvals.settled(id)?;
     let mine = last.credential_id.as_deref().is_some_and(|credential_id| {
         approvals::belongs_to(
             &caller.credential,
@@ -374,9 +376,13 @@ fn settled(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
             last.owner.as_deref(),
         )
     });
-    if !mine {
+    mine.then_some(last)
+}
+
+fn settled(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+    let Some(last) = settled_for(state, caller, id) else {
         return gone(id, ToolErrorCode::ExecutionNotFound, format!("no execution {id}; make the call again"));
-    }
+    };
     let by = state.core.approvals.audit().decided_by(id).ok().flatten().unwrap_or_default();
     match last.state.as_str() {
         "declined" => {

@@ -123,19 +123,7 @@ fn find(state: &McpState, caller: &Caller, task_id: &str) -> Result<Found, Error
             Err(not_found())
         };
     }
-    let Some(last) = state.core.approvals.settled(task_id) else { return Err(not_found()) };
-    let mine = last.credential_id.as_deref().is_some_and(|credential_id| {
-        approvals::belongs_to(
-            &caller.credential,
-            credential_id,
-            last.thread.as_deref(),
-            &last.agent,
-            last.owner.as_deref(),
-        )
-    });
-    if !mine {
-        return Err(not_found());
-    }
+    let Some(last) = super::engine::settled_for(state, caller, task_id) else { return Err(not_found()) };
     // It may have finished between the first read and this one.
     if matches!(last.state, State::Completed | State::Failed)
         && let Some(stored) = stored(state, task_id)?
