@@ -26,6 +26,7 @@ use super::results::Served;
 use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
 use super::{McpState, gate, paging, subjects};
+use crate::mcp::upstream::catalogue::Listed;
 use crate::mcp::upstream::input_required as upstream_input;
 use crate::mcp::upstream::listeners::{ListenPermit, MAX_LISTEN_RESOURCES};
 use crate::mcp::upstream::session::{Downstream, Origin};
@@ -234,6 +235,7 @@ impl ServerHandler for GatehouseMcp {
         let (items, next) = paging::page(self.state.upstreams.prompts(), request.as_ref(), self.state.list_page_size)?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
+        result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Prompts));
         Ok(result.served())
     }
 
@@ -260,6 +262,7 @@ impl ServerHandler for GatehouseMcp {
             paging::page(self.state.upstreams.resources(), request.as_ref(), self.state.list_page_size)?;
         let mut result = ListResourcesResult::with_all_items(items);
         result.next_cursor = next;
+        result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Resources));
         Ok(result.served())
     }
 
@@ -272,6 +275,7 @@ impl ServerHandler for GatehouseMcp {
             paging::page(self.state.upstreams.resource_templates(), request.as_ref(), self.state.list_page_size)?;
         let mut result = ListResourceTemplatesResult::with_all_items(items);
         result.next_cursor = next;
+        result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Templates));
         Ok(result.served())
     }
 

@@ -8,16 +8,15 @@
 //!
 //! # Caching hints
 //!
-//! - **Gatehouse's own lists** (`tools/list`, `prompts/list`,
-//!   `resources/list`, `resources/templates/list`) are `ttlMs: 0,
-//!   cacheScope: private`. `tools/list` is what policy rules and pins leave
-//!   visible, and a new rule or a held-back tool must take effect at once: a
-//!   hint must never let a client keep offering its model a tool that is now
-//!   blocked. The other lists are merged from every upstream's listing, which
-//!   Gatehouse refreshes only when an upstream says its list changed or comes
-//!   and goes, never on the upstream's own `ttlMs`; passing the smallest
-//!   upstream ttl on would promise a freshness Gatehouse does not keep, so
-//!   they are 0 too. Private: Gatehouse answers each credential apart.
+//! - **`tools/list`** is `ttlMs: 0, cacheScope: private`: it is what policy
+//!   rules and pins leave visible to this credential, and a new rule or a
+//!   held-back tool must take effect at once: a hint must never let a client
+//!   keep offering its model a tool that is now blocked.
+//! - **`prompts/list`, `resources/list`, `resources/templates/list`** are
+//!   merged from the upstreams' listings alone (no rule hides an entry from
+//!   them): they carry what is left of the smallest `ttlMs` the upstreams
+//!   gave when Gatehouse listed them (0 if one gave none), so the upstreams'
+//!   word passes through. Private: Gatehouse answers each credential apart.
 //! - **`resources/read`** keeps the upstream's `ttlMs` (0 when it gave none):
 //!   the content is the upstream's to date. Its `cacheScope` is always
 //!   `private`, whatever the upstream said: Gatehouse authenticates each
@@ -51,7 +50,24 @@ macro_rules! own_list {
     )*};
 }
 
-own_list!(ListToolsResult, ListPromptsResult, ListResourcesResult, ListResourceTemplatesResult);
+own_list!(ListToolsResult);
+
+/// Lists merged from the upstreams' listings alone: the handler sets what is
+/// left of the upstreams' `ttlMs` (0 where it does not); never shared.
+macro_rules! merged_list {
+    ($($list:ty),*) => {$(
+        impl Served for $list {
+            fn served(mut self) -> Self {
+                self.result_type.get_or_insert(ResultType::COMPLETE);
+                self.ttl_ms.get_or_insert(0);
+                self.cache_scope = Some(CacheScope::Private);
+                self
+            }
+        }
+    )*};
+}
+
+merged_list!(ListPromptsResult, ListResourcesResult, ListResourceTemplatesResult);
 
 impl Served for ReadResourceResult {
     fn served(mut self) -> Self {

@@ -312,3 +312,18 @@ async fn upstream_log_messages_reach_a_modern_call_only_when_it_asks_and_at_its_
     let warning = modern_messages(&app, &token, "tools/call", call(Some("warning"))).await;
     assert_eq!(logs(&warning), 0, "info lines are below warning: {warning:?}");
 }
+
+#[tokio::test]
+async fn merged_lists_pass_on_what_is_left_of_the_upstreams_ttl_and_the_tool_list_never_is_kept() {
+    // The modern fixture gives every list `ttlMs: 300000` (public).
+    let app = crate::upstream_modern::fronting_modern(false, |_| {}).await;
+    let token = app.issue("lister", None);
+    for method in ["prompts/list", "resources/list", "resources/templates/list"] {
+        let list = modern_result(&app, &token, method, json!({})).await;
+        let ttl = list["ttlMs"].as_u64().unwrap_or_else(|| panic!("{method} has no ttlMs: {list}"));
+        assert!(ttl > 0 && ttl <= 300_000, "{method}: what is left of the upstream's 300000: {ttl}");
+        assert_eq!(list["cacheScope"], "private", "{method}: {list}");
+    }
+    let tools = modern_result(&app, &token, "tools/list", json!({})).await;
+    assert_eq!((tools["ttlMs"].as_u64(), tools["cacheScope"].as_str()), (Some(0), Some("private")), "{tools}");
+}

@@ -9,8 +9,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use gatehouse_core::normalise;
 use gatehouse_core::pins::{self, PinMap};
@@ -30,6 +30,48 @@ pub(super) struct Catalog {
     pub(super) prompts: Vec<Prompt>,
     pub(super) resources: Vec<Resource>,
     pub(super) templates: Vec<ResourceTemplate>,
+    /// How long the upstream said these lists stay fresh.
+    pub(super) hints: ListHints,
+}
+
+/// An upstream's `ttlMs` for its prompt, resource and template lists (the
+/// smallest over their pages; a page without one counts as 0), and when
+/// Gatehouse listed them: what is left of it may be passed on to agents.
+#[derive(Default, Clone, Copy, Debug)]
+pub(super) struct ListHints {
+    prompts: Option<u64>,
+    resources: Option<u64>,
+    templates: Option<u64>,
+    listed_at: Option<Instant>,
+}
+
+/// Which list a caching hint is asked for.
+#[derive(Clone, Copy, Debug)]
+pub enum Listed {
+    /// `prompts/list`.
+    Prompts,
+    /// `resources/list`.
+    Resources,
+    /// `resources/templates/list`.
+    Templates,
+}
+
+impl ListHints {
+    /// What is left of the upstream's `ttlMs` for `list`, if it listed one.
+    fn left(&self, list: Listed) -> Option<u64> {
+        let ttl = match list {
+            Listed::Prompts => self.prompts,
+            Listed::Resources => self.resources,
+            Listed::Templates => self.templates,
+        }?;
+        let age = self.listed_at.map_or(u64::MAX, |at| at.elapsed().as_millis() as u64);
+        Some(ttl.saturating_sub(age))
+    }
+}
+
+/// The smallest `ttlMs` of the pages seen (`u64::MAX`: none yet).
+fn fresh_for(seen: &AtomicU64) -> Option<u64> {
+    Some(seen.load(Ordering::Relaxed)).filter(|ttl| *ttl != u64::MAX)
 }
 
 /// Coalesces catalogue refreshes of one upstream: one runs, at most one
@@ -174,6 +216,7 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
         let mut catalog = Catalog {
             resources: slot.offered.resources.clone(),
             templates: slot.offered.templates.clone(),
+            hints: slot.offered.hints,
             ..Catalog::default()
         };
         for tool in &slot.offered.tools {
@@ -403,6 +446,14 @@ impl Upstreams {
         all
     }
 
+    /// How long a merged `list` may be kept: what is left of the smallest
+    /// `ttlMs` its upstreams gave (0 when one gave none, or none listed it).
+    /// Nothing but the upstreams' listings shapes these lists (no rule hides
+    /// a prompt or resource from them), so the upstreams' word holds.
+    pub fn list_ttl(&self, list: Listed) -> u64 {
+        self.slots().values().filter_map(|s| s.catalog.hints.left(list)).min().unwrap_or(0)
+    }
+
     /// Every upstream resource template.
     pub fn resource_templates(&self) -> Vec<ResourceTemplate> {
         let mut all: Vec<ResourceTemplate> =
@@ -519,9 +570,15 @@ async fn list_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Resul
             t.name = exposed.into();
         },
     );
+    let listed_at = Instant::now();
+    let ttls = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
     let prompts = if caps.prompts.is_some() {
+        let ttl = &ttls[0];
         let listed = list_pages(config, "prompts", &mut problems, |p| async move {
-            peer.list_prompts(p).await.map(|r| (r.prompts, r.next_cursor))
+            peer.list_prompts(p).await.map(|r| {
+                ttl.fetch_min(r.ttl_ms.unwrap_or(0), Ordering::Relaxed);
+                (r.prompts, r.next_cursor)
+            })
         })
         .await;
         let prompts = optional(config, "prompts", listed, &mut problems);
@@ -530,20 +587,34 @@ async fn list_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Resul
         Vec::new()
     };
     let (resources, templates) = if caps.resources.is_some() {
+        let ttl = &ttls[1];
         let listed = list_pages(config, "resources", &mut problems, |p| async move {
-            peer.list_resources(p).await.map(|r| (r.resources, r.next_cursor))
+            peer.list_resources(p).await.map(|r| {
+                ttl.fetch_min(r.ttl_ms.unwrap_or(0), Ordering::Relaxed);
+                (r.resources, r.next_cursor)
+            })
         })
         .await;
         let resources = optional(config, "resources", listed, &mut problems);
+        let ttl = &ttls[2];
         let listed = list_pages(config, "resource templates", &mut problems, |p| async move {
-            peer.list_resource_templates(p).await.map(|r| (r.resource_templates, r.next_cursor))
+            peer.list_resource_templates(p).await.map(|r| {
+                ttl.fetch_min(r.ttl_ms.unwrap_or(0), Ordering::Relaxed);
+                (r.resource_templates, r.next_cursor)
+            })
         })
         .await;
         (resources, optional(config, "resources/templates", listed, &mut problems))
     } else {
         (Vec::new(), Vec::new())
     };
-    Ok(Listing { catalog: Catalog { tools, prompts, resources, templates }, problems })
+    let hints = ListHints {
+        prompts: fresh_for(&ttls[0]),
+        resources: fresh_for(&ttls[1]),
+        templates: fresh_for(&ttls[2]),
+        listed_at: Some(listed_at),
+    };
+    Ok(Listing { catalog: Catalog { tools, prompts, resources, templates, hints }, problems })
 }
 
 /// A list an upstream may fail to give (prompts, resources): its failure
