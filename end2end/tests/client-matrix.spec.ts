@@ -4,7 +4,7 @@
 // a tool that declares an outputSchema (the everything fixture's
 // get-structured-content behind a require_approval rule): no pause may trip
 // the SDK's check of structured results.
-import { test, expect } from "@playwright/test";
+import { test, expect, type Page } from "@playwright/test";
 import { execFileSync, spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -49,6 +49,19 @@ async function decide(eid: string, action: string) {
     body: JSON.stringify({ action }),
   });
   expect(r.status).toBe(200);
+}
+
+/** Signs ada in on the approval page at `url` and approves, or declines with `reason`. */
+async function decideOnPage(page: Page, url: string, action: "accept" | "decline", reason = "") {
+  const link = new URL(url);
+  await signInPage(page, gh, "ada", PW, link.pathname + link.search);
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  if (action === "accept") {
+    await page.getByRole("button", { name: "Approve" }).click();
+  } else {
+    await page.getByLabel("Reason for declining").fill(reason);
+    await page.getByRole("button", { name: "Decline" }).click();
+  }
 }
 
 type Elicitation = { form?: object; url?: object };
@@ -304,14 +317,7 @@ test.describe("a tool with an outputSchema: the pause never trips the SDK's chec
         return { action: "accept" };
       });
       const held = client.callTool(call, undefined, { timeout: 60_000 });
-      await signInPage(page, gh, "ada", PW, pathOf(await url));
-      await expect(page.locator(".live-status")).toHaveText("Live");
-      if (action === "accept") {
-        await page.getByRole("button", { name: "Approve" }).click();
-      } else {
-        await page.getByLabel("Reason for declining").fill("ask for New York");
-        await page.getByRole("button", { name: "Decline" }).click();
-      }
+      await decideOnPage(page, await url, action, "ask for New York");
       const result = await held;
       if (action === "accept") {
         expect(result.isError).toBeFalsy();
@@ -414,15 +420,7 @@ test.describe("TypeScript SDK v2 (2026-07-28): connect, list, call, a gated call
       const url = new Promise<string>((r) => (shown = r));
       const client = await v2Client(`gated-${action}`, shown);
       const held = client.callTool({ name: STRUCTURED, arguments: { location: "Chicago" } }, { timeout: 120_000 });
-      const link = new URL(await url);
-      await signInPage(page, gh, "ada", PW, link.pathname + link.search);
-      await expect(page.locator(".live-status")).toHaveText("Live");
-      if (action === "accept") {
-        await page.getByRole("button", { name: "Approve" }).click();
-      } else {
-        await page.getByLabel("Reason for declining").fill("not this city");
-        await page.getByRole("button", { name: "Decline" }).click();
-      }
+      await decideOnPage(page, await url, action, "not this city");
       const result = await held;
       if (action === "accept") {
         expect(result.isError).toBeFalsy();
@@ -491,11 +489,9 @@ test.describe("TypeScript SDK v2 (2026-07-28): connect, list, call, a gated call
     });
     const execution = await session.callTool(STRUCTURED, { location: "Chicago" });
     const settled = execution.settle();
-    const link = new URL(await url);
-    expect(link.pathname).toMatch(/^\/resume\/exec_/);
-    await signInPage(page, gh, "ada", PW, link.pathname + link.search);
-    await expect(page.locator(".live-status")).toHaveText("Live");
-    await page.getByRole("button", { name: "Approve" }).click();
+    const link = await url;
+    expect(new URL(link).pathname).toMatch(/^\/resume\/exec_/);
+    await decideOnPage(page, link, "accept");
     const { outcome } = await settled;
     const result = resultFromTaskOutcome(outcome) as { isError?: boolean; structuredContent?: unknown };
     expect(result.isError).toBeFalsy();
