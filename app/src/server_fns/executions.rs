@@ -27,7 +27,20 @@ pub enum Lookup {
 /// One execution for the resume page.
 #[server(prefix = "/api/fn", endpoint = "execution")]
 pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
-    ctx::lookup(&id)
+    use gatehouse_core::approvals::AccessError;
+    let (user, core) = ctx::context()?;
+    Ok(match core.approvals.view_for(&user, &id) {
+        Ok(view) => Lookup::Found { execution: Box::new(view), now_ms: core.clock.now_ms(), is_admin: user.is_admin },
+        Err(e @ AccessError::Forbidden) => {
+            ctx::set_status(e.status_code());
+            Lookup::Forbidden
+        }
+        Err(e @ AccessError::NotFound) => {
+            ctx::set_status(e.status_code());
+            Lookup::NotFound
+        }
+        Err(e) => return Err(ServerFnError::new(e.to_string())),
+    })
 }
 
 /// Approve (`accept`) or decline (`decline`) an execution, with an
