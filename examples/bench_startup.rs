@@ -66,7 +66,7 @@ fn seed(data: &Path, credentials: usize, rows: usize) -> Result<(), BoxError> {
         };
         audit.record(Entry {
             execution_id: &execution,
-            state,
+            state: gatehouse_core::approvals::State::parse(state).expect("a state"),
             tool: tools[i % tools.len()],
             upstream: None,
             arguments_digest: "sha256:bench",

@@ -7,7 +7,7 @@ use gatehouse_model::{AuditEntry, HistoryFilter, State};
 
 use crate::args;
 use crate::clock::{Clock, rfc3339};
-use crate::db::{Db, Row, Value};
+use crate::db::{Arg, Db, FromValue, Row, Value};
 use crate::error::CoreError;
 use crate::error::Result;
 
@@ -16,7 +16,7 @@ pub struct Entry<'a> {
     /// The execution.
     pub execution_id: &'a str,
     /// New state.
-    pub state: &'a str,
+    pub state: State,
     /// Tool name.
     pub tool: &'a str,
     /// The upstream it goes to (none for Gatehouse's own tools).
@@ -164,7 +164,7 @@ impl AuditLog {
             })?;
             // What a restart left open is stored as `abandoned` and reads as cancelled.
             let clause = if state == State::Cancelled { "state IN (?, 'abandoned')" } else { "state = ?" };
-            add(clause, Value::Text(state.as_str().to_string()));
+            add(clause, state.value());
         }
         if !filter.decider.is_empty() {
             let actor =
@@ -258,17 +258,31 @@ fn day_start_ms(field: &'static str, day: &str) -> Result<i64> {
     Ok(date.midnight().assume_utc().unix_timestamp() * 1000)
 }
 
+/// A state is stored as its wire name.
+impl Arg for State {
+    fn value(&self) -> Value {
+        Value::Text(self.as_str().to_string())
+    }
+}
+
+/// The one place stored names become states: `abandoned`, written at start
+/// for what a previous run left open, reads as cancelled; a name no state
+/// has is an error, never a guess.
+impl FromValue for State {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        let name = String::from_value(value)?;
+        State::parse(&name).ok_or_else(|| format!("{name:?} is not a state"))
+    }
+}
+
 fn row(r: &Row<'_>) -> Result<AuditEntry> {
     let at_ms: i64 = r.get(2)?;
-    let state: String = r.get(3)?;
     Ok(AuditEntry {
         id: r.get(0)?,
         execution_id: r.get(1)?,
         at_ms,
         at: rfc3339(at_ms),
-        // The one place stored names become states: `abandoned`, written at
-        // start for what a previous run left open, reads as cancelled.
-        state: State::parse(&state).unwrap_or(State::Cancelled),
+        state: r.get(3)?,
         tool: r.get(4)?,
         arguments_digest: r.get(5)?,
         agent: r.get(6)?,
@@ -319,7 +333,7 @@ mod tests {
         let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
         let sql = |q: &str| log.db.conn().unwrap().execute(q, args![]).unwrap();
         sql("INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0)");
-        let write = |eid: &str, state: &str| {
+        let write = |eid: &str, state: State| {
             log.record(Entry {
                 execution_id: eid,
                 state,
@@ -335,15 +349,15 @@ mod tests {
             })
             .unwrap()
         };
-        write("e1", "pending");
-        write("e1", "approved");
+        write("e1", State::Pending);
+        write("e1", State::Approved);
         // Ada is removed (her rows lose their id), a new "ada" is added, and
         // the call that was running finishes.
         sql("UPDATE audit_events SET owner_id = NULL");
         sql("DELETE FROM users");
         sql("INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0)");
-        write("e1", "completed");
-        write("e2", "pending");
+        write("e1", State::Completed);
+        write("e2", State::Pending);
         let new_ada = log.db.conn().unwrap().query_opt("SELECT id FROM users", args![], |r| r.get::<i64>(0)).unwrap();
         let mine = log.search(&HistoryFilter::default(), &HistoryScope::User(new_ada.unwrap()), 100).unwrap();
         let ids: Vec<_> = mine.iter().map(|e| e.execution_id.as_str()).collect();
@@ -363,7 +377,7 @@ mod tests {
                 args![],
             )
             .unwrap();
-        let write = |eid: &str, state: &str, tool: &str, upstream: Option<&str>, owner: Option<&str>, actor: &str| {
+        let write = |eid: &str, state: State, tool: &str, upstream: Option<&str>, owner: Option<&str>, actor: &str| {
             log.record(Entry {
                 execution_id: eid,
                 state,
@@ -379,12 +393,22 @@ mod tests {
             })
             .unwrap()
         };
-        write("e1", "pending", "fs_write", Some("fs"), Some("ada"), "agent:claude");
-        write("e1", "approved", "fs_write", Some("fs"), Some("ada"), "user:ada");
+        write("e1", State::Pending, "fs_write", Some("fs"), Some("ada"), "agent:claude");
+        write("e1", State::Approved, "fs_write", Some("fs"), Some("ada"), "user:ada");
         clock.advance(Duration::from_secs(24 * 3600));
-        write("e2", "pending", "gatehouse_policy_set", None, Some("bob"), "agent:claude");
-        write("e2", "declined", "gatehouse_policy_set", None, Some("bob"), "user:root");
-        write("e3", "abandoned", "fs_write", Some("fs"), None, "system");
+        write("e2", State::Pending, "gatehouse_policy_set", None, Some("bob"), "agent:claude");
+        write("e2", State::Declined, "gatehouse_policy_set", None, Some("bob"), "user:root");
+        // `abandoned` is no state an entry is written with: the start-up
+        // pass writes it in SQL, as here.
+        log.db
+            .conn()
+            .unwrap()
+            .execute(
+                "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, actor, credential_id, upstream)
+                 VALUES ('e3', ?1, 'abandoned', 'fs_write', 'd', 'claude', 'system', 'cred_1', 'fs')",
+                args![clock.now_ms()],
+            )
+            .unwrap();
 
         let all = |f: &HistoryFilter| log.search(f, &HistoryScope::All, 100).unwrap();
         let ids = |v: Vec<AuditEntry>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();

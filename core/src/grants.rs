@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use gatehouse_model::{ArgMatch, Decision, GrantRequest, GrantScope, GrantView, clean_note};
 use serde_json::Value;
 
-use crate::approvals::{AccessError, ApprovalStore, may_decide};
+use crate::approvals::{AccessError, ApprovalStore, Decide, may_decide};
 use crate::args;
 use crate::changes::{Change, ChangeLog};
 use crate::clock::Clock;
@@ -110,7 +110,7 @@ impl From<AccessError> for GrantError {
             AccessError::NotFound => GrantError::NotFound("execution not found".into()),
             AccessError::Forbidden => GrantError::Forbidden,
             AccessError::AdminRequired => GrantError::AdminRequired,
-            AccessError::Conflict(s) => GrantError::Conflict(s.into()),
+            AccessError::Conflict(s) => GrantError::Conflict(s.to_string()),
             AccessError::Invalid(s) => GrantError::Invalid(s),
             AccessError::Storage(s) => GrantError::Storage(s),
         }
@@ -699,7 +699,7 @@ pub fn approve_and_grant(
     if let Some(note) = note {
         detail.push_str(&format!(" — {note}"));
     }
-    approvals.decide_for_noted(user, id, Decision::Accept, Some(&detail))?;
+    approvals.decide(Decide::person(id, Decision::Accept, user).note(Some(&detail)))?;
     grants.insert(view.clone(), &view.created_by)?;
     tracing::info!(grant = %view.id, execution = %id, by = %view.created_by, "grant made");
     Ok(view)

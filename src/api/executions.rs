@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::response::sse::Event;
 use futures::StreamExt;
-use gatehouse_core::approvals::{AccessError, Decision, ExecutionView};
+use gatehouse_core::approvals::{AccessError, Decide, Decision, ExecutionView, State as ExecutionState};
 use gatehouse_core::grants;
 use gatehouse_core::model::GrantRequest;
 use serde::Deserialize;
@@ -75,7 +75,12 @@ pub async fn resume(
 ) -> Result<impl IntoResponse, ApiError> {
     let note = grants::note_from(body.reason.as_deref())?;
     let Some(request) = body.grant else {
-        let snapshot = state.mcp.core.approvals.decide_for_anywhere(&user, &id, body.action, note.as_deref()).await?;
+        // It writes the audit row (and may wait for another replica): on the
+        // blocking pool, and finished even if the request goes away meanwhile.
+        let (approvals, eid, action) = (state.mcp.core.approvals.clone(), id.clone(), body.action);
+        let snapshot =
+            crate::error::blocking(move || approvals.decide(Decide::person(&eid, action, &user).note(note.as_deref())))
+                .await?;
         return Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })));
     };
     if body.action != Decision::Accept {
@@ -87,7 +92,7 @@ pub async fn resume(
         grants::approve_and_grant(&core.approvals, &core.grants, &user, &eid, &request, note.as_deref())
     })
     .await?;
-    Ok(ApiJson(json!({ "state": "approved", "executionId": id, "grant": grant })))
+    Ok(ApiJson(json!({ "state": ExecutionState::Approved, "executionId": id, "grant": grant })))
 }
 
 /// `POST /api/mcp-sessions/{sid}/executions/{eid}/resume {action}`

@@ -59,7 +59,7 @@ pub fn check(
     let name = subject.name();
     let recorded = state.core.approvals.audit().record(audit::Entry {
         execution_id: &gatehouse_core::secret::new_id("req"),
-        state: if allowed { State::Allowed.as_str() } else { State::Blocked.as_str() },
+        state: if allowed { State::Allowed } else { State::Blocked },
         tool: &name,
         upstream: None,
         arguments_digest: &digest(arguments),

@@ -13,7 +13,7 @@ fn record(app: &TestApp, eid: &str, state: &str, tool: &str, agent: &str, owner:
         .audit()
         .record(Entry {
             execution_id: eid,
-            state,
+            state: gatehouse_core::approvals::State::parse(state).expect("a state"),
             tool,
             upstream: (tool != "gatehouse_policy_set").then_some("fs"),
             arguments_digest: "digest",

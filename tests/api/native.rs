@@ -63,7 +63,13 @@ async fn input_required_then_the_retry_runs_once_approved() {
         let eid = eid.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            approvals.decide(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada").unwrap();
+            approvals
+                .decide(gatehouse_core::approvals::Decide::actor(
+                    &eid,
+                    gatehouse_core::approvals::Decision::Accept,
+                    "user:ada",
+                ))
+                .unwrap();
         })
     };
     let done = modern_call(&app, &token, args.clone(), Some(&state)).await;
@@ -132,7 +138,10 @@ async fn a_re_issued_credential_continues_its_threads_request_state() {
     let state = paused["requestState"].as_str().unwrap().to_string();
     let url = paused["inputRequests"]["approval"]["params"]["url"].as_str().unwrap();
     let eid = url.split("/resume/").nth(1).unwrap().split('?').next().unwrap().to_string();
-    app.core.approvals.decide(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada").unwrap();
+    app.core
+        .approvals
+        .decide(gatehouse_core::approvals::Decide::actor(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada"))
+        .unwrap();
     // Another thread's credential of the same agent cannot use the state.
     let stranger = issue("t2");
     refused(&app, &stranger, args.clone(), &state).await;

@@ -261,7 +261,10 @@ async fn resource_updates_and_list_changes_reach_the_agent() {
     );
     let pending = service.call_tool(set).await.unwrap();
     let id = pending.structured_content.unwrap()["executionId"].as_str().unwrap().to_string();
-    app.core.approvals.decide(&id, gatehouse_core::approvals::Decision::Accept, "user:test").unwrap();
+    app.core
+        .approvals
+        .decide(gatehouse_core::approvals::Decide::actor(&id, gatehouse_core::approvals::Decision::Accept, "user:test"))
+        .unwrap();
     let resume = tool_params("resume", serde_json::json!({"executionId": id}));
     let done = service.call_tool(resume).await.unwrap();
     assert_eq!(done.structured_content.unwrap()["action"], "block");

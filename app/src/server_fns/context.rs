@@ -55,26 +55,6 @@ pub async fn blocking<T: Send + 'static>(
     }
 }
 
-pub fn lookup(id: &str) -> Result<crate::server_fns::executions::Lookup, ServerFnError> {
-    let (user, core) = context()?;
-    Ok(match core.approvals.view_for(&user, id) {
-        Ok(view) => crate::server_fns::executions::Lookup::Found {
-            execution: Box::new(view),
-            now_ms: core.clock.now_ms(),
-            is_admin: user.is_admin,
-        },
-        Err(e @ AccessError::Forbidden) => {
-            set_status(e.status_code());
-            crate::server_fns::executions::Lookup::Forbidden
-        }
-        Err(e @ AccessError::NotFound) => {
-            set_status(e.status_code());
-            crate::server_fns::executions::Lookup::NotFound
-        }
-        Err(e) => return Err(ServerFnError::new(e.to_string())),
-    })
-}
-
 /// Where the pages read the exposed tools from (the server's MCP side
 /// implements it; the pages never reach into it otherwise).
 pub trait ToolCatalog: Send + Sync {

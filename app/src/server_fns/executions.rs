@@ -2,7 +2,7 @@
 
 #[cfg(feature = "ssr")]
 use super::context as ctx;
-use gatehouse_model::{ExecutionView, InboxView};
+use gatehouse_model::{ExecutionView, InboxView, State};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -27,19 +27,32 @@ pub enum Lookup {
 /// One execution for the resume page.
 #[server(prefix = "/api/fn", endpoint = "execution")]
 pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
-    ctx::lookup(&id)
+    use gatehouse_core::approvals::AccessError;
+    let (user, core) = ctx::context()?;
+    Ok(match core.approvals.view_for(&user, &id) {
+        Ok(view) => Lookup::Found { execution: Box::new(view), now_ms: core.clock.now_ms(), is_admin: user.is_admin },
+        Err(e @ AccessError::Forbidden) => {
+            ctx::set_status(e.status_code());
+            Lookup::Forbidden
+        }
+        Err(e @ AccessError::NotFound) => {
+            ctx::set_status(e.status_code());
+            Lookup::NotFound
+        }
+        Err(e) => return Err(ServerFnError::new(e.to_string())),
+    })
 }
 
 /// Approve (`accept`) or decline (`decline`) an execution, with an
 /// optional `reason` (a decline's reaches the agent; an approval's is a
-/// note; both audited). Works as a plain form post before hydration (the
-/// browser is sent back to the page).
+/// note; both audited). The state it left the execution in. Works as a
+/// plain form post before hydration (the browser is sent back to the page).
 #[server(prefix = "/api/fn", endpoint = "decide")]
 pub async fn decide_execution(
     id: String,
     action: String,
     #[server(default)] reason: Option<String>,
-) -> Result<String, ServerFnError> {
+) -> Result<State, ServerFnError> {
     let (user, core) = ctx::context()?;
     use gatehouse_model::Decision;
     let decision = match Decision::parse(&action) {
@@ -53,8 +66,16 @@ pub async fn decide_execution(
             return Err(ServerFnError::new(e.to_string()));
         }
     };
-    match core.approvals.decide_for_anywhere(&user, &id, decision, reason.as_deref()).await {
-        Ok(snapshot) => Ok(snapshot.state.as_str().to_string()),
+    // It writes the audit row (and may wait for another replica): on the
+    // blocking pool, and finished even if the request goes away meanwhile.
+    let decided = tokio::task::spawn_blocking(move || {
+        use gatehouse_core::approvals::Decide;
+        core.approvals.decide(Decide::person(&id, decision, &user).note(reason.as_deref()))
+    })
+    .await
+    .map_err(|e| ServerFnError::new(e.to_string()))?;
+    match decided {
+        Ok(snapshot) => Ok(snapshot.state),
         Err(e) => {
             ctx::set_status(e.status_code());
             Err(ServerFnError::new(e.to_string()))

@@ -1,7 +1,8 @@
 //! Who may see and decide an execution (the owner of its agent, or an admin;
-//! admins only for calls that change the gate), and the views they get.
+//! admins only for calls that change the gate), and the views they get. The
+//! decision itself is [`ApprovalStore::decide`] (in `decide.rs`).
 
-use gatehouse_model::{AuditEntry, Decision, DecisionView, ExecutionView, HistoryFilter, HistoryPage};
+use gatehouse_model::{AuditEntry, DecisionView, ExecutionView, HistoryFilter, HistoryPage, State};
 
 use super::Execution;
 use super::store::{ApprovalStore, DecideError, Snapshot};
@@ -19,9 +20,9 @@ pub enum AccessError {
     /// It belongs to another user's agent.
     #[error("this execution belongs to another user's agent")]
     Forbidden,
-    /// Another decision came first.
+    /// Another decision came first: the state it left.
     #[error("execution is already {0}")]
-    Conflict(&'static str),
+    Conflict(State),
     /// Only an admin may decide it (it changes the gate for everyone).
     #[error("this call changes the gate for everyone: an admin must decide it")]
     AdminRequired,
@@ -131,50 +132,6 @@ impl ApprovalStore {
             admin_only: false,
             human_only: false,
         })
-    }
-
-    /// Records `user`'s decision, after checking they may make it.
-    pub fn decide_for(&self, user: &User, id: &str, decision: Decision) -> std::result::Result<Snapshot, AccessError> {
-        self.decide_for_noted(user, id, decision, None)
-    }
-
-    /// [`Self::decide_for`] with the person's words: a decline's reason
-    /// (the agent receives it) or an approval's note, already cleaned
-    /// ([`gatehouse_model::clean_note`]); audited as the entry's detail.
-    pub fn decide_for_noted(
-        &self,
-        user: &User,
-        id: &str,
-        decision: Decision,
-        detail: Option<&str>,
-    ) -> std::result::Result<Snapshot, AccessError> {
-        if self.cluster().is_some() && self.entries().get(id).is_none() {
-            // Another replica's (or nobody's yet): forwarded, from this
-            // blocking caller (the grant path) through the runtime.
-            let (store, user, key, detail) = (self.clone(), user.clone(), id.to_string(), detail.map(str::to_string));
-            return self
-                .block_on(async move { store.decide_for_anywhere(&user, &key, decision, detail.as_deref()).await })
-                .unwrap_or_else(|| Err(AccessError::Storage("no runtime to reach the other replicas".into())));
-        }
-        self.decide_local_for(user, id, decision, detail)
-    }
-
-    /// [`Self::decide_for_noted`] on this replica's store alone.
-    pub(super) fn decide_local_for(
-        &self,
-        user: &User,
-        id: &str,
-        decision: Decision,
-        detail: Option<&str>,
-    ) -> std::result::Result<Snapshot, AccessError> {
-        let view = self.view_for(user, id)?;
-        if view.admin_only && !user.is_admin {
-            return Err(AccessError::AdminRequired);
-        }
-        let actor = format!("user:{}", user.username);
-        let snapshot = self.decide_noted(id, decision, &actor, detail).map_err(access_error)?;
-        tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
-        Ok(snapshot)
     }
 
     /// One page (`limit` entries, newest first) of the history `user` may

@@ -5,12 +5,39 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// A gated call.
+/// A gated call: the call as asked for ([`NewExecution`], each field written
+/// once there) and what opening it fixed (its id, the arguments' digest, its
+/// times). Its request's fields read as its own (`execution.tool`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Execution {
     /// `exec_<uuid>`.
     pub id: String,
+    /// The call as it was asked for.
+    #[serde(flatten)]
+    pub request: NewExecution,
+    /// SHA-256 (hex) of the canonical arguments.
+    pub arguments_digest: String,
+    /// Creation time (Unix ms).
+    pub created_at_ms: i64,
+    /// Expiry time (Unix ms).
+    pub expires_at_ms: i64,
+}
+
+impl std::ops::Deref for Execution {
+    type Target = NewExecution;
+
+    /// An execution is its request plus what opening it fixed: the request's
+    /// fields are read through it, so none is declared twice.
+    fn deref(&self) -> &NewExecution {
+        &self.request
+    }
+}
+
+/// What the caller supplies to open an execution.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewExecution {
     /// Exposed tool name.
     pub tool: String,
     /// The upstream server, for upstream tools.
@@ -22,8 +49,6 @@ pub struct Execution {
     pub tool_digest: String,
     /// The call's arguments, exactly as sent.
     pub arguments: Value,
-    /// SHA-256 (hex) of the canonical arguments.
-    pub arguments_digest: String,
     /// Agent name of the calling credential.
     pub agent: String,
     /// The calling credential.
@@ -39,42 +64,11 @@ pub struct Execution {
     pub human_only: bool,
     /// Whether only an admin may decide it (tools that change the gate for everyone).
     pub admin_only: bool,
-    /// Creation time (Unix ms).
-    pub created_at_ms: i64,
-    /// Expiry time (Unix ms).
-    pub expires_at_ms: i64,
-}
-
-/// What the caller supplies to open an execution.
-#[derive(Debug, Clone)]
-pub struct NewExecution {
-    /// Exposed tool name.
-    pub tool: String,
-    /// Upstream, if any.
-    pub upstream: Option<String>,
-    /// The tool's own name at its upstream.
-    pub upstream_tool: Option<String>,
-    /// Digest of the tool's definition ([`tool_digest`]).
-    pub tool_digest: String,
-    /// Arguments.
-    pub arguments: Value,
-    /// Agent.
-    pub agent: String,
-    /// Credential.
-    pub credential_id: String,
-    /// The credential's thread.
-    pub thread: Option<String>,
-    /// Owner.
-    pub owner: Option<String>,
-    /// MCP session.
-    pub session_id: Option<String>,
-    /// Only a person may decide.
-    pub human_only: bool,
-    /// Only an admin may decide.
-    pub admin_only: bool,
     /// How long it may stay pending, when a rule says (`approval_ttl` on a
     /// `[[policy]]` entry); the store's TTL otherwise. Capped at
-    /// [`super::MAX_APPROVAL_TTL`].
+    /// [`super::MAX_APPROVAL_TTL`]. Read once, when the execution opens
+    /// (its `expires_at_ms` holds from then on; a stored row has none).
+    #[serde(skip)]
     pub ttl: Option<std::time::Duration>,
 }
 

@@ -2,8 +2,9 @@
 //! and the person who decides it.
 //!
 //! - `open` records a pending execution (and arms its expiry);
-//! - `decide` records the first decision and wakes every waiter; a repeat of
-//!   the same decision is idempotent, a conflicting one is refused;
+//! - `decide` (one [`Decide`] request, whoever decides) records the first
+//!   decision and wakes every waiter; a repeat of the same decision is
+//!   idempotent, a conflicting one is refused;
 //! - `wait` suspends until the state moves or a time slice ends;
 //! - `start_run`/`finish` carry an approved call through running to its end;
 //! - `forget`/`forget_session` cancel what a client or session abandoned
@@ -17,15 +18,19 @@
 //! lands first or finds the entry gone — it is never kept afterwards.
 
 mod access;
+mod decide;
 mod execution;
 mod inbox;
 mod metrics;
 mod persist;
+mod queries;
 mod replicas;
+mod restore;
 mod store;
 mod task_results;
 
 pub use access::{AccessError, may_decide};
+pub use decide::{By, Decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
 pub use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
 pub use metrics::{ApprovalMetrics, WAIT_BUCKETS};
@@ -85,16 +90,22 @@ mod tests {
     async fn first_decision_wins_and_repeats_are_idempotent() {
         let store = store(Duration::from_secs(60));
         let e = store.open(new_execution("s")).unwrap();
-        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Approved);
-        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Approved);
-        assert_eq!(store.decide(&e.id, Decision::Decline, "user:bob"), Err(DecideError::Conflict("approved")));
+        assert_eq!(store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap().state, State::Approved);
+        assert_eq!(store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap().state, State::Approved);
+        assert_eq!(
+            store.decide(Decide::actor(&e.id, Decision::Decline, "user:bob")),
+            Err(AccessError::Conflict(State::Approved))
+        );
         store.start_run(&e.id).unwrap();
         store.finish(&e.id, true, None);
         assert!(store.is_empty());
         // Settled: the audit log answers.
-        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada").unwrap().state, State::Completed);
-        assert_eq!(store.decide(&e.id, Decision::Decline, "user:ada"), Err(DecideError::Conflict("completed")));
-        assert_eq!(store.decide("exec_nope", Decision::Accept, "user:ada"), Err(DecideError::NotFound));
+        assert_eq!(store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap().state, State::Completed);
+        assert_eq!(
+            store.decide(Decide::actor(&e.id, Decision::Decline, "user:ada")),
+            Err(AccessError::Conflict(State::Completed))
+        );
+        assert_eq!(store.decide(Decide::actor("exec_nope", Decision::Accept, "user:ada")), Err(AccessError::NotFound));
     }
 
     #[tokio::test]
@@ -104,7 +115,10 @@ mod tests {
         let seen = store.wait(&e.id, Duration::from_secs(5)).await.unwrap();
         assert_eq!(seen.state, State::Expired);
         assert!(store.is_empty());
-        assert_eq!(store.decide(&e.id, Decision::Accept, "user:ada"), Err(DecideError::Conflict("expired")));
+        assert_eq!(
+            store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")),
+            Err(AccessError::Conflict(State::Expired))
+        );
     }
 
     #[tokio::test]
@@ -125,7 +139,7 @@ mod tests {
         let store = store(Duration::from_secs(3600));
         store.open(new_execution("s")).unwrap();
         let e = store.open(new_execution("s")).unwrap();
-        store.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
         assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
         drop(store);
         // An aborted task ends when the runtime next polls it.
@@ -145,9 +159,9 @@ mod tests {
         let store = store(Duration::from_secs(3600));
         let declined = store.open(new_execution("s")).unwrap();
         let ran = store.open(new_execution("s")).unwrap();
-        store.decide(&ran.id, Decision::Accept, "user:ada").unwrap();
+        store.decide(Decide::actor(&ran.id, Decision::Accept, "user:ada")).unwrap();
         assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
-        store.decide(&declined.id, Decision::Decline, "user:ada").unwrap();
+        store.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).unwrap();
         store.start_run(&ran.id).unwrap();
         store.finish(&ran.id, true, None);
         assert!(store.is_empty());
@@ -182,7 +196,7 @@ mod tests {
             (snapshot.state, &again.arguments, again.expires_at_ms),
             (State::Pending, &e.arguments, e.expires_at_ms)
         );
-        second.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        second.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
         second.start_run(&e.id).unwrap();
         second.finish(&e.id, true, None);
         second.flush().await;
@@ -201,13 +215,13 @@ mod tests {
         );
         let expiring = first.open(new_execution("s")).unwrap();
         let approved = first.open(new_execution("s")).unwrap();
-        first.decide(&approved.id, Decision::Accept, "user:ada").unwrap();
+        first.decide(Decide::actor(&approved.id, Decision::Accept, "user:ada")).unwrap();
         let approved_late = first.open(new_execution("s")).unwrap();
         let held = first.open(new_execution("s")).unwrap();
         first.hold(&held.id);
         let long = first.open(NewExecution { ttl: Some(Duration::from_secs(3600)), ..new_execution("s") }).unwrap();
         let declined = first.open(new_execution("s")).unwrap();
-        first.decide(&declined.id, Decision::Decline, "user:ada").unwrap();
+        first.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).unwrap();
         first.flush().await;
         drop(first);
         // 20 s later `approved` is still in its run window; then `approved_late`
@@ -220,7 +234,7 @@ mod tests {
                 Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
             );
             mid.restore().await.unwrap();
-            mid.decide(&approved_late.id, Decision::Accept, "user:ada").unwrap();
+            mid.decide(Decide::actor(&approved_late.id, Decision::Accept, "user:ada")).unwrap();
             mid.flush().await;
         }
         clock.advance(Duration::from_secs(5));
@@ -269,7 +283,7 @@ mod tests {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
         let e = first.open(new_execution("s")).unwrap();
-        first.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        first.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
         first.flush().await;
         drop(first);
         let second = store_on(&db, clock, limits(Duration::from_secs(60)));
@@ -324,14 +338,17 @@ mod tests {
         assert_eq!(store.forget_credential("cred_1"), 1);
         assert_eq!(store.audit().latest(&a.id).unwrap().unwrap().state, State::Revoked);
         assert!(store.get(&other.id).is_some(), "another credential's execution is untouched");
-        assert_eq!(store.decide(&a.id, Decision::Accept, "user:ada"), Err(DecideError::Conflict("revoked")));
+        assert_eq!(
+            store.decide(Decide::actor(&a.id, Decision::Accept, "user:ada")),
+            Err(AccessError::Conflict(State::Revoked))
+        );
     }
 
     #[tokio::test]
     async fn an_approval_not_run_within_the_run_window_expires() {
         let store = store_with(Limits { run_window: Duration::from_millis(30), ..limits(Duration::from_secs(60)) });
         let e = store.open(new_execution("s")).unwrap();
-        store.decide(&e.id, Decision::Accept, "user:ada").unwrap();
+        store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
         tokio::time::sleep(Duration::from_millis(60)).await;
         assert!(store.start_run(&e.id).is_err(), "an approval past its run window does not run");
         assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, State::Expired);
@@ -357,19 +374,22 @@ mod tests {
         let opener = cred("cred_1", "claude", Some("t1"), Some("ada"));
         let e = |thread: Option<&str>| Execution {
             id: "exec_1".into(),
-            tool: "t".into(),
-            upstream: None,
-            upstream_tool: None,
-            tool_digest: String::new(),
-            arguments: Value::Null,
+            request: NewExecution {
+                tool: "t".into(),
+                upstream: None,
+                upstream_tool: None,
+                tool_digest: String::new(),
+                arguments: Value::Null,
+                agent: "claude".into(),
+                credential_id: opener.id.clone(),
+                thread: thread.map(Into::into),
+                owner: Some("ada".into()),
+                session_id: None,
+                human_only: false,
+                admin_only: false,
+                ttl: None,
+            },
             arguments_digest: String::new(),
-            agent: "claude".into(),
-            credential_id: opener.id.clone(),
-            thread: thread.map(Into::into),
-            owner: Some("ada".into()),
-            session_id: None,
-            human_only: false,
-            admin_only: false,
             created_at_ms: 0,
             expires_at_ms: 0,
         };
@@ -416,7 +436,7 @@ mod tests {
                 let decider = {
                     let (store, id) = (store.clone(), e.id.clone());
                     let decision = if round % 2 == 0 { Decision::Accept } else { Decision::Decline };
-                    tokio::spawn(async move { store.decide(&id, decision, "user:ada") })
+                    tokio::spawn(async move { store.decide(Decide::actor(&id, decision, "user:ada")) })
                 };
                 let racer = {
                     let (store, id) = (store.clone(), e.id.clone());
@@ -446,7 +466,7 @@ mod tests {
                 Ok(s) => {
                     assert!(matches!(s.state, State::Approved | State::Declined | State::Running | State::Completed))
                 }
-                Err(DecideError::Conflict(_)) => {}
+                Err(AccessError::Conflict(_)) => {}
                 Err(e) => panic!("unexpected {e:?}"),
             }
         }
@@ -478,7 +498,7 @@ mod tests {
         assert_eq!(InboxView { now_ms: inbox.now_ms, ..again }, inbox, "read again: the same");
 
         // A decision is seen by the very next read, though the last one was kept.
-        store.decide(&ids[0], Decision::Decline, "user:ada").unwrap();
+        store.decide(Decide::actor(&ids[0], Decision::Decline, "user:ada")).unwrap();
         let after = store.inbox(&ada).await;
         assert_eq!(after.total, INBOX_LIMIT + 9);
         assert!(after.pending.iter().all(|e| e.execution_id != ids[0]));

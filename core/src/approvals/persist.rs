@@ -21,10 +21,11 @@ use std::sync::mpsc;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::Execution;
+use super::{Execution, NewExecution};
 use crate::args;
 use crate::db::Db;
 use crate::error::Result;
+use gatehouse_model::State;
 
 /// Most queued operations applied in one transaction.
 const BATCH: usize = 512;
@@ -131,19 +132,23 @@ impl Persist {
             Ok(Stored {
                 execution: Execution {
                     id: r.get(0)?,
-                    tool: r.get(1)?,
-                    upstream: r.get(2)?,
-                    upstream_tool: r.get(3)?,
-                    tool_digest: r.get(4)?,
-                    arguments: serde_json::from_str(&arguments).unwrap_or(Value::Null),
+                    request: NewExecution {
+                        tool: r.get(1)?,
+                        upstream: r.get(2)?,
+                        upstream_tool: r.get(3)?,
+                        tool_digest: r.get(4)?,
+                        arguments: serde_json::from_str(&arguments).unwrap_or(Value::Null),
+                        agent: r.get(7)?,
+                        credential_id: r.get(8)?,
+                        thread: r.get(9)?,
+                        owner: r.get(10)?,
+                        session_id: r.get(11)?,
+                        human_only: r.get(12)?,
+                        admin_only: r.get(13)?,
+                        // Its expiry is stored; the TTL it was opened with is spent.
+                        ttl: None,
+                    },
                     arguments_digest: r.get(6)?,
-                    agent: r.get(7)?,
-                    credential_id: r.get(8)?,
-                    thread: r.get(9)?,
-                    owner: r.get(10)?,
-                    session_id: r.get(11)?,
-                    human_only: r.get(12)?,
-                    admin_only: r.get(13)?,
                     created_at_ms: r.get(14)?,
                     expires_at_ms: r.get(15)?,
                 },
@@ -248,7 +253,7 @@ pub(super) struct Stored {
     /// The execution as it was paused.
     pub(super) execution: Execution,
     /// The audit log's last state for it (`None`: no entry, e.g. pruned).
-    pub(super) state: Option<String>,
+    pub(super) state: Option<State>,
     /// When that state was written (Unix ms).
     pub(super) at_ms: Option<i64>,
     /// Who wrote it.

@@ -5,7 +5,8 @@
 //! holds across replicas exactly as within one. The others:
 //! - show it from the database ([`ApprovalStore::get`], `pending`) and watch
 //!   it through a mirror channel fed by the owner's [`Body::Exec`] messages;
-//! - forward a decision to the owner ([`ApprovalStore::decide_anywhere`]);
+//! - forward a person's decision to the owner (`decide_at_owner`, a step of
+//!   [`ApprovalStore::decide`]);
 //! - ask the owner to hand it over when its agent resumes it here
 //!   ([`ApprovalStore::take_over`]);
 //! - adopt it when the owner is gone (a conditional `UPDATE`: exactly one
@@ -23,7 +24,6 @@ use gatehouse_model::{AuditEntry, Decision, State};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinSet;
 
-use super::AccessError;
 use super::Execution;
 use super::access::may_decide;
 use super::store::{ApprovalStore, DecideError, Mirror, Rearm, Restored, Snapshot};
@@ -77,7 +77,8 @@ impl ApprovalStore {
         self.inner.mirrors.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn is_local(&self, id: &str) -> bool {
+    /// Whether `id` is live in this replica's store.
+    pub(super) fn is_local(&self, id: &str) -> bool {
         self.entries().contains_key(id)
     }
 
@@ -103,7 +104,7 @@ impl ApprovalStore {
             return Some((mirror.execution.clone(), mirror.tx.borrow().clone()));
         }
         let stored = self.inner.persist.load_one(id).ok()??;
-        let state = stored.state.as_deref().and_then(State::parse)?;
+        let state = stored.state?;
         if state.is_settled() {
             return None;
         }
@@ -130,7 +131,7 @@ impl ApprovalStore {
         };
         let entries = self.entries();
         rows.into_iter()
-            .filter(|r| r.state.as_deref() == Some(State::Pending.as_str()) && !entries.contains_key(&r.execution.id))
+            .filter(|r| r.state == Some(State::Pending) && !entries.contains_key(&r.execution.id))
             .map(|r| {
                 let snapshot = Snapshot { state: State::Pending, actor: r.actor, detail: None, decided_by: None };
                 (Arc::new(r.execution), snapshot)
@@ -348,9 +349,9 @@ impl ApprovalStore {
                 Err(e) => return Err(format!("{STORAGE}{e}")),
             }
         }
-        self.decide_noted(id, decision, actor, detail).map_err(|e| match e {
+        self.decide_here(id, decision, actor, detail).map_err(|e| match e {
             DecideError::NotFound => NOT_FOUND.into(),
-            DecideError::Conflict(state) => state.into(),
+            DecideError::Conflict(state) => state.as_str().into(),
             DecideError::Storage(e) => format!("{STORAGE}{e}"),
         })
     }
@@ -470,12 +471,12 @@ impl ApprovalStore {
         }
     }
 
-    /// Records a decision wherever the execution lives: here, or at its
-    /// owner (forwarded; the owner's lock decides, so the first decision
-    /// wins across replicas); a dead owner's is adopted first. Same
-    /// outcomes as [`ApprovalStore::decide_noted`], which it is without a
-    /// cluster.
-    pub async fn decide_anywhere(
+    /// [`ApprovalStore::decide`]'s step for an execution that is not live
+    /// here: records the decision wherever it lives — here, or at its owner
+    /// (forwarded; the owner's lock decides, so the first decision wins
+    /// across replicas); a dead owner's is adopted first. Same outcomes as
+    /// `decide_here`, which it is without a cluster.
+    pub(super) async fn decide_at_owner(
         &self,
         id: &str,
         decision: Decision,
@@ -483,7 +484,7 @@ impl ApprovalStore {
         detail: Option<&str>,
     ) -> std::result::Result<Snapshot, DecideError> {
         let Some(cluster) = self.inner.cluster.get().cloned() else {
-            return self.decide_noted(id, decision, actor, detail);
+            return self.decide_here(id, decision, actor, detail);
         };
         let storage = |e: String| DecideError::Storage(e);
         for _ in 0..ATTEMPTS {
@@ -513,8 +514,10 @@ impl ApprovalStore {
                             NOT_FOUND => return Err(DecideError::NotFound),
                             e if e.starts_with(STORAGE) => return Err(storage(e[STORAGE.len()..].to_string())),
                             state => {
-                                let state = State::parse(state).map_or("settled", State::as_str);
-                                return Err(DecideError::Conflict(state));
+                                return Err(match State::parse(state) {
+                                    Some(state) => DecideError::Conflict(state),
+                                    None => storage(format!("the owner answered {state:?}")),
+                                });
                             }
                         },
                         // No answer: adopt below only if the owner is gone; a
@@ -539,46 +542,13 @@ impl ApprovalStore {
             }
         }
         let (key, actor, detail) = (id.to_string(), actor.to_string(), detail.map(str::to_string));
-        self.blocking(move |s| s.decide_noted(&key, decision, &actor, detail.as_deref()))
+        self.blocking(move |s| s.decide_here(&key, decision, &actor, detail.as_deref()))
             .await
             .unwrap_or_else(|| Err(storage("the decision was interrupted".into())))
     }
 
-    /// [`ApprovalStore::decide_for_noted`] wherever the execution lives
-    /// (see [`ApprovalStore::decide_anywhere`]): what the pages and the API
-    /// call. Reads the database off the runtime's threads.
-    pub async fn decide_for_anywhere(
-        &self,
-        user: &User,
-        id: &str,
-        decision: Decision,
-        detail: Option<&str>,
-    ) -> std::result::Result<Snapshot, AccessError> {
-        if self.inner.cluster.get().is_none() {
-            // It writes the audit row: on a blocking thread, and finished
-            // even if the request that asked goes away meanwhile.
-            let (user, id, detail) = (user.clone(), id.to_string(), detail.map(str::to_string));
-            return self
-                .blocking(move |s| s.decide_local_for(&user, &id, decision, detail.as_deref()))
-                .await
-                .unwrap_or_else(|| Err(AccessError::Storage("the decision was interrupted".into())));
-        }
-        let (viewer, key) = (user.clone(), id.to_string());
-        let view = self
-            .blocking(move |s| s.view_for(&viewer, &key))
-            .await
-            .unwrap_or_else(|| Err(AccessError::Storage("the lookup was interrupted".into())))?;
-        if view.admin_only && !user.is_admin {
-            return Err(AccessError::AdminRequired);
-        }
-        let actor = format!("user:{}", user.username);
-        let snapshot = self.decide_anywhere(id, decision, &actor, detail).await.map_err(super::access::access_error)?;
-        tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
-        Ok(snapshot)
-    }
-
-    /// Runs `work` to completion from synchronous code (the grant path, on a
-    /// blocking thread): on a helper thread, driven by the runtime the store
+    /// Runs `work` to completion from synchronous code (a person's decision
+    /// on another replica's execution, on a blocking thread): on a helper thread, driven by the runtime the store
     /// joined on, so timers it arms outlive it. `None` without a runtime.
     pub(super) fn block_on<T: Send>(&self, work: impl Future<Output = T> + Send) -> Option<T> {
         let runtime = self.inner.runtime.get()?.clone();
@@ -728,7 +698,7 @@ mod tests {
         // B watches it through a mirror.
         let (b, id) = (p.b.clone(), e.id.clone());
         let (_, mut mirror) = tokio::task::spawn_blocking(move || b.subscribe(&id)).await.unwrap().unwrap();
-        let decided = p.b.decide_anywhere(&e.id, Decision::Decline, "user:bob", Some("no")).await.unwrap();
+        let decided = p.b.decide_at_owner(&e.id, Decision::Decline, "user:bob", Some("no")).await.unwrap();
         assert_eq!(decided.state, State::Declined);
         assert_eq!(waiter.await.unwrap().unwrap().state, State::Declined, "A's waiter woke");
         tokio::time::timeout(Duration::from_secs(5), mirror.wait_for(|s| s.state == State::Declined))
@@ -736,16 +706,16 @@ mod tests {
             .expect("B's mirror followed")
             .unwrap();
         assert_eq!(
-            p.b.decide_anywhere(&e.id, Decision::Accept, "user:ada", None).await,
-            Err(DecideError::Conflict("declined"))
+            p.b.decide_at_owner(&e.id, Decision::Accept, "user:ada", None).await,
+            Err(DecideError::Conflict(State::Declined))
         );
         assert_eq!(
-            p.a.decide_anywhere(&e.id, Decision::Accept, "user:ada", None).await,
-            Err(DecideError::Conflict("declined"))
+            p.a.decide_at_owner(&e.id, Decision::Accept, "user:ada", None).await,
+            Err(DecideError::Conflict(State::Declined))
         );
         // Repeating the winning decision on either is a no-op.
         assert_eq!(
-            p.b.decide_anywhere(&e.id, Decision::Decline, "user:bob", None).await.unwrap().state,
+            p.b.decide_at_owner(&e.id, Decision::Decline, "user:bob", None).await.unwrap().state,
             State::Declined
         );
         let (db, id) = (p.db.clone(), e.id.clone());
@@ -767,11 +737,11 @@ mod tests {
             races.push(tokio::spawn(async move {
                 let from_a = {
                     let (a, id) = (a.clone(), id.clone());
-                    tokio::spawn(async move { a.decide_anywhere(&id, on_a, "user:ada", None).await })
+                    tokio::spawn(async move { a.decide_at_owner(&id, on_a, "user:ada", None).await })
                 };
                 let from_b = {
                     let (b, id) = (b.clone(), id.clone());
-                    tokio::spawn(async move { b.decide_anywhere(&id, on_b, "user:bob", None).await })
+                    tokio::spawn(async move { b.decide_at_owner(&id, on_b, "user:bob", None).await })
                 };
                 (id, from_a.await.unwrap(), from_b.await.unwrap())
             }));

@@ -1,5 +1,9 @@
-//! The approval store: the live executions, their state channels and timers,
-//! and every transition (each audited, all under one lock).
+//! The approval store: its types, the live executions with their state
+//! channels and timers, and every transition but a decision (each audited,
+//! all under one lock). Beside it: [`super::decide`] (the one way a decision
+//! is made), [`super::queries`] (reading and watching the store),
+//! [`super::restore`] (a previous run's pauses at start) and
+//! [`super::replicas`] (the store across replicas).
 //!
 //! A pause the client was told about (browser and model mode, the `-32042`
 //! error, a 2026-07-28 input-required answer) belongs to its credential: it
@@ -14,21 +18,20 @@
 //! owner's lock moves it, so "first decision wins" holds across replicas as
 //! within one. Others show it from the database, follow it through a mirror
 //! channel fed by the owner's [`Body::Exec`] messages, forward decisions to
-//! the owner, and adopt it when the owner is gone (see `cluster.rs` of the
-//! approvals module).
+//! the owner, and adopt it when the owner is gone (see [`super::replicas`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use gatehouse_model::{Decision, State};
+use gatehouse_model::State;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::inbox::InboxCache;
-use super::persist::{Persist, Stored};
+use super::persist::Persist;
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
 use crate::audit::{self, AuditLog};
 use crate::clock::Clock;
@@ -36,7 +39,6 @@ use crate::cluster::{Body, Cluster};
 use crate::error::Result;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
-use gatehouse_model::AuditEntry;
 
 /// The state of an execution at one moment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,9 +60,9 @@ pub enum DecideError {
     /// No such execution, live or in the audit log.
     #[error("execution not found")]
     NotFound,
-    /// Another decision (or expiry) came first.
+    /// Another decision (or expiry) came first: the state it left.
     #[error("execution is already {0}")]
-    Conflict(&'static str),
+    Conflict(State),
     /// Storage failed.
     #[error("{0}")]
     Storage(String),
@@ -84,7 +86,7 @@ pub enum Waited {
 pub enum RunError {
     /// Not approved (pending or settled).
     #[error("execution is {0}, not approved")]
-    NotApproved(&'static str),
+    NotApproved(State),
     /// No live execution.
     #[error("execution not found")]
     NotFound,
@@ -172,7 +174,7 @@ pub(super) struct Inner {
     clock: Arc<dyn Clock>,
     limits: Limits,
     pub(super) live: LiveHub,
-    metrics: ApprovalMetrics,
+    pub(super) metrics: ApprovalMetrics,
     /// Expiry timers waiting to fire; aborted when the store is dropped
     /// (a `JoinSet` aborts its tasks on drop), so none outlives it.
     timers: Mutex<JoinSet<()>>,
@@ -229,155 +231,6 @@ impl ApprovalStore {
         })
     }
 
-    /// Brings back what a previous run left: stored pauses become live again
-    /// (pending ones with their expiry re-armed from `expires_at`; approved
-    /// ones within their run window), those whose time ran out while
-    /// Gatehouse was stopped become `expired`, and executions that were held
-    /// inside a request or running become `abandoned`. Needs the runtime (it
-    /// arms timers); reads the database off its threads.
-    pub async fn restore(&self) -> Result<Restored> {
-        if self.inner.cluster.get().is_some() {
-            // Other replicas may be serving: take only what nobody owns.
-            return self.restore_orphans().await;
-        }
-        let started = std::time::Instant::now();
-        let loader = self.clone();
-        let stored = tokio::task::spawn_blocking(move || loader.inner.persist.load())
-            .await
-            .map_err(|e| crate::error::CoreError::Join(e.to_string()))??;
-        let now = self.now_ms();
-        let mut restored = Restored::default();
-        let mut gone = Vec::new();
-        let mut timers: Vec<Rearm> = Vec::new();
-        {
-            let mut entries = self.entries();
-            for stored in stored {
-                self.revive(&mut entries, stored, now, &mut restored, &mut gone, &mut timers);
-            }
-        }
-        let persist_gone = self.clone();
-        let abandoned = tokio::task::spawn_blocking(move || {
-            persist_gone.inner.persist.delete_now(&gone)?;
-            persist_gone.inner.persist.abandon_unstored(now, now, None)
-        })
-        .await
-        .map_err(|e| crate::error::CoreError::Join(e.to_string()))??;
-        restored.abandoned = abandoned;
-        for (delay, id, then) in timers {
-            self.after(delay, &id, then);
-        }
-        self.announce_restored(&restored, started);
-        Ok(restored)
-    }
-
-    pub(super) fn announce_restored(&self, restored: &Restored, started: std::time::Instant) {
-        if *restored != Restored::default() {
-            self.inner.live.publish(LiveEvent::ApprovalsChanged);
-            tracing::info!(
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                pending = restored.pending,
-                approved = restored.approved,
-                expired = restored.expired,
-                abandoned = restored.abandoned,
-                "restored the executions a previous run left"
-            );
-        }
-    }
-
-    /// Makes one stored row live again (caller holds the lock): pending ones
-    /// with their expiry to re-arm, approved ones within their run window;
-    /// those whose time ran out become `expired`; held, running, settled or
-    /// unknown ones go to `gone` (their rows are deleted, then what is left
-    /// open is abandoned). A mirror of it, if any, becomes the entry's
-    /// channel, so whoever watched it here keeps watching.
-    pub(super) fn revive(
-        &self,
-        entries: &mut HashMap<String, Entry>,
-        stored: Stored,
-        now: i64,
-        restored: &mut Restored,
-        gone: &mut Vec<String>,
-        timers: &mut Vec<Rearm>,
-    ) {
-        let Stored { execution, state, at_ms, actor, held, .. } = stored;
-        if entries.contains_key(&execution.id) {
-            return;
-        }
-        let execution = Arc::new(execution);
-        let state = state.as_deref().and_then(State::parse);
-        let (snapshot_state, approved_at_ms) = match state {
-            // Held inside a request that ended with its replica.
-            _ if held => {
-                gone.push(execution.id.clone());
-                return;
-            }
-            Some(State::Pending) if execution.expires_at_ms > now => (State::Pending, None),
-            Some(State::Pending) => {
-                self.record(
-                    &execution,
-                    State::Expired,
-                    Some("system"),
-                    Some("no decision within the approval TTL (it ran out while Gatehouse was stopped)"),
-                );
-                self.publish_exec(&execution.id, State::Expired);
-                restored.expired += 1;
-                gone.push(execution.id.clone());
-                return;
-            }
-            Some(State::Approved) => {
-                let at = at_ms.unwrap_or(now);
-                if at + self.run_window_ms(&execution) <= now {
-                    self.record(
-                        &execution,
-                        State::Expired,
-                        Some("system"),
-                        Some("approved but not run within the run window (it ran out while Gatehouse was stopped)"),
-                    );
-                    self.publish_exec(&execution.id, State::Expired);
-                    restored.expired += 1;
-                    gone.push(execution.id.clone());
-                    return;
-                }
-                (State::Approved, Some(at))
-            }
-            // Running (its request is gone), settled, or unknown: the row
-            // goes; `abandon_unstored` then records what was left open.
-            _ => {
-                gone.push(execution.id.clone());
-                return;
-            }
-        };
-        let decided_by = approved_at_ms.and(actor.clone());
-        let snapshot = Snapshot { state: snapshot_state, actor, detail: None, decided_by };
-        match approved_at_ms {
-            Some(at) => {
-                restored.approved += 1;
-                let left = (at + self.run_window_ms(&execution) - now).max(0) as u64;
-                timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
-                    store.expire_unrun(id, true);
-                }));
-            }
-            None => {
-                restored.pending += 1;
-                let left = (execution.expires_at_ms - now).max(0) as u64;
-                timers.push((Duration::from_millis(left), execution.id.clone(), |store, id| {
-                    store.expire(id);
-                }));
-            }
-        }
-        let tx = match self.mirrors().remove(&execution.id) {
-            Some(mirror) => {
-                mirror.tx.send_replace(snapshot);
-                mirror.tx
-            }
-            None => watch::channel(snapshot).0,
-        };
-        entries.insert(
-            execution.id.clone(),
-            Entry { execution, tx, approved_at_ms, held: false, timers: Timers::default() },
-        );
-    }
-
     /// Waits until every pause opened so far is on disk (the engine awaits
     /// it before telling the client; shutdown awaits it before exiting).
     pub async fn flush(&self) {
@@ -420,36 +273,10 @@ impl ApprovalStore {
         self.inner.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Live entries (the gauge that must return to zero).
-    pub fn len(&self) -> usize {
-        self.entries().len()
-    }
-
-    /// Whether no entry is live.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Pending executions (for the inbox), oldest first.
-    ///
-    /// On a cluster, also those of the other live replicas (read from the
-    /// database: may block).
-    pub fn pending(&self) -> Vec<Arc<Execution>> {
-        let mut all: Vec<_> = self
-            .entries()
-            .values()
-            .filter(|e| e.tx.borrow().state == State::Pending)
-            .map(|e| e.execution.clone())
-            .collect();
-        all.extend(self.remote_pending().into_iter().map(|(e, _)| e));
-        all.sort_by_key(|e| (e.created_at_ms, e.id.clone()));
-        all
-    }
-
     pub(super) fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
         let result = self.inner.audit.record(audit::Entry {
             execution_id: &execution.id,
-            state: state.as_str(),
+            state,
             tool: &execution.tool,
             upstream: execution.upstream.as_deref(),
             arguments_digest: &execution.arguments_digest,
@@ -466,7 +293,7 @@ impl ApprovalStore {
     }
 
     /// Moves a live entry to `state` (caller holds the lock); removes it when settled.
-    fn transition(
+    pub(super) fn transition(
         &self,
         entries: &mut HashMap<String, Entry>,
         id: &str,
@@ -504,18 +331,7 @@ impl ApprovalStore {
         let execution = Arc::new(Execution {
             id: secret::new_id("exec"),
             arguments_digest: digest(&new.arguments),
-            tool: new.tool,
-            upstream: new.upstream,
-            upstream_tool: new.upstream_tool,
-            tool_digest: new.tool_digest,
-            arguments: new.arguments,
-            agent: new.agent,
-            credential_id: new.credential_id,
-            thread: new.thread,
-            owner: new.owner,
-            session_id: new.session_id,
-            human_only: new.human_only,
-            admin_only: new.admin_only,
+            request: new,
             created_at_ms: now,
             expires_at_ms: now + ttl.as_millis() as i64,
         });
@@ -606,7 +422,7 @@ impl ApprovalStore {
 
     /// Expires an approved execution that did not start within the run
     /// window: when its timer fires (`timer`), or when a run is asked for too late.
-    fn expire_unrun(&self, id: &str, timer: bool) -> bool {
+    pub(super) fn expire_unrun(&self, id: &str, timer: bool) -> bool {
         let mut entries = self.entries();
         let now = self.inner.clock.now_ms();
         let overdue = entries.get(id).is_some_and(|e| {
@@ -656,154 +472,17 @@ impl ApprovalStore {
         ids.len()
     }
 
-    /// The credentials that hold live executions.
-    pub fn credential_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.entries().values().map(|e| e.execution.credential_id.clone()).collect();
-        ids.sort();
-        ids.dedup();
-        ids
-    }
-
-    /// The live execution a retried call continues: same credential, tool and arguments.
-    pub fn find_live(&self, credential_id: &str, tool: &str, arguments_digest: &str) -> Option<Arc<Execution>> {
-        self.entries()
-            .values()
-            .map(|e| &e.execution)
-            .filter(|e| e.credential_id == credential_id && e.tool == tool && e.arguments_digest == arguments_digest)
-            .min_by_key(|e| e.created_at_ms)
-            .cloned()
-    }
-
-    /// The live execution and its state.
-    ///
-    /// On a cluster, another replica's live execution too (read from the
-    /// database: may block; pages call it, not the call path).
-    pub fn get(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
-        let local = self.entries().get(id).map(|e| (e.execution.clone(), e.tx.borrow().clone()));
-        local.or_else(|| self.remote(id))
-    }
-
-    /// Watches a live execution's state. On a cluster, another replica's
-    /// execution is watched through a local mirror its owner's messages
-    /// keep up to date (and the sweep, should a message be lost).
-    pub fn subscribe(&self, id: &str) -> Option<(Arc<Execution>, watch::Receiver<Snapshot>)> {
-        if let Some(local) = self.entries().get(id).map(|e| (e.execution.clone(), e.tx.subscribe())) {
-            return Some(local);
-        }
-        let (execution, snapshot) = self.remote(id)?;
-        let mut mirrors = self.mirrors();
-        let mirror =
-            mirrors.entry(id.to_string()).or_insert_with(|| Mirror { execution, tx: watch::channel(snapshot).0 });
-        Some((mirror.execution.clone(), mirror.tx.subscribe()))
-    }
-
-    /// The audit log's last word on an execution that is no longer live.
-    pub fn settled(&self, id: &str) -> Option<AuditEntry> {
-        self.inner.audit.latest(id).ok().flatten()
-    }
-
-    /// Records a decision. First decision wins; repeating it is a no-op.
-    pub fn decide(&self, id: &str, decision: Decision, actor: &str) -> std::result::Result<Snapshot, DecideError> {
-        self.decide_noted(id, decision, actor, None)
-    }
-
-    /// Records a decision with the person's words (a decline's reason, an
-    /// approval's note) as the audit entry's detail; see [`Self::decide`].
-    pub fn decide_noted(
-        &self,
-        id: &str,
-        decision: Decision,
-        actor: &str,
-        detail: Option<&str>,
-    ) -> std::result::Result<Snapshot, DecideError> {
-        let mut entries = self.entries();
-        let Some(entry) = entries.get(id) else {
-            drop(entries);
-            return match self.inner.audit.latest(id).map_err(|e| DecideError::Storage(e.to_string()))? {
-                None => Err(DecideError::NotFound),
-                Some(last) => {
-                    let state = last.state;
-                    if decision.agrees_with(state) {
-                        let decided_by = self.inner.audit.decided_by(id).ok().flatten();
-                        Ok(Snapshot { state, actor: last.actor, detail: last.detail, decided_by })
-                    } else {
-                        Err(DecideError::Conflict(state.as_str()))
-                    }
-                }
-            };
-        };
-        let current = entry.tx.borrow().clone();
-        if current.state != State::Pending {
-            return if decision.agrees_with(current.state) {
-                Ok(current)
-            } else {
-                Err(DecideError::Conflict(current.state.as_str()))
-            };
-        }
-        let waited = self.inner.clock.now_ms() - entry.execution.created_at_ms;
-        let snapshot = self
-            .transition(&mut entries, id, decision.state(), Some(actor), detail)
-            .expect("entry is present under the lock");
-        if decision == Decision::Accept
-            && let Some(entry) = entries.get_mut(id)
-        {
-            entry.approved_at_ms = Some(self.inner.clock.now_ms());
-        }
-        let window = entries.get(id).map(|e| self.run_window_ms(&e.execution));
-        drop(entries);
-        if decision == Decision::Accept
-            && let Some(window) = window
-        {
-            self.after(Duration::from_millis(window.max(0) as u64), id, |store, id| {
-                store.expire_unrun(id, true);
-            });
-        }
-        let m = &self.inner.metrics;
-        m.decided(decision).fetch_add(1, Ordering::Relaxed);
-        m.observe_wait(waited);
-        Ok(snapshot)
-    }
-
-    /// Waits up to `limit` for the execution to leave `pending`; returns the
-    /// state then (still `pending` when the slice ended), or `None` if it is
-    /// not live.
-    pub async fn wait(&self, id: &str, limit: Duration) -> Option<Snapshot> {
-        let (_, mut rx) = self.subscribe(id)?;
-        let _ = tokio::time::timeout(limit, rx.wait_for(|s| s.state != State::Pending)).await;
-        // A closed channel still holds the last state it was sent.
-        let last = rx.borrow().clone();
-        Some(last)
-    }
-
-    /// Waits up to `limit` for a decision, unless `cancelled` resolves first
-    /// (the client cancelled the request holding the call): then the
-    /// execution is forgotten, as its client abandoned it. The one place a
-    /// held call waits.
-    pub async fn wait_or_forget(&self, id: &str, limit: Duration, cancelled: impl Future<Output = ()>) -> Waited {
-        tokio::select! {
-            seen = self.wait(id, limit) => match seen {
-                None => Waited::NotLive,
-                Some(s) if s.state == State::Pending => Waited::StillPending,
-                Some(s) => Waited::Moved(s),
-            },
-            _ = cancelled => {
-                self.forget(id, "the client cancelled its request");
-                Waited::Cancelled
-            }
-        }
-    }
-
     /// Moves an approved execution to running; the caller then runs the tool
     /// and calls [`ApprovalStore::finish`].
     pub fn start_run(&self, id: &str) -> std::result::Result<Arc<Execution>, RunError> {
         if self.expire_unrun(id, false) {
-            return Err(RunError::NotApproved(State::Expired.as_str()));
+            return Err(RunError::NotApproved(State::Expired));
         }
         let mut entries = self.entries();
         let entry = entries.get(id).ok_or(RunError::NotFound)?;
         let state = entry.tx.borrow().state;
         if state != State::Approved {
-            return Err(RunError::NotApproved(state.as_str()));
+            return Err(RunError::NotApproved(state));
         }
         let execution = entry.execution.clone();
         self.transition(&mut entries, id, State::Running, Some("agent"), None);

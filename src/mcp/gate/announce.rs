@@ -7,7 +7,7 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, ErrorData, ProtocolVersion};
 use rmcp::service::RequestContext;
 
-use super::{Mode, browser, form, input_required, model, task, url_elicitation};
+use super::{Mode, agent_decides, browser, form, input_required, task, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
 use crate::tool_error::Shape;
@@ -25,10 +25,12 @@ pub async fn announce(
     match mode {
         // A task answers now and needs no request held open, whatever the
         // mode; except where the model may decide itself (through `resume`).
-        _ if task::declared(ctx) && !model::may_decide(state, mode, execution) => Ok(task::created(state, execution)),
+        _ if task::declared(ctx) && !agent_decides::may_decide(state, mode, execution) => {
+            Ok(task::created(state, execution))
+        }
         Mode::Native => native(state, caller, execution, shape, ctx).await,
-        _ if model::may_decide(state, mode, execution) => {
-            Ok(model::pending_result_for_model(state, execution, shape).into())
+        _ if agent_decides::may_decide(state, mode, execution) => {
+            Ok(agent_decides::pending_result_for_agent(state, execution, shape).into())
         }
         _ => Ok(browser::pending_result(state, execution, shape).into()),
     }

@@ -3,14 +3,14 @@
 //! by the client, which the agent may drive, so the answer is audited as the
 //! agent's, never a person's, and never decides a `human_only` call.
 
-use gatehouse_core::approvals::{Decision, Execution};
+use gatehouse_core::approvals::{Decide, Decision, Execution};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::RequestContext;
 use serde_json::json;
 
 use super::browser::pending_result;
-use super::engine::finish_decided;
+use super::outcome::finish_decided;
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
@@ -74,6 +74,6 @@ pub async fn ask_with_form(
         }
     };
     // A browser decision may have come first; then that one stands.
-    let _ = store.decide(&execution.id, decision, &actor);
+    let _ = store.decide(Decide::actor(&execution.id, decision, &actor));
     finish_decided(state, caller, &execution.id, shape).await
 }

@@ -51,7 +51,7 @@ pub async fn lookup(
     let recorded = tokio::task::spawn_blocking(move || {
         audit_log.record(audit::Entry {
             execution_id: &gatehouse_core::secret::new_id("exec"),
-            state: State::Allowed.as_str(),
+            state: State::Allowed,
             tool: &entry_tool,
             upstream: entry_upstream.as_deref(),
             arguments_digest: &args_digest,

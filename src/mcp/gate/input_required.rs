@@ -14,7 +14,7 @@ use rmcp::service::RequestContext;
 use serde_json::json;
 
 use super::browser::approval_url;
-use super::engine::{finish_decided_response, settled_result};
+use super::outcome::{finish_decided_response, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
 use crate::tool_error::{Shape, ToolErrorCode, error_result, invalid_request_state};

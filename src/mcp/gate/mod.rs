@@ -1,11 +1,14 @@
 //! The gate: policy decides each call; a gated call becomes a paused
 //! execution ([`engine`]), announced the session's way ([`announce`]): the
-//! browser answer ([`browser`]), the model's own decision ([`model`]), URL
+//! browser answer ([`browser`]), the agent's own decision ([`agent_decides`]), URL
 //! elicitation ([`url_elicitation`]), a trusted client form ([`form`]) or a
 //! 2026-07-28 input-required result ([`input_required`]) or a task for
 //! clients that declare tasks ([`task`]); the `resume` tool ([`resume`])
-//! waits for the decision and returns the real result.
+//! waits for the decision and returns the real result. What becomes of a
+//! call once decided or settled ([`outcome`]) is shared by the engine and
+//! every mode, and imports neither.
 
+pub mod agent_decides;
 pub mod announce;
 pub mod browser;
 pub mod engine;
@@ -13,10 +16,11 @@ pub mod form;
 pub mod granted;
 pub mod input_required;
 pub mod mode;
-pub mod model;
+pub mod outcome;
 pub mod resume;
 pub mod task;
 pub mod url_elicitation;
 
-pub use engine::{Call, call, list, tool_digest};
+pub use engine::{Call, call, list};
 pub use mode::Mode;
+pub use outcome::tool_digest;

@@ -8,8 +8,9 @@ pub enum Mode {
     Browser,
     /// Use the client's elicitation support.
     Native,
-    /// The agent itself may decide through `resume {executionId, action}`.
-    Model,
+    /// The agent itself may decide through `resume {executionId, action}`
+    /// (`elicitation_mode=model`).
+    AgentDecides,
 }
 
 impl Mode {
@@ -21,7 +22,7 @@ impl Mode {
             .map(|(_, v)| v.into_owned());
         match value.as_deref() {
             Some("native") => Mode::Native,
-            Some("model") => Mode::Model,
+            Some("model") => Mode::AgentDecides,
             _ => Mode::Browser,
         }
     }

@@ -12,9 +12,9 @@ use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use super::Mode;
+use super::agent_decides;
 use super::browser::pending_result;
-use super::engine::{finish_decided_response, gone, settled_result};
-use super::model;
+use super::outcome::{finish_decided_response, gone, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::{Caller, ResumeArgs};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
@@ -78,7 +78,7 @@ pub async fn resume(
     // Run where the agent is: on a cluster, take it over from its owner.
     store.take_over(&id).await;
     if let Some(action) = args.action
-        && let Err(refused) = model::decide(state, caller, mode, &execution, action)
+        && let Err(refused) = agent_decides::decide(state, caller, mode, &execution, action)
     {
         return refused.into();
     }

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_core::approvals::{self, Decision, Execution, Snapshot, State, TaskResult, TaskResults};
+use gatehouse_core::approvals::{self, Decide, Decision, Execution, Snapshot, State, TaskResult, TaskResults};
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::model::AuditEntry;
 use rmcp::RoleServer;
@@ -30,8 +30,8 @@ use rmcp::service::RequestContext;
 use tokio_util::sync::CancellationToken;
 
 use super::browser::approval_url;
-use super::engine::{run_approved, settled_result};
 use super::input_required::url_request;
+use super::outcome::{run_approved, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::session::{Downstream, Origin};
@@ -123,7 +123,7 @@ fn find(state: &McpState, caller: &Caller, task_id: &str) -> Result<Found, Error
             Err(not_found())
         };
     }
-    let Some(last) = super::engine::settled_for(state, caller, task_id) else { return Err(not_found()) };
+    let Some(last) = super::outcome::settled_for(state, caller, task_id) else { return Err(not_found()) };
     // It may have finished between the first read and this one.
     if matches!(last.state, State::Completed | State::Failed)
         && let Some(stored) = stored(state, task_id)?
@@ -297,7 +297,7 @@ pub async fn update(
     if refused && snapshot.state == State::Pending {
         let store = &state.core.approvals;
         store.take_over(&execution.id).await;
-        let _ = store.decide(&execution.id, Decision::Cancel, &super::form::client_actor(caller));
+        let _ = store.decide(Decide::actor(&execution.id, Decision::Cancel, &super::form::client_actor(caller)));
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use gatehouse_core::approvals::{Decision, Execution, State};
+use gatehouse_core::approvals::{Decide, Decision, Execution, State};
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResponse, CallToolResult, CustomNotification, ElicitationAction, ErrorCode, ErrorData,
@@ -17,8 +17,8 @@ use rmcp::service::RequestContext;
 use serde_json::json;
 
 use super::browser::{approval_url, pending_result};
-use super::engine::finish_decided;
 use super::form;
+use super::outcome::finish_decided;
 use crate::config::NativeUrl;
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
@@ -139,7 +139,7 @@ pub async fn hold_with_url(
                 // The user refused to open the page: nobody will decide in the browser.
                 // Only a cancellation is taken from the client; approval stays with the page.
                 if !matches!(answer, Ok(Ok(ElicitationAction::Accept))) {
-                    let _ = store.decide(&id, Decision::Cancel, &form::client_actor(caller));
+                    let _ = store.decide(Decide::actor(&id, Decision::Cancel, &form::client_actor(caller)));
                 }
             },
             _ = ctx.ct.cancelled() => {

@@ -1,8 +1,9 @@
-//! Model mode (`elicitation_mode=model`, opt-in with `allow_model_decisions`):
-//! the agent itself may decide its call through `resume {executionId,
-//! action}` — never a `human_only` call, never one that changes the gate.
+//! The agent decides for itself ([`Mode::AgentDecides`], asked for with
+//! `elicitation_mode=model`, opt-in with `allow_model_decisions`): the agent
+//! may decide its own call through `resume {executionId, action}` — never a
+//! `human_only` call, never one that changes the gate.
 
-use gatehouse_core::approvals::{Decision, Execution};
+use gatehouse_core::approvals::{Decide, Decision, Execution};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
 
@@ -14,11 +15,11 @@ use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Whether this session's pauses are announced with the model's own way to decide.
 pub fn may_decide(state: &McpState, mode: Mode, execution: &Execution) -> bool {
-    mode == Mode::Model && state.allow_model_decisions && !execution.human_only
+    mode == Mode::AgentDecides && state.allow_model_decisions && !execution.human_only
 }
 
-/// Model mode: the browser answer (in `shape`), plus how the agent may decide itself.
-pub fn pending_result_for_model(state: &McpState, execution: &Execution, shape: Shape) -> CallToolResult {
+/// The browser answer (in `shape`), plus how the agent may decide itself.
+pub fn pending_result_for_agent(state: &McpState, execution: &Execution, shape: Shape) -> CallToolResult {
     let mut result = pending_result(state, execution, shape);
     result.content.push(ContentBlock::text(format!(
         "This session may decide itself: after confirming with the user, call `resume` with \
@@ -29,8 +30,8 @@ pub fn pending_result_for_model(state: &McpState, execution: &Execution, shape: 
 }
 
 /// Records the agent's own decision on `execution`, or says why it may not
-/// make one (the session is not in model mode, the operator did not allow it,
-/// or a person must decide).
+/// make one (the session did not ask to decide itself, the operator did not
+/// allow it, or a person must decide).
 pub fn decide(
     state: &McpState,
     caller: &Caller,
@@ -39,7 +40,7 @@ pub fn decide(
     action: ResumeAction,
 ) -> Result<(), CallToolResult> {
     let id = &execution.id;
-    if mode != Mode::Model || !state.allow_model_decisions {
+    if mode != Mode::AgentDecides || !state.allow_model_decisions {
         return Err(error_result(
             ToolErrorCode::ModelDecisionNotAllowed,
             "this session may not decide calls itself; a person decides on the approval page",
@@ -57,6 +58,7 @@ pub fn decide(
         ResumeAction::Accept => Decision::Accept,
         ResumeAction::Decline => Decision::Decline,
     };
-    let _ = state.core.approvals.decide(id, decision, &format!("agent:{}", caller.credential.agent));
+    let actor = format!("agent:{}", caller.credential.agent);
+    let _ = state.core.approvals.decide(Decide::actor(id, decision, &actor));
     Ok(())
 }
