@@ -245,7 +245,9 @@ pub fn client_configs(endpoint: &str, authorization: &str) -> String {
 /// told to the running replicas (their pages and sweepers react at once).
 fn cli_core(config: &Config) -> anyhow::Result<gatehouse_core::Core> {
     let core = open_core(config)?;
-    let _ = gatehouse_core::cluster::Cluster::announcer(&core.db, core.clock.clone(), &core.live);
+    if let Some(cluster) = gatehouse_core::cluster::Cluster::announcer(&core.db, core.clock.clone()) {
+        core.live.relay_to(cluster);
+    }
     Ok(core)
 }
 

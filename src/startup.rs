@@ -82,7 +82,7 @@ impl Application {
         // only what no live replica holds.
         let db = core.db.clone();
         let (clock, live) = (core.clock.clone(), core.live.clone());
-        let cluster = tokio::task::spawn_blocking(move || Cluster::join(&db, clock, &live))
+        let cluster = tokio::task::spawn_blocking(move || Cluster::join(&db, clock, |cluster| live.join(cluster)))
             .await?
             .context("cannot join the other replicas on PostgreSQL")?;
         if let Some(cluster) = &cluster {

@@ -1,30 +1,34 @@
 //! Replicas sharing one PostgreSQL: who they are, that they are alive, and
-//! what they tell each other over `LISTEN`/`NOTIFY` (no other
+//! a signed message bus between them over `LISTEN`/`NOTIFY` (no other
 //! infrastructure). On SQLite there is one process and no cluster.
 //!
 //! Each replica has an id, a heartbeat row in `replicas`, one thread that
 //! sends (NOTIFYs and the heartbeat, from a queue, so nobody sends under a
 //! lock or on a runtime thread) and one that listens on its own connection.
-//! What arrives from the others goes to [`Cluster::subscribe`]rs; live
-//! events are re-published on this replica's hub, so its pages see every
-//! replica's changes.
+//!
+//! The bus knows no domain. A message is an envelope (sender, recipient,
+//! topic, a serde body, request/answer correlation), signed with a key
+//! shared through the database. Domains (the live hub, the approval store)
+//! [`Cluster::register`] a [`Domain`] for their [`Topic`]; what arrives for a
+//! topic nobody here handles is dropped with a log line.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gatehouse_model::{Decision, LiveEvent, McpSessionInfo, UpstreamInfo};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::oneshot;
 
-use crate::approvals::Snapshot;
+mod domain;
+use domain::Handler;
+pub use domain::{Ask, Domain, Incoming, MAX_TEXT, Topic, cut};
+
 use crate::args;
 use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::Result;
-use crate::live::LiveHub;
 
 /// The NOTIFY channel's prefix; the rest names the schema, so deployments
 /// sharing one database in separate schemas do not hear each other.
@@ -50,100 +54,47 @@ pub const REPLY_WAIT: Duration = Duration::from_secs(3);
 /// PostgreSQL's limit on a NOTIFY payload.
 const MAX_PAYLOAD: usize = 8000;
 
-/// Free text in a message is cut to this, to stay under [`MAX_PAYLOAD`].
-const MAX_TEXT: usize = 1000;
+/// The bus's own topic: a replica started (or its listener reconnected), and
+/// every domain re-sends what the newcomer should know ([`Domain::greeted`]).
+const HELLO: &str = "hello";
 
-/// What one replica tells the others.
+/// A message on the wire: from whom, to whom (everyone when `None`), on
+/// which topic, what; and, for a request or its answer, the correlation id.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Body {
-    /// Something changed that pages re-read.
-    Live {
-        /// Which change.
-        event: LiveEvent,
-    },
-    /// An MCP session opened on the sender.
-    SessionOpened {
-        /// The session.
-        info: McpSessionInfo,
-    },
-    /// An MCP session closed on the sender.
-    SessionClosed {
-        /// Its id.
-        session_id: String,
-    },
-    /// The sender's upstream health, whole.
-    Upstreams {
-        /// Each upstream.
-        upstreams: Vec<UpstreamInfo>,
-    },
-    /// A replica started (or its listener reconnected): everyone re-sends
-    /// their sessions and upstreams.
-    Hello,
-    /// An execution the sender owns moved (mirrors on other replicas follow).
-    Exec {
-        /// The execution.
-        id: String,
-        /// Its state now.
-        snapshot: Snapshot,
-    },
-    /// Asks the owner of an execution to record a decision.
-    Decide {
-        /// Correlates the answer.
-        reply: String,
-        /// The execution.
-        id: String,
-        /// Accept or decline.
-        decision: Decision,
-        /// Who decides (`user:ada`).
-        actor: String,
-        /// Their words, if any.
-        detail: Option<String>,
-    },
-    /// The owner's answer to [`Body::Decide`].
-    Decided {
-        /// The request's correlation id.
-        reply: String,
-        /// The state after, or why not (`not_found`, a conflicting state).
-        outcome: std::result::Result<Snapshot, String>,
-    },
-    /// Asks the owner to hand an execution over (an agent resumes it here).
-    Release {
-        /// Correlates the answer.
-        reply: String,
-        /// The execution.
-        id: String,
-    },
-    /// The owner's answer to [`Body::Release`]: whether the row is now the asker's.
-    Released {
-        /// The request's correlation id.
-        reply: String,
-        /// Handed over.
-        ok: bool,
-    },
-}
-
-impl Body {
-    /// The correlation id of an answer.
-    fn reply_id(&self) -> Option<&str> {
-        match self {
-            Body::Decided { reply, .. } | Body::Released { reply, .. } => Some(reply),
-            _ => None,
-        }
-    }
-}
-
-/// A message on the wire: from whom, to whom (everyone when `None`), what.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Message {
+struct Envelope {
     /// The sending replica.
-    pub from: String,
+    from: String,
     /// The one replica it is for, if not all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    /// What it says.
-    #[serde(flatten)]
-    pub body: Body,
+    to: Option<String>,
+    /// Which domain's message the body is.
+    topic: String,
+    /// A request: the answer carries this back in `re`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ask: Option<String>,
+    /// An answer: to the request that carried this `ask`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    re: Option<String>,
+    /// The domain's message.
+    #[serde(default)]
+    body: serde_json::Value,
+}
+
+/// What became of an arriving message (for the tests; the bus logs the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// Our own, or for another replica: ignored.
+    NotOurs,
+    /// An answer, handed to its request (or to nobody: it gave up waiting).
+    Answer,
+    /// A hello, passed to every domain.
+    Hello,
+    /// Handed to its topic's domain.
+    Handled,
+    /// No domain here handles its topic: dropped.
+    Unknown,
+    /// Its body is not its topic's message: dropped.
+    Unreadable,
 }
 
 /// This replica's place in the cluster; cheap to clone.
@@ -154,9 +105,11 @@ pub struct Cluster {
 
 struct Inner {
     replica: String,
-    outbox: Mutex<Option<mpsc::Sender<Message>>>,
-    incoming: broadcast::Sender<Arc<Message>>,
-    waiting: Mutex<HashMap<String, oneshot::Sender<Body>>>,
+    outbox: Mutex<Option<mpsc::Sender<Envelope>>>,
+    /// The domains, by topic.
+    domains: RwLock<HashMap<&'static str, Arc<dyn Handler>>>,
+    /// Requests waiting for their answers, by correlation id.
+    waiting: Mutex<HashMap<String, oneshot::Sender<serde_json::Value>>>,
     stop: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
     db: Db,
@@ -172,47 +125,31 @@ struct Inner {
 
 impl Cluster {
     /// Joins the cluster on `db` (PostgreSQL only: `None` on SQLite): writes
-    /// the heartbeat and starts the sending and listening threads. `live`
-    /// gets the other replicas' events; its own events go to them.
-    pub fn join(db: &Db, clock: Arc<dyn Clock>, live: &LiveHub) -> Result<Option<Self>> {
+    /// the heartbeat and starts the sending and listening threads. `register`
+    /// runs first, so the domains it registers hear every answer to this
+    /// replica's hello.
+    pub fn join(db: &Db, clock: Arc<dyn Clock>, register: impl FnOnce(&Cluster)) -> Result<Option<Self>> {
         let Some(url) = db.postgres_url() else { return Ok(None) };
         let config = crate::db::postgres_config(url)?;
         let replica = crate::secret::new_id("replica");
         let (channel, key) = channel_and_key(db)?;
-        let (outbox, queue) = mpsc::channel::<Message>();
-        let (incoming, _) = broadcast::channel(1024);
-        let cluster = Self {
-            inner: Arc::new(Inner {
-                replica,
-                outbox: Mutex::new(Some(outbox)),
-                incoming,
-                waiting: Mutex::default(),
-                stop: AtomicBool::new(false),
-                threads: Mutex::default(),
-                db: db.clone(),
-                clock,
-                channel,
-                key,
-                direct: false,
-            }),
-        };
+        let (outbox, queue) = mpsc::channel::<Envelope>();
+        let cluster = Self::with(replica, Some(outbox), db, clock, channel, key, false);
         cluster.beat()?;
+        register(&cluster);
         let sender = cluster.clone();
         let listener = cluster.clone();
-        let hub = live.clone();
-        let pruned = live.clone();
         let threads = vec![
             std::thread::Builder::new()
                 .name("gatehouse-cluster-send".into())
-                .spawn(move || sender.send_loop(&queue, &pruned))
+                .spawn(move || sender.send_loop(&queue))
                 .map_err(|e| crate::error::CoreError::Join(e.to_string()))?,
             std::thread::Builder::new()
                 .name("gatehouse-cluster-listen".into())
-                .spawn(move || listener.listen_loop(&config, &hub))
+                .spawn(move || listener.listen_loop(&config))
                 .map_err(|e| crate::error::CoreError::Join(e.to_string()))?,
         ];
         *cluster.inner.threads.lock().unwrap_or_else(|p| p.into_inner()) = threads;
-        live.relay_to(cluster.clone());
         tracing::info!(replica = %cluster.replica(), "joined the cluster of replicas on PostgreSQL");
         Ok(Some(cluster))
     }
@@ -220,8 +157,9 @@ impl Cluster {
     /// For the command line on PostgreSQL (`None` on SQLite): what it
     /// changes (a revoked credential, a new user) is told to the running
     /// replicas, whose pages and sweepers react at once. Not a replica: no
-    /// heartbeat, no listener; each message is sent as it is made.
-    pub fn announcer(db: &Db, clock: Arc<dyn Clock>, live: &LiveHub) -> Option<Self> {
+    /// heartbeat, no listener (so no domains); each message is sent as it
+    /// is made.
+    pub fn announcer(db: &Db, clock: Arc<dyn Clock>) -> Option<Self> {
         db.postgres_url()?;
         let (channel, key) = match channel_and_key(db) {
             Ok(found) => found,
@@ -230,24 +168,35 @@ impl Cluster {
                 return None;
             }
         };
-        let (incoming, _) = broadcast::channel(1);
-        let cluster = Self {
+        let cluster = Self::with("cli".into(), None, db, clock, channel, key, true);
+        cluster.inner.stop.store(true, Ordering::SeqCst);
+        Some(cluster)
+    }
+
+    fn with(
+        replica: String,
+        outbox: Option<mpsc::Sender<Envelope>>,
+        db: &Db,
+        clock: Arc<dyn Clock>,
+        channel: String,
+        key: Vec<u8>,
+        direct: bool,
+    ) -> Self {
+        Self {
             inner: Arc::new(Inner {
-                replica: "cli".into(),
-                outbox: Mutex::new(None),
-                incoming,
+                replica,
+                outbox: Mutex::new(outbox),
+                domains: RwLock::default(),
                 waiting: Mutex::default(),
-                stop: AtomicBool::new(true),
+                stop: AtomicBool::new(false),
                 threads: Mutex::default(),
                 db: db.clone(),
                 clock,
                 channel,
                 key,
-                direct: true,
+                direct,
             }),
-        };
-        live.relay_to(cluster.clone());
-        Some(cluster)
+        }
     }
 
     /// This replica's id.
@@ -255,22 +204,31 @@ impl Cluster {
         &self.inner.replica
     }
 
-    /// Queues a message to every other replica (`to: None`) or one.
-    pub fn send(&self, to: Option<&str>, mut body: Body) {
-        trim(&mut body);
-        let message = Message { from: self.inner.replica.clone(), to: to.map(Into::into), body };
-        if self.inner.direct {
-            return self.notify(&message);
-        }
-        let outbox = self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(outbox) = outbox.as_ref() {
-            let _ = outbox.send(message);
+    /// From now on, messages on `D::Message`'s topic go to `domain` (in
+    /// place of any domain registered for it before).
+    pub fn register<D: Domain>(&self, domain: D) {
+        let topic = <D::Message as Topic>::TOPIC;
+        debug_assert_ne!(topic, HELLO, "the bus's own topic");
+        let before = self.domains().insert(topic, Arc::new(domain));
+        if before.is_some() {
+            tracing::warn!(topic, "a cluster topic was registered twice; the later domain handles it");
         }
     }
 
+    /// Stops handing `M`'s topic to its domain (its messages are dropped).
+    pub fn unregister<M: Topic>(&self) {
+        self.domains().remove(M::TOPIC);
+    }
+
+    /// Queues a message to every other replica (`to: None`) or one.
+    pub fn send<M: Topic>(&self, to: Option<&str>, message: M) {
+        self.post(to, message, None, None);
+    }
+
     /// Asks replica `to` something and waits (up to [`REPLY_WAIT`]) for the
-    /// answer; `None` if none came (the replica is gone or busy).
-    pub async fn request(&self, to: &str, make: impl FnOnce(String) -> Body) -> Option<Body> {
+    /// answer; `None` if none came (the replica is gone or busy) or it is
+    /// not an `M`.
+    pub async fn request<M: Topic>(&self, to: &str, message: M) -> Option<M> {
         /// Forgets the waiter however the request ends, dropped midway included.
         struct Waiting<'a>(&'a Cluster, String);
         impl Drop for Waiting<'_> {
@@ -278,17 +236,50 @@ impl Cluster {
                 self.0.waiting().remove(&self.1);
             }
         }
-        let reply = uuid::Uuid::new_v4().simple().to_string();
+        let id = uuid::Uuid::new_v4().simple().to_string();
         let (tx, rx) = oneshot::channel();
-        self.waiting().insert(reply.clone(), tx);
-        let _forget = Waiting(self, reply.clone());
-        self.send(Some(to), make(reply));
-        tokio::time::timeout(REPLY_WAIT, rx).await.ok().and_then(|r| r.ok())
+        self.waiting().insert(id.clone(), tx);
+        let _forget = Waiting(self, id.clone());
+        self.post(Some(to), message, Some(id), None);
+        let body = tokio::time::timeout(REPLY_WAIT, rx).await.ok()?.ok()?;
+        match serde_json::from_value(body) {
+            Ok(answer) => Some(answer),
+            Err(e) => {
+                tracing::warn!(topic = M::TOPIC, error = %e, "an answer from another replica is unreadable");
+                None
+            }
+        }
     }
 
-    /// Messages from the other replicas (answers to [`Cluster::request`] excepted).
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Message>> {
-        self.inner.incoming.subscribe()
+    /// Answers a request ([`Incoming::ask`]) with `message`.
+    pub fn answer<M: Topic>(&self, ask: Ask, message: M) {
+        self.post(Some(&ask.to), message, None, Some(ask.id));
+    }
+
+    fn post<M: Topic>(&self, to: Option<&str>, mut message: M, ask: Option<String>, re: Option<String>) {
+        message.fit();
+        let body = match serde_json::to_value(&message) {
+            Ok(body) => body,
+            Err(e) => return tracing::error!(topic = M::TOPIC, error = %e, "cannot encode a cluster message"),
+        };
+        self.enqueue(Envelope {
+            from: self.inner.replica.clone(),
+            to: to.map(Into::into),
+            topic: M::TOPIC.into(),
+            ask,
+            re,
+            body,
+        });
+    }
+
+    fn enqueue(&self, envelope: Envelope) {
+        if self.inner.direct {
+            return self.notify(&envelope);
+        }
+        let outbox = self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(outbox) = outbox.as_ref() {
+            let _ = outbox.send(envelope);
+        }
     }
 
     /// Whether replica `id` has been heard from within [`STALE_AFTER`].
@@ -314,9 +305,10 @@ impl Cluster {
             .query("SELECT id FROM replicas WHERE seen_at > ?1 ORDER BY id", args![cutoff], |r| r.get(0))
     }
 
-    /// Leaves the cluster: stops both threads (sending what is queued first)
-    /// and removes the heartbeat row, so others need not wait for it to go
-    /// stale. Blocks up to a second or two.
+    /// Leaves the cluster: stops both threads (sending what is queued first),
+    /// forgets the domains (which hold this cluster in turn) and removes the
+    /// heartbeat row, so others need not wait for it to go stale. Blocks up
+    /// to a second or two.
     pub fn leave(&self) {
         self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.inner.stop.store(true, Ordering::SeqCst);
@@ -324,6 +316,7 @@ impl Cluster {
         for thread in threads {
             let _ = thread.join();
         }
+        self.domains().clear();
         let gone = self
             .inner
             .db
@@ -334,8 +327,22 @@ impl Cluster {
         }
     }
 
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Body>>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<serde_json::Value>>> {
         self.inner.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn domains(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<&'static str, Arc<dyn Handler>>> {
+        self.inner.domains.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The domains registered now: called outside the registry's lock, so a
+    /// domain may send, register or unregister.
+    fn handlers(&self) -> Vec<Arc<dyn Handler>> {
+        self.inner.domains.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    fn handler(&self, topic: &str) -> Option<Arc<dyn Handler>> {
+        self.inner.domains.read().unwrap_or_else(|p| p.into_inner()).get(topic).cloned()
     }
 
     fn beat(&self) -> Result<()> {
@@ -349,14 +356,15 @@ impl Cluster {
     }
 
     /// Sends queued messages and beats the heart, until the outbox closes.
-    /// Every few beats it also forgets what stale replicas said.
-    fn send_loop(&self, queue: &mpsc::Receiver<Message>, live: &LiveHub) {
+    /// Every few beats it also tells the domains who is alive, so they
+    /// forget what stale replicas said.
+    fn send_loop(&self, queue: &mpsc::Receiver<Envelope>) {
         let mut next_beat = Instant::now() + HEARTBEAT;
         let mut beats = 0u32;
         loop {
             let wait = next_beat.saturating_duration_since(Instant::now());
             match queue.recv_timeout(wait) {
-                Ok(message) => self.notify(&message),
+                Ok(envelope) => self.notify(&envelope),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
@@ -368,22 +376,28 @@ impl Cluster {
                 if beats.is_multiple_of(3)
                     && let Ok(alive) = self.alive()
                 {
-                    live.forget_replicas_except(&alive);
+                    for domain in self.handlers() {
+                        domain.alive(&alive);
+                    }
                 }
                 next_beat = Instant::now() + HEARTBEAT;
             }
         }
     }
 
-    fn notify(&self, message: &Message) {
-        let json = match serde_json::to_string(message) {
+    fn notify(&self, envelope: &Envelope) {
+        let json = match serde_json::to_string(envelope) {
             Ok(json) => json,
             Err(e) => return tracing::error!(error = %e, "cannot encode a cluster message"),
         };
         let payload = format!("{}.{json}", self.sign(&json));
         if payload.len() >= MAX_PAYLOAD {
             // PostgreSQL refuses it; the others re-read at their next sweep or page load.
-            return tracing::warn!(bytes = payload.len(), "a cluster message is too long to send; dropped");
+            return tracing::warn!(
+                bytes = payload.len(),
+                topic = %envelope.topic,
+                "a cluster message is too long to send; dropped"
+            );
         }
         let sent = self.inner.db.conn().and_then(|mut c| {
             c.query_one("SELECT CAST(pg_notify(?1, ?2) AS TEXT)", args![self.inner.channel, payload], |r| {
@@ -405,8 +419,8 @@ impl Cluster {
         hex::encode(hmac::Mac::finalize(mac).into_bytes())
     }
 
-    /// The message in a payload, if its signature is this cluster's.
-    fn open(&self, payload: &str) -> Option<Message> {
+    /// The envelope in a payload, if its signature is this cluster's.
+    fn open(&self, payload: &str) -> Option<Envelope> {
         let (signature, json) = payload.split_once('.')?;
         let mut mac = self.mac();
         hmac::Mac::update(&mut mac, json.as_bytes());
@@ -415,18 +429,20 @@ impl Cluster {
     }
 
     /// Listens on a connection of its own, reconnecting after a failure; on
-    /// every (re)connect says hello and tells local pages to re-read, since
-    /// what passed while disconnected is lost.
-    fn listen_loop(&self, config: &postgres::Config, live: &LiveHub) {
+    /// every (re)connect says hello and tells the local domains to re-read,
+    /// since what passed while disconnected is lost.
+    fn listen_loop(&self, config: &postgres::Config) {
         while !self.inner.stop.load(Ordering::SeqCst) {
             match config.connect(postgres::NoTls) {
                 Ok(mut client) => {
                     if let Err(e) = client.batch_execute(&format!("LISTEN {}", self.inner.channel)) {
                         tracing::warn!(error = %e, "LISTEN failed");
                     } else {
-                        self.send(None, Body::Hello);
-                        self.deliver_local(live, Message { from: String::new(), to: None, body: Body::Hello });
-                        self.drain(&mut client, live);
+                        self.hello();
+                        for domain in self.handlers() {
+                            domain.reconnected();
+                        }
+                        self.drain(&mut client);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot connect the cluster listener; retrying"),
@@ -441,8 +457,20 @@ impl Cluster {
         }
     }
 
+    /// Tells every other replica this one is (back) here.
+    fn hello(&self) {
+        self.enqueue(Envelope {
+            from: self.inner.replica.clone(),
+            to: None,
+            topic: HELLO.into(),
+            ask: None,
+            re: None,
+            body: serde_json::Value::Null,
+        });
+    }
+
     /// Hands on notifications until the connection fails or the cluster stops.
-    fn drain(&self, client: &mut postgres::Client, live: &LiveHub) {
+    fn drain(&self, client: &mut postgres::Client) {
         while !self.inner.stop.load(Ordering::SeqCst) {
             {
                 let mut notifications = client.notifications();
@@ -451,7 +479,9 @@ impl Cluster {
                     use postgres::fallible_iterator::FallibleIterator;
                     match batch.next() {
                         Ok(Some(n)) => match self.open(n.payload()) {
-                            Some(message) => self.deliver_local(live, message),
+                            Some(envelope) => {
+                                self.deliver_local(envelope);
+                            }
                             None => tracing::warn!("dropped a cluster message that is unsigned, forged or unreadable"),
                         },
                         Ok(None) => break,
@@ -468,38 +498,37 @@ impl Cluster {
         }
     }
 
-    fn deliver_local(&self, live: &LiveHub, message: Message) {
-        if message.from == self.inner.replica || message.to.as_deref().is_some_and(|to| to != self.inner.replica) {
-            return;
+    /// Hands an opened envelope to its waiting request or its topic's domain.
+    fn deliver_local(&self, envelope: Envelope) -> Delivery {
+        let Envelope { from, to, topic, ask, re, body } = envelope;
+        if from == self.inner.replica || to.as_deref().is_some_and(|to| to != self.inner.replica) {
+            return Delivery::NotOurs;
         }
-        if let Some(reply) = message.body.reply_id() {
-            if let Some(waiter) = self.waiting().remove(reply) {
-                let _ = waiter.send(message.body);
+        if let Some(re) = re {
+            if let Some(waiter) = self.waiting().remove(&re) {
+                let _ = waiter.send(body);
             }
-            return;
+            return Delivery::Answer;
         }
-        match &message.body {
-            Body::Live { event } => live.publish_local(*event),
-            Body::SessionOpened { info } => live.remote_session_opened(&message.from, info.clone()),
-            Body::SessionClosed { session_id } => live.remote_session_closed(&message.from, session_id),
-            Body::Upstreams { upstreams } => live.remote_upstreams(&message.from, upstreams.clone()),
-            Body::Hello => {
-                // Whoever just (re)connected wants our picture; and whatever
-                // we missed meanwhile, local pages re-read.
-                if !message.from.is_empty() {
-                    for info in live.sessions_here() {
-                        self.send(Some(&message.from), Body::SessionOpened { info });
-                    }
-                    self.send(Some(&message.from), Body::Upstreams { upstreams: live.upstreams_here() });
-                } else {
-                    for event in ALL_EVENTS {
-                        live.publish_local(event);
-                    }
-                }
+        if topic == HELLO {
+            // Whoever just (re)connected wants our picture.
+            for domain in self.handlers() {
+                domain.greeted(&from);
             }
-            _ => {}
+            return Delivery::Hello;
         }
-        let _ = self.inner.incoming.send(Arc::new(message));
+        let Some(domain) = self.handler(&topic) else {
+            // A domain not (yet) listening here, or a newer replica's topic.
+            tracing::debug!(%topic, %from, "dropped a cluster message on a topic nobody here handles");
+            return Delivery::Unknown;
+        };
+        let ask = ask.map(|id| Ask { to: from.clone(), id });
+        if domain.receive(from, ask, body) {
+            Delivery::Handled
+        } else {
+            tracing::warn!(%topic, "dropped a cluster message that is not its topic's");
+            Delivery::Unreadable
+        }
     }
 }
 
@@ -511,75 +540,5 @@ fn channel_and_key(db: &Db) -> Result<(String, Vec<u8>)> {
     Ok((channel, crate::secret::shared_key(db, KEY_NAME, 32)?))
 }
 
-/// Every live event (a reconnected listener re-announces them all).
-const ALL_EVENTS: [LiveEvent; 6] = [
-    LiveEvent::SessionsChanged,
-    LiveEvent::CredentialsChanged,
-    LiveEvent::ApprovalsChanged,
-    LiveEvent::UpstreamsChanged,
-    LiveEvent::UsersChanged,
-    LiveEvent::GrantsChanged,
-];
-
-/// Cuts free text so a message fits a NOTIFY payload.
-fn trim(body: &mut Body) {
-    let cut = |text: &mut Option<String>| {
-        if let Some(t) = text
-            && t.len() > MAX_TEXT
-        {
-            let mut end = MAX_TEXT;
-            while !t.is_char_boundary(end) {
-                end -= 1;
-            }
-            t.truncate(end);
-        }
-    };
-    match body {
-        Body::Exec { snapshot, .. } | Body::Decided { outcome: Ok(snapshot), .. } => cut(&mut snapshot.detail),
-        Body::Decide { detail, .. } => cut(detail),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clock::ManualClock;
-
-    #[test]
-    fn only_messages_signed_with_the_clusters_key_are_accepted() {
-        let db = Db::for_tests().unwrap();
-        if db.postgres_url().is_none() {
-            return; // A cluster needs PostgreSQL (GATEHOUSE_TEST_DATABASE_URL).
-        }
-        let live = LiveHub::new();
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let cluster = Cluster::announcer(&db, clock, &live).unwrap();
-        let message = Message {
-            from: "replica_x".into(),
-            to: None,
-            body: Body::Decide {
-                reply: "r".into(),
-                id: "exec_1".into(),
-                decision: Decision::Accept,
-                actor: "user:admin".into(),
-                detail: None,
-            },
-        };
-        let json = serde_json::to_string(&message).unwrap();
-        let signed = format!("{}.{json}", cluster.sign(&json));
-        assert!(cluster.open(&signed).is_some(), "a signed message is read");
-        // What any role that may connect could send: unsigned, or signed with a guess.
-        assert!(cluster.open(&json).is_none());
-        assert!(cluster.open(&format!("{}.{json}", "00".repeat(32))).is_none());
-        let tampered = signed.replace("user:admin", "user:mallory");
-        assert!(cluster.open(&tampered).is_none(), "a changed message is refused");
-        // The channel is this schema's, not the database's.
-        let schema: String = db.conn().unwrap().query_one("SELECT current_schema()", &[], |r| r.get(0)).unwrap();
-        assert!(schema.starts_with("t_"));
-        assert!(cluster.inner.channel.starts_with(CHANNEL_PREFIX) && cluster.inner.channel != "gatehouse");
-        drop(cluster);
-        // Close the pool off any runtime (a PostgreSQL client says goodbye on its own).
-        drop(db);
-    }
-}
+mod tests;

@@ -1,13 +1,16 @@
 //! Live state the pages watch: the connected MCP sessions, and a fan-out of
-//! change events that SSE streams forward to browsers.
+//! change events that SSE streams forward to browsers. On a cluster the hub
+//! is a [`Domain`] of the replica bus: it relays its events, sessions and
+//! upstream health ([`LiveMessage`]) and shows the other replicas'.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use crate::cluster::{Body, Cluster};
+use crate::cluster::{Cluster, Domain, Incoming, Topic};
 
 pub use gatehouse_model::{LiveEvent, McpSessionInfo, UpstreamInfo};
 
@@ -55,7 +58,15 @@ impl LiveHub {
         }
     }
 
-    /// From now on, events and sessions are told to the other replicas too.
+    /// Joins a replica's cluster (from [`Cluster::join`]'s `register`): the
+    /// other replicas' messages come here, and this hub's go to them.
+    pub fn join(&self, cluster: &Cluster) {
+        cluster.register(self.clone());
+        self.relay_to(cluster.clone());
+    }
+
+    /// From now on, events and sessions are told to the other replicas too
+    /// (the command line's announcer: it hears nothing back).
     pub fn relay_to(&self, cluster: Cluster) {
         let _ = self.cluster.set(cluster);
     }
@@ -63,7 +74,7 @@ impl LiveHub {
     /// Tells every subscriber, on this replica and the others.
     pub fn publish(&self, event: LiveEvent) {
         self.publish_local(event);
-        self.relay(Body::Live { event });
+        self.relay(LiveMessage::Live { event });
     }
 
     /// Tells this replica's subscribers only (an event another replica relayed).
@@ -82,9 +93,9 @@ impl LiveHub {
         self.approvals_version.load(Ordering::Acquire)
     }
 
-    fn relay(&self, body: Body) {
+    fn relay(&self, message: LiveMessage) {
         if let Some(cluster) = self.cluster.get() {
-            cluster.send(None, body);
+            cluster.send(None, message);
         }
     }
 
@@ -156,7 +167,7 @@ impl LiveHub {
     pub fn session_opened(&self, info: McpSessionInfo) {
         self.sessions.write().unwrap_or_else(|p| p.into_inner()).insert(info.session_id.clone(), info.clone());
         self.publish_local(LiveEvent::SessionsChanged);
-        self.relay(Body::SessionOpened { info });
+        self.relay(LiveMessage::SessionOpened { info });
     }
 
     /// Forgets a closed session.
@@ -164,7 +175,7 @@ impl LiveHub {
         let removed = self.sessions.write().unwrap_or_else(|p| p.into_inner()).remove(session_id);
         if removed.is_some() {
             self.publish_local(LiveEvent::SessionsChanged);
-            self.relay(Body::SessionClosed { session_id: session_id.to_string() });
+            self.relay(LiveMessage::SessionClosed { session_id: session_id.to_string() });
         }
     }
 
@@ -172,7 +183,7 @@ impl LiveHub {
     pub fn set_upstreams(&self, upstreams: Vec<UpstreamInfo>) {
         *self.upstreams.write().unwrap_or_else(|p| p.into_inner()) = upstreams.clone();
         self.publish_local(LiveEvent::UpstreamsChanged);
-        self.relay(Body::Upstreams { upstreams });
+        self.relay(LiveMessage::Upstreams { upstreams });
     }
 
     /// The latest upstream health snapshot, by name.
@@ -194,3 +205,77 @@ impl LiveHub {
         all
     }
 }
+
+/// What one replica's hub tells the others.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LiveMessage {
+    /// Something changed that pages re-read.
+    Live {
+        /// Which change.
+        event: LiveEvent,
+    },
+    /// An MCP session opened on the sender.
+    SessionOpened {
+        /// The session.
+        info: McpSessionInfo,
+    },
+    /// An MCP session closed on the sender.
+    SessionClosed {
+        /// Its id.
+        session_id: String,
+    },
+    /// The sender's upstream health, whole.
+    Upstreams {
+        /// Each upstream.
+        upstreams: Vec<UpstreamInfo>,
+    },
+}
+
+impl Topic for LiveMessage {
+    const TOPIC: &'static str = "live";
+}
+
+impl Domain for LiveHub {
+    type Message = LiveMessage;
+
+    fn receive(&self, incoming: Incoming<LiveMessage>) {
+        let from = &incoming.from;
+        match incoming.message {
+            LiveMessage::Live { event } => self.publish_local(event),
+            LiveMessage::SessionOpened { info } => self.remote_session_opened(from, info),
+            LiveMessage::SessionClosed { session_id } => self.remote_session_closed(from, &session_id),
+            LiveMessage::Upstreams { upstreams } => self.remote_upstreams(from, upstreams),
+        }
+    }
+
+    /// The newcomer gets this replica's sessions and upstream health.
+    fn greeted(&self, replica: &str) {
+        let Some(cluster) = self.cluster.get() else { return };
+        for info in self.sessions_here() {
+            cluster.send(Some(replica), LiveMessage::SessionOpened { info });
+        }
+        cluster.send(Some(replica), LiveMessage::Upstreams { upstreams: self.upstreams_here() });
+    }
+
+    /// Whatever this replica missed meanwhile, its pages re-read.
+    fn reconnected(&self) {
+        for event in ALL_EVENTS {
+            self.publish_local(event);
+        }
+    }
+
+    fn alive(&self, replicas: &[String]) {
+        self.forget_replicas_except(replicas);
+    }
+}
+
+/// Every live event (a reconnected listener re-announces them all).
+const ALL_EVENTS: [LiveEvent; 6] = [
+    LiveEvent::SessionsChanged,
+    LiveEvent::CredentialsChanged,
+    LiveEvent::ApprovalsChanged,
+    LiveEvent::UpstreamsChanged,
+    LiveEvent::UsersChanged,
+    LiveEvent::GrantsChanged,
+];

@@ -4,7 +4,8 @@
 //! row. Only the owner's lock moves an execution, so "first decision wins"
 //! holds across replicas exactly as within one. The others:
 //! - show it from the database ([`ApprovalStore::get`], `pending`) and watch
-//!   it through a mirror channel fed by the owner's [`Body::Exec`] messages;
+//!   it through a mirror channel fed by the owner's [`ApprovalMessage::Exec`]
+//!   messages;
 //! - forward a person's decision to the owner (`decide_at_owner`, a step of
 //!   [`ApprovalStore::decide`]);
 //! - ask the owner to hand it over when its agent resumes it here
@@ -13,7 +14,8 @@
 //!   adopter), so its timers, and its expiry, run exactly once.
 //!
 //! Nothing here holds the entries lock across an await or a message to
-//! another replica.
+//! another replica. The messages and the owner's answers are in
+//! `replicas/messages.rs`; the two-replica tests in `replicas/tests.rs`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,27 +23,23 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use gatehouse_model::{AuditEntry, Decision, State};
-use tokio::sync::broadcast::error::RecvError;
-use tokio::task::JoinSet;
 
 use super::Execution;
 use super::access::may_decide;
 use super::store::{ApprovalStore, DecideError, Mirror, Rearm, Restored, Snapshot};
-use crate::cluster::{Body, Cluster, Message, STALE_AFTER};
+use crate::cluster::{Cluster, STALE_AFTER};
 use crate::error::{CoreError, Result};
 use crate::users::User;
+
+mod messages;
+#[cfg(test)]
+mod tests;
+
+pub use messages::ApprovalMessage;
 
 /// How often a replica adopts the executions of replicas that are gone and
 /// re-reads the executions it mirrors (a lost message heals by then).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
-
-/// The answer an owner gives when the execution is no longer its own (handed
-/// over meanwhile): the asker looks the owner up again.
-const MOVED: &str = "moved";
-/// The answer for an execution neither live nor in the audit log.
-const NOT_FOUND: &str = "not_found";
-/// Prefix of the answer for a storage failure.
-const STORAGE: &str = "storage: ";
 
 /// The advisory lock key of the start-up abandon pass ("ab" in ASCII).
 const ABANDON_JOB: i32 = 0x6162;
@@ -87,7 +85,7 @@ impl ApprovalStore {
     pub(super) fn publish_exec(&self, id: &str, state: State) {
         if let Some(cluster) = self.inner.cluster.get() {
             let snapshot = Snapshot { state, actor: Some("system".into()), detail: None, decided_by: None };
-            cluster.send(None, Body::Exec { id: id.to_string(), snapshot });
+            cluster.send(None, ApprovalMessage::Exec { id: id.to_string(), snapshot });
         }
     }
 
@@ -257,132 +255,6 @@ impl ApprovalStore {
         }
     }
 
-    /// Follows the cluster until `shutdown`: answers other replicas'
-    /// decisions and hand-overs, keeps mirrors current, and sweeps every
-    /// [`SWEEP_EVERY`]. The server spawns it on its task tracker; returns at
-    /// once without a cluster.
-    pub async fn follow(&self, shutdown: impl Future<Output = ()>) {
-        let Some(cluster) = self.inner.cluster.get().cloned() else { return };
-        let mut incoming = cluster.subscribe();
-        let mut sweep = tokio::time::interval(SWEEP_EVERY);
-        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Answers run beside the loop (a hand-over awaits the writer); they
-        // end with it.
-        let mut answering: JoinSet<()> = JoinSet::new();
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => break,
-                _ = sweep.tick() => {
-                    let store = self.clone();
-                    let _ = tokio::task::spawn_blocking(move || store.sweep()).await;
-                }
-                message = incoming.recv() => match message {
-                    Ok(message) => self.on_message(&cluster, &message, &mut answering),
-                    // Lost messages: the sweep re-reads the mirrors.
-                    Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => break,
-                },
-                Some(_) = answering.join_next(), if !answering.is_empty() => {}
-            }
-        }
-    }
-
-    fn on_message(&self, cluster: &Cluster, message: &Arc<Message>, answering: &mut JoinSet<()>) {
-        let from = message.from.clone();
-        match &message.body {
-            Body::Exec { id, snapshot } => self.mirror(id, snapshot.clone()),
-            Body::Decide { reply, id, decision, actor, detail } => {
-                let (store, cluster, reply, id, decision, actor, detail) = (
-                    self.clone(),
-                    cluster.clone(),
-                    reply.clone(),
-                    id.clone(),
-                    *decision,
-                    actor.clone(),
-                    detail.clone(),
-                );
-                answering.spawn(async move {
-                    let outcome = {
-                        let store = store.clone();
-                        tokio::task::spawn_blocking(move || {
-                            store.answer_decide(&id, decision, &actor, detail.as_deref())
-                        })
-                        .await
-                        .unwrap_or_else(|e| Err(format!("{STORAGE}{e}")))
-                    };
-                    cluster.send(Some(&from), Body::Decided { reply, outcome });
-                });
-            }
-            Body::Release { reply, id } => {
-                let (store, cluster, reply, id) = (self.clone(), cluster.clone(), reply.clone(), id.clone());
-                answering.spawn(async move {
-                    // The row must be written before it can change hands.
-                    store.flush().await;
-                    let asker = from.clone();
-                    let worker = store.clone();
-                    let ok = tokio::task::spawn_blocking(move || worker.release(&id, &asker)).await.unwrap_or(false);
-                    cluster.send(Some(&from), Body::Released { reply, ok });
-                });
-            }
-            _ => {}
-        }
-    }
-
-    /// The owner's side of a forwarded decision. Blocks.
-    fn answer_decide(
-        &self,
-        id: &str,
-        decision: Decision,
-        actor: &str,
-        detail: Option<&str>,
-    ) -> std::result::Result<Snapshot, String> {
-        if !self.is_local(id) {
-            match self.inner.persist.owner_of(id) {
-                // Handed to us but not loaded yet: load it first.
-                Ok(Some(owner)) if owner.as_deref() == self.me().as_deref() => {
-                    let me = self.me();
-                    self.adopt(vec![(id.to_string(), me)]).map_err(|e| format!("{STORAGE}{e}"))?;
-                }
-                Ok(Some(_)) => return Err(MOVED.into()),
-                Ok(None) => {}
-                Err(e) => return Err(format!("{STORAGE}{e}")),
-            }
-        }
-        self.decide_here(id, decision, actor, detail).map_err(|e| match e {
-            DecideError::NotFound => NOT_FOUND.into(),
-            DecideError::Conflict(state) => state.as_str().into(),
-            DecideError::Storage(e) => format!("{STORAGE}{e}"),
-        })
-    }
-
-    /// The owner's side of a hand-over: unless held inside a request here or
-    /// running, the row becomes `asker`'s and the entry leaves this map; its
-    /// channel stays as a mirror for whoever waits on it here. Blocks.
-    fn release(&self, id: &str, asker: &str) -> bool {
-        let Some(me) = self.me() else { return false };
-        let mut entries = self.entries();
-        let Some(entry) = entries.get(id) else {
-            drop(entries);
-            // Not loaded here (or gone): hand over the row if it is ours.
-            return self.inner.persist.claim(id, asker, Some(&me)).unwrap_or(false);
-        };
-        let state = entry.tx.borrow().state;
-        if entry.held || !matches!(state, State::Pending | State::Approved) {
-            return false;
-        }
-        // One short statement under the lock: no transition may slip
-        // between the check and the change of owner.
-        if !self.inner.persist.claim(id, asker, Some(&me)).unwrap_or(false) {
-            return false;
-        }
-        if let Some(entry) = entries.remove(id) {
-            self.mirrors().insert(id.to_string(), Mirror { execution: entry.execution, tx: entry.tx });
-        }
-        tracing::info!(execution = %id, to = %asker, "handed an execution to the replica its agent resumed on");
-        true
-    }
-
     /// Runs blocking store work off the runtime's threads.
     async fn blocking<T: Send + 'static>(&self, work: impl FnOnce(&ApprovalStore) -> T + Send + 'static) -> Option<T> {
         let store = self.clone();
@@ -447,8 +319,8 @@ impl ApprovalStore {
                 let alive = self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(false);
                 if let (true, Some(owner)) = (alive, owner.as_deref()) {
                     let key = id.to_string();
-                    match cluster.request(owner, |reply| Body::Release { reply, id: key }).await {
-                        Some(Body::Released { ok: true, .. }) => from = Some(me),
+                    match cluster.request(owner, ApprovalMessage::Release { id: key }).await {
+                        Some(ApprovalMessage::Released { ok: true }) => from = Some(me),
                         // Refused: it stays there.
                         Some(_) => return,
                         // No answer: adopt only if it is gone; a slow owner keeps
@@ -505,21 +377,11 @@ impl ApprovalStore {
                 let alive = self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(false);
                 if let (true, Some(to)) = (alive, owner.as_deref()) {
                     let (key, actor, detail) = (id.to_string(), actor.to_string(), detail.map(str::to_string));
-                    let asked =
-                        cluster.request(to, |reply| Body::Decide { reply, id: key, decision, actor, detail }).await;
+                    let asked = cluster.request(to, ApprovalMessage::Decide { id: key, decision, actor, detail }).await;
                     match asked {
-                        Some(Body::Decided { outcome: Ok(snapshot), .. }) => return Ok(snapshot),
-                        Some(Body::Decided { outcome: Err(e), .. }) => match e.as_str() {
-                            MOVED => continue,
-                            NOT_FOUND => return Err(DecideError::NotFound),
-                            e if e.starts_with(STORAGE) => return Err(storage(e[STORAGE.len()..].to_string())),
-                            state => {
-                                return Err(match State::parse(state) {
-                                    Some(state) => DecideError::Conflict(state),
-                                    None => storage(format!("the owner answered {state:?}")),
-                                });
-                            }
-                        },
+                        // The owner's outcome, its refusal as it is.
+                        Some(ApprovalMessage::Decided { outcome }) => return outcome,
+                        Some(ApprovalMessage::Moved) => continue,
                         // No answer: adopt below only if the owner is gone; a
                         // slow owner keeps its execution (two owners would mean
                         // two outcomes), and the person may try again.
@@ -584,213 +446,5 @@ impl ApprovalStore {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot leave this replica's executions to the others"),
         }
-    }
-}
-
-/// Two replicas on one PostgreSQL schema; run only when
-/// `GATEHOUSE_TEST_DATABASE_URL` is set.
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use gatehouse_model::{Decision, State};
-
-    use super::super::{ApprovalStore, DecideError, Limits, NewExecution};
-    use crate::audit::AuditLog;
-    use crate::clock::{Clock, SystemClock};
-    use crate::cluster::Cluster;
-    use crate::db::Db;
-    use crate::live::LiveHub;
-
-    struct Pair {
-        a: ApprovalStore,
-        b: ApprovalStore,
-        db: Db,
-        followers: Vec<tokio::task::JoinHandle<()>>,
-    }
-
-    impl Pair {
-        /// Stops both replicas; the stores (and their PostgreSQL pools) are
-        /// dropped off the runtime, where a pool may be dropped.
-        async fn close(self) {
-            let Pair { a, b, db, followers } = self;
-            for f in followers {
-                f.abort();
-                let _ = f.await;
-            }
-            tokio::task::spawn_blocking(move || {
-                for store in [&a, &b] {
-                    if let Some(cluster) = store.cluster() {
-                        cluster.leave();
-                    }
-                }
-                drop((a, b, db));
-            })
-            .await
-            .unwrap();
-        }
-    }
-
-    async fn pair(ttl: Duration) -> Option<Pair> {
-        std::env::var("GATEHOUSE_TEST_DATABASE_URL").ok()?;
-        let db = Db::for_tests().unwrap();
-        let url = db.postgres_url().unwrap().to_string();
-        let db_b = Db::connect(&url).unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let limits = Limits { ttl, run_window: ttl, per_credential: usize::MAX };
-        let mut stores = Vec::new();
-        let mut followers = Vec::new();
-        for db in [&db, &db_b] {
-            let live = LiveHub::new();
-            let store =
-                ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock.clone(), limits, live.clone())
-                    .unwrap();
-            store.join(Cluster::join(db, clock.clone(), &live).unwrap().unwrap());
-            store.restore().await.unwrap();
-            let follower = store.clone();
-            followers.push(tokio::spawn(async move { follower.follow(std::future::pending()).await }));
-            stores.push(store);
-        }
-        // Both listeners are LISTENing by then.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let b = stores.pop().unwrap();
-        let a = stores.pop().unwrap();
-        Some(Pair { a, b, db, followers })
-    }
-
-    fn new_execution() -> NewExecution {
-        NewExecution {
-            tool: "t".into(),
-            upstream: None,
-            upstream_tool: None,
-            tool_digest: "d".into(),
-            arguments: serde_json::json!({"x": 1}),
-            agent: "agent".into(),
-            credential_id: "cred_1".into(),
-            thread: None,
-            owner: Some("ada".into()),
-            session_id: Some("s".into()),
-            human_only: false,
-            admin_only: false,
-            ttl: None,
-        }
-    }
-
-    fn count(db: &Db, id: &str, states: &str) -> i64 {
-        let sql = format!("SELECT COUNT(*) FROM audit_events WHERE execution_id = ?1 AND state IN ({states})");
-        db.conn().unwrap().query_one(&sql, crate::args![id], |r| r.get(0)).unwrap()
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_decision_on_another_replica_wakes_the_owner_and_the_first_wins() {
-        let Some(p) = pair(Duration::from_secs(60)).await else { return };
-        let e = p.a.open(new_execution()).unwrap();
-        p.a.flush().await;
-        let waiter = {
-            let (a, id) = (p.a.clone(), e.id.clone());
-            tokio::spawn(async move { a.wait(&id, Duration::from_secs(10)).await })
-        };
-        let (b, id) = (p.b.clone(), e.id.clone());
-        let (seen, pending) = tokio::task::spawn_blocking(move || (b.get(&id), b.pending())).await.unwrap();
-        assert_eq!(seen.unwrap().1.state, State::Pending, "B shows A's execution");
-        assert!(pending.iter().any(|x| x.id == e.id), "and lists it as pending");
-        // B watches it through a mirror.
-        let (b, id) = (p.b.clone(), e.id.clone());
-        let (_, mut mirror) = tokio::task::spawn_blocking(move || b.subscribe(&id)).await.unwrap().unwrap();
-        let decided = p.b.decide_at_owner(&e.id, Decision::Decline, "user:bob", Some("no")).await.unwrap();
-        assert_eq!(decided.state, State::Declined);
-        assert_eq!(waiter.await.unwrap().unwrap().state, State::Declined, "A's waiter woke");
-        tokio::time::timeout(Duration::from_secs(5), mirror.wait_for(|s| s.state == State::Declined))
-            .await
-            .expect("B's mirror followed")
-            .unwrap();
-        assert_eq!(
-            p.b.decide_at_owner(&e.id, Decision::Accept, "user:ada", None).await,
-            Err(DecideError::Conflict(State::Declined))
-        );
-        assert_eq!(
-            p.a.decide_at_owner(&e.id, Decision::Accept, "user:ada", None).await,
-            Err(DecideError::Conflict(State::Declined))
-        );
-        // Repeating the winning decision on either is a no-op.
-        assert_eq!(
-            p.b.decide_at_owner(&e.id, Decision::Decline, "user:bob", None).await.unwrap().state,
-            State::Declined
-        );
-        let (db, id) = (p.db.clone(), e.id.clone());
-        assert_eq!(tokio::task::spawn_blocking(move || count(&db, &id, "'declined'")).await.unwrap(), 1);
-        drop(mirror);
-        p.close().await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn decisions_raced_from_two_replicas_have_one_outcome_each() {
-        let Some(p) = pair(Duration::from_secs(60)).await else { return };
-        let executions: Vec<_> = (0..50).map(|_| p.a.open(new_execution()).unwrap()).collect();
-        p.a.flush().await;
-        let mut races = Vec::new();
-        for (i, e) in executions.iter().enumerate() {
-            let (on_a, on_b) =
-                if i % 2 == 0 { (Decision::Accept, Decision::Decline) } else { (Decision::Decline, Decision::Accept) };
-            let (a, b, id) = (p.a.clone(), p.b.clone(), e.id.clone());
-            races.push(tokio::spawn(async move {
-                let from_a = {
-                    let (a, id) = (a.clone(), id.clone());
-                    tokio::spawn(async move { a.decide_at_owner(&id, on_a, "user:ada", None).await })
-                };
-                let from_b = {
-                    let (b, id) = (b.clone(), id.clone());
-                    tokio::spawn(async move { b.decide_at_owner(&id, on_b, "user:bob", None).await })
-                };
-                (id, from_a.await.unwrap(), from_b.await.unwrap())
-            }));
-        }
-        for race in races {
-            let (id, from_a, from_b) = race.await.unwrap();
-            let won = [&from_a, &from_b].iter().filter(|r| r.is_ok()).count();
-            assert_eq!(won, 1, "{id}: {from_a:?} / {from_b:?}");
-            for lost in [&from_a, &from_b].into_iter().filter_map(|r| r.as_ref().err()) {
-                assert!(matches!(lost, DecideError::Conflict(_)), "{id}: {lost:?}");
-            }
-            let (db, key) = (p.db.clone(), id.clone());
-            let decisions =
-                tokio::task::spawn_blocking(move || count(&db, &key, "'approved', 'declined'")).await.unwrap();
-            assert_eq!(decisions, 1, "{id}: one decision audited");
-            let winner = from_a.or(from_b).unwrap();
-            if winner.state == State::Approved {
-                p.a.start_run(&id).unwrap();
-                p.a.finish(&id, true, None);
-            }
-        }
-        assert_eq!((p.a.len(), p.b.len()), (0, 0), "nothing left behind on either replica");
-        p.close().await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_replica_that_leaves_has_its_execution_adopted_and_expired_once() {
-        let Some(p) = pair(Duration::from_secs(3)).await else { return };
-        let e = p.a.open(new_execution()).unwrap();
-        p.a.flush().await;
-        let a = p.a.clone();
-        tokio::task::spawn_blocking(move || {
-            a.leave();
-            a.cluster().unwrap().leave();
-        })
-        .await
-        .unwrap();
-        assert_eq!(p.a.len(), 0, "A owns nothing after leaving");
-        // B's next sweep adopts it (run it now rather than wait for the tick).
-        let b = p.b.clone();
-        tokio::task::spawn_blocking(move || b.sweep()).await.unwrap();
-        assert_eq!(p.b.get(&e.id).map(|(_, s)| s.state), Some(State::Pending), "B adopted it, still pending");
-        let seen = p.b.wait(&e.id, Duration::from_secs(10)).await.unwrap();
-        assert_eq!(seen.state, State::Expired, "B's timer expired it");
-        // Past A's own (former) timer too: still exactly one expiry.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let (db, id) = (p.db.clone(), e.id.clone());
-        assert_eq!(tokio::task::spawn_blocking(move || count(&db, &id, "'expired'")).await.unwrap(), 1);
-        assert_eq!((p.a.len(), p.b.len()), (0, 0));
-        p.close().await;
     }
 }

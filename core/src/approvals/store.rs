@@ -17,8 +17,9 @@
 //! execution has one owner, the replica named in its row, and only the
 //! owner's lock moves it, so "first decision wins" holds across replicas as
 //! within one. Others show it from the database, follow it through a mirror
-//! channel fed by the owner's [`Body::Exec`] messages, forward decisions to
-//! the owner, and adopt it when the owner is gone (see [`super::replicas`]).
+//! channel fed by the owner's [`ApprovalMessage::Exec`] messages, forward
+//! decisions to the owner, and adopt it when the owner is gone (see
+//! [`super::replicas`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,10 +33,11 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use super::inbox::InboxCache;
 use super::persist::Persist;
+use super::replicas::ApprovalMessage;
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
 use crate::audit::{self, AuditLog};
 use crate::clock::Clock;
-use crate::cluster::{Body, Cluster};
+use crate::cluster::Cluster;
 use crate::error::Result;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
@@ -55,7 +57,7 @@ pub struct Snapshot {
 }
 
 /// Why a decision was not recorded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum DecideError {
     /// No such execution, live or in the audit log.
     #[error("execution not found")]
@@ -309,7 +311,7 @@ impl ApprovalStore {
         entry.tx.send_replace(snapshot.clone());
         if let Some(cluster) = self.inner.cluster.get() {
             // Queued, never sent under the lock.
-            cluster.send(None, Body::Exec { id: id.to_string(), snapshot: snapshot.clone() });
+            cluster.send(None, ApprovalMessage::Exec { id: id.to_string(), snapshot: snapshot.clone() });
         }
         if state.is_settled() {
             // A held pause has a row only on a cluster.
