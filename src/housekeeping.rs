@@ -1,12 +1,14 @@
 //! Background housekeeping: deletes browser sessions that have expired and
 //! audit entries older than `audit_retention`, dead OAuth codes, tokens
-//! and unused client registrations, and expired task results, once at start and then every
+//! and unused client registrations, expired task results, secrets never
+//! shown and sign-in failures long quiet, once at start and then every
 //! [`EVERY`], until the server shuts down.
 
 use std::time::Duration;
 
 use gatehouse_core::approvals::TaskResults;
 use gatehouse_core::audit::AuditLog;
+use gatehouse_core::sign_in_failures::SignInFailures;
 use gatehouse_core::{Core, CoreError};
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +29,10 @@ pub struct Swept {
     pub oauth: usize,
     /// Task results past their retention.
     pub task_results: usize,
+    /// Secrets never shown (minted tokens, links) past their time.
+    pub shown_once: usize,
+    /// Shared sign-in failure counts quiet long enough to forget (PostgreSQL).
+    pub sign_in_failures: usize,
 }
 
 /// One sweep, on a blocking thread (it may delete many rows).
@@ -40,7 +46,9 @@ pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, Core
             let oauth = core.oauth.purge()?;
             core.approvals.audit().prune_claims()?;
             let task_results = TaskResults::new(core.db.clone(), core.clock.clone()).purge_expired()?;
-            Ok(Swept { sessions, audit_events, oauth, task_results })
+            let shown_once = core.show_once.purge_expired()?;
+            let sign_in_failures = SignInFailures::new(core.db.clone(), core.clock.clone()).purge_forgotten()?;
+            Ok(Swept { sessions, audit_events, oauth, task_results, shown_once, sign_in_failures })
         })?;
         Ok(swept.unwrap_or_default())
     })
@@ -65,6 +73,8 @@ pub async fn run(core: Core, audit_retention: Duration, shutdown: CancellationTo
                     audit_events = swept.audit_events,
                     oauth = swept.oauth,
                     task_results = swept.task_results,
+                    shown_once = swept.shown_once,
+                    sign_in_failures = swept.sign_in_failures,
                     "housekeeping deleted old rows"
                 );
             }

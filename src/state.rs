@@ -57,7 +57,7 @@ impl AppState {
             shutdown.clone(),
             tasks.clone(),
         );
-        let throttles = crate::throttle::Throttles::new(core.clock.clone());
+        let throttles = crate::throttle::Throttles::new(core.clock.clone()).shared_through(&core.db);
         let base_url = config.base_url(bound);
         Ok(Self {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),

@@ -3,6 +3,11 @@
 //! and live streams per browser session. A limit hit is answered 429 with
 //! `Retry-After` and a JSON `{error, message}` body, and logged; the server
 //! keeps serving everyone else.
+//!
+//! On SQLite (one process) failures are counted in memory. On PostgreSQL
+//! replicas share them ([`SignInFailures`]: read before each attempt, each
+//! failure added atomically), so N replicas give no more attempts than one;
+//! attempts in progress stay per replica (a dead one leaves no count behind).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -13,7 +18,8 @@ use std::time::Duration;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use gatehouse_core::{Clock, secret};
+use gatehouse_core::sign_in_failures::{Failures, SignInFailures};
+use gatehouse_core::{Clock, Db, secret};
 use serde_json::json;
 
 /// Failed sign-ins for one username before it is locked for a while.
@@ -118,6 +124,33 @@ impl Entry {
     fn forgettable(&self, now: i64) -> bool {
         self.in_flight == 0 && now >= self.quiet_since() + FAILURE_WINDOW.as_millis() as i64
     }
+
+    /// Counts one more failure, locking once `threshold` is reached (for
+    /// twice as long with each failure after it).
+    fn fail(&mut self, threshold: u32, now: i64) {
+        self.failures = self.failures.saturating_add(1);
+        self.last_failure_ms = now;
+        if self.failures >= threshold {
+            let doublings = (self.failures - threshold).min(20);
+            let lockout = FIRST_LOCKOUT.saturating_mul(1 << doublings).min(MAX_LOCKOUT);
+            self.blocked_until_ms = now + lockout.as_millis() as i64;
+        }
+    }
+
+    /// The counts every replica shares (not the attempts in progress).
+    fn counts(&self) -> Failures {
+        Failures {
+            count: self.failures,
+            last_failure_ms: self.last_failure_ms,
+            blocked_until_ms: self.blocked_until_ms,
+        }
+    }
+
+    fn set_counts(&mut self, counts: Failures) {
+        self.failures = counts.count;
+        self.last_failure_ms = counts.last_failure_ms;
+        self.blocked_until_ms = counts.blocked_until_ms;
+    }
 }
 
 /// Failure counts for one kind of key, bounded in size.
@@ -131,6 +164,14 @@ struct Tracker<K> {
 impl<K: Hash + Eq + Copy> Tracker<K> {
     fn new(threshold: u32, capacity: usize) -> Self {
         Self { threshold, capacity, entries: HashMap::new() }
+    }
+
+    /// Takes the counts the replicas share for `key` as this tracker's own.
+    fn adopt(&mut self, key: K, counts: Failures, now: i64) {
+        if !self.entries.contains_key(&key) {
+            self.make_room(now);
+        }
+        self.entries.entry(key).or_default().set_counts(counts);
     }
 
     /// Reserves an attempt for `key`, or says how long to wait. Attempts in
@@ -186,16 +227,15 @@ impl<K: Hash + Eq + Copy> Tracker<K> {
         }
     }
 
-    fn failed(&mut self, key: K, now: i64) {
+    /// Ends an attempt that failed: counted here, or `shared` (already
+    /// counted in the database) taken as is.
+    fn failed(&mut self, key: K, now: i64, shared: Option<Failures>) {
         let threshold = self.threshold;
         let Some(entry) = self.entries.get_mut(&key) else { return };
         entry.in_flight = entry.in_flight.saturating_sub(1);
-        entry.failures = entry.failures.saturating_add(1);
-        entry.last_failure_ms = now;
-        if entry.failures >= threshold {
-            let doublings = (entry.failures - threshold).min(20);
-            let lockout = FIRST_LOCKOUT.saturating_mul(1 << doublings).min(MAX_LOCKOUT);
-            entry.blocked_until_ms = now + lockout.as_millis() as i64;
+        match shared {
+            Some(counts) => entry.set_counts(counts),
+            None => entry.fail(threshold, now),
         }
     }
 
@@ -225,6 +265,16 @@ struct Trackers {
 pub struct SignInThrottle {
     trackers: Arc<Mutex<Trackers>>,
     clock: Arc<dyn Clock>,
+    /// The counts replicas share (PostgreSQL only).
+    shared: Option<SignInFailures>,
+}
+
+/// The database's names for the two kinds of key.
+const ADDRESS: &str = "address";
+const USERNAME: &str = "username";
+
+fn username_subject(key: u64) -> String {
+    format!("{key:016x}")
 }
 
 impl SignInThrottle {
@@ -241,7 +291,43 @@ impl SignInThrottle {
                 by_username: Tracker::new(USERNAME_FAILURES, capacity),
             })),
             clock,
+            shared: None,
         }
+    }
+
+    /// Shares the failure counts with the other replicas on `db` when it is
+    /// PostgreSQL; on SQLite (one process) they stay in memory.
+    pub fn shared_through(mut self, db: &Db) -> Self {
+        if db.backend() == gatehouse_core::db::Backend::Postgres {
+            self.shared = Some(SignInFailures::new(db.clone(), self.clock.clone()));
+        }
+        self
+    }
+
+    /// The shared counts of `subject`, if they are shared. A database that
+    /// cannot answer leaves this replica's own counts in charge.
+    fn load(&self, scope: &str, subject: impl FnOnce() -> String) -> Option<Failures> {
+        let shared = self.shared.as_ref()?;
+        shared
+            .get(scope, &subject())
+            .inspect_err(|e| tracing::warn!(error = %e, "shared sign-in counts unreadable"))
+            .ok()
+    }
+
+    /// Adds one failure of `subject` to the shared counts (if shared), with
+    /// the same arithmetic as in memory; the counts after it.
+    fn record(&self, scope: &str, subject: String, threshold: u32, now: i64) -> Option<Failures> {
+        let shared = self.shared.as_ref()?;
+        let counted = shared.record(scope, &subject, |before| {
+            let mut entry = Entry::default();
+            entry.set_counts(before);
+            if entry.forgettable(now) {
+                entry = Entry::default();
+            }
+            entry.fail(threshold, now);
+            (entry.counts(), entry.quiet_since() + FAILURE_WINDOW.as_millis() as i64)
+        });
+        counted.inspect_err(|e| tracing::warn!(error = %e, "shared sign-in failure not counted")).ok()
     }
 
     fn lock(&self) -> MutexGuard<'_, Trackers> {
@@ -254,7 +340,15 @@ impl SignInThrottle {
         let now = self.clock.now_ms();
         let address = address.map(address_key);
         let username = username.map(username_key);
+        let shared_address = address.and_then(|ip| self.load(ADDRESS, || ip.to_string()));
+        let shared_username = username.and_then(|user| self.load(USERNAME, || username_subject(user)));
         let mut t = self.lock();
+        if let (Some(ip), Some(counts)) = (address, shared_address) {
+            t.by_address.adopt(ip, counts, now);
+        }
+        if let (Some(user), Some(counts)) = (username, shared_username) {
+            t.by_username.adopt(user, counts, now);
+        }
         if let Some(ip) = address
             && let Err(retry_after) = t.by_address.begin(ip, now)
         {
@@ -292,12 +386,17 @@ impl Attempt {
     /// The name or password (or setup token) was wrong.
     pub fn failed(mut self) {
         let now = self.throttle.clock.now_ms();
+        let throttle = &self.throttle;
+        let shared_address =
+            self.address.and_then(|ip| throttle.record(ADDRESS, ip.to_string(), ADDRESS_FAILURES, now));
+        let shared_username =
+            self.username.and_then(|user| throttle.record(USERNAME, username_subject(user), USERNAME_FAILURES, now));
         let mut t = self.throttle.lock();
         if let Some(ip) = self.address {
-            t.by_address.failed(ip, now);
+            t.by_address.failed(ip, now, shared_address);
         }
         if let Some(user) = self.username {
-            t.by_username.failed(user, now);
+            t.by_username.failed(user, now, shared_username);
         }
         self.settled = true;
     }
@@ -305,6 +404,11 @@ impl Attempt {
     /// Signed in: the username's failures are forgotten (the address's are
     /// not, or one good account would unlock guessing at others).
     pub fn succeeded(mut self) {
+        if let (Some(shared), Some(user)) = (&self.throttle.shared, self.username)
+            && let Err(e) = shared.forget(USERNAME, &username_subject(user))
+        {
+            tracing::warn!(error = %e, "shared sign-in failures not reset");
+        }
         let mut t = self.throttle.lock();
         if let Some(ip) = self.address {
             t.by_address.release(ip, false);
@@ -394,6 +498,12 @@ impl Throttles {
     /// The default limits, timed by `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         Self { sign_in: SignInThrottle::new(clock), streams: StreamLimiter::default() }
+    }
+
+    /// Failed sign-ins counted with the other replicas on `db` (PostgreSQL;
+    /// see [`SignInThrottle::shared_through`]).
+    pub fn shared_through(self, db: &Db) -> Self {
+        Self { sign_in: self.sign_in.shared_through(db), ..self }
     }
 }
 

@@ -22,6 +22,8 @@ pub mod oauth;
 pub mod pins;
 pub mod policy;
 pub mod secret;
+pub mod show_once;
+pub mod sign_in_failures;
 pub mod users;
 
 /// The shared model (states, views, live events, routes), re-exported.
@@ -73,6 +75,8 @@ pub struct Stores {
     pub grants: grants::GrantStore,
     /// The OAuth authorization server's clients, codes and tokens.
     pub oauth: oauth::OAuthStore,
+    /// Secrets a page shows once (minted tokens, invite and reset links).
+    pub show_once: show_once::ShowOnce,
 }
 
 /// Settings the stores need.
@@ -174,6 +178,7 @@ impl Core {
                 .with_live(live.clone())
                 .with_max_sessions(settings.per_user.browser_sessions),
             api_tokens: api_tokens::ApiTokenStore::new(db.clone(), clock.clone()),
+            show_once: show_once::ShowOnce::new(db.clone(), clock.clone()),
             live,
             db,
             clock,

@@ -3,7 +3,7 @@
 //! on PostgreSQL (`GATEHOUSE_TEST_DATABASE_URL`); on SQLite there is one
 //! process and nothing to share, so they return at once.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::helpers::*;
 
@@ -76,4 +76,60 @@ async fn each_replica_shows_the_others_sessions_and_upstream_health() {
     assert!(page.contains("everything") && page.contains(">up<"), "with A's upstream and its health");
     // B itself fronts nothing: its own table says so.
     assert!(page.contains("No upstream is configured"));
+}
+
+#[tokio::test]
+async fn a_token_minted_on_one_replica_is_shown_once_on_the_other() {
+    let Some((a, b)) = two_replicas().await else { return };
+    a.add_user("ada", false).await;
+    let ada = a.sign_in("ada").await;
+    let r = a.post_fn(&ada, "mint", &[("agent", "claude"), ("thread", ""), ("owner", "")]).await;
+    assert!(r.status().is_success() || r.status().is_redirection(), "{}", r.status());
+    let minted = a.core.credentials.list().unwrap();
+    assert_eq!(minted.len(), 1);
+    let id = minted[0].id.clone();
+
+    // The redirect to the page that shows the token lands on B (the browser
+    // session is in the shared database, so the same cookie works there).
+    let shown: Value = b.post_fn(&ada, "minted", &[("id", &id)]).await.json().await.unwrap();
+    let token = shown["token"].as_str().unwrap_or_else(|| panic!("B shows the token A minted: {shown}")).to_string();
+    assert_eq!(shown["id"], id.as_str());
+    // Shown once: neither replica shows it again.
+    let again: Value = a.post_fn(&ada, "minted", &[("id", &id)]).await.json().await.unwrap();
+    assert!(again.is_null(), "not again on A: {again}");
+    let again: Value = b.post_fn(&ada, "minted", &[("id", &id)]).await.json().await.unwrap();
+    assert!(again.is_null(), "not again on B: {again}");
+    // And it is the token of the credential A minted.
+    assert_eq!(a.mcp(&token).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn failed_sign_ins_on_both_replicas_count_together() {
+    let Some((a, b)) = two_replicas().await else { return };
+    a.add_user("ada", false).await;
+    // Five failures, spread over the replicas: as many as one replica allows.
+    for n in 0..5 {
+        let replica = if n % 2 == 0 { &a } else { &b };
+        assert_eq!(replica.sign_in_with("ada", "wrong password").await.status(), 401, "failure {n}");
+    }
+    // Locked on both, even with the right password.
+    for (name, replica) in [("A", &a), ("B", &b)] {
+        let r = replica.sign_in_with("ada", PASSWORD).await;
+        assert_eq!(r.status(), 429, "locked on {name}");
+        let wait: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!(wait >= 1, "{name}: {wait}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "too_many_attempts");
+        assert!(body["message"].as_str().unwrap().contains("username"), "{body}");
+    }
+
+    // After the lockout, a success on B resets the count A sees too.
+    for replica in [&a, &b] {
+        replica.clock.advance(gatehouse::throttle::FIRST_LOCKOUT);
+    }
+    assert_eq!(b.sign_in_with("ada", PASSWORD).await.status(), 200);
+    for _ in 0..4 {
+        assert_eq!(a.sign_in_with("ada", "wrong password").await.status(), 401);
+    }
+    assert_eq!(a.sign_in_with("ada", PASSWORD).await.status(), 200, "four failures after B's success do not lock");
 }

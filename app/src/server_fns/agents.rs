@@ -50,7 +50,7 @@ pub async fn mint_credential(agent: String, thread: String, owner: String) -> Re
     use gatehouse_core::credentials::IssueRequest;
     let minted_tokens = use_context::<super::MintedTokens>().ok_or_else(|| ServerFnError::new("no token store"))?;
     let endpoint = minted_tokens.endpoint();
-    let (username, minted) = ctx::blocking(move |user, core| {
+    let id = ctx::blocking(move |user, core| {
         let owner = match owner.trim() {
             "" => user.username.clone(),
             named if named == user.username || user.is_admin => named.to_string(),
@@ -74,11 +74,10 @@ pub async fn mint_credential(agent: String, thread: String, owner: String) -> Re
             token: issued.token,
             endpoint,
         };
-        Ok((user.username, minted))
+        core.show_once.hold(&user.username, &minted)?;
+        Ok(minted.id)
     })
     .await?;
-    let id = minted.id.clone();
-    minted_tokens.hold(&username, minted);
     leptos_axum::redirect(&gatehouse_model::routes::agents_minted(&id));
     Ok(())
 }
@@ -87,8 +86,8 @@ pub async fn mint_credential(agent: String, thread: String, owner: String) -> Re
 #[server(prefix = "/api/fn", endpoint = "minted")]
 pub async fn take_minted(id: String) -> Result<Option<MintedCredential>, ServerFnError> {
     let minted_tokens = use_context::<super::MintedTokens>().ok_or_else(|| ServerFnError::new("no token store"))?;
-    let (user, _) = ctx::context()?;
-    Ok(minted_tokens.take(&id, &user.username))
+    let (user, core) = ctx::context()?;
+    minted_tokens.take(core, id, user.username).await
 }
 
 /// Revokes one credential (`scope` = `credential`), a thread's, or an

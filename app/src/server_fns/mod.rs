@@ -8,15 +8,13 @@ pub mod agents;
 pub mod context;
 pub mod executions;
 pub mod grants;
-#[cfg(feature = "ssr")]
-mod held_links;
 pub mod history;
-#[cfg(feature = "ssr")]
-mod minted;
 pub mod notify;
 pub mod oauth;
 pub mod overview;
 pub mod policies;
+#[cfg(feature = "ssr")]
+mod shown_once;
 pub mod tools;
 pub mod upstreams;
 pub mod users;
@@ -26,15 +24,13 @@ pub use agents::*;
 pub use context::{OAuthConsent, ToolCatalog};
 pub use executions::*;
 pub use grants::*;
-#[cfg(feature = "ssr")]
-pub use held_links::HeldLinks;
 pub use history::*;
-#[cfg(feature = "ssr")]
-pub use minted::MintedTokens;
 pub use notify::*;
 pub use oauth::*;
 pub use overview::*;
 pub use policies::*;
+#[cfg(feature = "ssr")]
+pub use shown_once::{HeldLinks, MintedTokens, ShownOnce};
 pub use tools::*;
 pub use upstreams::*;
 pub use users::*;

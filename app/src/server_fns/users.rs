@@ -157,7 +157,7 @@ async fn issue_link(
 ) -> Result<(), ServerFnError> {
     let links = use_context::<super::HeldLinks>().ok_or_else(|| ServerFnError::new("no link store"))?;
     let base = links.base_url().to_string();
-    let (admin, link) = server::blocking(true, move |user, core| {
+    let id = server::blocking(true, move |user, core| {
         let issued = make(&core)?;
         server::record(&core, &user, &issued.username, issued.purpose.as_str(), detail)?;
         // The link itself is never logged.
@@ -169,11 +169,10 @@ async fn issue_link(
             purpose: issued.purpose,
             expires_ms: issued.expires_ms,
         };
-        Ok((user.username, link))
+        core.show_once.hold(&user.username, &link)?;
+        Ok(link.id)
     })
     .await?;
-    let id = link.id.clone();
-    links.hold(&admin, link);
     leptos_axum::redirect(&gatehouse_model::routes::users_link(&id));
     Ok(())
 }
@@ -182,8 +181,8 @@ async fn issue_link(
 #[server(prefix = "/api/fn", endpoint = "held-link")]
 pub async fn take_link(id: String) -> Result<Option<PasswordLink>, ServerFnError> {
     let links = use_context::<super::HeldLinks>().ok_or_else(|| ServerFnError::new("no link store"))?;
-    let (user, _) = server::signed_in()?;
-    Ok(links.take(&id, &user.username))
+    let (user, core) = server::signed_in()?;
+    links.take(core, id, user.username).await
 }
 
 /// Disables `username` (`disabled` = `true`: they cannot sign in, their

@@ -299,4 +299,32 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX task_results_credential ON task_results(credential_id, finished_at);
     CREATE INDEX task_results_expires ON task_results(expires_at);
     "#,
+    // 19: what replicas on one PostgreSQL must share rather than keep in
+    // memory: the secrets a page shows once (a token minted in the console,
+    // an invite or reset link), held briefly for the one user who may see
+    // them, taken (deleted) when shown and swept when expired; and failed
+    // sign-ins per address and per username, so N replicas do not give N
+    // times the attempts (unused on SQLite: one process counts in memory).
+    r#"
+    CREATE TABLE show_once (
+        kind       TEXT NOT NULL,
+        handle     TEXT NOT NULL,
+        viewer     TEXT NOT NULL,
+        payload    TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        PRIMARY KEY (kind, handle)
+    );
+    CREATE INDEX show_once_expires ON show_once(expires_at);
+    CREATE TABLE sign_in_failures (
+        scope           TEXT NOT NULL,
+        subject         TEXT NOT NULL,
+        failures        BIGINT NOT NULL,
+        last_failure_at BIGINT NOT NULL,
+        blocked_until   BIGINT NOT NULL,
+        forget_at       BIGINT NOT NULL,
+        PRIMARY KEY (scope, subject)
+    );
+    CREATE INDEX sign_in_failures_forget ON sign_in_failures(forget_at);
+    "#,
 ];
