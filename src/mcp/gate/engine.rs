@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use super::{Mode, announce, granted, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
-use crate::mcp::upstream::catalogue::{self, HeldTool, UpstreamTool};
 use crate::mcp::upstream::input_required as upstream_input;
+use crate::mcp::upstream::merged::{self, HeldTool, UpstreamTool};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Where an exposed tool runs.
@@ -65,9 +65,9 @@ impl Target {
 
 /// SHA-256 of what a person approves when they approve a call to a tool:
 /// the tool exactly as agents are shown it, every field, under its exposed
-/// name — the same digest as a pin's ([`catalogue::tool_digest`]).
+/// name — the same digest as a pin's ([`merged::tool_digest`]).
 pub fn tool_digest(tool: &Tool) -> String {
-    catalogue::tool_digest(tool, &tool.name)
+    merged::tool_digest(tool, &tool.name)
 }
 
 /// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
