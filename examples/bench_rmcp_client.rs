@@ -22,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(token) = args.next() {
         config = config.auth_header(token);
     }
-    gatehouse::mcp::upstream::link::install_crypto_provider();
+    gatehouse::tls::install_crypto_provider();
     let client = ().serve(StreamableHttpClientTransport::from_config(config)).await?;
     let mut samples = Vec::new();
     let end = Instant::now() + Duration::from_secs(seconds);

@@ -29,4 +29,5 @@ pub mod startup;
 pub mod state;
 pub mod telemetry;
 pub mod throttle;
+pub mod tls;
 pub mod tool_error;

@@ -142,9 +142,9 @@ impl Application {
         let state = self.state;
         let shutdown = state.mcp.shutdown.clone();
         let tasks = state.mcp.tasks.clone();
-        let sweeper = tasks.spawn(crate::mcp::sessions::sweeper(
+        let sweeper = tasks.spawn(crate::mcp::mcp_sessions::sweeper(
             state.core().clone(),
-            state.mcp.sessions.clone(),
+            state.mcp.mcp_sessions.clone(),
             state.mcp.upstreams.listeners().clone(),
             shutdown.clone(),
         ));
@@ -172,9 +172,9 @@ impl Application {
             ))
         });
         // Rules that match no tool (once the upstreams are listed) are logged.
-        tasks.spawn(crate::mcp::catalog::warn_unmatched_rules(
+        tasks.spawn(crate::mcp::tool_overview::warn_unmatched_rules(
             state.mcp.clone(),
-            crate::mcp::catalog::UNMATCHED_CHECK_WAIT,
+            crate::mcp::tool_overview::UNMATCHED_CHECK_WAIT,
             shutdown.clone(),
         ));
         // Start-up is done: migrated, paused executions restored, tasks running.

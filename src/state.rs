@@ -45,7 +45,7 @@ impl AppState {
     /// URL if configured); starts the configured upstreams, their tasks
     /// tracked by the new `mcp.tasks` that the server drains at shutdown.
     pub fn new(config: &Config, core: Core, bound: SocketAddr, shutdown: CancellationToken) -> anyhow::Result<Self> {
-        crate::mcp::upstream::link::install_crypto_provider();
+        crate::tls::install_crypto_provider();
         // The built-in tools' names, which no upstream tool may shadow.
         let reserved = crate::mcp::tools::all().iter().map(|t| t.name.to_string()).collect();
         let tasks = TaskTracker::new();
@@ -73,7 +73,7 @@ impl AppState {
                 native_url: config.native_url,
                 upstreams,
                 list_page_size: config.list_page_size,
-                sessions: crate::mcp::sessions::SessionBindings::new(
+                mcp_sessions: crate::mcp::mcp_sessions::McpSessionBindings::new(
                     crate::mcp::session_manager(config.approval_ttl),
                     config.limits.max_sessions_per_credential,
                     config.limits.max_sessions,

@@ -107,7 +107,7 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
     // id is issued: an unbound or foreign id does not exist for this caller.
     let session = request.headers().get("mcp-session-id").map(|v| v.to_str().unwrap_or_default().to_string());
     if let Some(sid) = &session
-        && state.sessions.owner(sid).as_deref() != Some(credential.id.as_str())
+        && state.mcp_sessions.owner(sid).as_deref() != Some(credential.id.as_str())
     {
         tracing::warn!(credential = %credential.id, "session id not bound to this credential");
         return jsonrpc_error(StatusCode::NOT_FOUND, -32001, "Session not found".into());
@@ -147,7 +147,7 @@ async fn serve_authenticated(
         if response.status().is_success()
             && let Some(sid) = &session
         {
-            state.sessions.unbind(sid);
+            state.mcp_sessions.unbind(sid);
         }
         if response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
@@ -175,7 +175,7 @@ async fn serve_authenticated(
     };
     // A new session holds a place from its `initialize` until its id is bound.
     let reservation = match session {
-        None if is_initialize(&bytes) => match state.sessions.reserve(&credential_id) {
+        None if is_initialize(&bytes) => match state.mcp_sessions.reserve(&credential_id) {
             Ok(r) => Some(r),
             Err(limit) => {
                 tracing::warn!(credential = %credential_id, %limit, "MCP session refused");

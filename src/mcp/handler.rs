@@ -22,14 +22,14 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::gate::Mode;
+use super::mcp_sessions::McpSessionBindings;
 use super::results::Served;
-use super::sessions::SessionBindings;
 use super::tools::{self, Caller};
 use super::{McpState, gate, paging, subjects};
-use crate::mcp::upstream::catalogue::Listed;
 use crate::mcp::upstream::input_required as upstream_input;
 use crate::mcp::upstream::listeners::{ListenPermit, MAX_LISTEN_RESOURCES};
-use crate::mcp::upstream::session::{Downstream, Origin};
+use crate::mcp::upstream::listing::Listed;
+use crate::mcp::upstream::mcp_session::{Downstream, Origin};
 use crate::mcp::upstream::tasks::{self as upstream_tasks, Owner as TaskOwner};
 use gatehouse_core::policy::Subject;
 use rmcp::model::Reference;
@@ -40,7 +40,7 @@ struct SessionGuard {
     live: LiveHub,
     approvals: ApprovalStore,
     grants: GrantStore,
-    bindings: Arc<SessionBindings>,
+    bindings: Arc<McpSessionBindings>,
     session_id: Mutex<Option<String>>,
 }
 
@@ -121,7 +121,7 @@ impl GatehouseMcp {
             live: state.core.live.clone(),
             approvals: state.core.approvals.clone(),
             grants: state.core.grants.clone(),
-            bindings: state.sessions.clone(),
+            bindings: state.mcp_sessions.clone(),
             session_id: Mutex::new(None),
         });
         Self { state, guard, downstream: Downstream::new() }

@@ -2,14 +2,14 @@
 //! router, behind Gatehouse's bearer authentication.
 
 pub mod auth;
-pub mod catalog;
 pub mod gate;
 pub mod handler;
+pub mod mcp_sessions;
 pub mod paging;
 pub mod results;
-pub mod sessions;
 pub mod slots;
 pub mod subjects;
+pub mod tool_overview;
 pub mod tools;
 pub mod upstream;
 
@@ -23,7 +23,7 @@ use rmcp::transport::streamable_http_server::{
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::mcp::upstream::session::WatchedSessions;
+use crate::mcp::upstream::agent_streams::WatchedMcpSessions;
 use crate::security::AllowList;
 
 /// What the MCP side needs from the server: one `Arc`, cloned per request.
@@ -67,7 +67,7 @@ pub struct McpShared {
     /// Items per page of the merged lists.
     pub list_page_size: usize,
     /// Which credential each session belongs to; the session caps.
-    pub sessions: Arc<sessions::SessionBindings>,
+    pub mcp_sessions: Arc<mcp_sessions::McpSessionBindings>,
     /// `/mcp` requests in progress, per credential and in all.
     pub slots: Arc<slots::RequestSlots>,
     /// Trust switches and caps.
@@ -102,7 +102,7 @@ pub fn router(state: McpState, allow: &AllowList) -> Router {
         .with_cancellation_token(state.shutdown.clone());
     let factory_state = state.clone();
     // Relayed upstream requests need to know which agent streams are open.
-    let sessions = WatchedSessions::new(state.sessions.manager().clone(), state.upstreams.agent_streams());
+    let sessions = WatchedMcpSessions::new(state.mcp_sessions.manager().clone(), state.upstreams.agent_streams());
     let service = StreamableHttpService::new(
         move || Ok(handler::GatehouseMcp::new(factory_state.clone())),
         Arc::new(sessions),
@@ -118,7 +118,7 @@ pub fn router(state: McpState, allow: &AllowList) -> Router {
 /// whole config (the host and origin lists, and a cancellation token whose
 /// clone and drop take a lock): four times per request without this.
 #[derive(Clone)]
-struct Endpoint(Arc<StreamableHttpService<handler::GatehouseMcp, WatchedSessions<LocalSessionManager>>>);
+struct Endpoint(Arc<StreamableHttpService<handler::GatehouseMcp, WatchedMcpSessions<LocalSessionManager>>>);
 
 impl tower::Service<axum::extract::Request> for Endpoint {
     type Response = axum::response::Response;

@@ -39,7 +39,7 @@ pub struct Caller {
     /// The MCP session, if the protocol has one.
     pub session_id: Option<String>,
     /// The agent request being served, for what an upstream sends back.
-    pub origin: crate::mcp::upstream::session::Origin,
+    pub origin: crate::mcp::upstream::mcp_session::Origin,
 }
 
 /// Arguments of `gatehouse_policy_set`.

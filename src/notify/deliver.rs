@@ -91,7 +91,7 @@ impl TargetStatus {
 /// The HTTP client for every target: no redirects (a redirect would carry
 /// the signed message somewhere the operator did not configure).
 pub fn client() -> upstream_http::Client {
-    crate::mcp::upstream::link::install_crypto_provider();
+    crate::tls::install_crypto_provider();
     upstream_http::Client::builder()
         .redirect(upstream_http::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))

@@ -60,7 +60,7 @@ impl Fetcher {
         let host = url.host_str().unwrap_or_default().to_string();
         let port = url.port_or_known_default().unwrap_or(443);
         let address = self.resolve(&host, port).await.map_err(refuse)?;
-        crate::mcp::upstream::link::install_crypto_provider();
+        crate::tls::install_crypto_provider();
         let mut builder = upstream_http::Client::builder()
             .redirect(upstream_http::redirect::Policy::none())
             .timeout(TIMEOUT)

@@ -316,7 +316,7 @@ async fn a_stdio_child_gets_a_cleared_environment_plus_its_configured_env() {
     let env: serde_json::Map<String, Value> = serde_json::from_str(&text_of(&result)).expect("the child's environment");
     assert_eq!(env["CONFIGURED"], "yes");
     assert!(!env.contains_key("GATEHOUSE_TEST_SECRET"), "{env:?}");
-    let inherited = gatehouse::mcp::upstream::link::INHERITED_ENV;
+    let inherited = gatehouse::mcp::upstream::stdio::INHERITED_ENV;
     let foreign: Vec<&String> = env.keys().filter(|k| *k != "CONFIGURED" && !inherited.contains(&k.as_str())).collect();
     assert!(foreign.is_empty(), "only the allowlist and env reach the child: {foreign:?}");
     if let Ok(path) = std::env::var("PATH") {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
-use crate::mcp::upstream::catalogue::{self, HeldTool, UpstreamTool};
+use crate::mcp::upstream::merged::{self, HeldTool, UpstreamTool};
 use crate::mcp::upstream::input_required as upstream_input;
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
@@ -63,9 +63,9 @@ impl Target {
 
 /// SHA-256 of what a person approves when they approve a call to a tool:
 /// the tool exactly as agents are shown it, every field, under its exposed
-/// name — the same digest as a pin's ([`catalogue::tool_digest`]).
+/// name — the same digest as a pin's ([`merged::tool_digest`]).
 pub fn tool_digest(tool: &Tool) -> String {
-    catalogue::tool_digest(tool, &tool.name)
+    merged::tool_digest(tool, &tool.name)
 }
 
 /// Runs a resolved tool now (policy already passed, or the call was

@@ -34,7 +34,7 @@ use super::input_required::url_request;
 use super::outcome::{run_approved, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
-use crate::mcp::upstream::session::{Downstream, Origin};
+use crate::mcp::upstream::mcp_session::{Downstream, Origin};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// How often a client is asked to poll a task.

@@ -1,5 +1,6 @@
 //! Error text from upstreams as Gatehouse shows it: one line with its
-//! causes, and never a secret an upstream's URL carries.
+//! causes, never a secret an upstream's URL carries, and names from an
+//! upstream quoted short and few at a time.
 
 /// An error and its causes, on one line (a cause already quoted by the
 /// message before it is not repeated).
@@ -45,6 +46,24 @@ pub fn sanitize(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// How many refused names or name collisions one message quotes.
+const QUOTED_NAMES: usize = 3;
+
+/// The first few of `items` joined by `separator`, and how many more there are.
+pub(super) fn summary(items: &[String], separator: &str) -> String {
+    let mut text = items.iter().take(QUOTED_NAMES).map(String::as_str).collect::<Vec<_>>().join(separator);
+    if items.len() > QUOTED_NAMES {
+        text.push_str(&format!(" (and {} more)", items.len() - QUOTED_NAMES));
+    }
+    text
+}
+
+/// A name from an upstream as it may be quoted: escaped and cut short.
+pub(super) fn quoted(name: &str) -> String {
+    let cut: String = name.chars().take(64).collect();
+    if cut.len() < name.len() { format!("{cut:?}…") } else { format!("{cut:?}") }
 }
 
 #[cfg(test)]

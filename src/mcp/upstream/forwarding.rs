@@ -10,20 +10,20 @@ use std::time::Duration;
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
-    CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, LoggingLevel,
-    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject, ServerResult,
-    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams, GetPromptResponse, InputRequiredResult,
+    LoggingLevel, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference, RequestMetaObject,
+    ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
 
 use super::Upstreams;
-use super::catalogue::UpstreamTool;
 use super::errors::sanitize;
 use super::input_required::{self, Continuation, Round};
-use super::link::Link;
+use super::link::{Link, supports_logging};
+use super::mcp_session::{Downstream, Origin};
+use super::merged::UpstreamTool;
 use super::registry::relayable_per_request;
 use super::relay;
-use super::session::{Downstream, Origin};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// The answer to a call its agent cancelled (which nobody reads).
@@ -110,9 +110,12 @@ pub(super) async fn send(
     }
 }
 
-/// Whether the upstream at the other end of `peer` declared logging.
-pub(super) fn supports_logging(peer: &Peer<RoleClient>) -> bool {
-    peer.peer_info().is_some_and(|i| i.capabilities.logging.is_some())
+/// Where a request that may take input rounds goes: on `link`, for the
+/// agent request `origin`; `what` is its method, for errors and logs.
+struct InputRounds<'a> {
+    link: &'a Link,
+    origin: &'a Origin,
+    what: &'a str,
 }
 
 impl Upstreams {
@@ -214,32 +217,27 @@ impl Upstreams {
         exposed: &str,
         arguments: Option<rmcp::model::JsonObject>,
         origin: &Origin,
-        mut answers: Continuation,
+        answers: Continuation,
     ) -> Result<GetPromptResponse, ErrorData> {
         let (upstream, name) = self
             .prompt_owner(exposed)
             .ok_or_else(|| ErrorData::invalid_params(format!("Unknown prompt: {exposed}"), None))?;
         let link = self.link(&upstream, &origin.downstream).await.map_err(|e| upstream_error("prompts/get", e))?;
-        let mut rounds = input_required::Rounds::default();
-        loop {
+        let request = |answers: &mut Continuation| {
             let mut params = GetPromptRequestParams::new(name.clone());
             if let Some(arguments) = arguments.clone() {
                 params = params.with_arguments(arguments);
             }
             params.input_responses = answers.input_responses.take();
             params.request_state = answers.request_state.take();
-            let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
-            let asked = match send(&link, "prompts/get", request, origin).await? {
-                ServerResult::GetPromptResult(result) => return Ok(GetPromptResponse::Complete(result)),
-                ServerResult::InputRequiredResult(asked) => asked,
-                _ => return Err(upstream_error("prompts/get", "the upstream answered with something else")),
-            };
-            match self.input_round(&link, origin, asked, &mut rounds).await {
-                Ok(Round::ToAgent(asked)) => return Ok(GetPromptResponse::InputRequired(asked)),
-                Ok(Round::Answered(next)) => answers = next,
-                Err(why) => return Err(upstream_error("prompts/get", why)),
-            }
-        }
+            ClientRequest::GetPromptRequest(GetPromptRequest::new(params))
+        };
+        let complete = |answer: ServerResult| match answer {
+            ServerResult::GetPromptResult(result) => Some(GetPromptResponse::Complete(result)),
+            _ => None,
+        };
+        let rounds = InputRounds { link: &link, origin, what: "prompts/get" };
+        self.with_input_rounds(rounds, answers, request, complete, GetPromptResponse::InputRequired).await
     }
 
     /// `resources/read` of `uri` (normalised), at the upstream that serves
@@ -248,27 +246,56 @@ impl Upstreams {
         &self,
         uri: &str,
         origin: &Origin,
-        mut answers: Continuation,
+        answers: Continuation,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (upstream, spelling) = self
             .resource_route(uri)
             .ok_or_else(|| ErrorData::resource_not_found(format!("Resource not found: {uri}"), None))?;
         let link = self.link(&upstream, &origin.downstream).await.map_err(|e| upstream_error("resources/read", e))?;
-        let mut rounds = input_required::Rounds::default();
-        loop {
+        let request = |answers: &mut Continuation| {
             let mut params = ReadResourceRequestParams::new(spelling.clone());
             params.input_responses = answers.input_responses.take();
             params.request_state = answers.request_state.take();
-            let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
-            let asked = match send(&link, "resources/read", request, origin).await? {
-                ServerResult::ReadResourceResult(result) => return Ok(ReadResourceResponse::Complete(result)),
+            ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
+        };
+        let complete = |answer: ServerResult| match answer {
+            ServerResult::ReadResourceResult(result) => Some(ReadResourceResponse::Complete(result)),
+            _ => None,
+        };
+        let rounds = InputRounds { link: &link, origin, what: "resources/read" };
+        self.with_input_rounds(rounds, answers, request, complete, ReadResourceResponse::InputRequired).await
+    }
+
+    /// Sends the request `request` makes of `answers` and, while the upstream
+    /// answers with `input_required`, runs an input round: a 2026-07-28
+    /// agent gets the upstream's question (`to_agent`), a 2025-11-25 agent's
+    /// answers go back in the next request, up to
+    /// [`input_required::MAX_ROUNDS`]. `complete` takes the upstream's final
+    /// answer (`None`: not the kind of answer `what` has). Any failure is
+    /// `what`'s error; `tools/call`, whose failures are tool results, has a
+    /// loop of its own ([`Upstreams::call`]).
+    async fn with_input_rounds<R>(
+        &self,
+        rounds: InputRounds<'_>,
+        mut answers: Continuation,
+        request: impl Fn(&mut Continuation) -> ClientRequest,
+        complete: impl Fn(ServerResult) -> Option<R>,
+        to_agent: impl FnOnce(InputRequiredResult) -> R,
+    ) -> Result<R, ErrorData> {
+        let InputRounds { link, origin, what } = rounds;
+        let mut so_far = input_required::Rounds::default();
+        loop {
+            let asked = match send(link, what, request(&mut answers), origin).await? {
                 ServerResult::InputRequiredResult(asked) => asked,
-                _ => return Err(upstream_error("resources/read", "the upstream answered with something else")),
+                answer => {
+                    return complete(answer)
+                        .ok_or_else(|| upstream_error(what, "the upstream answered with something else"));
+                }
             };
-            match self.input_round(&link, origin, asked, &mut rounds).await {
-                Ok(Round::ToAgent(asked)) => return Ok(ReadResourceResponse::InputRequired(asked)),
+            match self.input_round(link, origin, asked, &mut so_far).await {
+                Ok(Round::ToAgent(asked)) => return Ok(to_agent(asked)),
                 Ok(Round::Answered(next)) => answers = next,
-                Err(why) => return Err(upstream_error("resources/read", why)),
+                Err(why) => return Err(upstream_error(what, why)),
             }
         }
     }
@@ -349,7 +376,7 @@ impl Upstreams {
     /// connections are filtered by it) and passed to its own upstream sessions.
     pub async fn set_level(&self, level: LoggingLevel, downstream: &Arc<Downstream>) {
         downstream.set_level(level);
-        for cell in downstream.link_cells() {
+        for cell in self.link_cells(downstream) {
             let link = cell.lock().await.clone();
             if let Some(link) = link
                 && supports_logging(&link.peer)
@@ -362,7 +389,7 @@ impl Upstreams {
     /// The agent's roots changed: its own upstream sessions hear it (and ask
     /// again). A shared connection does not: whose roots would it ask for?
     pub async fn roots_changed(&self, downstream: &Arc<Downstream>) {
-        for cell in downstream.link_cells() {
+        for cell in self.link_cells(downstream) {
             let link = cell.lock().await.clone();
             if let Some(link) = link {
                 let _ = tokio::time::timeout(link.call_timeout, link.peer.notify_roots_list_changed()).await;

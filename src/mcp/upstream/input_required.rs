@@ -42,10 +42,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::Upstreams;
-use super::catalogue::UpstreamTool;
+use super::agent_streams::Delivery;
 use super::link::Link;
+use super::mcp_session::Origin;
+use super::merged::UpstreamTool;
 use super::relay::Asked;
-use super::session::{Delivery, Origin};
 use crate::mcp::McpState;
 use crate::mcp::gate::{self, granted};
 use crate::mcp::tools::{self, Caller};

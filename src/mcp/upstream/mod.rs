@@ -1,32 +1,43 @@
 //! Upstream MCP servers behind the gate, proxied transparently.
 //!
 //! Each `[[upstream]]` has one supervised shared connection (a stdio child
-//! process, or a Streamable HTTP client) that lists its tools, prompts and
-//! resources under the upstream's prefix and is restarted with backoff when
-//! it dies ([`supervision`]). What they offer is merged into one catalogue
-//! ([`catalogue`]); an agent's requests are sent to the upstream that offers
-//! what they name (`forwarding`). An agent's MCP session gets sessions of
-//! its own at HTTP upstreams (`registry`, [`session::Downstream`]), so
-//! per-session state never crosses agents; stdio upstreams are one process
-//! shared by all. What an upstream sends to its client is relayed to the
-//! agent whose request caused it ([`relay`]), over one connection ([`link`]);
-//! a 2026-07-28 upstream's list changes and resource updates are heard on a
-//! `subscriptions/listen` Gatehouse holds open to it (`subscription`).
-//! An upstream's tasks reach the agent under Gatehouse's own ids ([`tasks`]).
+//! process, [`stdio`], or a Streamable HTTP client, `http`) that lists its
+//! tools, prompts and resources under the upstream's prefix ([`listing`])
+//! and is restarted with backoff when it dies ([`supervision`]). What they
+//! offer is merged into the lists agents see ([`merged`]); an agent's
+//! requests are sent to the upstream that offers what they name
+//! (`forwarding`). An agent's MCP session ([`mcp_session::Downstream`]) gets
+//! sessions of its own at HTTP upstreams (`registry`), so per-session state
+//! never crosses agents; stdio upstreams are one process shared by all. What
+//! an upstream sends to its client is relayed to the agent whose request
+//! caused it ([`relay`]), over one connection ([`link`]), on the agent's
+//! stream while it is open ([`agent_streams`]); a 2026-07-28 upstream's list
+//! changes and resource updates are heard on a `subscriptions/listen`
+//! Gatehouse holds open to it (`subscription`). An upstream's tasks reach the
+//! agent under Gatehouse's own ids ([`tasks`]).
+//!
+//! Imports between these files run one way, lowest first: `errors`,
+//! `agent_streams`, `mcp_session`, `stdio`, `http`, `relay`, `link`, then
+//! what sends on a link (`listing`, `merged`, `subscription`, `registry`,
+//! `forwarding`, ...); `Upstreams` (here) is the handle they all share.
 
 // Logging, subscriptions and server→client requests are deprecated by
 // SEP-2577 but are the 2025-11-25 protocol upstreams and agents speak.
 #![allow(deprecated)]
 
-pub mod catalogue;
+pub mod agent_streams;
 pub mod errors;
 mod forwarding;
+mod http;
 pub mod input_required;
 pub mod link;
 pub mod listeners;
+pub mod listing;
+pub mod mcp_session;
+pub mod merged;
 mod registry;
 pub mod relay;
-pub mod session;
+pub mod stdio;
 mod subscription;
 pub mod supervision;
 pub mod tasks;
@@ -39,10 +50,12 @@ use gatehouse_core::live::{LiveHub, UpstreamInfo};
 use tokio_util::task::TaskTracker;
 
 use crate::config::UpstreamConfig;
-use catalogue::{Catalog, RefreshGate, expose, summary};
-use errors::sanitize;
-use link::{ChildWatch, Link};
-use session::Downstream;
+use errors::{sanitize, summary};
+use link::Link;
+use listing::UpstreamLists;
+use mcp_session::Downstream;
+use merged::{RefreshGate, expose};
+use stdio::ChildWatch;
 use supervision::Health;
 
 /// One upstream: its config, health and what it offers.
@@ -52,16 +65,16 @@ struct Slot {
     /// Why the connection last failed or ended (sanitized).
     last_error: Option<String>,
     /// What it offers, its names checked and its lists capped.
-    offered: Catalog,
+    offered: UpstreamLists,
     /// What of that is exposed: `offered` less the names another upstream
     /// or a built-in tool also has ([`expose`]).
-    catalog: Catalog,
+    exposed: UpstreamLists,
     /// What its last listing refused or cut short.
     list_problems: Vec<String>,
     /// Names it offers that collide with another upstream's or a built-in.
     conflicts: Vec<String>,
     /// Its tools held back: their definitions are not the pinned ones.
-    held: Vec<catalogue::HeldTool>,
+    held: Vec<merged::HeldTool>,
     link: Option<Link>,
     /// The protocol revision its shared connection negotiated (while up).
     protocol: Option<String>,
@@ -69,7 +82,7 @@ struct Slot {
     pid: Option<u32>,
     /// A stdio child's stderr tail (of the current or last process).
     child: Option<ChildWatch>,
-    /// One catalogue refresh at a time.
+    /// One re-listing at a time.
     refresh: Arc<RefreshGate>,
 }
 
@@ -80,8 +93,8 @@ impl Slot {
             config: config.clone(),
             health: if config.enabled { Health::Down } else { Health::Disabled },
             last_error: None,
-            offered: Catalog::default(),
-            catalog: Catalog::default(),
+            offered: UpstreamLists::default(),
+            exposed: UpstreamLists::default(),
             list_problems: Vec::new(),
             conflicts: Vec::new(),
             held: Vec::new(),
@@ -125,7 +138,9 @@ pub(crate) struct Inner {
     /// subscribe must not slip past.
     subscribing: tokio::sync::Mutex<()>,
     /// Which of the agents' SSE streams are open (relayed requests need one).
-    pub(crate) streams: session::AgentStreams,
+    pub(crate) streams: agent_streams::AgentStreams,
+    /// Each agent MCP session's own sessions at HTTP upstreams.
+    agent_links: registry::AgentLinks,
     /// The application's background tasks: everything this side spawns is
     /// tracked here, so shutdown can wait for it.
     tasks: TaskTracker,
@@ -150,7 +165,7 @@ impl Upstreams {
     }
 
     /// Changes one upstream's slot, then recomputes what every upstream
-    /// exposes (one's catalogue decides what another's collides with).
+    /// exposes (one's lists decide what another's collide with).
     fn update(&self, name: &str, f: impl FnOnce(&mut Slot)) {
         let pins = self.inner.pins.as_ref().map(|p| {
             p.all().unwrap_or_else(|e| {
@@ -179,7 +194,7 @@ impl Upstreams {
                 name: name.clone(),
                 health: s.health.as_str().to_string(),
                 transport: if s.config.command.is_some() { "stdio" } else { "http" }.to_string(),
-                tools: s.catalog.tools.len(),
+                tools: s.exposed.tools.len(),
                 restarts: s.restarts,
                 last_error: s.shown_error(),
             })

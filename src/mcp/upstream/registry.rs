@@ -1,17 +1,51 @@
-//! The session registry: every agent session the upstreams may need to
-//! reach (for list changes and resource updates), and each agent session's
-//! own sessions at HTTP upstreams, opened on first use.
+//! The registry of agents' MCP sessions: every one the upstreams may need
+//! to reach (for list changes and resource updates), and each one's own
+//! sessions at HTTP upstreams, opened on first use and closed when the
+//! agent's MCP session ends.
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::model::{ClientCapabilities, SetLevelRequestParams, TASKS_EXTENSION_ID};
 
-use super::Upstreams;
 use super::errors::{error_chain, sanitize};
-use super::forwarding::supports_logging;
-use super::link::{self, Link};
+use super::link::{self, Link, supports_logging};
+use super::mcp_session::Downstream;
 use super::relay::{Relay, RelayState};
-use super::session::{self, Downstream};
+use super::{Inner, Upstreams, agent_streams};
+
+/// Where one upstream session of an agent's MCP session lives (empty until
+/// opened); one lock per upstream, so a slow one does not hold up the others.
+pub(crate) type LinkCell = Arc<tokio::sync::Mutex<Option<Link>>>;
+
+/// Each agent MCP session's own sessions at HTTP upstreams: by the
+/// [`Downstream`]'s key, then by upstream name. Kept here, not in the
+/// `Downstream` (which the relay below needs), and dropped when the
+/// `Downstream` is ([`ReleaseLinks`]), which closes them.
+#[derive(Default)]
+pub(crate) struct AgentLinks(Mutex<HashMap<u64, HashMap<String, LinkCell>>>);
+
+impl AgentLinks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, HashMap<String, LinkCell>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Held by a [`Downstream`] once it has upstream sessions of its own: when
+/// the agent's MCP session ends, they are dropped (and so closed).
+struct ReleaseLinks {
+    upstreams: Weak<Inner>,
+    key: u64,
+}
+
+impl Drop for ReleaseLinks {
+    fn drop(&mut self) {
+        let Some(inner) = self.upstreams.upgrade() else { return };
+        // Dropped outside the lock: closing a connection is not done under it.
+        let released = inner.agent_links.lock().remove(&self.key);
+        drop(released);
+    }
+}
 
 /// Of what an agent's client declared, what an upstream may count on
 /// through Gatehouse: sampling, elicitation and roots, which it relays. Not
@@ -46,8 +80,8 @@ fn agent_capabilities(downstream: &Downstream) -> ClientCapabilities {
 
 impl Upstreams {
     /// Where the agents' open SSE streams are recorded: give it to
-    /// [`session::WatchedSessions`] in front of rmcp's session manager.
-    pub fn agent_streams(&self) -> session::AgentStreams {
+    /// [`agent_streams::WatchedMcpSessions`] in front of rmcp's session manager.
+    pub fn agent_streams(&self) -> agent_streams::AgentStreams {
         self.inner.streams.clone()
     }
 
@@ -56,6 +90,21 @@ impl Upstreams {
         let mut all = self.inner.downstreams.lock().unwrap_or_else(|p| p.into_inner());
         all.retain(|d| d.strong_count() > 0);
         all.push(Arc::downgrade(downstream));
+    }
+
+    /// The cell for `downstream`'s own session at upstream `name`.
+    pub(crate) fn link_cell(&self, downstream: &Downstream, name: &str) -> LinkCell {
+        let key = downstream.key;
+        let upstreams = Arc::downgrade(&self.inner);
+        downstream.end_with(|| Box::new(ReleaseLinks { upstreams, key }));
+        let mut all = self.inner.agent_links.lock();
+        all.entry(key).or_default().entry(name.to_string()).or_default().clone()
+    }
+
+    /// Every cell of `downstream`'s, for passing something to all of its own upstream sessions.
+    pub(crate) fn link_cells(&self, downstream: &Downstream) -> Vec<LinkCell> {
+        let all = self.inner.agent_links.lock();
+        all.get(&downstream.key).map(|cells| cells.values().cloned().collect()).unwrap_or_default()
     }
 
     /// Every agent session still open.
@@ -113,7 +162,7 @@ impl Upstreams {
             return Ok(shared);
         }
         let modern = link::is_modern(&shared.peer);
-        let cell = downstream.link_cell(name);
+        let cell = self.link_cell(downstream, name);
         let mut slot = cell.lock().await;
         if let Some(link) = slot.as_ref()
             && !link.peer.is_transport_closed()
@@ -145,7 +194,7 @@ impl Upstreams {
         let link = Link {
             peer: connection.service.peer().clone(),
             relay,
-            session: Some(Arc::new(connection.service)),
+            agent_service: Some(Arc::new(connection.service)),
             call_timeout: config.call_timeout,
             watch: None,
         };

@@ -7,6 +7,7 @@
 // 2025-11-25 protocol that upstreams and agents speak.
 #![allow(deprecated)]
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -24,10 +25,12 @@ use rmcp::service::{
 };
 use rmcp::transport::Transport;
 use rmcp::{ClientHandler, RoleClient};
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::session::{Delivery, Downstream, Origin, SessionStreams};
+use super::agent_streams::{Delivery, McpSessionStreams};
+use super::mcp_session::{Downstream, Origin};
 use super::{Inner, Upstreams};
 
 /// A call forwarded on this connection and still running.
@@ -38,6 +41,16 @@ struct InFlight {
     /// The progress token rmcp gave the upstream request (once sent).
     upstream_progress: Option<ProgressToken>,
     origin: Origin,
+}
+
+/// One shared connection's `subscriptions/listen` (2026-07-28), held open by
+/// `subscription.rs`; here, below it, so that the relay state can carry it.
+#[derive(Default)]
+pub(crate) struct ListenState {
+    /// The resources to watch changed: the listen is re-opened.
+    pub(super) changed: Notify,
+    /// The resource URIs (as the upstream spells them) its acknowledged filter carries.
+    pub(super) carried: watch::Sender<BTreeSet<String>>,
 }
 
 /// State shared between a connection's handler and the code that sends on it.
@@ -57,7 +70,7 @@ pub(crate) struct RelayState {
     /// their own, and it is not asked again while this connection lives.
     initialize_refused: AtomicBool,
     /// Gatehouse's own `subscriptions/listen` on this connection (2026-07-28).
-    pub(crate) listen: super::subscription::ListenState,
+    pub(crate) listen: ListenState,
 }
 
 /// Removes an in-flight entry when the forwarded call ends, however it ends.
@@ -87,12 +100,12 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// The one agent all `calls` belong to, if they all belong to one.
 /// Where a relayed request goes: the agent's session, the request it is
 /// about (none: the standalone stream), and the streams whose closing means
 /// nobody is left to answer.
 type Route = (Arc<Downstream>, Option<RequestId>, Vec<Delivery>);
 
+/// The one agent all `calls` belong to, if they all belong to one.
 fn single_agent(calls: &[InFlight]) -> Option<&InFlight> {
     let last = calls.last()?;
     calls.iter().all(|c| c.origin.downstream.key == last.origin.downstream.key).then_some(last)
@@ -238,13 +251,11 @@ impl RelayState {
     }
 }
 
-/// An upstream connection's transport that relays progress and log messages
-/// as they arrive, before whatever follows them. rmcp runs notification
-/// handlers as tasks of their own, so a call's last progress update could
-/// otherwise reach the agent after the call's result (and be lost to it).
-/// It also records each forwarded call's upstream request id and progress
-/// token as the call goes out (rmcp assigns both inside `send_request`, and
-/// the upstream may answer before that returns to the caller).
+/// An upstream connection's transport that relays progress and log messages as they arrive, before
+/// whatever follows them. rmcp runs notification handlers as tasks of their own, so a call's last
+/// progress update could otherwise reach the agent after the call's result (and be lost to it).
+/// It also records each forwarded call's upstream request id and progress token as the call goes
+/// out (rmcp assigns both inside `send_request`, and the upstream may answer before that returns).
 pub(crate) struct InOrder<T> {
     inner: T,
     relay: Arc<RelayState>,
@@ -348,9 +359,9 @@ impl RelayState {
     }
 
     /// The open streams of `downstream`'s session (none for a stateless request).
-    fn streams(&self, downstream: &Downstream) -> Option<Arc<SessionStreams>> {
-        let session = downstream.session_id()?;
-        self.upstreams.upgrade()?.streams.session(session)
+    fn streams(&self, downstream: &Downstream) -> Option<Arc<McpSessionStreams>> {
+        let mcp_session = downstream.mcp_session_id()?;
+        self.upstreams.upgrade()?.streams.of_mcp_session(mcp_session)
     }
 
     /// Sends `request` to the agent `target` names and waits for the answer,
@@ -429,9 +440,7 @@ impl RelayState {
             Err(e) => Err(refuse(ErrorCode::INTERNAL_ERROR, format!("the relay failed: {e}"))),
         }
     }
-}
 
-impl RelayState {
     fn upstreams(&self) -> Option<Upstreams> {
         self.upstreams.upgrade().map(|inner| Upstreams { inner })
     }

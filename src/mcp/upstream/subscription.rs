@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use rmcp::model::{ErrorCode, ErrorData, ServerCapabilities, ServerNotification, SubscriptionFilter};
 use rmcp::service::{ServiceError, Subscription};
-use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Upstreams;
@@ -40,16 +39,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// A listen that lasted this long was healthy: the next failure backs off from the start.
 const HEALTHY: Duration = Duration::from_secs(60);
-
-/// One shared connection's listen, as the rest of the upstream side sees it.
-#[derive(Default)]
-pub(crate) struct ListenState {
-    /// The resources to watch changed: the listen is re-opened.
-    changed: Notify,
-    /// The resource URIs (as the upstream spells them) the open listen's
-    /// acknowledged filter carries.
-    carried: watch::Sender<BTreeSet<String>>,
-}
 
 /// Why a resource cannot be watched at a 2026-07-28 upstream.
 #[derive(Debug, thiserror::Error)]

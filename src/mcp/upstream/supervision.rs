@@ -12,10 +12,11 @@ use rmcp::model::{ClientCapabilities, ElicitationCapability, RootsCapabilities, 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::catalogue::{Catalog, load_catalog};
 use super::errors::{error_chain, sanitize};
-use super::link::{self, ChildWatch, Link};
+use super::link::{self, Link};
+use super::listing::{UpstreamLists, list_upstream};
 use super::relay::{Relay, RelayState};
+use super::stdio::ChildWatch;
 use super::{Inner, Slot, Upstreams};
 use crate::config::UpstreamConfig;
 
@@ -114,7 +115,7 @@ impl Upstreams {
                 name: name.clone(),
                 health: s.health,
                 last_error: s.shown_error(),
-                tools: s.catalog.tools.len(),
+                tools: s.exposed.tools.len(),
                 restarts: s.restarts,
                 protocol: s.protocol.clone(),
                 pid: s.pid,
@@ -161,15 +162,15 @@ impl Upstreams {
                         s.pid = connection.pid;
                         s.protocol = protocol;
                     });
-                    match load_catalog(&config, &peer).await {
+                    match list_upstream(&config, &peer).await {
                         Ok(listing) => {
-                            self.record_listing(&config, &listing.catalog);
-                            let catalog = listing.catalog;
-                            tracing::info!(upstream = %config.name, tools = catalog.tools.len(), prompts = catalog.prompts.len(), resources = catalog.resources.len(), "upstream up");
+                            self.record_listing(&config, &listing.lists);
+                            let lists = listing.lists;
+                            tracing::info!(upstream = %config.name, tools = lists.tools.len(), prompts = lists.prompts.len(), resources = lists.resources.len(), "upstream up");
                             let link = Link {
                                 peer: peer.clone(),
                                 relay,
-                                session: None,
+                                agent_service: None,
                                 call_timeout: config.call_timeout,
                                 watch: watch.clone(),
                             };
@@ -181,7 +182,7 @@ impl Upstreams {
                             let listened = link.clone();
                             self.update(&config.name, |s| {
                                 s.health = Health::Up;
-                                s.offered = catalog;
+                                s.offered = lists;
                                 s.list_problems = listing.problems;
                                 s.link = Some(link);
                                 s.last_error = None;
@@ -228,7 +229,7 @@ impl Upstreams {
             self.update(&config.name, |s| {
                 was_up = s.health == Health::Up;
                 s.health = Health::Restarting;
-                s.offered = Catalog::default();
+                s.offered = UpstreamLists::default();
                 s.held.clear();
                 s.list_problems.clear();
                 s.link = None;

@@ -1,80 +1,26 @@
-//! The merged catalogue: what each upstream offers (listed page by page,
-//! within bounds, names checked and prefixed), what of it is exposed (names
-//! two upstreams or a built-in tool share are not), re-listing when an
-//! upstream says its lists changed, and finding the upstream that offers a
-//! tool, prompt or resource. Tools are pinned ([`gatehouse_core::pins`]): a
-//! tool whose definition differs from its pin, or a tool new at an upstream
-//! whose tools were already pinned, is held back, neither listed nor found,
-//! until an admin accepts it.
+//! The merged lists: what of each upstream's lists ([`super::listing`]) is
+//! exposed (names two upstreams or a built-in tool share are not), re-listing
+//! when an upstream says its lists changed, and finding the upstream that
+//! offers a tool, prompt or resource. Tools are pinned
+//! ([`gatehouse_core::pins`]): a tool whose definition differs from its pin,
+//! or a tool new at an upstream whose tools were already pinned, is held
+//! back, neither listed nor found, until an admin accepts it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use gatehouse_core::normalise;
 use gatehouse_core::pins::{self, PinMap};
-use rmcp::RoleClient;
-use rmcp::model::{PaginatedRequestParams, Prompt, Resource, ResourceTemplate, Tool};
-use rmcp::service::Peer;
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use serde_json::Value;
 
-use super::errors::{error_chain, sanitize};
+use super::errors::{quoted, sanitize, summary};
+use super::listing::{Listed, UpstreamLists, list_upstream};
 use super::{Slot, Upstreams};
 use crate::config::UpstreamConfig;
 
-/// What an upstream offers, tool and prompt names prefixed.
-#[derive(Default, Clone)]
-pub(super) struct Catalog {
-    pub(super) tools: Vec<Tool>,
-    pub(super) prompts: Vec<Prompt>,
-    pub(super) resources: Vec<Resource>,
-    pub(super) templates: Vec<ResourceTemplate>,
-    /// How long the upstream said these lists stay fresh.
-    pub(super) hints: ListHints,
-}
-
-/// An upstream's `ttlMs` for its prompt, resource and template lists (the
-/// smallest over their pages; a page without one counts as 0), and when
-/// Gatehouse listed them: what is left of it may be passed on to agents.
-#[derive(Default, Clone, Copy, Debug)]
-pub(super) struct ListHints {
-    prompts: Option<u64>,
-    resources: Option<u64>,
-    templates: Option<u64>,
-    listed_at: Option<Instant>,
-}
-
-/// Which list a caching hint is asked for.
-#[derive(Clone, Copy, Debug)]
-pub enum Listed {
-    /// `prompts/list`.
-    Prompts,
-    /// `resources/list`.
-    Resources,
-    /// `resources/templates/list`.
-    Templates,
-}
-
-impl ListHints {
-    /// What is left of the upstream's `ttlMs` for `list`, if it listed one.
-    fn left(&self, list: Listed) -> Option<u64> {
-        let ttl = match list {
-            Listed::Prompts => self.prompts,
-            Listed::Resources => self.resources,
-            Listed::Templates => self.templates,
-        }?;
-        let age = self.listed_at.map_or(u64::MAX, |at| at.elapsed().as_millis() as u64);
-        Some(ttl.saturating_sub(age))
-    }
-}
-
-/// The smallest `ttlMs` of the pages seen (`u64::MAX`: none yet).
-fn fresh_for(seen: &AtomicU64) -> Option<u64> {
-    Some(seen.load(Ordering::Relaxed)).filter(|ttl| *ttl != u64::MAX)
-}
-
-/// Coalesces catalogue refreshes of one upstream: one runs, at most one
+/// Coalesces re-listings of one upstream: one runs, at most one
 /// waits (and lists after every change announced before it starts).
 #[derive(Default)]
 pub(super) struct RefreshGate {
@@ -145,35 +91,6 @@ pub enum ReviewError {
     Store(#[from] gatehouse_core::CoreError),
 }
 
-/// Longest exposed tool or prompt name.
-const MAX_NAME_LEN: usize = 128;
-
-/// How many refused names or name collisions one message quotes.
-const QUOTED_NAMES: usize = 3;
-
-/// Whether an upstream's tool or prompt may be exposed under `exposed`:
-/// 1 to 128 of `A-Z a-z 0-9 _ . -` (its own name not empty).
-fn valid_name(own: &str, exposed: &str) -> bool {
-    !own.is_empty()
-        && exposed.len() <= MAX_NAME_LEN
-        && exposed.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-}
-
-/// The first few of `items` joined by `separator`, and how many more there are.
-pub(super) fn summary(items: &[String], separator: &str) -> String {
-    let mut text = items.iter().take(QUOTED_NAMES).map(String::as_str).collect::<Vec<_>>().join(separator);
-    if items.len() > QUOTED_NAMES {
-        text.push_str(&format!(" (and {} more)", items.len() - QUOTED_NAMES));
-    }
-    text
-}
-
-/// A name from an upstream as it may be quoted: escaped and cut short.
-fn quoted(name: &str) -> String {
-    let cut: String = name.chars().take(64).collect();
-    if cut.len() < name.len() { format!("{cut:?}…") } else { format!("{cut:?}") }
-}
-
 /// Recomputes what every upstream exposes from what each offers: a tool or
 /// prompt name that two upstreams offer is exposed by neither (whichever
 /// started first), and one that a built-in tool has (`reserved`) is not
@@ -207,17 +124,17 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
             )
         })
     };
-    let mut computed: Vec<(String, Catalog, Vec<String>, Vec<HeldTool>)> = Vec::new();
+    let mut computed: Vec<(String, UpstreamLists, Vec<String>, Vec<HeldTool>)> = Vec::new();
     for (name, slot) in slots.iter() {
         let pins = pins.filter(|_| slot.config.pin_tools);
         let prefix = slot.config.prefix();
         let mut held = Vec::new();
         let mut conflicts = Vec::new();
-        let mut catalog = Catalog {
+        let mut exposed = UpstreamLists {
             resources: slot.offered.resources.clone(),
             templates: slot.offered.templates.clone(),
             hints: slot.offered.hints,
-            ..Catalog::default()
+            ..UpstreamLists::default()
         };
         for tool in &slot.offered.tools {
             if let Some(conflict) = collision("tool", &tool.name, &tool_owners[tool.name.as_ref()], name) {
@@ -225,14 +142,14 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
                 continue;
             }
             let Some(pins) = pins else {
-                catalog.tools.push(tool.clone());
+                exposed.tools.push(tool.clone());
                 continue;
             };
             let own = tool.name.strip_prefix(prefix.as_str()).unwrap_or(&tool.name).to_string();
             let definition = definition(tool, &own);
             let digest = pins::digest(&definition);
             match pins.get(&(name.clone(), own.clone())).and_then(|p| p.view.as_ref()) {
-                Some(pin) if pin.digest == digest => catalog.tools.push(tool.clone()),
+                Some(pin) if pin.digest == digest => exposed.tools.push(tool.clone()),
                 pin => {
                     let is_new = pin.is_none();
                     held.push(HeldTool {
@@ -249,12 +166,12 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
         for prompt in &slot.offered.prompts {
             match collision("prompt", &prompt.name, &prompt_owners[prompt.name.as_str()], name) {
                 Some(conflict) => conflicts.push(conflict),
-                None => catalog.prompts.push(prompt.clone()),
+                None => exposed.prompts.push(prompt.clone()),
             }
         }
-        computed.push((name.clone(), catalog, conflicts, held));
+        computed.push((name.clone(), exposed, conflicts, held));
     }
-    for (name, catalog, conflicts, held) in computed {
+    for (name, exposed, conflicts, held) in computed {
         let Some(slot) = slots.get_mut(&name) else { continue };
         if !conflicts.is_empty() && conflicts != slot.conflicts {
             tracing::warn!(upstream = %name, collisions = conflicts.len(), "{}", summary(&conflicts, "; "));
@@ -268,7 +185,7 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
                 }
             }
         }
-        slot.catalog = catalog;
+        slot.exposed = exposed;
         slot.conflicts = conflicts;
         slot.held = held;
     }
@@ -296,10 +213,10 @@ impl Upstreams {
     /// tools of its first listing are pinned (the first definitions seen);
     /// a tool it adds later is not, and waits for an admin
     /// ([`gatehouse_core::pins::ToolPins::record_listing`]).
-    pub(super) fn record_listing(&self, config: &UpstreamConfig, catalog: &Catalog) {
+    pub(super) fn record_listing(&self, config: &UpstreamConfig, lists: &UpstreamLists) {
         let Some(pins) = self.inner.pins.as_ref().filter(|_| config.pin_tools) else { return };
         let prefix = config.prefix();
-        let definitions: Vec<(String, Value)> = catalog
+        let definitions: Vec<(String, Value)> = lists
             .tools
             .iter()
             .map(|t| {
@@ -381,15 +298,15 @@ impl Upstreams {
         else {
             return;
         };
-        match load_catalog(&config, &link.peer).await {
+        match list_upstream(&config, &link.peer).await {
             Ok(listing) => {
-                tracing::info!(upstream = %name, tools = listing.catalog.tools.len(), "upstream lists changed");
-                self.record_listing(&config, &listing.catalog);
+                tracing::info!(upstream = %name, tools = listing.lists.tools.len(), "upstream lists changed");
+                self.record_listing(&config, &listing.lists);
                 // Only if the connection listed is still the one in use (not
                 // replaced by a restart meanwhile).
                 self.update(name, |s| {
                     if s.link.as_ref().is_some_and(|l| Arc::ptr_eq(&l.relay, &link.relay)) {
-                        s.offered = listing.catalog;
+                        s.offered = listing.lists;
                         s.list_problems = listing.problems;
                     }
                 });
@@ -405,7 +322,7 @@ impl Upstreams {
         let mut all = Vec::new();
         for (name, slot) in slots.iter() {
             let prefix = slot.config.prefix();
-            for tool in &slot.catalog.tools {
+            for tool in &slot.exposed.tools {
                 all.push(UpstreamTool {
                     upstream: name.clone(),
                     name: tool.name.strip_prefix(prefix.as_str()).unwrap_or(&tool.name).to_string(),
@@ -422,7 +339,7 @@ impl Upstreams {
         // On every call: look the one tool up instead of copying and sorting them all.
         let slots = self.slots();
         slots.iter().find_map(|(name, slot)| {
-            let tool = slot.catalog.tools.iter().find(|t| t.name == exposed)?;
+            let tool = slot.exposed.tools.iter().find(|t| t.name == exposed)?;
             let prefix = slot.config.prefix();
             Some(UpstreamTool {
                 upstream: name.clone(),
@@ -434,14 +351,14 @@ impl Upstreams {
 
     /// Every upstream prompt, under its upstream's prefix.
     pub fn prompts(&self) -> Vec<Prompt> {
-        let mut all: Vec<Prompt> = self.slots().values().flat_map(|s| s.catalog.prompts.iter().cloned()).collect();
+        let mut all: Vec<Prompt> = self.slots().values().flat_map(|s| s.exposed.prompts.iter().cloned()).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
 
     /// Every upstream resource (URIs as the upstream gives them).
     pub fn resources(&self) -> Vec<Resource> {
-        let mut all: Vec<Resource> = self.slots().values().flat_map(|s| s.catalog.resources.iter().cloned()).collect();
+        let mut all: Vec<Resource> = self.slots().values().flat_map(|s| s.exposed.resources.iter().cloned()).collect();
         all.sort_by(|a, b| a.uri.cmp(&b.uri));
         all
     }
@@ -451,13 +368,13 @@ impl Upstreams {
     /// Nothing but the upstreams' listings shapes these lists (no rule hides
     /// a prompt or resource from them), so the upstreams' word holds.
     pub fn list_ttl(&self, list: Listed) -> u64 {
-        self.slots().values().filter_map(|s| s.catalog.hints.left(list)).min().unwrap_or(0)
+        self.slots().values().filter_map(|s| s.exposed.hints.left(list)).min().unwrap_or(0)
     }
 
     /// Every upstream resource template.
     pub fn resource_templates(&self) -> Vec<ResourceTemplate> {
         let mut all: Vec<ResourceTemplate> =
-            self.slots().values().flat_map(|s| s.catalog.templates.iter().cloned()).collect();
+            self.slots().values().flat_map(|s| s.exposed.templates.iter().cloned()).collect();
         all.sort_by(|a, b| a.uri_template.cmp(&b.uri_template));
         all
     }
@@ -466,7 +383,7 @@ impl Upstreams {
     pub(super) fn prompt_owner(&self, exposed: &str) -> Option<(String, String)> {
         self.slots().iter().find_map(|(name, s)| {
             let prefix = s.config.prefix();
-            s.catalog
+            s.exposed
                 .prompts
                 .iter()
                 .any(|p| p.name == exposed)
@@ -502,7 +419,7 @@ impl Upstreams {
         let listed: Vec<(&String, String)> = slots
             .iter()
             .filter_map(|(name, s)| {
-                let resources = &s.catalog.resources;
+                let resources = &s.exposed.resources;
                 resources
                     .iter()
                     .find(|r| r.uri == uri)
@@ -516,7 +433,7 @@ impl Upstreams {
         one(slots
             .iter()
             .filter(|(_, s)| {
-                s.catalog.templates.iter().any(|t| {
+                s.exposed.templates.iter().any(|t| {
                     let fixed = t.uri_template.split('{').next().unwrap_or_default();
                     t.uri_template == uri || (!fixed.is_empty() && uri.starts_with(fixed))
                 })
@@ -524,189 +441,6 @@ impl Upstreams {
             .map(|(name, _)| (name, uri.to_string()))
             .collect())
     }
-}
-
-/// Why an upstream's catalogue could not be listed.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum ListError {
-    /// `tools/list` failed.
-    #[error("tools/list failed: {0}")]
-    Tools(String),
-    /// The whole listing took longer than `list_timeout`.
-    #[error("no complete catalogue within list_timeout ({})", humantime::format_duration(*.0))]
-    Timeout(Duration),
-}
-
-/// A catalogue as listed, and what the listing refused or cut short.
-pub(super) struct Listing {
-    pub(super) catalog: Catalog,
-    pub(super) problems: Vec<String>,
-}
-
-/// Everything an upstream offers, within `list_timeout`, with tool and
-/// prompt names under its prefix; names that may not be exposed are refused
-/// and long lists cut at `max_list_pages` / `max_list_items`.
-pub(super) async fn load_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Result<Listing, ListError> {
-    tokio::time::timeout(config.list_timeout, list_catalog(config, peer))
-        .await
-        .map_err(|_| ListError::Timeout(config.list_timeout))?
-}
-
-async fn list_catalog(config: &UpstreamConfig, peer: &Peer<RoleClient>) -> Result<Listing, ListError> {
-    let caps = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
-    let mut problems = Vec::new();
-    let tools = list_pages(config, "tools", &mut problems, |p| async move {
-        peer.list_tools(p).await.map(|r| (r.tools, r.next_cursor))
-    })
-    .await
-    .map_err(|e| ListError::Tools(error_chain(&e)))?;
-    let tools = checked_names(
-        config,
-        "tool",
-        tools,
-        &mut problems,
-        |t| t.name.to_string(),
-        |t, exposed| {
-            t.name = exposed.into();
-        },
-    );
-    let listed_at = Instant::now();
-    let ttls = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
-    let prompts = if caps.prompts.is_some() {
-        let ttl = &ttls[0];
-        let listed = list_pages(config, "prompts", &mut problems, |p| async move {
-            peer.list_prompts(p).await.map(|r| {
-                ttl.fetch_min(r.ttl_ms.unwrap_or(0), Ordering::Relaxed);
-                (r.prompts, r.next_cursor)
-            })
-        })
-        .await;
-        let prompts = optional(config, "prompts", listed, &mut problems);
-        checked_names(config, "prompt", prompts, &mut problems, |p| p.name.clone(), |p, exposed| p.name = exposed)
-    } else {
-        Vec::new()
-    };
-    let (resources, templates) = if caps.resources.is_some() {
-        let ttl = &ttls[1];
-        let listed = list_pages(config, "resources", &mut problems, |p| async move {
-            peer.list_resources(p).await.map(|r| {
-                ttl.fetch_min(r.ttl_ms.unwrap_or(0), Ordering::Relaxed);
-                (r.resources, r.next_cursor)
-            })
-        })
-        .await;
-        let resources = optional(config, "resources", listed, &mut problems);
-        let ttl = &ttls[2];
-        let listed = list_pages(config, "resource templates", &mut problems, |p| async move {
-            peer.list_resource_templates(p).await.map(|r| {
-                ttl.fetch_min(r.ttl_ms.unwrap_or(0), Ordering::Relaxed);
-                (r.resource_templates, r.next_cursor)
-            })
-        })
-        .await;
-        (resources, optional(config, "resources/templates", listed, &mut problems))
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    let hints = ListHints {
-        prompts: fresh_for(&ttls[0]),
-        resources: fresh_for(&ttls[1]),
-        templates: fresh_for(&ttls[2]),
-        listed_at: Some(listed_at),
-    };
-    Ok(Listing { catalog: Catalog { tools, prompts, resources, templates, hints }, problems })
-}
-
-/// A list an upstream may fail to give (prompts, resources): its failure
-/// is noted, and nothing listed.
-fn optional<T>(
-    config: &UpstreamConfig,
-    what: &str,
-    listed: Result<Vec<T>, rmcp::service::ServiceError>,
-    problems: &mut Vec<String>,
-) -> Vec<T> {
-    listed.unwrap_or_else(|e| {
-        let problem = sanitize(&format!("{what}/list failed: {}", error_chain(&e)));
-        tracing::warn!(upstream = %config.name, "{problem}");
-        problems.push(problem);
-        Vec::new()
-    })
-}
-
-/// Follows one list's pages, stopping (with a problem noted) after
-/// `max_list_pages` pages or `max_list_items` items.
-async fn list_pages<T, F, Fut>(
-    config: &UpstreamConfig,
-    what: &str,
-    problems: &mut Vec<String>,
-    mut page: F,
-) -> Result<Vec<T>, rmcp::service::ServiceError>
-where
-    F: FnMut(Option<PaginatedRequestParams>) -> Fut,
-    Fut: Future<Output = Result<(Vec<T>, Option<String>), rmcp::service::ServiceError>>,
-{
-    let mut items = Vec::new();
-    let mut cursor: Option<String> = None;
-    for pages in 1.. {
-        let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let (got, next) = page(params).await?;
-        items.extend(got);
-        let cut = if items.len() > config.max_list_items {
-            items.truncate(config.max_list_items);
-            Some(format!("max_list_items ({})", config.max_list_items))
-        } else if next.is_some() && pages >= config.max_list_pages {
-            Some(format!("max_list_pages ({})", config.max_list_pages))
-        } else {
-            None
-        };
-        if let Some(limit) = cut {
-            let problem = format!("{what} list cut at {limit}; the rest is not exposed");
-            tracing::warn!(upstream = %config.name, "{problem}");
-            problems.push(problem);
-            break;
-        }
-        match next {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    Ok(items)
-}
-
-/// Puts `items` under the upstream's prefix, refusing those whose name may
-/// not be exposed ([`valid_name`]) or that the upstream lists twice.
-fn checked_names<T>(
-    config: &UpstreamConfig,
-    kind: &str,
-    items: Vec<T>,
-    problems: &mut Vec<String>,
-    name: impl Fn(&T) -> String,
-    rename: impl Fn(&mut T, String),
-) -> Vec<T> {
-    let prefix = config.prefix();
-    let mut seen = std::collections::HashSet::new();
-    let mut refused = Vec::new();
-    let mut kept = Vec::new();
-    for mut item in items {
-        let own = name(&item);
-        let exposed = format!("{prefix}{own}");
-        if !valid_name(&own, &exposed) || !seen.insert(exposed.clone()) {
-            refused.push(quoted(&own));
-            continue;
-        }
-        rename(&mut item, exposed);
-        kept.push(item);
-    }
-    if !refused.is_empty() {
-        let problem = format!(
-            "{kind} names refused (not 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 _ . -, or listed twice): {}",
-            summary(&refused, ", ")
-        );
-        // One line however many: a hostile list must not flood the log.
-        tracing::warn!(upstream = %config.name, refused = refused.len(), "{problem}");
-        problems.push(problem);
-    }
-    kept
 }
 
 #[cfg(test)]
@@ -752,18 +486,5 @@ mod tests {
         assert_eq!(definition(&full, &full.name), forwarded);
         forwarded["name"] = json!("read");
         assert_eq!(definition(&full, "read"), forwarded);
-    }
-
-    #[test]
-    fn names_must_be_short_and_plain() {
-        assert!(valid_name("read_file", "files__read_file"));
-        assert!(valid_name("a.b-c", "a.b-c"));
-        assert!(!valid_name("", "files__"));
-        assert!(!valid_name("read file", "files__read file"));
-        assert!(!valid_name("naïve", "naïve"));
-        assert!(!valid_name("x\n", "x\n"));
-        let long = "x".repeat(MAX_NAME_LEN + 1);
-        assert!(!valid_name(&long, &long));
-        assert!(valid_name(&long[1..], &long[1..]));
     }
 }

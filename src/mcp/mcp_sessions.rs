@@ -1,4 +1,4 @@
-//! Which credential each MCP session belongs to, how many sessions a
+//! Which credential each agent's MCP session belongs to, how many sessions a
 //! credential may hold, and the sweep that ends what a revoked credential
 //! left behind.
 //!
@@ -20,7 +20,7 @@ use super::upstream::listeners::Listeners;
 
 /// Why a new session was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionLimit {
+pub enum McpSessionLimit {
     /// The credential holds as many sessions as allowed.
     #[error("this credential already has {0} MCP sessions open (max_sessions_per_credential); end one with DELETE")]
     PerCredential(usize),
@@ -40,7 +40,7 @@ struct Table {
 }
 
 /// The session → credential bindings, with the session caps.
-pub struct SessionBindings {
+pub struct McpSessionBindings {
     table: Mutex<Table>,
     per_credential: usize,
     total: usize,
@@ -50,7 +50,7 @@ pub struct SessionBindings {
 
 /// A place held for a session being opened; given back unless bound.
 pub struct Reservation {
-    bindings: Arc<SessionBindings>,
+    bindings: Arc<McpSessionBindings>,
     credential_id: String,
     done: bool,
 }
@@ -84,7 +84,7 @@ fn release(t: &mut Table, credential_id: &str) {
     }
 }
 
-impl SessionBindings {
+impl McpSessionBindings {
     /// Bindings over rmcp's session manager, with the configured caps.
     pub fn new(manager: Arc<LocalSessionManager>, per_credential: usize, total: usize) -> Arc<Self> {
         Arc::new(Self { table: Mutex::default(), per_credential, total, manager })
@@ -100,14 +100,14 @@ impl SessionBindings {
     }
 
     /// Holds a place for a new session of `credential_id`, or says which cap it hits.
-    pub fn reserve(self: &Arc<Self>, credential_id: &str) -> Result<Reservation, SessionLimit> {
+    pub fn reserve(self: &Arc<Self>, credential_id: &str) -> Result<Reservation, McpSessionLimit> {
         let mut t = self.lock();
         if t.owner.len() + t.opening >= self.total {
-            return Err(SessionLimit::Total(self.total));
+            return Err(McpSessionLimit::Total(self.total));
         }
         let held = t.held.get(credential_id).copied().unwrap_or(0);
         if held >= self.per_credential {
-            return Err(SessionLimit::PerCredential(self.per_credential));
+            return Err(McpSessionLimit::PerCredential(self.per_credential));
         }
         t.held.insert(credential_id.to_string(), held + 1);
         t.opening += 1;
@@ -178,7 +178,7 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(2);
 
 /// One pass: sessions rmcp ended are unbound; a revoked credential's pending
 /// executions settle as `revoked` and its sessions and listen streams end.
-pub async fn sweep(core: &Core, bindings: &SessionBindings, listeners: &Listeners) {
+pub async fn sweep(core: &Core, bindings: &McpSessionBindings, listeners: &Listeners) {
     bindings.prune_ended().await;
     let mut ids = bindings.credential_ids();
     ids.extend(listeners.credential_ids());
@@ -214,7 +214,7 @@ pub async fn sweep(core: &Core, bindings: &SessionBindings, listeners: &Listener
 /// until shutdown (one owned task).
 pub async fn sweeper(
     core: Core,
-    bindings: Arc<SessionBindings>,
+    bindings: Arc<McpSessionBindings>,
     listeners: Arc<Listeners>,
     shutdown: CancellationToken,
 ) {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::McpState;
-use super::upstream::catalogue::ReviewError;
+use super::upstream::merged::ReviewError;
 
 /// One tool as the console shows it.
 fn info(tool: &Tool, upstream: Option<&str>) -> ToolInfo {
