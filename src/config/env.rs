@@ -121,17 +121,24 @@ fn key(name: &str) -> String {
 
 /// The variable's value, if it is set and not empty.
 fn read(variable: &str, kind: Kind) -> Result<Option<Value>, ConfigError> {
-    let Ok(text) = std::env::var(variable) else { return Ok(None) };
-    if text.is_empty() {
-        return Ok(None);
+    match std::env::var(variable) {
+        Ok(text) if !text.is_empty() => {
+            value(kind, &text).map(Some).map_err(|message| ConfigError::Value { key: variable.into(), message })
+        }
+        _ => Ok(None),
     }
-    let checked = match kind {
-        Kind::Text => Ok(Value::from(text.as_str())),
-        Kind::Address => text.parse::<SocketAddr>().map(|_| Value::from(text.as_str())).map_err(|e| e.to_string()),
-        Kind::Url => url::Url::parse(&text).map(|_| Value::from(text.as_str())).map_err(|e| e.to_string()),
-        Kind::Duration => super::tree::parse_duration(&text).map(|_| Value::from(text.as_str())),
+}
+
+/// A variable's text, checked as its kind and typed for the tree.
+fn value(kind: Kind, text: &str) -> Result<Value, String> {
+    let checked = |result: Result<(), String>| result.map(|()| Value::from(text));
+    match kind {
+        Kind::Text => Ok(Value::from(text)),
+        Kind::Address => checked(text.parse::<SocketAddr>().map(drop).map_err(|e| e.to_string())),
+        Kind::Url => checked(url::Url::parse(text).map(drop).map_err(|e| e.to_string())),
+        Kind::Duration => checked(super::tree::parse_duration(text).map(drop)),
         Kind::Number => text.parse::<usize>().map(Value::from).map_err(|e| e.to_string()),
-        Kind::Flag => match text.as_str() {
+        Kind::Flag => match text {
             "true" | "1" => Ok(Value::from(true)),
             "false" | "0" => Ok(Value::from(false)),
             other => Err(format!("{other:?} is not true or false")),
@@ -139,16 +146,15 @@ fn read(variable: &str, kind: Kind) -> Result<Option<Value>, ConfigError> {
         Kind::List => Ok(Value::from(
             text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect::<Vec<_>>(),
         )),
-        Kind::LogFormat => match text.as_str() {
-            "human" | "json" => Ok(Value::from(text.as_str())),
+        Kind::LogFormat => match text {
+            "human" | "json" => Ok(Value::from(text)),
             other => Err(format!("unknown log format {other:?} (human or json)")),
         },
-        Kind::NativeUrl => match text.as_str() {
-            "elicit" | "error" => Ok(Value::from(text.as_str())),
+        Kind::NativeUrl => match text {
+            "elicit" | "error" => Ok(Value::from(text)),
             other => Err(format!("{other:?} is not elicit or error")),
         },
-    };
-    checked.map(Some).map_err(|message| ConfigError::Value { key: variable.into(), message })
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +228,22 @@ mod tests {
         assert_eq!((tree.max_grants_per_user, tree.trust_client_forms), (7, true));
         assert_eq!(tree.run_window, std::time::Duration::from_secs(120));
         assert_eq!(tree.native_url, super::super::NativeUrl::Error);
+    }
+
+    #[test]
+    fn values_are_read_as_before() {
+        assert_eq!(value(Kind::Number, "abc").unwrap_err(), "invalid digit found in string");
+        assert_eq!(value(Kind::Flag, "1"), Ok(Value::from(true)));
+        assert_eq!(value(Kind::Flag, "0"), Ok(Value::from(false)));
+        assert!(value(Kind::Flag, "yes").unwrap_err().contains("not true or false"));
+        assert_eq!(value(Kind::List, " a, ,b "), Ok(Value::from(vec!["a".to_string(), "b".to_string()])));
+        assert_eq!(value(Kind::Text, " 123 "), Ok(Value::from(" 123 ")), "taken as is");
+        assert_eq!(value(Kind::Address, "x").unwrap_err(), "invalid socket address syntax");
+        assert!(value(Kind::Duration, "0s").unwrap_err().contains("longer than zero"));
+        assert!(value(Kind::LogFormat, "xml").unwrap_err().contains("(human or json)"));
+        assert!(value(Kind::NativeUrl, "ask").unwrap_err().contains("is not elicit or error"));
+        assert_eq!(key("DATABASE_URL"), "database.url");
+        assert_eq!(key("MAX_GRANTS_PER_USER"), "max_grants_per_user");
     }
 
     #[test]
