@@ -1,0 +1,264 @@
+//! The configuration tree: `gatehouse.toml` as written, one field per key.
+//!
+//! Every key is optional: `#[serde(default)]` takes the missing ones from
+//! [`FileConfig::default`], the one place each top-level default is written
+//! (`[oauth]`'s are in [`OAuthConfig::default`], `[[upstream]]`'s in
+//! [`super::upstream_defaults`]). Unknown keys are errors.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use url::Url;
+
+use super::{ConfigError, UpstreamConfig};
+use crate::notify::NotifyConfig;
+use crate::telemetry::LogFormat;
+
+/// The keys of `gatehouse.toml` (and of the `GATEHOUSE_*` variables, which
+/// [`super::env`] lays over it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    /// `listen = "127.0.0.1:8080"`: port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// `data_dir = "./.gatehouse"`: holds the database and the request-state key.
+    pub data_dir: PathBuf,
+    /// `public_url = "https://gate.example.com"`: the URL people and agents
+    /// reach Gatehouse at, if not the listen address.
+    pub public_url: Option<Url>,
+    /// `[database] url = "postgres://…"`: PostgreSQL shared by replicas.
+    pub database: DatabaseTable,
+    /// `liveness_window = "24h"`: a credential lapses after this long without a sign of life.
+    #[serde(deserialize_with = "duration")]
+    pub liveness_window: Duration,
+    /// `approval_ttl = "10m"`: pending approvals expire after this long (at most 7 days).
+    #[serde(deserialize_with = "duration")]
+    pub approval_ttl: Duration,
+    /// `max_body_bytes = 4194304`: largest accepted request body.
+    pub max_body_bytes: usize,
+    /// `log_format = "human" | "json"`
+    pub log_format: LogFormat,
+    /// Extra `Host` names (or `host:port`) to accept besides loopback and the public URL.
+    pub allowed_hosts: Vec<String>,
+    /// Extra browser origins `/mcp` accepts (e.g. `"http://localhost:6274"`).
+    pub allowed_origins: Vec<String>,
+    /// `trusted_proxies = ["10.0.0.0/8"]`: reverse proxies (CIDR blocks or
+    /// addresses) whose `X-Forwarded-For` names the client's address.
+    pub trusted_proxies: Vec<String>,
+    /// `[[policy]] pattern = "files__read_*"  action = "allow"`
+    pub policy: Vec<PolicyRule>,
+    /// `allow_model_decisions = true` lets `elicitation_mode=model` sessions decide their own calls.
+    pub allow_model_decisions: bool,
+    /// `native_url = "elicit" | "error"`: how native mode asks URL-capable 2025-11-25 clients.
+    pub native_url: NativeUrl,
+    /// `[[upstream]]` MCP servers to front.
+    pub upstream: Vec<UpstreamConfig>,
+    /// `list_page_size = 100`: items per page of tools/prompts/resources lists.
+    pub list_page_size: usize,
+    /// `trust_client_forms = true` lets a form elicitation answered by the
+    /// client decide a call (audited as the agent, never for `human_only`).
+    pub trust_client_forms: bool,
+    /// `run_window = "5m"`: an approved call must start within this long.
+    #[serde(deserialize_with = "duration")]
+    pub run_window: Duration,
+    /// `max_executions_per_credential = 20`: calls one credential may have waiting or running.
+    pub max_executions_per_credential: usize,
+    /// `max_gated_arguments_bytes = 65536`: largest arguments of a call that waits for approval.
+    pub max_gated_arguments_bytes: usize,
+    /// `max_sessions_per_credential = 16`: MCP sessions one credential may hold open.
+    pub max_sessions_per_credential: usize,
+    /// `max_sessions = 1024`: MCP sessions open in all.
+    pub max_sessions: usize,
+    /// `max_connections = 1024`: TCP connections served at once.
+    pub max_connections: usize,
+    /// `header_read_timeout = "10s"`: time a client has to send its request headers.
+    #[serde(deserialize_with = "duration")]
+    pub header_read_timeout: Duration,
+    /// `idle_timeout = "60s"`: a connection with no request in progress for this long is closed.
+    #[serde(deserialize_with = "duration")]
+    pub idle_timeout: Duration,
+    /// `max_requests_per_credential = 32`: `/mcp` requests one credential may have in progress.
+    pub max_requests_per_credential: usize,
+    /// `reserved_connections = 64`: connections `/mcp` requests never take, kept for people and probes.
+    pub reserved_connections: usize,
+    /// `max_credentials_per_user = 100`: live agent credentials one user may own.
+    pub max_credentials_per_user: usize,
+    /// `max_browser_sessions_per_user = 50`: a sign-in past it ends the user's oldest session.
+    pub max_browser_sessions_per_user: usize,
+    /// `max_oauth_clients_per_user = 50`: OAuth clients signed in as one user's agents.
+    pub max_oauth_clients_per_user: usize,
+    /// `max_grants_per_user = 500`: live grants for one user's agents.
+    pub max_grants_per_user: usize,
+    /// `audit_retention = "90d"`: audit entries older than this are deleted.
+    #[serde(deserialize_with = "duration")]
+    pub audit_retention: Duration,
+    /// `metrics_listen = "127.0.0.1:9464"`: serve `/metrics` without
+    /// authentication on this separate address.
+    pub metrics_listen: Option<SocketAddr>,
+    /// `[[notify]]` targets told when an execution opens and settles.
+    pub notify: Vec<NotifyConfig>,
+    /// `[oauth]`: Gatehouse as the authorization server of MCP clients.
+    pub oauth: OAuthConfig,
+}
+
+impl Default for FileConfig {
+    /// The default of every top-level key (and of the gate limits): written here only.
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from(".gatehouse"),
+            public_url: None,
+            database: DatabaseTable::default(),
+            liveness_window: Duration::from_secs(24 * 3600),
+            approval_ttl: Duration::from_secs(600),
+            max_body_bytes: 4 * 1024 * 1024,
+            log_format: LogFormat::Human,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
+            policy: Vec::new(),
+            allow_model_decisions: false,
+            native_url: NativeUrl::Elicit,
+            upstream: Vec::new(),
+            list_page_size: 100,
+            trust_client_forms: false,
+            run_window: Duration::from_secs(300),
+            max_executions_per_credential: 20,
+            max_gated_arguments_bytes: 64 * 1024,
+            max_sessions_per_credential: 16,
+            max_sessions: 1024,
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_requests_per_credential: 32,
+            reserved_connections: 64,
+            max_credentials_per_user: 100,
+            max_browser_sessions_per_user: 50,
+            max_oauth_clients_per_user: 50,
+            max_grants_per_user: 500,
+            audit_retention: Duration::from_secs(90 * 24 * 3600),
+            metrics_listen: None,
+            notify: Vec::new(),
+            oauth: OAuthConfig::default(),
+        }
+    }
+}
+
+impl FileConfig {
+    /// Parses a config file's text. TOML's message names the line and key;
+    /// this is why the file is read here and not by the environment overlay
+    /// (whose merged values carry no line numbers).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text)
+            .map_err(|e| ConfigError::File { path: path.into(), message: e.to_string().trim_end().to_string() })
+    }
+
+    /// Reads a config file's text.
+    pub fn read(path: &Path) -> Result<String, ConfigError> {
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::parse(path, &Self::read(path)?)
+    }
+}
+
+/// The `[database]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseTable {
+    /// `url = "postgres://gatehouse@db.internal/gatehouse"`; without it, SQLite in the data dir.
+    pub url: Option<String>,
+}
+
+/// The `[oauth]` table: Gatehouse as the authorization server of MCP clients.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// `enabled = false` turns the OAuth endpoints and their discovery off (bearer tokens only).
+    pub enabled: bool,
+    /// `access_token_ttl = "15m"`: lifetime of an access token.
+    #[serde(deserialize_with = "duration")]
+    pub access_token_ttl: Duration,
+    /// `refresh_token_ttl = "30d"`: lifetime of a refresh token (each use
+    /// rotates it; never past the credential's liveness).
+    #[serde(deserialize_with = "duration")]
+    pub refresh_token_ttl: Duration,
+    /// `allow_private_client_metadata = true` lets client metadata documents
+    /// come over plain `http://` and from loopback or private addresses
+    /// (tests, a LAN); off, only public `https://` URLs are fetched.
+    pub allow_private_client_metadata: bool,
+    /// `unused_registration_ttl = "10m"`: a registered client not used for a
+    /// sign-in within this long is forgotten.
+    #[serde(deserialize_with = "duration")]
+    pub unused_registration_ttl: Duration,
+    /// `max_unused_registrations_per_address = 20`: registered clients not
+    /// yet used that one address (an IPv6 /64) may hold.
+    pub max_unused_registrations_per_address: usize,
+}
+
+impl Default for OAuthConfig {
+    /// The default of every `[oauth]` key: written here only.
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            access_token_ttl: Duration::from_secs(15 * 60),
+            refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
+            allow_private_client_metadata: false,
+            unused_registration_ttl: Duration::from_secs(10 * 60),
+            max_unused_registrations_per_address: 20,
+        }
+    }
+}
+
+/// How native mode asks a 2025-11-25 client that declares URL elicitation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NativeUrl {
+    /// `elicitation/create {mode: "url"}` while the call is held.
+    #[default]
+    Elicit,
+    /// The `-32042` URL-elicitation-required error; the client's retry continues the same execution.
+    Error,
+}
+
+/// One `[[policy]]` table (checked and turned into a
+/// [`gatehouse_core::policy::Rule`] by [`super::validate`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    /// `*`, an exact tool name, or `prefix*`.
+    pub pattern: String,
+    /// `allow | require_approval | block`.
+    pub action: String,
+    /// Never accept a decision from the model itself.
+    #[serde(default)]
+    pub human_only: bool,
+    /// `approval_ttl = "30m"`: how long a call this rule holds for approval
+    /// may wait, instead of the global `approval_ttl` (at most 7 days).
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub approval_ttl: Option<Duration>,
+}
+
+/// A duration written as humantime text (`"90s"`, `"10m"`, `"24h"`), longer than zero.
+pub(super) fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    parse_duration(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+}
+
+/// [`duration`] for a key that may be left out.
+pub(super) fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else { return Ok(None) };
+    parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
+}
+
+/// Parses a humantime duration; the message says how to write one.
+pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. \"90s\", \"10m\", \"24h\")"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}

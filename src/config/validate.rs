@@ -1,0 +1,150 @@
+//! From the tree to the running [`Config`]: the command-line flags laid
+//! over it, every value checked (errors name the key), and the tables turned
+//! into what the server uses (policy rules, proxy networks, notify targets).
+//! The checks run in a fixed order, so a file with several mistakes always
+//! reports the same one first.
+
+use super::{Config, ConfigError, FileConfig, Limits, Overrides};
+
+/// Lays `overrides` over `tree`, checks the result and resolves it.
+pub(super) fn resolve(tree: FileConfig, overrides: &Overrides) -> Result<Config, ConfigError> {
+    let tree = overrides.apply(tree);
+    let trusted_proxies = tree
+        .trusted_proxies
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            crate::addresses::parse_network(text)
+                .map_err(|message| ConfigError::Value { key: format!("trusted_proxies[{i}]"), message })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let notify = crate::notify::config::resolve(tree.notify.clone())?;
+    check_bounds(&tree)?;
+    super::upstreams::check(&tree.upstream)?;
+    let policy = policy_rules(&tree)?;
+    if let Some(url) = &tree.public_url
+        && (!matches!(url.scheme(), "http" | "https") || url.host_str().is_none())
+    {
+        return Err(value("public_url", "must be an http(s) URL with a host"));
+    }
+    if tree.max_body_bytes < 1024 {
+        return Err(value("max_body_bytes", "must be at least 1024"));
+    }
+    let limits = limits(&tree);
+    Ok(Config {
+        listen: tree.listen,
+        data_dir: tree.data_dir,
+        public_url: tree.public_url,
+        database_url: tree.database.url.filter(|u| !u.is_empty()),
+        liveness_window: tree.liveness_window,
+        approval_ttl: tree.approval_ttl,
+        max_body_bytes: tree.max_body_bytes,
+        log_format: tree.log_format,
+        allowed_hosts: tree.allowed_hosts,
+        allowed_origins: tree.allowed_origins,
+        trusted_proxies,
+        policy,
+        allow_model_decisions: tree.allow_model_decisions,
+        native_url: tree.native_url,
+        upstreams: tree.upstream,
+        list_page_size: tree.list_page_size,
+        limits,
+        audit_retention: tree.audit_retention,
+        metrics_listen: tree.metrics_listen,
+        notify,
+        oauth: tree.oauth,
+    })
+}
+
+/// The gate limits, grouped as the server uses them (in the file and the
+/// environment they are top-level keys).
+pub(super) fn limits(tree: &FileConfig) -> Limits {
+    Limits {
+        trust_client_forms: tree.trust_client_forms,
+        run_window: tree.run_window,
+        max_executions_per_credential: tree.max_executions_per_credential,
+        max_gated_arguments_bytes: tree.max_gated_arguments_bytes,
+        max_sessions_per_credential: tree.max_sessions_per_credential,
+        max_sessions: tree.max_sessions,
+        max_connections: tree.max_connections,
+        header_read_timeout: tree.header_read_timeout,
+        idle_timeout: tree.idle_timeout,
+        max_requests_per_credential: tree.max_requests_per_credential,
+        reserved_connections: tree.reserved_connections,
+        max_credentials_per_user: tree.max_credentials_per_user,
+        max_browser_sessions_per_user: tree.max_browser_sessions_per_user,
+        max_oauth_clients_per_user: tree.max_oauth_clients_per_user,
+        max_grants_per_user: tree.max_grants_per_user,
+    }
+}
+
+fn value(key: &str, message: &str) -> ConfigError {
+    ConfigError::Value { key: key.into(), message: message.into() }
+}
+
+/// Counts that must be at least 1 and waits that must be longer than zero.
+fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
+    if t.list_page_size == 0 {
+        return Err(value("list_page_size", "must be at least 1"));
+    }
+    for (key, count) in [
+        ("max_executions_per_credential", t.max_executions_per_credential),
+        ("max_gated_arguments_bytes", t.max_gated_arguments_bytes),
+        ("max_sessions_per_credential", t.max_sessions_per_credential),
+        ("max_sessions", t.max_sessions),
+        ("max_connections", t.max_connections),
+        ("max_requests_per_credential", t.max_requests_per_credential),
+        ("max_credentials_per_user", t.max_credentials_per_user),
+        ("max_browser_sessions_per_user", t.max_browser_sessions_per_user),
+        ("max_oauth_clients_per_user", t.max_oauth_clients_per_user),
+        ("max_grants_per_user", t.max_grants_per_user),
+        ("oauth.max_unused_registrations_per_address", t.oauth.max_unused_registrations_per_address),
+    ] {
+        if count == 0 {
+            return Err(value(key, "must be at least 1"));
+        }
+    }
+    for (key, wait) in [
+        ("header_read_timeout", t.header_read_timeout),
+        ("idle_timeout", t.idle_timeout),
+        ("oauth.unused_registration_ttl", t.oauth.unused_registration_ttl),
+    ] {
+        if wait.is_zero() {
+            return Err(value(key, "must be longer than 0s"));
+        }
+    }
+    Ok(())
+}
+
+/// `approval_ttl` and each `[[policy]]` table (its own `approval_ttl`, its
+/// action and pattern), as the core's rules.
+fn policy_rules(t: &FileConfig) -> Result<Vec<gatehouse_core::policy::Rule>, ConfigError> {
+    let max_ttl = gatehouse_core::approvals::MAX_APPROVAL_TTL;
+    let too_long = |key: String| ConfigError::Value {
+        key,
+        message: format!("must be at most {}", humantime::format_duration(max_ttl)),
+    };
+    if t.approval_ttl > max_ttl {
+        return Err(too_long("approval_ttl".into()));
+    }
+    let mut rules = Vec::with_capacity(t.policy.len());
+    for (i, rule) in t.policy.iter().enumerate() {
+        let key = format!("policy[{i}]");
+        if rule.approval_ttl.is_some_and(|ttl| ttl > max_ttl) {
+            return Err(too_long(format!("{key}.approval_ttl")));
+        }
+        let action = gatehouse_core::policy::parse_action(&rule.action)
+            .map_err(|e| ConfigError::Value { key: format!("{key}.action"), message: e.to_string() })?;
+        gatehouse_core::policy::validate_pattern(&rule.pattern)
+            .map_err(|e| ConfigError::Value { key: format!("{key}.pattern"), message: e.to_string() })?;
+        rules.push(gatehouse_core::policy::Rule {
+            pattern: rule.pattern.clone(),
+            action,
+            human_only: rule.human_only,
+            source: "config".into(),
+            // Whole seconds (a sub-second TTL is not a useful approval window).
+            approval_ttl_secs: rule.approval_ttl.map(|ttl| ttl.as_secs().max(1)),
+        });
+    }
+    Ok(rules)
+}
