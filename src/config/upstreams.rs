@@ -46,7 +46,7 @@ pub struct UpstreamConfig {
     #[serde(default = "yes")]
     pub pin_tools: bool,
     /// Names of Gatehouse's own environment variables a stdio child also gets
-    /// (besides [`crate::mcp::upstream::link::INHERITED_ENV`] and `env`).
+    /// (besides [`crate::mcp::upstream::stdio::INHERITED_ENV`] and `env`).
     #[serde(default)]
     pub inherit_env: Vec<String>,
     /// Longest line (one JSON-RPC message) a stdio child may write; a longer
