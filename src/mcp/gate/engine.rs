@@ -14,7 +14,6 @@ use super::{Mode, announce, granted, input_required, resume, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::input_required as upstream_input;
-use crate::mcp::upstream::merged::{self, HeldTool, UpstreamTool};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
