@@ -56,7 +56,7 @@ pub async fn decide_execution(
     match core.approvals.decide_for_anywhere(&user, &id, decision, reason.as_deref()).await {
         Ok(snapshot) => Ok(snapshot.state.as_str().to_string()),
         Err(e) => {
-            ctx::set_status(e.status_code());
+            ctx::set_status(gatehouse_core::Status::status(&e));
             Err(ServerFnError::new(e.to_string()))
         }
     }
@@ -85,7 +85,7 @@ pub async fn grant_execution(
     use gatehouse_core::grants::{self, GrantError};
     use gatehouse_model::{ArgMatch, GrantRequest, GrantScope};
     let fail = |e: GrantError| {
-        ctx::set_status(e.status_code());
+        ctx::set_status(gatehouse_core::Status::status(&e));
         ServerFnError::new(e.to_string())
     };
     let scope =
