@@ -5,7 +5,9 @@ use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use gatehouse_core::CoreError;
+use gatehouse_core::approvals::AccessError;
+use gatehouse_core::grants::GrantError;
+use gatehouse_core::{CoreError, Status, StatusKind};
 use serde_json::json;
 
 /// An error answered by the HTTP API.
@@ -38,17 +40,40 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
-        match self {
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::AdminRequired(_) => (StatusCode::FORBIDDEN, "admin_required"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            ApiError::LimitReached(_) => (StatusCode::TOO_MANY_REQUESTS, "limit_reached"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+    /// An answer of `kind` saying `message` (an internal failure's message
+    /// goes to the log only).
+    fn of(kind: StatusKind, message: String) -> Self {
+        match kind {
+            StatusKind::BadRequest => ApiError::BadRequest(message),
+            StatusKind::Forbidden => ApiError::Forbidden(message),
+            StatusKind::AdminRequired => ApiError::AdminRequired(message),
+            StatusKind::NotFound => ApiError::NotFound(message),
+            StatusKind::Conflict => ApiError::Conflict(message),
+            StatusKind::LimitReached => ApiError::LimitReached(message),
+            StatusKind::Internal => ApiError::Internal(message),
         }
+    }
+
+    /// A core error as the API answers it: with core's status and code
+    /// ([`Status`]) and its own message.
+    fn answer<E: Status + std::fmt::Display>(e: &E) -> Self {
+        Self::of(e.kind(), e.to_string())
+    }
+
+    /// Status and code from core's one table ([`StatusKind`]); only
+    /// "unauthorized" is the API's own (core knows no sessions or tokens).
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        let kind = match self {
+            ApiError::Unauthorized => return (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::BadRequest(_) => StatusKind::BadRequest,
+            ApiError::Forbidden(_) => StatusKind::Forbidden,
+            ApiError::AdminRequired(_) => StatusKind::AdminRequired,
+            ApiError::NotFound(_) => StatusKind::NotFound,
+            ApiError::Conflict(_) => StatusKind::Conflict,
+            ApiError::LimitReached(_) => StatusKind::LimitReached,
+            ApiError::Internal(_) => StatusKind::Internal,
+        };
+        (StatusCode::from_u16(kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), kind.code())
     }
 }
 
@@ -65,13 +90,23 @@ impl IntoResponse for ApiError {
 
 impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
+        Self::answer(&e)
+    }
+}
+
+impl From<AccessError> for ApiError {
+    fn from(e: AccessError) -> Self {
         match e {
-            CoreError::Invalid { .. } => ApiError::BadRequest(e.to_string()),
-            CoreError::Conflict(_) | CoreError::Refused(_) => ApiError::Conflict(e.to_string()),
-            CoreError::Limit(message) => ApiError::LimitReached(message),
-            CoreError::NotFound(_) => ApiError::NotFound(e.to_string()),
-            other => ApiError::Internal(other.to_string()),
+            // The API's own words for it, as it has always said them.
+            AccessError::NotFound => Self::of(e.kind(), "no such execution".into()),
+            e => Self::answer(&e),
         }
+    }
+}
+
+impl From<GrantError> for ApiError {
+    fn from(e: GrantError) -> Self {
+        Self::answer(&e)
     }
 }
 

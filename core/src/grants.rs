@@ -70,30 +70,18 @@ pub enum GrantError {
     Limit(String),
 }
 
-impl GrantError {
-    /// The HTTP status this answers with (JSON API and server functions).
-    pub fn status_code(&self) -> u16 {
+impl crate::error::Status for GrantError {
+    fn kind(&self) -> crate::error::StatusKind {
+        use crate::error::StatusKind;
         match self {
-            GrantError::NotFound(_) => 404,
-            GrantError::Forbidden | GrantError::HumanOnly(_) | GrantError::AdminRequired => 403,
-            GrantError::Invalid(_) => 400,
-            GrantError::Conflict(_) => 409,
-            GrantError::Limit(_) => 429,
-            GrantError::Storage(_) => 500,
-        }
-    }
-
-    /// The JSON API's error code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            GrantError::NotFound(_) => "not_found",
-            GrantError::Forbidden => "forbidden",
-            GrantError::HumanOnly(_) => "human_only",
-            GrantError::AdminRequired => "admin_required",
-            GrantError::Invalid(_) => "bad_request",
-            GrantError::Conflict(_) => "conflict",
-            GrantError::Limit(_) => "limit_reached",
-            GrantError::Storage(_) => "internal_error",
+            GrantError::NotFound(_) => StatusKind::NotFound,
+            // The API has always answered `forbidden` for a human-only tool.
+            GrantError::Forbidden | GrantError::HumanOnly(_) => StatusKind::Forbidden,
+            GrantError::AdminRequired => StatusKind::AdminRequired,
+            GrantError::Invalid(_) => StatusKind::BadRequest,
+            GrantError::Conflict(_) => StatusKind::Conflict,
+            GrantError::Limit(_) => StatusKind::LimitReached,
+            GrantError::Storage(_) => StatusKind::Internal,
         }
     }
 }

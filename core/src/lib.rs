@@ -31,7 +31,7 @@ pub use gatehouse_model as model;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::Db;
-pub use error::CoreError;
+pub use error::{CoreError, Status, StatusKind};
 
 use std::sync::Arc;
 use std::time::Duration;

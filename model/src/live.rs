@@ -29,7 +29,17 @@ pub enum LiveEvent {
 pub const SIGNED_OUT_EVENT: &str = "signed_out";
 
 impl LiveEvent {
-    /// The SSE event name.
+    /// Every kind, in declaration order.
+    pub const ALL: [LiveEvent; 6] = [
+        LiveEvent::SessionsChanged,
+        LiveEvent::CredentialsChanged,
+        LiveEvent::ApprovalsChanged,
+        LiveEvent::UpstreamsChanged,
+        LiveEvent::UsersChanged,
+        LiveEvent::GrantsChanged,
+    ];
+
+    /// The name a page's stream sends for this kind (its serde name too).
     pub fn name(self) -> &'static str {
         match self {
             LiveEvent::SessionsChanged => "sessions_changed",
@@ -39,6 +49,65 @@ impl LiveEvent {
             LiveEvent::UsersChanged => "users_changed",
             LiveEvent::GrantsChanged => "grants_changed",
         }
+    }
+}
+
+/// One message of a page's change stream (`/api/live/events`): the server
+/// writes it with [`StreamEvent::data`] as the data of an unnamed SSE
+/// message, the page reads it back with [`StreamEvent::parse`]. One type at
+/// both ends, so a kind can't be spelt two ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// The stream opened: a page reads what it shows (it may have changed
+    /// between the render and the connection).
+    Hello,
+    /// Something of this kind changed.
+    Changed(LiveEvent),
+    /// The stream fell behind and missed changes: a page reads everything.
+    Resync,
+}
+
+impl StreamEvent {
+    /// The message's data, as it goes on the wire.
+    pub fn data(self) -> &'static str {
+        match self {
+            StreamEvent::Hello => "hello",
+            StreamEvent::Changed(kind) => kind.name(),
+            StreamEvent::Resync => "resync",
+        }
+    }
+
+    /// The event a message's data names (`None` for anything else).
+    pub fn parse(data: &str) -> Option<Self> {
+        match data {
+            "hello" => Some(StreamEvent::Hello),
+            "resync" => Some(StreamEvent::Resync),
+            name => LiveEvent::ALL.into_iter().find(|k| k.name() == name).map(StreamEvent::Changed),
+        }
+    }
+
+    /// Whether a page showing things of `kinds` should read them again: on
+    /// one of those changes, and always on [`Hello`](Self::Hello) and
+    /// [`Resync`](Self::Resync).
+    pub fn touches(self, kinds: &[LiveEvent]) -> bool {
+        match self {
+            StreamEvent::Hello | StreamEvent::Resync => true,
+            StreamEvent::Changed(kind) => kinds.contains(&kind),
+        }
+    }
+}
+
+/// By wire name, so a burst's messages go out in the same (alphabetical)
+/// order as ever.
+impl Ord for StreamEvent {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.data().cmp(other.data())
+    }
+}
+
+impl PartialOrd for StreamEvent {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -87,4 +156,29 @@ pub struct UpstreamInfo {
     pub restarts: u64,
     /// The last error, if any (shown to admins only).
     pub last_error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_has_one_name_on_every_wire() {
+        for kind in LiveEvent::ALL {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{}\"", kind.name()));
+            assert_eq!(StreamEvent::parse(kind.name()), Some(StreamEvent::Changed(kind)));
+        }
+        for event in [StreamEvent::Hello, StreamEvent::Resync] {
+            assert_eq!(StreamEvent::parse(event.data()), Some(event));
+        }
+        assert_eq!(StreamEvent::parse("inbox"), None);
+    }
+
+    #[test]
+    fn hello_and_resync_touch_every_page() {
+        let grants = [LiveEvent::GrantsChanged];
+        assert!(StreamEvent::Hello.touches(&grants) && StreamEvent::Resync.touches(&[]));
+        assert!(StreamEvent::Changed(LiveEvent::GrantsChanged).touches(&grants));
+        assert!(!StreamEvent::Changed(LiveEvent::UsersChanged).touches(&grants));
+    }
 }

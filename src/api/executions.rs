@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::response::sse::Event;
 use futures::StreamExt;
-use gatehouse_core::approvals::{AccessError, Decide, Decision, ExecutionView, State as ExecutionState};
+use gatehouse_core::approvals::{Decide, Decision, ExecutionView, State as ExecutionState};
 use gatehouse_core::grants;
 use gatehouse_core::model::GrantRequest;
 use serde::Deserialize;
@@ -17,19 +17,6 @@ use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 use crate::throttle::StreamSlot;
-
-impl From<AccessError> for ApiError {
-    fn from(e: AccessError) -> Self {
-        match e {
-            AccessError::NotFound => ApiError::NotFound("no such execution".into()),
-            AccessError::Forbidden => ApiError::Forbidden(e.to_string()),
-            AccessError::AdminRequired => ApiError::AdminRequired(e.to_string()),
-            AccessError::Conflict(_) => ApiError::Conflict(e.to_string()),
-            AccessError::Invalid(_) => ApiError::BadRequest(e.to_string()),
-            AccessError::Storage(detail) => ApiError::Internal(detail),
-        }
-    }
-}
 
 /// `GET /api/executions/{eid}`
 pub async fn get(

@@ -4,26 +4,11 @@
 
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
-use gatehouse_core::grants::GrantError;
 use serde_json::json;
 
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson, blocking};
 use crate::state::AppState;
-
-impl From<GrantError> for ApiError {
-    fn from(e: GrantError) -> Self {
-        match e {
-            GrantError::NotFound(_) => ApiError::NotFound(e.to_string()),
-            GrantError::Forbidden | GrantError::HumanOnly(_) => ApiError::Forbidden(e.to_string()),
-            GrantError::AdminRequired => ApiError::AdminRequired(e.to_string()),
-            GrantError::Invalid(_) => ApiError::BadRequest(e.to_string()),
-            GrantError::Conflict(_) => ApiError::Conflict(e.to_string()),
-            GrantError::Limit(message) => ApiError::LimitReached(message),
-            GrantError::Storage(detail) => ApiError::Internal(detail),
-        }
-    }
-}
 
 /// `GET /api/grants`: live grants, newest first (everyone's for admins).
 pub async fn list(State(state): State<AppState>, SignedIn(user): SignedIn) -> Result<impl IntoResponse, ApiError> {

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use futures::{Stream, StreamExt};
 use gatehouse_core::live::LiveEvent;
-use gatehouse_core::model::{INBOX_EVENT, SIGNED_OUT_EVENT};
+use gatehouse_core::model::{INBOX_EVENT, SIGNED_OUT_EVENT, StreamEvent};
 use gatehouse_core::users::User;
 
 use crate::auth::{BrowserSession, SignedIn};
@@ -100,10 +100,10 @@ async fn session_ended(
 /// How long a burst of hub events is gathered into one message per kind.
 pub const COALESCE: Duration = Duration::from_millis(100);
 
-/// What a change of `LiveEvent` kinds looks like to a stream: the names
-/// of the kinds seen in one [`COALESCE`] window (`resync` when the
+/// What a change of `LiveEvent` kinds looks like to a stream: the kinds
+/// seen in one [`COALESCE`] window ([`StreamEvent::Resync`] when the
 /// subscriber fell behind and missed some).
-type Batch = BTreeSet<&'static str>;
+type Batch = BTreeSet<StreamEvent>;
 
 /// The hub's events `keep` accepts, in bursts: each kind once per
 /// [`COALESCE`] window, so N executions opened at once cost a page one
@@ -114,16 +114,16 @@ fn batches(
 ) -> impl Stream<Item = Batch> {
     use tokio::sync::broadcast::error::RecvError;
     futures::stream::unfold(events, move |mut events| async move {
-        let mut names = Batch::new();
+        let mut batch = Batch::new();
         // The first event of a burst...
-        while names.is_empty() {
+        while batch.is_empty() {
             match events.recv().await {
                 Ok(event) if keep(event) => {
-                    names.insert(event.name());
+                    batch.insert(StreamEvent::Changed(event));
                 }
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => {
-                    names.insert(RESYNC);
+                    batch.insert(StreamEvent::Resync);
                 }
                 Err(RecvError::Closed) => return None,
             }
@@ -136,25 +136,23 @@ fn batches(
                 _ = &mut window => break,
                 next = events.recv() => match next {
                     Ok(event) if keep(event) => {
-                        names.insert(event.name());
+                        batch.insert(StreamEvent::Changed(event));
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => {
-                        names.insert(RESYNC);
+                        batch.insert(StreamEvent::Resync);
                     }
                     Err(RecvError::Closed) => break,
                 },
             }
         }
-        Some((names, events))
+        Some((batch, events))
     })
 }
 
-const RESYNC: &str = "resync";
-
 /// Whether a batch may have changed someone's inbox.
 fn touches_inbox(batch: &Batch) -> bool {
-    batch.contains(LiveEvent::ApprovalsChanged.name()) || batch.contains(RESYNC)
+    batch.iter().any(|e| e.touches(&[LiveEvent::ApprovalsChanged]))
 }
 
 /// `user`'s inbox as an `inbox` event (shared by every stream of theirs
@@ -171,7 +169,7 @@ async fn inbox_event(state: &AppState, user: &User) -> Event {
 pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, slot: StreamSlot) -> EventStream {
     // Subscribed before the first inbox is read: a change in between is sent.
     let hub = state.mcp.core.live.subscribe();
-    let first = [Ok(Event::default().data("hello")), Ok(inbox_event(&state, &user).await)];
+    let first = [Ok(Event::default().data(StreamEvent::Hello.data())), Ok(inbox_event(&state, &user).await)];
     let changes = {
         let state = state.clone();
         batches(hub, |_| true)
@@ -179,7 +177,7 @@ pub async fn events(State(state): State<AppState>, SignedIn(user): SignedIn, slo
                 let (state, user) = (state.clone(), user.clone());
                 async move {
                     let mut out: Vec<Result<Event, Infallible>> =
-                        batch.iter().map(|n| Ok(Event::default().data(*n))).collect();
+                        batch.iter().map(|e| Ok(Event::default().data(e.data()))).collect();
                     if touches_inbox(&batch) {
                         out.push(Ok(inbox_event(&state, &user).await));
                     }

@@ -1,11 +1,16 @@
 //! The browser end of the live streams: an `EventSource` on an SSE endpoint
 //! that calls back on every unnamed message, and keeps the app-wide inbox
 //! (the `inbox` events every page stream carries) for the navigation's
-//! pending count, the tab title and the inbox page.
+//! pending count, the tab title and the inbox page. Pages that re-read what
+//! they show when it changes say which kinds of change with [`refetch_on`].
 
 use leptos::prelude::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-use gatehouse_model::InboxView;
+use gatehouse_model::{InboxView, LiveEvent, StreamEvent, routes};
+
+use crate::json::Json;
 #[cfg(feature = "hydrate")]
 use gatehouse_model::{INBOX_EVENT, SIGNED_OUT_EVENT};
 
@@ -91,6 +96,49 @@ pub fn use_live_events(url: String, on_event: impl Fn(String) + 'static) -> Read
         let _ = (url, on_event, set_state);
     }
     state
+}
+
+/// What a page reads again, and on which kinds of change (see [`refetch_on`]).
+pub struct Refetch {
+    kinds: &'static [LiveEvent],
+    refetch: Box<dyn Fn()>,
+    when: Option<Box<dyn Fn() -> bool>>,
+}
+
+/// Reads `resource` again whenever a change of one of `kinds` arrives on the
+/// page's stream (and when the stream opens or had to resync); give it to
+/// [`use_changes`].
+pub fn refetch_on<T>(kinds: &'static [LiveEvent], resource: Resource<T, Json>) -> Refetch
+where
+    T: Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    Refetch { kinds, refetch: Box::new(move || resource.refetch()), when: None }
+}
+
+impl Refetch {
+    /// Only while `condition` holds when the change arrives (it is read
+    /// untracked).
+    pub fn when(self, condition: impl Fn() -> bool + 'static) -> Self {
+        Self { when: Some(Box::new(condition)), ..self }
+    }
+
+    fn on(&self, event: StreamEvent) {
+        if event.touches(self.kinds) && self.when.as_ref().is_none_or(|holds| holds()) {
+            (self.refetch)();
+        }
+    }
+}
+
+/// Opens the page's change stream ([`routes::LIVE_EVENTS`], one per page)
+/// and re-reads what `refetches` say on each change. Returns the connection
+/// state.
+pub fn use_changes(refetches: impl IntoIterator<Item = Refetch>) -> ReadSignal<LiveState> {
+    let refetches: Vec<Refetch> = refetches.into_iter().collect();
+    use_live_events(routes::LIVE_EVENTS.to_string(), move |data| {
+        if let Some(event) = StreamEvent::parse(&data) {
+            refetches.iter().for_each(|r| r.on(event));
+        }
+    })
 }
 
 /// The "Live" / "Connecting…" line under a live page.

@@ -9,11 +9,11 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use gatehouse_model::{CredentialStatus, CredentialView, MintedCredential, RevokeScope, routes};
+use gatehouse_model::{CredentialStatus, CredentialView, LiveEvent, MintedCredential, RevokeScope};
 
 use crate::components::copy::CopyButton;
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{AgentsView, MintCredential, RevokeCredentials, list_agents, take_minted};
@@ -22,11 +22,7 @@ use crate::server_fns::{AgentsView, MintCredential, RevokeCredentials, list_agen
 #[component]
 pub fn AgentsPage() -> impl IntoView {
     let agents = crate::json::resource(|| (), |_| list_agents());
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        if matches!(change.as_str(), "credentials_changed" | "sessions_changed" | "resync" | "hello") {
-            agents.refetch();
-        }
-    });
+    let live = use_changes([refetch_on(&[LiveEvent::CredentialsChanged, LiveEvent::SessionsChanged], agents)]);
     let query = use_query_map();
     let minted = crate::json::resource(
         move || query.read().get("minted"),

@@ -5,10 +5,10 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use gatehouse_model::{GrantView, GrantsView, routes};
+use gatehouse_model::{GrantView, GrantsView, LiveEvent, routes};
 
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{RevokeGrant, list_grants};
@@ -20,11 +20,7 @@ pub fn GrantsPage() -> impl IntoView {
     // Read again after each revocation.
     let grants = crate::json::resource(move || revoke.version().get(), |_| list_grants());
     // Made, revoked, ended, expired or used elsewhere: read again.
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        if matches!(change.as_str(), "grants_changed" | "resync" | "hello") {
-            grants.refetch();
-        }
-    });
+    let live = use_changes([refetch_on(&[LiveEvent::GrantsChanged], grants)]);
     let error = move || revoke.value().get().and_then(|r| r.err()).map(|e| e.to_string());
     view! {
         <Title text="Grants — Gatehouse"/>

@@ -6,10 +6,10 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_location;
 
-use gatehouse_model::{ExportFormat, HistoryFilter, HistoryPage, State, routes};
+use gatehouse_model::{ExportFormat, HistoryFilter, HistoryPage, LiveEvent, State, routes};
 
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::get_history;
@@ -21,12 +21,8 @@ pub fn HistoryPage() -> impl IntoView {
     let filter = Memo::new(move |_| search.with(|q| HistoryFilter::from_query(q)));
     let history = crate::json::resource(move || search.get(), get_history);
     // Only the newest page grows; an older page stays as it was asked for.
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        let first_page = filter.with_untracked(|f| f.as_ref().is_ok_and(|f| f.before.is_none()));
-        if first_page && matches!(change.as_str(), "approvals_changed" | "resync" | "hello") {
-            history.refetch();
-        }
-    });
+    let first_page = move || filter.with_untracked(|f| f.as_ref().is_ok_and(|f| f.before.is_none()));
+    let live = use_changes([refetch_on(&[LiveEvent::ApprovalsChanged], history).when(first_page)]);
     view! {
         <Title text="History — Gatehouse"/>
         <Header/>

@@ -3,10 +3,10 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use gatehouse_model::{CredentialStatus, routes};
+use gatehouse_model::{CredentialStatus, LiveEvent};
 
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{Overview, get_overview};
@@ -15,11 +15,7 @@ use crate::server_fns::{Overview, get_overview};
 #[component]
 pub fn HomePage() -> impl IntoView {
     let overview = crate::json::resource(|| (), |_| get_overview());
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        if matches!(change.as_str(), "sessions_changed" | "credentials_changed" | "resync" | "hello") {
-            overview.refetch();
-        }
-    });
+    let live = use_changes([refetch_on(&[LiveEvent::SessionsChanged, LiveEvent::CredentialsChanged], overview)]);
     view! {
         <Title text="Gatehouse"/>
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>

@@ -8,10 +8,10 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use gatehouse_model::{Action, Rule, routes};
+use gatehouse_model::{Action, LiveEvent, Rule, routes};
 
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{PoliciesView, RemoveRule, SaveRule, list_policies, preview_rule};
@@ -29,11 +29,7 @@ pub fn PoliciesPage() -> impl IntoView {
             policies.refetch();
         }
     });
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
-            policies.refetch();
-        }
-    });
+    let live = use_changes([refetch_on(&[LiveEvent::UpstreamsChanged], policies)]);
     view! {
         <Title text="Policies — Gatehouse"/>
         <Header/>

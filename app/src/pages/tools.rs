@@ -9,12 +9,12 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use gatehouse_model::{
-    Action, ChangeEntry, DiffLine, ToolChange, ToolGate, definition_field, definition_fields, line_diff, routes,
+    Action, ChangeEntry, DiffLine, LiveEvent, ToolChange, ToolGate, definition_field, definition_fields, line_diff,
 };
 use serde_json::Value;
 
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{ReviewToolChange, ToolsView, list_tools};
@@ -23,11 +23,7 @@ use crate::server_fns::{ReviewToolChange, ToolsView, list_tools};
 #[component]
 pub fn ToolsPage() -> impl IntoView {
     let tools = crate::json::resource(|| (), |_| list_tools());
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
-            tools.refetch();
-        }
-    });
+    let live = use_changes([refetch_on(&[LiveEvent::UpstreamsChanged], tools)]);
     let review = ServerAction::<ReviewToolChange>::new();
     Effect::new(move |_| {
         if review.version().get() > 0 {

@@ -3,10 +3,10 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use gatehouse_model::routes;
+use gatehouse_model::LiveEvent;
 
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 
@@ -15,15 +15,11 @@ use crate::components::when::When;
 pub fn UpstreamsPage() -> impl IntoView {
     let upstreams = crate::json::resource(|| (), |_| crate::server_fns::list_upstreams());
     let notify = crate::json::resource(|| (), |_| crate::server_fns::list_notify_targets());
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        if matches!(change.as_str(), "upstreams_changed" | "resync" | "hello") {
-            upstreams.refetch();
-        }
+    let live = use_changes([
+        refetch_on(&[LiveEvent::UpstreamsChanged], upstreams),
         // Deliveries follow approvals: re-read the targets' status then.
-        if matches!(change.as_str(), "approvals_changed" | "resync" | "hello") {
-            notify.refetch();
-        }
-    });
+        refetch_on(&[LiveEvent::ApprovalsChanged], notify),
+    ]);
     view! {
         <Title text="Upstreams — Gatehouse"/>
         <Header/>

@@ -7,11 +7,11 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use gatehouse_model::{ChangeEntry, LinkPurpose, PasswordLink, UserStatus, UserView, routes};
+use gatehouse_model::{ChangeEntry, LinkPurpose, LiveEvent, PasswordLink, UserStatus, UserView};
 
 use crate::components::copy::CopyButton;
 use crate::components::header::Header;
-use crate::components::live::{LiveStatus, use_live_events};
+use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::when::When;
 use crate::server_fns::{
     ChangePassword, InviteUser, RemoveUser, ResetLink, SetUserAdmin, SetUserDisabled, SignOutOthers, UsersView,
@@ -51,11 +51,7 @@ pub fn UsersPage() -> impl IntoView {
         },
         |_| list_users(),
     );
-    let live = use_live_events(routes::LIVE_EVENTS.to_string(), move |change| {
-        if matches!(change.as_str(), "users_changed" | "resync" | "hello") {
-            users.refetch();
-        }
-    });
+    let live = use_changes([refetch_on(&[LiveEvent::UsersChanged], users)]);
     let query = use_query_map();
     let link = crate::json::resource(
         move || query.read().get("link"),

@@ -2,6 +2,7 @@
 //! user, the stores, blocking work off the async threads, and the status an
 //! error answers with.
 
+use gatehouse_core::Status;
 use gatehouse_core::approvals::AccessError;
 use gatehouse_core::users::User;
 use leptos::prelude::*;
@@ -30,7 +31,7 @@ pub fn context() -> Result<(User, gatehouse_core::Core), ServerFnError> {
 }
 
 /// Sets the HTTP status of the page (or server function) response, as
-/// the approval error says ([`AccessError::status_code`]).
+/// a core error says ([`Status`]).
 pub fn set_status(code: u16) {
     if let (Some(response), Ok(code)) =
         (use_context::<leptos_axum::ResponseOptions>(), http::StatusCode::from_u16(code))
@@ -48,7 +49,7 @@ pub async fn blocking<T: Send + 'static>(
     match tokio::task::spawn_blocking(move || work(user, core)).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => {
-            set_status(e.status_code());
+            set_status(e.status());
             Err(ServerFnError::new(e.to_string()))
         }
         Err(e) => Err(ServerFnError::new(e.to_string())),

@@ -32,11 +32,11 @@ pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
     Ok(match core.approvals.view_for(&user, &id) {
         Ok(view) => Lookup::Found { execution: Box::new(view), now_ms: core.clock.now_ms(), is_admin: user.is_admin },
         Err(e @ AccessError::Forbidden) => {
-            ctx::set_status(e.status_code());
+            ctx::set_status(gatehouse_core::Status::status(&e));
             Lookup::Forbidden
         }
         Err(e @ AccessError::NotFound) => {
-            ctx::set_status(e.status_code());
+            ctx::set_status(gatehouse_core::Status::status(&e));
             Lookup::NotFound
         }
         Err(e) => return Err(ServerFnError::new(e.to_string())),
@@ -77,7 +77,7 @@ pub async fn decide_execution(
     match decided {
         Ok(snapshot) => Ok(snapshot.state),
         Err(e) => {
-            ctx::set_status(e.status_code());
+            ctx::set_status(gatehouse_core::Status::status(&e));
             Err(ServerFnError::new(e.to_string()))
         }
     }
@@ -106,7 +106,7 @@ pub async fn grant_execution(
     use gatehouse_core::grants::{self, GrantError};
     use gatehouse_model::{ArgMatch, GrantRequest, GrantScope};
     let fail = |e: GrantError| {
-        ctx::set_status(e.status_code());
+        ctx::set_status(gatehouse_core::Status::status(&e));
         ServerFnError::new(e.to_string())
     };
     let scope =

@@ -24,7 +24,7 @@ pub async fn revoke_grant(id: String) -> Result<(), ServerFnError> {
     match tokio::task::spawn_blocking(move || core.grants.revoke_for(&user, &id)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => {
-            ctx::set_status(e.status_code());
+            ctx::set_status(gatehouse_core::Status::status(&e));
             Err(ServerFnError::new(e.to_string()))
         }
         Err(e) => Err(ServerFnError::new(e.to_string())),

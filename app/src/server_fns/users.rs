@@ -59,16 +59,6 @@ mod server {
         }
     }
 
-    fn status_of(e: &CoreError) -> u16 {
-        match e {
-            CoreError::Invalid { .. } => 400,
-            CoreError::NotFound(_) => 404,
-            CoreError::Conflict(_) | CoreError::Refused(_) => 409,
-            CoreError::Limit(_) => 429,
-            _ => 500,
-        }
-    }
-
     /// The signed-in user and the stores (401 if nobody is signed in).
     pub fn signed_in() -> Result<(User, gatehouse_core::Core), ServerFnError> {
         ctx::context().inspect_err(|_| set_status(401))
@@ -88,7 +78,7 @@ mod server {
         match tokio::task::spawn_blocking(move || work(user, core)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => {
-                set_status(status_of(&e));
+                set_status(gatehouse_core::Status::status(&e));
                 Err(ServerFnError::new(e.to_string()))
             }
             Err(e) => Err(ServerFnError::new(e.to_string())),

@@ -46,16 +46,16 @@ impl From<CoreError> for AccessError {
     }
 }
 
-impl AccessError {
-    /// The HTTP status this answers with — the one mapping used by the JSON
-    /// API and the pages' server functions alike.
-    pub fn status_code(&self) -> u16 {
+impl crate::error::Status for AccessError {
+    fn kind(&self) -> crate::error::StatusKind {
+        use crate::error::StatusKind;
         match self {
-            AccessError::NotFound => 404,
-            AccessError::Forbidden | AccessError::AdminRequired => 403,
-            AccessError::Conflict(_) => 409,
-            AccessError::Invalid(_) => 400,
-            AccessError::Storage(_) => 500,
+            AccessError::NotFound => StatusKind::NotFound,
+            AccessError::Forbidden => StatusKind::Forbidden,
+            AccessError::AdminRequired => StatusKind::AdminRequired,
+            AccessError::Conflict(_) => StatusKind::Conflict,
+            AccessError::Invalid(_) => StatusKind::BadRequest,
+            AccessError::Storage(_) => StatusKind::Internal,
         }
     }
 }
