@@ -2,12 +2,14 @@
 //! to what it answers with ([`Status`]): the JSON API and the pages' server
 //! functions both read it, so a refusal has one status wherever it is met.
 
+use crate::db::error::DbError;
+
 /// What can go wrong in a store operation.
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
     /// The database refused or failed.
     #[error("database error: {0}")]
-    Db(crate::db::DbError),
+    Db(DbError),
     /// A migration could not be applied.
     #[error("database migration failed: {0}")]
     Migration(#[from] rusqlite_migration::Error),
@@ -121,5 +123,21 @@ impl Status for CoreError {
                 StatusKind::Internal
             }
         }
+    }
+}
+
+impl From<rusqlite::Error> for CoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        CoreError::Db(DbError::Sqlite(e))
+    }
+}
+impl From<postgres::Error> for CoreError {
+    fn from(e: postgres::Error) -> Self {
+        CoreError::Db(DbError::Postgres(e))
+    }
+}
+impl From<r2d2::Error> for CoreError {
+    fn from(e: r2d2::Error) -> Self {
+        CoreError::Db(DbError::Pool(e))
     }
 }

@@ -18,43 +18,16 @@ use url::Url;
 use crate::telemetry::LogFormat;
 
 mod env;
+pub mod error;
 #[cfg(test)]
 mod tests;
 mod tree;
 mod upstreams;
 mod validate;
 
+pub use error::ConfigError;
 pub use tree::{DatabaseTable, FileConfig, NativeUrl, OAuthConfig, PolicyRule};
 pub use upstreams::{UpstreamConfig, upstream_defaults};
-
-/// A configuration problem, worded for the person who wrote the config.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not valid (TOML's message names the line and key).
-    #[error("{path}: {message}")]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// TOML's message, with line and column.
-        message: String,
-    },
-    /// An environment variable or flag has a bad value.
-    #[error("{key}: {message}")]
-    Value {
-        /// The variable or key.
-        key: String,
-        /// What is wrong.
-        message: String,
-    },
-}
 
 /// Values given on the command line (they win over everything else).
 #[derive(Debug, Default, Clone)]

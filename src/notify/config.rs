@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use url::Url;
 
-use crate::config::ConfigError;
+use crate::config::error::ConfigError;
 
 /// One `[[notify]]` table as written in `gatehouse.toml`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
 
-pub use self::sql::{Arg, Backend, Conn, DbError, FromValue, Row, Value};
+pub use self::error::DbError;
+pub use self::sql::{Arg, Backend, Conn, FromValue, Row, Value};
 use crate::error::{CoreError, Result};
 
+pub mod error;
 mod postgres;
 mod postgres_schema;
 mod sql;

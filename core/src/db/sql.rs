@@ -10,6 +10,7 @@ use std::sync::MutexGuard;
 
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
+use super::error::DbError;
 use crate::error::{CoreError, Result};
 
 /// A value passed to or read from a query.
@@ -202,69 +203,6 @@ pub enum Backend {
     Sqlite,
     /// A PostgreSQL server.
     Postgres,
-}
-
-/// What the database layer can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum DbError {
-    /// SQLite refused or failed.
-    #[error(transparent)]
-    Sqlite(#[from] rusqlite::Error),
-    /// PostgreSQL refused or failed.
-    #[error(transparent)]
-    Postgres(#[from] postgres::Error),
-    /// No PostgreSQL connection became free in time, or none could be made.
-    #[error("no database connection: {0}")]
-    Pool(#[from] r2d2::Error),
-    /// A column held something the code did not expect.
-    #[error("column {column}: {reason}")]
-    Type {
-        /// Which column (from 0).
-        column: usize,
-        /// What was found.
-        reason: String,
-    },
-    /// A query that must return a row returned none.
-    #[error("query returned no rows")]
-    NoRow,
-}
-
-impl DbError {
-    /// Whether a UNIQUE or PRIMARY KEY constraint refused the write.
-    pub fn is_unique_violation(&self) -> bool {
-        match self {
-            DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => e.code == rusqlite::ErrorCode::ConstraintViolation,
-            DbError::Postgres(e) => e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION),
-            _ => false,
-        }
-    }
-
-    /// The failure in words safe to show anyone: an error code, never a
-    /// path or a query.
-    pub fn public_reason(&self) -> String {
-        match self {
-            DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => format!("{:?}", e.code),
-            DbError::Postgres(e) => e.code().map_or_else(|| "connection failed".into(), |c| c.code().to_string()),
-            DbError::Pool(_) => "no connection".into(),
-            _ => "query failed".into(),
-        }
-    }
-}
-
-impl From<rusqlite::Error> for CoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        CoreError::Db(DbError::Sqlite(e))
-    }
-}
-impl From<postgres::Error> for CoreError {
-    fn from(e: postgres::Error) -> Self {
-        CoreError::Db(DbError::Postgres(e))
-    }
-}
-impl From<r2d2::Error> for CoreError {
-    fn from(e: r2d2::Error) -> Self {
-        CoreError::Db(DbError::Pool(e))
-    }
 }
 
 /// A pooled PostgreSQL connection with its prepared statements, keyed by

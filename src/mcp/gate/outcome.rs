@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
-use crate::mcp::upstream::merged::{self, HeldTool, UpstreamTool};
 use crate::mcp::upstream::input_required as upstream_input;
+use crate::mcp::upstream::merged::{self, HeldTool, UpstreamTool};
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Where an exposed tool runs.
