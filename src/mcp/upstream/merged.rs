@@ -20,6 +20,12 @@ use super::listing::{Listed, UpstreamLists, list_upstream};
 use super::{Slot, Upstreams};
 use crate::config::UpstreamConfig;
 
+/// How long a refresh waits before it lists, so that a burst of
+/// `list_changed` notifications is answered by one listing: without it,
+/// listings that answer faster than the burst arrives re-list once per
+/// notification or two.
+const REFRESH_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Coalesces re-listings of one upstream: one runs, at most one
 /// waits (and lists after every change announced before it starts).
 #[derive(Default)]
@@ -192,8 +198,10 @@ pub(super) fn expose(slots: &mut HashMap<String, Slot>, reserved: &HashSet<Strin
 }
 
 impl Upstreams {
-    /// An upstream said its lists changed: re-list it, one refresh at a time
-    /// (a storm of notifications costs one listing running and one waiting).
+    /// An upstream said its lists changed: re-list it, one refresh at a time,
+    /// after [`REFRESH_SETTLE`] (a storm of notifications costs one listing
+    /// running and one waiting per settle period, however fast the listings
+    /// answer).
     pub(crate) fn request_refresh(&self, name: &str) {
         let Some(gate) = self.slots().get(name).map(|s| s.refresh.clone()) else { return };
         if gate.queued.swap(true, Ordering::AcqRel) {
@@ -204,6 +212,8 @@ impl Upstreams {
         let name = name.to_string();
         self.inner.tasks.spawn(async move {
             let _one_at_a_time = gate.running.lock().await;
+            // Changes announced while this waits are covered by the listing it starts.
+            tokio::time::sleep(REFRESH_SETTLE).await;
             gate.queued.store(false, Ordering::Release);
             upstreams.refresh(&name).await;
         });
