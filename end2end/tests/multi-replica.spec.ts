@@ -1,6 +1,7 @@
 // Two Gatehouse replicas on one PostgreSQL behind HAProxy (issue #13), set up
 // by scripts/multi-replica.sh, which exports the variables below; without
-// them (the plain `npx playwright test`) this file is skipped.
+// them (the plain `npx playwright test`) this file is skipped. The script runs
+// it after multi-replica-api.spec.ts, in a run of its own: it kills replica A.
 //
 // The TypeScript SDK client connects through the balancer and its session
 // lands on replica A; its gated call pauses there and a person approves it on
