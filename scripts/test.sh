@@ -25,6 +25,13 @@ bash scripts/build.sh
 step "habits: formatting, clippy (warnings are errors), docs on every public item"
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings
+# Store work leaves the runtime in one place, inside core (`Core::run`,
+# `Db::run`): nothing outside core spawns blocking work or blocks on a
+# runtime (the CLI, which has no server runtime, aside).
+if grep -rnE 'spawn_blocking|block_in_place|block_on\(' src app/src --include='*.rs' | grep -v '^src/cli.rs:'; then
+  echo "blocking work outside core (above): call the stores through Core::run" >&2
+  exit 1
+fi
 
 step "unit and integration tests (cargo test) on SQLite"
 cargo test --release --workspace

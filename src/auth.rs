@@ -66,17 +66,16 @@ impl FromRequestParts<AppState> for ClientAddr {
 /// request's extensions.
 pub async fn load_user(State(state): State<AppState>, cookies: Cookies, mut request: Request, next: Next) -> Response {
     if let Some(cookie) = cookies.get(cookie_name(state.https)) {
-        // Every console request passes here: the lookup runs on a blocking
-        // thread, not on a worker the other connections need.
-        let users = state.mcp.core.users.clone();
+        // Every console request passes here: the lookup runs in the stores'
+        // lane, not on a worker the other connections need.
         let token = cookie.value().to_string();
-        match crate::error::blocking(move || users.session_user(&token)).await {
+        match state.mcp.core.run(move |core| core.users.session_user(&token)).await.and_then(|found| found) {
             Ok(Some(user)) => {
                 request.extensions_mut().insert(user);
                 request.extensions_mut().insert(BrowserSession(gatehouse_core::secret::hash(cookie.value())));
             }
             Ok(None) => {}
-            Err(e) => return e.into_response(),
+            Err(e) => return ApiError::from(e).into_response(),
         }
     }
     next.run(request).await
@@ -402,8 +401,7 @@ impl FromRequestParts<AppState> for Admin {
             let Some(token) = bearer_token(&parts.headers).map(str::to_string) else {
                 return Err(ApiError::Unauthorized);
             };
-            let tokens = state.mcp.core.api_tokens.clone();
-            return match crate::error::blocking(move || tokens.authenticate(&token)).await? {
+            return match state.mcp.core.run(move |core| core.api_tokens.authenticate(&token)).await?? {
                 Some(id) => Ok(Admin::ApiToken(id)),
                 None => Err(ApiError::Unauthorized),
             };

@@ -126,14 +126,3 @@ impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
         Json(self.0).into_response()
     }
 }
-
-/// Runs blocking store work (database calls, password hashing) off the
-/// async workers; its error becomes the API's.
-pub async fn blocking<T, E>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, ApiError>
-where
-    T: Send + 'static,
-    E: Send + 'static,
-    ApiError: From<E>,
-{
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?.map_err(ApiError::from)
-}

@@ -40,8 +40,7 @@ impl Readiness {
 /// `{"status":"unavailable","store":REASON}` with a short reason (never a
 /// path or a query).
 pub async fn healthz(State(state): State<AppState>) -> Response {
-    let db = state.core().db.clone();
-    let check = tokio::task::spawn_blocking(move || gatehouse_core::maintenance::check(&db));
+    let check = state.core().run(|core| gatehouse_core::maintenance::check(&core.db));
     let reason = match tokio::time::timeout(STORE_CHECK_TIMEOUT, check).await {
         Ok(Ok(Ok(()))) => {
             return (StatusCode::OK, Json(json!({"status": "ok", "store": "ok"}))).into_response();

@@ -35,10 +35,9 @@ pub struct Swept {
     pub sign_in_failures: usize,
 }
 
-/// One sweep, on a blocking thread (it may delete many rows).
+/// One sweep, in the stores' lane (it may delete many rows).
 pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, CoreError> {
-    let core = core.clone();
-    tokio::task::spawn_blocking(move || {
+    core.run(move |core| {
         // Replicas on one PostgreSQL sweep in turn, not all at once.
         let swept = core.db.exclusively(HOUSEKEEPING_JOB, || {
             let sessions = core.users.purge_expired_sessions()?;
@@ -52,8 +51,7 @@ pub async fn sweep(core: &Core, audit_retention: Duration) -> Result<Swept, Core
         })?;
         Ok(swept.unwrap_or_default())
     })
-    .await
-    .map_err(|e| CoreError::Join(e.to_string()))?
+    .await?
 }
 
 /// Sweeps at start and every [`EVERY`] until `shutdown` is cancelled; a

@@ -82,7 +82,8 @@ impl Application {
         // only what no live replica holds.
         let db = core.db.clone();
         let (clock, live) = (core.clock.clone(), core.live.clone());
-        let cluster = tokio::task::spawn_blocking(move || Cluster::join(&db, clock, |cluster| live.join(cluster)))
+        let cluster = core
+            .run(move |_| Cluster::join(&db, clock, |cluster| live.join(cluster)))
             .await?
             .context("cannot join the other replicas on PostgreSQL")?;
         if let Some(cluster) = &cluster {
@@ -187,12 +188,8 @@ impl Application {
         if let Some(cluster) = self.cluster {
             // Hand this replica's paused executions to the others and stop
             // its heartbeat, so they need not wait for it to go stale.
-            let approvals = state.core().approvals.clone();
-            tokio::task::spawn_blocking(move || {
-                approvals.leave();
-                cluster.leave();
-            })
-            .await?;
+            state.core().approvals.leave().await;
+            state.core().run(move |_| cluster.leave()).await?;
         }
         // Finished by now; awaited for a panic in any of them.
         sweeper.await?;

@@ -141,6 +141,14 @@ impl Default for Settings {
 }
 
 impl Core {
+    /// Runs `work` on the stores off the async threads: the one way async
+    /// code (handlers, server functions, the gate) calls a store, through
+    /// the database's bounded lane ([`Db::run`]). `Err` only if it panicked.
+    pub async fn run<T: Send + 'static>(&self, work: impl FnOnce(Core) -> T + Send + 'static) -> Result<T, CoreError> {
+        let core = self.clone();
+        self.db.run(move || work(core)).await
+    }
+
     /// Builds the shared stores over an open database. The server then brings
     /// back a previous run's paused executions ([`approvals::ApprovalStore::restore`]).
     pub fn new(db: Db, clock: Arc<dyn Clock>, settings: Settings) -> Result<Self, CoreError> {

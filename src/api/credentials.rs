@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::Admin;
-use crate::error::{ApiError, ApiJson, blocking};
+use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 
 /// Body of `POST /api/credentials`.
@@ -45,16 +45,14 @@ pub async fn issue(
         via: gatehouse_core::credentials::IssuedVia::Api,
         oauth_client: None,
     };
-    let store = state.mcp.core.credentials.clone();
-    let issued = blocking(move || store.issue(request)).await?;
+    let issued = state.mcp.core.run(move |core| core.credentials.issue(request)).await??;
     tracing::info!(credential = %issued.id, agent = %issued.credential.agent, by = %admin.actor(), "credential issued");
     Ok((StatusCode::CREATED, ApiJson(IssuedCredential::new(issued, &state.mcp.base_url))))
 }
 
 /// `GET /api/credentials`
 pub async fn list(State(state): State<AppState>, _admin: Admin) -> Result<impl IntoResponse, ApiError> {
-    let store = state.mcp.core.credentials.clone();
-    Ok(ApiJson(blocking(move || store.list()).await?))
+    Ok(ApiJson(state.mcp.core.run(|core| core.credentials.list()).await??))
 }
 
 /// `POST /api/threads/{thread}/touch`: a sign of life for the thread's credentials.
@@ -63,8 +61,8 @@ pub async fn touch_thread(
     _admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (store, key) = (state.mcp.core.credentials.clone(), thread.clone());
-    match blocking(move || store.touch_thread(&key)).await? {
+    let key = thread.clone();
+    match state.mcp.core.run(move |core| core.credentials.touch_thread(&key)).await?? {
         0 => Err(ApiError::NotFound(format!("no live credential for thread {thread:?}"))),
         n => Ok(ApiJson(json!({ "thread": thread, "touched": n }))),
     }
@@ -76,8 +74,8 @@ pub async fn revoke(
     admin: Admin,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (store, key) = (state.mcp.core.credentials.clone(), id.clone());
-    if !blocking(move || store.revoke(&key)).await? {
+    let key = id.clone();
+    if !state.mcp.core.run(move |core| core.credentials.revoke(&key)).await?? {
         return Err(ApiError::NotFound(format!("no live credential {id:?}")));
     }
     tracing::info!(credential = %id, by = %admin.actor(), "credential revoked");
@@ -90,8 +88,8 @@ pub async fn revoke_thread(
     admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (store, key) = (state.mcp.core.credentials.clone(), thread.clone());
-    let n = blocking(move || store.revoke_thread(&key)).await?;
+    let key = thread.clone();
+    let n = state.mcp.core.run(move |core| core.credentials.revoke_thread(&key)).await??;
     tracing::info!(%thread, revoked = n, by = %admin.actor(), "thread credentials revoked");
     Ok(ApiJson(json!({ "thread": thread, "revoked": n })))
 }
@@ -102,8 +100,8 @@ pub async fn revoke_provider_session(
     admin: Admin,
     Path(session): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (store, key) = (state.mcp.core.credentials.clone(), session.clone());
-    let n = blocking(move || store.revoke_provider_session(&key)).await?;
+    let key = session.clone();
+    let n = state.mcp.core.run(move |core| core.credentials.revoke_provider_session(&key)).await??;
     tracing::info!(provider_session = %session, revoked = n, by = %admin.actor(), "provider session credentials revoked");
     Ok(ApiJson(json!({ "providerSession": session, "revoked": n })))
 }

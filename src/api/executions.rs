@@ -62,23 +62,15 @@ pub async fn resume(
 ) -> Result<impl IntoResponse, ApiError> {
     let note = grants::note_from(body.reason.as_deref())?;
     let Some(request) = body.grant else {
-        // It writes the audit row (and may wait for another replica): on the
-        // blocking pool, and finished even if the request goes away meanwhile.
-        let (approvals, eid, action) = (state.mcp.core.approvals.clone(), id.clone(), body.action);
-        let snapshot =
-            crate::error::blocking(move || approvals.decide(Decide::person(&eid, action, &user).note(note.as_deref())))
-                .await?;
+        let approvals = &state.mcp.core.approvals;
+        let snapshot = approvals.decide(Decide::person(&id, body.action, &user).note(note.as_deref())).await?;
         return Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })));
     };
     if body.action != Decision::Accept {
         return Err(ApiError::BadRequest("a grant goes with action \"accept\"".into()));
     }
-    let core = state.mcp.core.clone();
-    let eid = id.clone();
-    let grant = crate::error::blocking(move || {
-        grants::approve_and_grant(&core.approvals, &core.grants, &user, &eid, &request, note.as_deref())
-    })
-    .await?;
+    let core = &state.mcp.core;
+    let grant = grants::approve_and_grant(&core.approvals, &core.grants, &user, &id, &request, note.as_deref()).await?;
     Ok(ApiJson(json!({ "state": ExecutionState::Approved, "executionId": id, "grant": grant })))
 }
 
@@ -101,7 +93,10 @@ pub async fn events(
     Path(id): Path<String>,
     slot: StreamSlot,
 ) -> Result<EventStream, ApiError> {
-    let view = state.mcp.core.approvals.view_for(&user, &id)?;
+    let view = {
+        let (user, id) = (user.clone(), id.clone());
+        state.mcp.core.run(move |core| core.approvals.view_for(&user, &id)).await??
+    };
     let inbox = inbox_updates(&state, user.clone());
     // After the last state the stream stays open (keep-alives and inbox
     // events only), so browsers do not reconnect over and over to a
@@ -113,11 +108,12 @@ pub async fn events(
     };
     // Each change is read back through the directory, so a settled execution
     // is sent as the audit log has it: what a reload of the page would show.
-    let approvals = state.mcp.core.approvals.clone();
-    let views = WatchStream::new(rx).filter_map(move |_| {
-        let event = approvals.view_for(&user, &id).ok().map(|view| Ok(view_event(&view)));
-        async move { event }
+    let core = state.mcp.core.clone();
+    let views = WatchStream::new(rx).then(move |_| {
+        let (core, user, id) = (core.clone(), user.clone(), id.clone());
+        async move { core.run(move |core| core.approvals.view_for(&user, &id)).await }
     });
+    let views = views.filter_map(|read| async move { read.ok()?.ok().map(|view| Ok(view_event(&view))) });
     Ok(sse(futures::stream::select(views.chain(futures::stream::pending()), inbox), &state, slot))
 }
 

@@ -7,13 +7,12 @@ use axum::response::IntoResponse;
 use serde_json::json;
 
 use crate::auth::SignedIn;
-use crate::error::{ApiError, ApiJson, blocking};
+use crate::error::{ApiError, ApiJson};
 use crate::state::AppState;
 
 /// `GET /api/grants`: live grants, newest first (everyone's for admins).
 pub async fn list(State(state): State<AppState>, SignedIn(user): SignedIn) -> Result<impl IntoResponse, ApiError> {
-    let grants = state.mcp.core.grants.clone();
-    let listed = blocking(move || grants.list_for(&user)).await?;
+    let listed = state.mcp.core.run(move |core| core.grants.list_for(&user)).await??;
     Ok(ApiJson(json!({ "grants": listed })))
 }
 
@@ -23,7 +22,6 @@ pub async fn revoke(
     SignedIn(user): SignedIn,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let grants = state.mcp.core.grants.clone();
-    let revoked = blocking(move || grants.revoke_for(&user, &id)).await?;
+    let revoked = state.mcp.core.run(move |core| core.grants.revoke_for(&user, &id)).await??;
     Ok(ApiJson(json!({ "revoked": revoked.id })))
 }

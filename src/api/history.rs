@@ -12,7 +12,6 @@ use bytes::Bytes;
 use gatehouse_core::approvals::AccessError;
 use gatehouse_core::model::{AuditEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 use gatehouse_core::users::User;
-use tokio_stream::wrappers::ReceiverStream;
 
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
@@ -29,15 +28,16 @@ fn parse(query: Option<String>) -> Result<HistoryFilter, ApiError> {
         .map_err(|e| ApiError::BadRequest(format!("invalid history filter: {e}")))
 }
 
-/// One page of `user`'s history, read on the blocking pool.
+/// One page of `user`'s history, read in the stores' lane.
 pub async fn read_page(
     state: &AppState,
     user: User,
     filter: HistoryFilter,
     limit: usize,
 ) -> Result<HistoryPage, AccessError> {
-    let approvals = state.core().approvals.clone();
-    tokio::task::spawn_blocking(move || approvals.history_for(&user, &filter, limit))
+    state
+        .core()
+        .run(move |core| core.approvals.history_for(&user, &filter, limit))
         .await
         .map_err(|e| AccessError::Storage(e.to_string()))?
 }
@@ -73,25 +73,35 @@ async fn export(
     let filter = parse(query)?.at_page(None);
     // A bad filter answers 400 here, not as a broken download.
     read_page(&state, user.clone(), filter.clone(), 1).await?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(4);
-    let approvals = state.core().approvals.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut before = None;
-        let mut written = 0;
-        let mut out = Vec::new();
-        if format == ExportFormat::Csv {
+    let core = state.core().clone();
+    // Each page is read in the stores' lane when the client is ready for
+    // it (no task of its own; it ends when the client goes away).
+    let first = match format {
+        ExportFormat::Csv => {
+            let mut out = Vec::new();
             csv_row(&mut out, &CSV_HEADER.map(str::to_string));
+            out
         }
-        while written < EXPORT_MAX {
-            let page =
-                match approvals.history_for(&user, &filter.at_page(before), EXPORT_BATCH.min(EXPORT_MAX - written)) {
-                    Ok(page) => page,
-                    Err(e) => {
-                        // The response has started: the file ends short, and the log says why.
-                        tracing::error!(error = %e, "history export failed part way");
-                        return;
-                    }
-                };
+        ExportFormat::Jsonl => Vec::new(),
+    };
+    let pages = futures::stream::unfold(Some((first, None, 0usize)), move |next| {
+        let (core, user, filter) = (core.clone(), user.clone(), filter.clone());
+        async move {
+            let (mut out, before, written) = next?;
+            if written >= EXPORT_MAX {
+                return None;
+            }
+            let batch = EXPORT_BATCH.min(EXPORT_MAX - written);
+            let at = filter.at_page(before);
+            let read = core.run(move |core| core.approvals.history_for(&user, &at, batch)).await;
+            let page = match read.map_err(|e| AccessError::Storage(e.to_string())).and_then(|page| page) {
+                Ok(page) => page,
+                Err(e) => {
+                    // The response has started: the file ends short, and the log says why.
+                    tracing::error!(error = %e, "history export failed part way");
+                    return None;
+                }
+            };
             for entry in &page.entries {
                 match format {
                     ExportFormat::Jsonl => {
@@ -101,14 +111,9 @@ async fn export(
                     ExportFormat::Csv => csv_row(&mut out, &csv_fields(entry)),
                 }
             }
-            written += page.entries.len();
-            if tx.blocking_send(Ok(Bytes::from(std::mem::take(&mut out)))).is_err() {
-                return;
-            }
-            match page.next_before {
-                Some(next) => before = Some(next),
-                None => return,
-            }
+            let written = written + page.entries.len();
+            let next = page.next_before.map(|before| (Vec::new(), Some(before), written));
+            Some((Ok::<_, Infallible>(Bytes::from(out)), next))
         }
     });
     let (content_type, name) = match format {
@@ -120,7 +125,7 @@ async fn export(
             (header::CONTENT_TYPE, content_type.to_string()),
             (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
         ],
-        Body::from_stream(ReceiverStream::new(rx)),
+        Body::from_stream(pages),
     )
         .into_response())
 }

@@ -51,9 +51,8 @@ pub fn sse(
 ) -> EventStream {
     use futures::FutureExt;
     let shutdown = state.mcp.shutdown.clone();
-    let ended = session_ended(state.mcp.core.users.clone(), state.mcp.core.live.subscribe(), slot.session().into())
-        .boxed()
-        .shared();
+    let ended =
+        session_ended(state.mcp.core.clone(), state.mcp.core.live.subscribe(), slot.session().into()).boxed().shared();
     let said_why = ended.clone();
     let stream = stream
         .take_until(async move { shutdown.cancelled_owned().await })
@@ -75,7 +74,7 @@ pub fn sse(
 /// Completes once `session` no longer signs anyone in, checked on every
 /// user change the hub announces (and on a missed one).
 async fn session_ended(
-    users: gatehouse_core::users::UserStore,
+    core: gatehouse_core::Core,
     mut events: tokio::sync::broadcast::Receiver<LiveEvent>,
     session: String,
 ) {
@@ -84,9 +83,8 @@ async fn session_ended(
     loop {
         match events.recv().await {
             Ok(LiveEvent::UsersChanged) | Err(RecvError::Lagged(_)) => {
-                let users = users.clone();
                 let session = session.clone();
-                let live = tokio::task::spawn_blocking(move || users.session_live(&session)).await;
+                let live = core.run(move |core| core.users.session_live(&session)).await;
                 if matches!(live, Ok(Ok(false))) {
                     return;
                 }

@@ -82,19 +82,12 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
     };
     let oauth_resource = (state.oauth.enabled && token.starts_with(gatehouse_core::oauth::ACCESS_PREFIX))
         .then(|| state.oauth.seen_from(host.as_deref()).resource);
-    let (core, token) = (state.core.clone(), token.to_string());
-    let lookup = move || match oauth_resource {
+    let token = token.to_string();
+    let lookup = move |core: gatehouse_core::Core| match oauth_resource {
         Some(resource) => core.oauth.authenticate(&token, &resource).map_err(|e| e.to_string()),
         None => core.credentials.authenticate(&token).map_err(|e| e.to_string()),
     };
-    // SQLite answers in microseconds under its lock; a PostgreSQL round trip
-    // must not hold a runtime thread.
-    let accepted = match state.core.db.backend() {
-        gatehouse_core::db::Backend::Sqlite => lookup(),
-        gatehouse_core::db::Backend::Postgres => {
-            tokio::task::spawn_blocking(lookup).await.unwrap_or_else(|e| Err(e.to_string()))
-        }
-    };
+    let accepted = state.core.run(lookup).await.map_err(|e| e.to_string()).and_then(|found| found);
     let credential = match accepted {
         Ok(Ok(credential)) => credential,
         Ok(Err(rejection)) => return unauthorized(&state, host.as_deref(), rejection),

@@ -188,8 +188,7 @@ pub async fn sweep(core: &Core, bindings: &McpSessionBindings, listeners: &Liste
     if ids.is_empty() {
         return;
     }
-    let credentials = core.credentials.clone();
-    let revoked = match tokio::task::spawn_blocking(move || credentials.revoked_among(&ids)).await {
+    let revoked = match core.run(move |core| core.credentials.revoked_among(&ids)).await {
         Ok(Ok(revoked)) => revoked,
         Ok(Err(e)) => return tracing::error!(error = %e, "credential sweep failed"),
         Err(e) => return tracing::error!(error = %e, "credential sweep panicked"),

@@ -50,8 +50,7 @@ pub struct Route {
 pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken) {
     // Subscribed before the first look, so no change falls between them.
     let mut events = core.live.subscribe();
-    let start = core.clone();
-    let Ok(mut last_id) = tokio::task::spawn_blocking(move || newest_id(&start)).await else { return };
+    let Ok(mut last_id) = core.run(|core| newest_id(&core)).await else { return };
     // Nothing written before the start is sent, looking back or not.
     let floor = last_id;
     loop {
@@ -64,9 +63,9 @@ pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: Can
                 Err(RecvError::Closed) => break,
             }
         }
-        let (reader, base) = (core.clone(), base_url.clone());
-        // The audit log is in the database: off the async threads.
-        let read = tokio::task::spawn_blocking(move || {
+        let base = base_url.clone();
+        // The audit log is in the database: in the stores' lane.
+        let read = core.run(move |reader| {
             // On PostgreSQL ids are taken before commit, so an entry can land
             // below one already read: look back a little; the claims keep
             // anything from going out twice (here or from another replica).

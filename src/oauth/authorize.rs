@@ -124,9 +124,11 @@ fn redirect_with(redirect_uri: &str, pairs: &[(&str, &str)], state: Option<&str>
 /// The client named by `client_id`: a registered one, or one known by its
 /// metadata document (fetched again when `fetch` and the copy is stale).
 async fn find_client(state: &AppState, client_id: &str, fetch: bool) -> Result<Client, String> {
-    let oauth = state.mcp.core.oauth.clone();
     let id = client_id.to_string();
-    let known = tokio::task::spawn_blocking(move || oauth.client(&id))
+    let known = state
+        .mcp
+        .core
+        .run(move |core| core.oauth.client(&id))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
@@ -146,9 +148,11 @@ async fn find_client(state: &AppState, client_id: &str, fetch: bool) -> Result<C
         return Err("This client's metadata document has not been read; start connecting again.".into());
     }
     let metadata = state.mcp.oauth.documents.fetch(client_id).await.map_err(|e| e.to_string())?;
-    let oauth = state.mcp.core.oauth.clone();
     let id = client_id.to_string();
-    tokio::task::spawn_blocking(move || oauth.save_document_client(&id, metadata))
+    state
+        .mcp
+        .core
+        .run(move |core| core.oauth.save_document_client(&id, metadata))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())
@@ -451,8 +455,11 @@ pub async fn decide(
                     "the agent name must be at most 200 bytes, without control characters".into(),
                 ));
             }
-            let (core, owner) = (state.mcp.core.clone(), user.username.clone());
-            let taken = tokio::task::spawn_blocking(move || taken_names(&core, &owner))
+            let owner = user.username.clone();
+            let taken = state
+                .mcp
+                .core
+                .run(move |core| taken_names(&core, &owner))
                 .await
                 .map_err(|e| ApiError::Internal(e.to_string()))?
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -480,8 +487,10 @@ pub async fn decide(
                 owner: user.username.clone(),
                 agent: agent.clone(),
             };
-            let oauth = state.mcp.core.oauth.clone();
-            let code = tokio::task::spawn_blocking(move || oauth.create_code(&consent))
+            let code = state
+                .mcp
+                .core
+                .run(move |core| core.oauth.create_code(&consent))
                 .await
                 .map_err(|e| ApiError::Internal(e.to_string()))?
                 .map_err(|e| match e {

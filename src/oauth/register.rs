@@ -73,12 +73,10 @@ pub async fn register(
         request.grant_types.as_deref(),
         request.response_types.as_deref(),
     )?;
-    let oauth = state.mcp.core.oauth.clone();
     let from_log = from.0;
     let from = registration_key(from);
-    let registered = tokio::task::spawn_blocking(move || oauth.register(metadata, &from))
-        .await
-        .map_err(|e| OAuthError::Store(gatehouse_core::CoreError::Join(e.to_string())))??;
+    let registered =
+        state.mcp.core.run(move |core| core.oauth.register(metadata, &from)).await.map_err(OAuthError::Store)??;
     let client = registered.client;
     tracing::info!(client = %client.client_id, name = ?client.name, from = ?from_log, "OAuth client registered");
     let body = RegistrationResponse {

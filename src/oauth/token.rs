@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use gatehouse_core::CoreError;
+use gatehouse_core::Core;
 use gatehouse_core::oauth::{AuthMethod, Client, OAuthError, OAuthStore, SCOPE};
 use oauth2::basic::{BasicTokenResponse, BasicTokenType};
 use oauth2::{AccessToken, EmptyExtraTokenFields, RefreshToken, Scope};
@@ -93,14 +93,12 @@ fn client_credentials(
     })
 }
 
-/// Runs store work off the async threads.
-async fn blocking<T: Send + 'static>(
-    oauth: OAuthStore,
+/// Runs OAuth store work in the stores' lane ([`Core::run`]).
+async fn in_store<T: Send + 'static>(
+    core: &Core,
     work: impl FnOnce(&OAuthStore) -> Result<T, OAuthError> + Send + 'static,
 ) -> Result<T, OAuthError> {
-    tokio::task::spawn_blocking(move || work(&oauth))
-        .await
-        .map_err(|e| OAuthError::Store(CoreError::Join(e.to_string())))?
+    core.run(move |core| work(&core.oauth)).await.map_err(OAuthError::Store)?
 }
 
 fn authenticate(oauth: &OAuthStore, id: &str, secret: Option<&str>, via: AuthMethod) -> Result<Client, OAuthError> {
@@ -119,7 +117,7 @@ pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: axum
 async fn issue(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Response, OAuthError> {
     let request: TokenRequest = parse_form(headers, body)?;
     let (client_id, secret, via) = client_credentials(headers, request.client_id, request.client_secret)?;
-    let oauth = state.mcp.core.oauth.clone();
+    let core = &state.mcp.core;
     let server = state.mcp.oauth.seen_by(headers);
     let tokens = match request.grant_type.as_deref() {
         Some("authorization_code") => {
@@ -127,7 +125,7 @@ async fn issue(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Res
             let redirect_uri = required(request.redirect_uri, "redirect_uri")?;
             let verifier = required(request.code_verifier, "code_verifier")?;
             let resource = server.resource_param(request.resource.as_deref())?;
-            blocking(oauth, move |o| {
+            in_store(core, move |o| {
                 let client = authenticate(o, &client_id, secret.as_deref(), via)?;
                 o.exchange_code(&client, &code, &redirect_uri, &verifier, &resource)
             })
@@ -139,7 +137,7 @@ async fn issue(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Res
                 Some(r) => Some(server.resource_param(Some(r))?),
                 None => None,
             };
-            blocking(oauth, move |o| {
+            in_store(core, move |o| {
                 let client = authenticate(o, &client_id, secret.as_deref(), via)?;
                 o.refresh(&client, &refresh, resource.as_deref())
             })
@@ -170,7 +168,7 @@ pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: axu
         let request: RevokeRequest = parse_form(&headers, &body)?;
         let token = required(request.token, "token")?;
         let (client_id, secret, via) = client_credentials(&headers, request.client_id, request.client_secret)?;
-        blocking(state.mcp.core.oauth.clone(), move |o| {
+        in_store(&state.mcp.core, move |o| {
             let client = authenticate(o, &client_id, secret.as_deref(), via)?;
             o.revoke(&client, &token)
         })

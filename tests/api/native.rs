@@ -69,6 +69,7 @@ async fn input_required_then_the_retry_runs_once_approved() {
                     gatehouse_core::approvals::Decision::Accept,
                     "user:ada",
                 ))
+                .await
                 .unwrap();
         })
     };
@@ -141,6 +142,7 @@ async fn a_re_issued_credential_continues_its_threads_request_state() {
     app.core
         .approvals
         .decide(gatehouse_core::approvals::Decide::actor(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada"))
+        .await
         .unwrap();
     // Another thread's credential of the same agent cannot use the state.
     let stranger = issue("t2");

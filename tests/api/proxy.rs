@@ -264,6 +264,7 @@ async fn resource_updates_and_list_changes_reach_the_agent() {
     app.core
         .approvals
         .decide(gatehouse_core::approvals::Decide::actor(&id, gatehouse_core::approvals::Decision::Accept, "user:test"))
+        .await
         .unwrap();
     let resume = tool_params("resume", serde_json::json!({"executionId": id}));
     let done = service.call_tool(resume).await.unwrap();

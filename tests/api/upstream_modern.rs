@@ -456,7 +456,11 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     let pending = service.call_tool(tool_params(tool, json!({}))).await.unwrap();
     assert!(agent.asked().is_empty(), "nothing is asked before the approval");
     let id = pending.structured_content.expect("paused")["executionId"].as_str().unwrap().to_string();
-    app.core.approvals.decide(gatehouse_core::approvals::Decide::actor(&id, Decision::Accept, "user:test")).unwrap();
+    app.core
+        .approvals
+        .decide(gatehouse_core::approvals::Decide::actor(&id, Decision::Accept, "user:test"))
+        .await
+        .unwrap();
     let done = service.call_tool(tool_params("resume", json!({"executionId": id}))).await.unwrap();
     assert!(done.content[0].as_text().unwrap().text.contains("Ada"), "{done:?}");
     assert_eq!(agent.asked(), vec!["elicitation/create"]);
@@ -467,7 +471,11 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     let gate_state = first["result"]["requestState"].as_str().expect("paused for approval").to_string();
     assert!(!gate_state.starts_with(PREFIX), "the gate's own state: {first}");
     let id = first["result"]["inputRequests"]["approval"]["params"]["elicitationId"].as_str().unwrap().to_string();
-    app.core.approvals.decide(gatehouse_core::approvals::Decide::actor(&id, Decision::Accept, "user:test")).unwrap();
+    app.core
+        .approvals
+        .decide(gatehouse_core::approvals::Decide::actor(&id, Decision::Accept, "user:test"))
+        .await
+        .unwrap();
     let asked = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({"requestState": gate_state})).await;
     let (result, state) = input_required(&asked);
     assert!(result["inputRequests"].get("user_name").is_some(), "{asked}");

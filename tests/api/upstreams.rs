@@ -87,7 +87,7 @@ async fn a_gated_write_writes_once_approved_and_not_when_declined() {
         } else {
             gatehouse_core::approvals::Decision::Decline
         };
-        app.core.approvals.decide(gatehouse_core::approvals::Decide::actor(&eid, d, actor)).unwrap();
+        app.core.approvals.decide(gatehouse_core::approvals::Decide::actor(&eid, d, actor)).await.unwrap();
         let resumed = call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
         if decision == "accept" {
             assert_ne!(resumed["isError"], true, "{resumed}");

@@ -40,13 +40,13 @@ pub fn set_status(code: u16) {
     }
 }
 
-/// Runs database work for the signed-in user on the blocking pool; an
+/// Runs database work for the signed-in user in the stores' lane; an
 /// access error sets the response status as the JSON API would.
 pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce(User, gatehouse_core::Core) -> Result<T, AccessError> + Send + 'static,
 ) -> Result<T, ServerFnError> {
     let (user, core) = context()?;
-    match tokio::task::spawn_blocking(move || work(user, core)).await {
+    match core.clone().run(move |core| work(user, core)).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => {
             set_status(e.status());

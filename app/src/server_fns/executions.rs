@@ -66,15 +66,8 @@ pub async fn decide_execution(
             return Err(ServerFnError::new(e.to_string()));
         }
     };
-    // It writes the audit row (and may wait for another replica): on the
-    // blocking pool, and finished even if the request goes away meanwhile.
-    let decided = tokio::task::spawn_blocking(move || {
-        use gatehouse_core::approvals::Decide;
-        core.approvals.decide(Decide::person(&id, decision, &user).note(reason.as_deref()))
-    })
-    .await
-    .map_err(|e| ServerFnError::new(e.to_string()))?;
-    match decided {
+    use gatehouse_core::approvals::Decide;
+    match core.approvals.decide(Decide::person(&id, decision, &user).note(reason.as_deref())).await {
         Ok(snapshot) => Ok(snapshot.state),
         Err(e) => {
             ctx::set_status(gatehouse_core::Status::status(&e));
@@ -132,10 +125,8 @@ pub async fn grant_execution(
         arguments.insert(name, ArgMatch::Prefix(text));
     }
     let request = GrantRequest { scope, arguments };
-    let done = tokio::task::spawn_blocking(move || {
-        grants::approve_and_grant(&core.approvals, &core.grants, &user, &id, &request, note.as_deref())
-    })
-    .await
-    .map_err(|e| ServerFnError::new(e.to_string()))?;
-    done.map(|grant| grant.id).map_err(fail)
+    grants::approve_and_grant(&core.approvals, &core.grants, &user, &id, &request, note.as_deref())
+        .await
+        .map(|grant| grant.id)
+        .map_err(fail)
 }

@@ -21,7 +21,7 @@ pub async fn list_grants() -> Result<GrantsView, ServerFnError> {
 #[server(prefix = "/api/fn", endpoint = "revoke-grant")]
 pub async fn revoke_grant(id: String) -> Result<(), ServerFnError> {
     let (user, core) = ctx::context()?;
-    match tokio::task::spawn_blocking(move || core.grants.revoke_for(&user, &id)).await {
+    match core.run(move |core| core.grants.revoke_for(&user, &id)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => {
             ctx::set_status(gatehouse_core::Status::status(&e));

@@ -15,12 +15,13 @@ pub async fn load_consent(query: String) -> Result<ConsentInfo, ServerFnError> {
         ctx::set_status(400);
         return Ok(refused.clone());
     }
-    let (user, _) = ctx::context()?;
+    let (user, core) = ctx::context()?;
     let host = use_context::<http::request::Parts>()
         .and_then(|p| p.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string));
     let source = use_context::<std::sync::Arc<dyn ctx::OAuthConsent>>()
         .ok_or_else(|| ServerFnError::new("OAuth is not enabled"))?;
-    let info = tokio::task::spawn_blocking(move || source.consent(&user, &query, host.as_deref()))
+    let info = core
+        .run(move |_| source.consent(&user, &query, host.as_deref()))
         .await
         .map_err(|e| ServerFnError::new(e.to_string()))?;
     if matches!(info, ConsentInfo::Refused(_)) {

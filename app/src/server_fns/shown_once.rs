@@ -44,14 +44,14 @@ impl<T: Shown + Send + 'static> ShownOnce<T> {
     }
 
     /// The secret held as `id`, if `viewer` made it and it was not shown
-    /// yet (on the blocking pool: the store may wait for PostgreSQL).
+    /// yet (in the stores' lane: the store may wait for PostgreSQL).
     pub async fn take(
         &self,
         core: gatehouse_core::Core,
         id: String,
         viewer: String,
     ) -> Result<Option<T>, ServerFnError> {
-        tokio::task::spawn_blocking(move || core.show_once.take::<T>(&id, &viewer))
+        core.run(move |core| core.show_once.take::<T>(&id, &viewer))
             .await
             .map_err(|e| ServerFnError::new(e.to_string()))?
             .map_err(|e| ServerFnError::new(e.to_string()))

@@ -58,7 +58,7 @@ pub async fn review_tool_change(
     decision: String,
 ) -> Result<(), ServerFnError> {
     let catalog = ctx::tool_catalog()?;
-    let (user, _) = ctx::context()?;
+    let (user, core) = ctx::context()?;
     let refuse = |status: u16, message: String| {
         ctx::set_status(status);
         Err(ServerFnError::new(message))
@@ -72,10 +72,10 @@ pub async fn review_tool_change(
         other => return refuse(400, format!("decision must be accept or reject, not {other:?}")),
     };
     let actor = format!("user:{}", user.username);
-    let reviewed =
-        tokio::task::spawn_blocking(move || catalog.review_change(&upstream, &tool, &digest, accept, &actor))
-            .await
-            .map_err(|e| ServerFnError::new(e.to_string()))?;
+    let reviewed = core
+        .run(move |_| catalog.review_change(&upstream, &tool, &digest, accept, &actor))
+        .await
+        .map_err(|e| ServerFnError::new(e.to_string()))?;
     match reviewed {
         Ok(()) => Ok(()),
         Err((status, message)) => refuse(status, message),

@@ -64,7 +64,7 @@ mod server {
         ctx::context().inspect_err(|_| set_status(401))
     }
 
-    /// Runs `work` on the blocking pool for the signed-in user; `admin`
+    /// Runs `work` in the stores' lane for the signed-in user; `admin`
     /// refuses everyone else with 403. Errors answer with their status.
     pub async fn blocking<T: Send + 'static>(
         admin: bool,
@@ -75,7 +75,7 @@ mod server {
             set_status(403);
             return Err(ServerFnError::new("only an admin may manage users"));
         }
-        match tokio::task::spawn_blocking(move || work(user, core)).await {
+        match core.clone().run(move |core| work(user, core)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => {
                 set_status(gatehouse_core::Status::status(&e));
@@ -258,7 +258,7 @@ pub async fn change_password(current: String, new: String, confirm: String) -> R
         Err(e) => return Err(ServerFnError::new(e.to_string())),
     }
     let name = user.username.clone();
-    tokio::task::spawn_blocking(move || server::record(&core, &user, &name, "password", Some("changed")))
+    core.run(move |core| server::record(&core, &user, &name, "password", Some("changed")))
         .await
         .map_err(|e| ServerFnError::new(e.to_string()))?
         .map_err(|e| ServerFnError::new(e.to_string()))?;
@@ -285,7 +285,8 @@ pub async fn sign_out_others() -> Result<(), ServerFnError> {
 pub async fn password_link_info(token: String) -> Result<LinkInfo, ServerFnError> {
     use gatehouse_core::users::LinkCheck;
     let core = use_context::<gatehouse_core::Core>().ok_or_else(|| ServerFnError::new("no core"))?;
-    let check = tokio::task::spawn_blocking(move || core.users.password_link(&token))
+    let check = core
+        .run(move |core| core.users.password_link(&token))
         .await
         .map_err(|e| ServerFnError::new(e.to_string()))?
         .map_err(|e| ServerFnError::new(e.to_string()))?;

@@ -61,7 +61,7 @@ impl crate::error::Status for AccessError {
 }
 
 /// A store's refusal as the pages' and the API's.
-pub(super) fn access_error(e: DecideError) -> AccessError {
+pub(crate) fn access_error(e: DecideError) -> AccessError {
     match e {
         DecideError::NotFound => AccessError::NotFound,
         DecideError::Conflict(s) => AccessError::Conflict(s),

@@ -65,38 +65,52 @@ impl ApprovalStore {
     /// state it led to is returned); a conflicting one is refused with the
     /// state it found. A settled execution is answered from the audit log.
     ///
-    /// Blocking: it writes the audit row (and a person's decision on another
-    /// replica's execution waits for that replica's answer): async callers
-    /// run it on the blocking pool.
-    pub fn decide(&self, request: Decide<'_>) -> Result<Snapshot, AccessError> {
+    /// The store work runs in the database's lane ([`crate::Db::run`]), to
+    /// its end even if the caller stops waiting; a person's decision on
+    /// another replica's execution waits for that replica's answer.
+    pub async fn decide(&self, request: Decide<'_>) -> Result<Snapshot, AccessError> {
         let Decide { id, decision, by, note } = request;
+        let (key, note) = (id.to_string(), note.map(str::to_string));
         let user = match by {
-            By::Actor(actor) => return self.decide_here(id, decision, actor, note).map_err(access_error),
-            By::Person(user) => user,
+            By::Actor(actor) => {
+                let (store, actor) = (self.clone(), actor.to_string());
+                let here = move || store.decide_here(&key, decision, &actor, note.as_deref());
+                return self.off_runtime(here).await.and_then(|d| d).map_err(access_error);
+            }
+            By::Person(user) => user.clone(),
         };
-        let view = self.view_for(user, id)?;
+        let view = {
+            let (store, user, key) = (self.clone(), user.clone(), key.clone());
+            self.off_runtime(move || store.view_for(&user, &key)).await.map_err(access_error)??
+        };
         if view.admin_only && !user.is_admin {
             return Err(AccessError::AdminRequired);
         }
         let actor = format!("user:{}", user.username);
         let decided = if self.cluster().is_some() && !self.is_local(id) {
-            // Another replica's (or nobody's yet): forwarded to its owner
-            // ([`ApprovalStore::decide_at_owner`]) through the runtime.
-            let (store, key, by, note) = (self.clone(), id.to_string(), actor.clone(), note.map(str::to_string));
-            self.block_on(async move { store.decide_at_owner(&key, decision, &by, note.as_deref()).await })
-                .unwrap_or_else(|| Err(DecideError::Storage("no runtime to reach the other replicas".into())))
+            // Another replica's (or nobody's yet): forwarded to its owner.
+            self.decide_at_owner(id, decision, &actor, note.as_deref()).await
         } else {
-            self.decide_here(id, decision, &actor, note)
+            let (store, by) = (self.clone(), actor.clone());
+            self.off_runtime(move || store.decide_here(&key, decision, &by, note.as_deref())).await.and_then(|d| d)
         };
         let snapshot = decided.map_err(access_error)?;
         tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
         Ok(snapshot)
     }
 
+    /// Runs store work in the database's lane; a panic is a storage error.
+    pub(super) async fn off_runtime<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, DecideError> {
+        self.inner.audit.db().run(work).await.map_err(|e| DecideError::Storage(e.to_string()))
+    }
+
     /// The decision itself, on this replica's store: a live entry moves
     /// under the lock (an approval arms its run window); one that is not
     /// live here is answered from the audit log.
-    pub(super) fn decide_here(
+    pub(crate) fn decide_here(
         &self,
         id: &str,
         decision: Decision,

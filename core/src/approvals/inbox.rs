@@ -63,7 +63,7 @@ impl ApprovalStore {
             return self.inbox_view(user, &listing);
         }
         let (store, viewer) = (self.clone(), user.clone());
-        let listing = match tokio::task::spawn_blocking(move || store.list(&viewer)).await {
+        let listing = match self.off_runtime(move || store.list(&viewer)).await {
             Ok(listing) => listing,
             Err(e) => {
                 tracing::error!(error = %e, "reading an inbox failed");

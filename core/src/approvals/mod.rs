@@ -29,6 +29,7 @@ mod restore;
 mod store;
 mod task_results;
 
+pub(crate) use access::access_error;
 pub use access::{AccessError, may_decide};
 pub use decide::{By, Decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
@@ -90,22 +91,34 @@ mod tests {
     async fn first_decision_wins_and_repeats_are_idempotent() {
         let store = store(Duration::from_secs(60));
         let e = store.open(new_execution("s")).unwrap();
-        assert_eq!(store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap().state, State::Approved);
-        assert_eq!(store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap().state, State::Approved);
         assert_eq!(
-            store.decide(Decide::actor(&e.id, Decision::Decline, "user:bob")),
+            store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap().state,
+            State::Approved
+        );
+        assert_eq!(
+            store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap().state,
+            State::Approved
+        );
+        assert_eq!(
+            store.decide(Decide::actor(&e.id, Decision::Decline, "user:bob")).await,
             Err(AccessError::Conflict(State::Approved))
         );
         store.start_run(&e.id).unwrap();
         store.finish(&e.id, true, None);
         assert!(store.is_empty());
         // Settled: the audit log answers.
-        assert_eq!(store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap().state, State::Completed);
         assert_eq!(
-            store.decide(Decide::actor(&e.id, Decision::Decline, "user:ada")),
+            store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap().state,
+            State::Completed
+        );
+        assert_eq!(
+            store.decide(Decide::actor(&e.id, Decision::Decline, "user:ada")).await,
             Err(AccessError::Conflict(State::Completed))
         );
-        assert_eq!(store.decide(Decide::actor("exec_nope", Decision::Accept, "user:ada")), Err(AccessError::NotFound));
+        assert_eq!(
+            store.decide(Decide::actor("exec_nope", Decision::Accept, "user:ada")).await,
+            Err(AccessError::NotFound)
+        );
     }
 
     #[tokio::test]
@@ -116,7 +129,7 @@ mod tests {
         assert_eq!(seen.state, State::Expired);
         assert!(store.is_empty());
         assert_eq!(
-            store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")),
+            store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await,
             Err(AccessError::Conflict(State::Expired))
         );
     }
@@ -139,7 +152,7 @@ mod tests {
         let store = store(Duration::from_secs(3600));
         store.open(new_execution("s")).unwrap();
         let e = store.open(new_execution("s")).unwrap();
-        store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
+        store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
         assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
         drop(store);
         // An aborted task ends when the runtime next polls it.
@@ -159,9 +172,9 @@ mod tests {
         let store = store(Duration::from_secs(3600));
         let declined = store.open(new_execution("s")).unwrap();
         let ran = store.open(new_execution("s")).unwrap();
-        store.decide(Decide::actor(&ran.id, Decision::Accept, "user:ada")).unwrap();
+        store.decide(Decide::actor(&ran.id, Decision::Accept, "user:ada")).await.unwrap();
         assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
-        store.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).unwrap();
+        store.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).await.unwrap();
         store.start_run(&ran.id).unwrap();
         store.finish(&ran.id, true, None);
         assert!(store.is_empty());
@@ -196,7 +209,7 @@ mod tests {
             (snapshot.state, &again.arguments, again.expires_at_ms),
             (State::Pending, &e.arguments, e.expires_at_ms)
         );
-        second.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
+        second.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
         second.start_run(&e.id).unwrap();
         second.finish(&e.id, true, None);
         second.flush().await;
@@ -215,13 +228,13 @@ mod tests {
         );
         let expiring = first.open(new_execution("s")).unwrap();
         let approved = first.open(new_execution("s")).unwrap();
-        first.decide(Decide::actor(&approved.id, Decision::Accept, "user:ada")).unwrap();
+        first.decide(Decide::actor(&approved.id, Decision::Accept, "user:ada")).await.unwrap();
         let approved_late = first.open(new_execution("s")).unwrap();
         let held = first.open(new_execution("s")).unwrap();
         first.hold(&held.id);
         let long = first.open(NewExecution { ttl: Some(Duration::from_secs(3600)), ..new_execution("s") }).unwrap();
         let declined = first.open(new_execution("s")).unwrap();
-        first.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).unwrap();
+        first.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).await.unwrap();
         first.flush().await;
         drop(first);
         // 20 s later `approved` is still in its run window; then `approved_late`
@@ -234,7 +247,7 @@ mod tests {
                 Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
             );
             mid.restore().await.unwrap();
-            mid.decide(Decide::actor(&approved_late.id, Decision::Accept, "user:ada")).unwrap();
+            mid.decide(Decide::actor(&approved_late.id, Decision::Accept, "user:ada")).await.unwrap();
             mid.flush().await;
         }
         clock.advance(Duration::from_secs(5));
@@ -283,7 +296,7 @@ mod tests {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
         let e = first.open(new_execution("s")).unwrap();
-        first.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
+        first.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
         first.flush().await;
         drop(first);
         let second = store_on(&db, clock, limits(Duration::from_secs(60)));
@@ -339,7 +352,7 @@ mod tests {
         assert_eq!(store.audit().latest(&a.id).unwrap().unwrap().state, State::Revoked);
         assert!(store.get(&other.id).is_some(), "another credential's execution is untouched");
         assert_eq!(
-            store.decide(Decide::actor(&a.id, Decision::Accept, "user:ada")),
+            store.decide(Decide::actor(&a.id, Decision::Accept, "user:ada")).await,
             Err(AccessError::Conflict(State::Revoked))
         );
     }
@@ -348,7 +361,7 @@ mod tests {
     async fn an_approval_not_run_within_the_run_window_expires() {
         let store = store_with(Limits { run_window: Duration::from_millis(30), ..limits(Duration::from_secs(60)) });
         let e = store.open(new_execution("s")).unwrap();
-        store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).unwrap();
+        store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
         tokio::time::sleep(Duration::from_millis(60)).await;
         assert!(store.start_run(&e.id).is_err(), "an approval past its run window does not run");
         assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, State::Expired);
@@ -436,7 +449,7 @@ mod tests {
                 let decider = {
                     let (store, id) = (store.clone(), e.id.clone());
                     let decision = if round % 2 == 0 { Decision::Accept } else { Decision::Decline };
-                    tokio::spawn(async move { store.decide(Decide::actor(&id, decision, "user:ada")) })
+                    tokio::spawn(async move { store.decide(Decide::actor(&id, decision, "user:ada")).await })
                 };
                 let racer = {
                     let (store, id) = (store.clone(), e.id.clone());
@@ -498,7 +511,7 @@ mod tests {
         assert_eq!(InboxView { now_ms: inbox.now_ms, ..again }, inbox, "read again: the same");
 
         // A decision is seen by the very next read, though the last one was kept.
-        store.decide(Decide::actor(&ids[0], Decision::Decline, "user:ada")).unwrap();
+        store.decide(Decide::actor(&ids[0], Decision::Decline, "user:ada")).await.unwrap();
         let after = store.inbox(&ada).await;
         assert_eq!(after.total, INBOX_LIMIT + 9);
         assert!(after.pending.iter().all(|e| e.execution_id != ids[0]));

@@ -28,7 +28,7 @@ use super::Execution;
 use super::access::may_decide;
 use super::store::{ApprovalStore, DecideError, Mirror, Rearm, Restored, Snapshot};
 use crate::cluster::{Cluster, STALE_AFTER};
-use crate::error::{CoreError, Result};
+use crate::error::Result;
 use crate::users::User;
 
 mod messages;
@@ -76,7 +76,7 @@ impl ApprovalStore {
     }
 
     /// Whether `id` is live in this replica's store.
-    pub(super) fn is_local(&self, id: &str) -> bool {
+    pub(crate) fn is_local(&self, id: &str) -> bool {
         self.entries().contains_key(id)
     }
 
@@ -148,19 +148,22 @@ impl ApprovalStore {
     pub(super) async fn restore_orphans(&self) -> Result<Restored> {
         let started = std::time::Instant::now();
         let store = self.clone();
-        let restored = tokio::task::spawn_blocking(move || -> Result<Restored> {
-            let mut restored = store.adopt_orphans()?;
-            let now = store.now_ms();
-            // One replica at a time: two starting together would each record
-            // the same executions as abandoned.
-            let db = store.inner.audit.db().clone();
-            let abandoned =
-                db.exclusively(ABANDON_JOB, || store.inner.persist.abandon_unstored(now, store.cutoff_ms(), None))?;
-            restored.abandoned += abandoned.unwrap_or(0);
-            Ok(restored)
-        })
-        .await
-        .map_err(|e| CoreError::Join(e.to_string()))??;
+        let restored = self
+            .inner
+            .audit
+            .db()
+            .run(move || -> Result<Restored> {
+                let mut restored = store.adopt_orphans()?;
+                let now = store.now_ms();
+                // One replica at a time: two starting together would each record
+                // the same executions as abandoned.
+                let db = store.inner.audit.db().clone();
+                let abandoned =
+                    db.exclusively(ABANDON_JOB, || store.inner.persist.abandon_unstored(now, store.cutoff_ms(), None))?;
+                restored.abandoned += abandoned.unwrap_or(0);
+                Ok(restored)
+            })
+            .await??;
         self.announce_restored(&restored, started);
         Ok(restored)
     }
@@ -255,10 +258,10 @@ impl ApprovalStore {
         }
     }
 
-    /// Runs blocking store work off the runtime's threads.
+    /// Runs blocking store work in the database's lane.
     async fn blocking<T: Send + 'static>(&self, work: impl FnOnce(&ApprovalStore) -> T + Send + 'static) -> Option<T> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || work(&store)).await.ok()
+        self.off_runtime(move || work(&store)).await.ok()
     }
 
     /// Whether replica `owner` (none: nobody) is alive. Blocks.
@@ -356,7 +359,12 @@ impl ApprovalStore {
         detail: Option<&str>,
     ) -> std::result::Result<Snapshot, DecideError> {
         let Some(cluster) = self.inner.cluster.get().cloned() else {
-            return self.decide_here(id, decision, actor, detail);
+            let (store, key, actor, detail) =
+                (self.clone(), id.to_string(), actor.to_string(), detail.map(str::to_string));
+            return self
+                .off_runtime(move || store.decide_here(&key, decision, &actor, detail.as_deref()))
+                .await
+                .and_then(|d| d);
         };
         let storage = |e: String| DecideError::Storage(e);
         for _ in 0..ATTEMPTS {
@@ -409,21 +417,13 @@ impl ApprovalStore {
             .unwrap_or_else(|| Err(storage("the decision was interrupted".into())))
     }
 
-    /// Runs `work` to completion from synchronous code (a person's decision
-    /// on another replica's execution, on a blocking thread): on a helper thread, driven by the runtime the store
-    /// joined on, so timers it arms outlive it. `None` without a runtime.
-    pub(super) fn block_on<T: Send>(&self, work: impl Future<Output = T> + Send) -> Option<T> {
-        let runtime = self.inner.runtime.get()?.clone();
-        std::thread::scope(|scope| scope.spawn(move || runtime.block_on(work)).join().ok())
-    }
-
     /// Leaves the cluster's executions to the others (graceful shutdown):
     /// the rows this replica owns become nobody's, so another replica adopts
     /// them at its next sweep, and this one stops adopting. Their channels
     /// stay as mirrors for anyone still waiting here. Pauses held inside a
     /// request here stay ours (their requests end with this process); the
-    /// adopter abandons them once this replica is gone. Blocks briefly.
-    pub fn leave(&self) {
+    /// adopter abandons them once this replica is gone.
+    pub async fn leave(&self) {
         let Some(me) = self.me() else { return };
         self.inner.left.store(true, Ordering::SeqCst);
         {
@@ -437,13 +437,12 @@ impl ApprovalStore {
             }
         }
         // Queued rows first: one written after the hand-back would be ours again.
-        if let Some(runtime) = self.inner.runtime.get().cloned() {
-            let store = self.clone();
-            let _ = std::thread::scope(|scope| scope.spawn(move || runtime.block_on(store.flush())).join());
-        }
-        match self.inner.persist.disown(&me) {
-            Ok(n) if n > 0 => tracing::info!(executions = n, "left this replica's executions to the others"),
-            Ok(_) => {}
+        self.flush().await;
+        let store = self.clone();
+        match self.off_runtime(move || store.inner.persist.disown(&me)).await {
+            Ok(Ok(n)) if n > 0 => tracing::info!(executions = n, "left this replica's executions to the others"),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot leave this replica's executions to the others"),
             Err(e) => tracing::warn!(error = %e, "cannot leave this replica's executions to the others"),
         }
     }

@@ -29,9 +29,7 @@ impl ApprovalStore {
         }
         let started = std::time::Instant::now();
         let loader = self.clone();
-        let stored = tokio::task::spawn_blocking(move || loader.inner.persist.load())
-            .await
-            .map_err(|e| crate::error::CoreError::Join(e.to_string()))??;
+        let stored = self.inner.audit.db().run(move || loader.inner.persist.load()).await??;
         let now = self.now_ms();
         let mut restored = Restored::default();
         let mut gone = Vec::new();
@@ -43,12 +41,15 @@ impl ApprovalStore {
             }
         }
         let persist_gone = self.clone();
-        let abandoned = tokio::task::spawn_blocking(move || {
-            persist_gone.inner.persist.delete_now(&gone)?;
-            persist_gone.inner.persist.abandon_unstored(now, now, None)
-        })
-        .await
-        .map_err(|e| crate::error::CoreError::Join(e.to_string()))??;
+        let abandoned = self
+            .inner
+            .audit
+            .db()
+            .run(move || {
+                persist_gone.inner.persist.delete_now(&gone)?;
+                persist_gone.inner.persist.abandon_unstored(now, now, None)
+            })
+            .await??;
         restored.abandoned = abandoned;
         for (delay, id, then) in timers {
             self.after(delay, &id, then);

@@ -13,6 +13,7 @@ pub use self::sql::{Arg, Backend, Conn, FromValue, Row, Value};
 use crate::error::{CoreError, Result};
 
 pub mod error;
+mod lane;
 mod postgres;
 mod postgres_schema;
 mod sql;
@@ -81,6 +82,8 @@ pub fn restrict_permissions(_dir: &Path) -> std::io::Result<()> {
 #[derive(Clone)]
 pub struct Db {
     inner: Inner,
+    /// Bounds the store work running at once ([`Db::run`]).
+    lane: lane::Lane,
 }
 
 #[derive(Clone)]
@@ -130,7 +133,8 @@ impl Db {
     pub fn connect_migrated(url: &str) -> Result<(Self, i64, i64)> {
         let pool = postgres::connect(url)?;
         let (before, after) = postgres::migrate(&mut *pool.get()?)?;
-        Ok((Self { inner: Inner::Postgres { pool, url: url.into() } }, before, after))
+        let lane = lane::Lane::new(postgres::POOL_SIZE as usize);
+        Ok((Self { inner: Inner::Postgres { pool, url: url.into() }, lane }, before, after))
     }
 
     /// A private in-memory SQLite database.
@@ -164,7 +168,10 @@ impl Db {
                 counter.fetch_add(1, Ordering::Relaxed);
             }
         }));
-        Ok(Self { inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), credential_writes, None) })
+        Ok(Self {
+            inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), credential_writes, None),
+            lane: lane::Lane::new(lane::SQLITE_LANE),
+        })
     }
 
     /// A value that differs whenever the `credentials` table may have changed

@@ -44,8 +44,10 @@ fn check_constraints(arguments: &Value, constraints: &BTreeMap<String, ArgMatch>
 /// tool, as `request` says; `note` (cleaned) is audited with the approval.
 /// Refused without approving when the call is `human_only`, when only
 /// admins decide it and `user` is not one, or when the request does not fit
-/// the call. Database work: call it off the async threads.
-pub fn approve_and_grant(
+/// the call. The store work runs in the database's lane; for a call held
+/// on this replica, all of it at once, finished even if the caller stops
+/// waiting (never approved without its grant).
+pub async fn approve_and_grant(
     approvals: &ApprovalStore,
     grants: &GrantStore,
     user: &User,
@@ -53,6 +55,42 @@ pub fn approve_and_grant(
     request: &GrantRequest,
     note: Option<&str>,
 ) -> Result<GrantView, GrantError> {
+    let db = grants.db.clone();
+    let (store, index, person, key, request, note) =
+        (approvals.clone(), grants.clone(), user.clone(), id.to_string(), request.clone(), note.map(str::to_string));
+    let view = if approvals.cluster().is_none() || approvals.is_local(id) {
+        db.run(move || {
+            let (view, detail) = prepare_grant(&store, &index, &person, &key, &request, note.as_deref())?;
+            let actor = format!("user:{}", person.username);
+            store.decide_here(&key, Decision::Accept, &actor, Some(&detail)).map_err(crate::approvals::access_error)?;
+            tracing::info!(execution = %key, decision = "accept", by = %actor, "decision recorded");
+            index.insert(view.clone(), &view.created_by)?;
+            Ok::<_, GrantError>(view)
+        })
+        .await??
+    } else {
+        // Held on another replica: the decision is forwarded to it.
+        let (view, detail) =
+            db.run(move || prepare_grant(&store, &index, &person, &key, &request, note.as_deref())).await??;
+        approvals.decide(Decide::person(id, Decision::Accept, user).note(Some(&detail))).await?;
+        let (index, made) = (grants.clone(), view.clone());
+        db.run(move || index.insert(made.clone(), &made.created_by)).await??;
+        view
+    };
+    tracing::info!(grant = %view.id, execution = %id, by = %view.created_by, "grant made");
+    Ok(view)
+}
+
+/// The grant `request` would make for execution `id`, and the approval's
+/// audit detail, or why not (nothing is approved or stored yet). Blocking.
+fn prepare_grant(
+    approvals: &ApprovalStore,
+    grants: &GrantStore,
+    user: &User,
+    id: &str,
+    request: &GrantRequest,
+    note: Option<&str>,
+) -> Result<(GrantView, String), GrantError> {
     let Some((execution, _)) = approvals.get(id) else {
         // Settled or unknown: the ordinary lookup says which (404, 403, 409).
         let view = approvals.view_for(user, id)?;
@@ -97,10 +135,7 @@ pub fn approve_and_grant(
     if let Some(note) = note {
         detail.push_str(&format!(" — {note}"));
     }
-    approvals.decide(Decide::person(id, Decision::Accept, user).note(Some(&detail)))?;
-    grants.insert(view.clone(), &view.created_by)?;
-    tracing::info!(grant = %view.id, execution = %id, by = %view.created_by, "grant made");
-    Ok(view)
+    Ok((view, detail))
 }
 
 /// A reason or note from a form or the API, cleaned, or why not (400).

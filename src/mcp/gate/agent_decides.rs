@@ -32,7 +32,7 @@ pub fn pending_result_for_agent(state: &McpState, execution: &Execution, shape: 
 /// Records the agent's own decision on `execution`, or says why it may not
 /// make one (the session did not ask to decide itself, the operator did not
 /// allow it, or a person must decide).
-pub fn decide(
+pub async fn decide(
     state: &McpState,
     caller: &Caller,
     mode: Mode,
@@ -59,6 +59,6 @@ pub fn decide(
         ResumeAction::Decline => Decision::Decline,
     };
     let actor = format!("agent:{}", caller.credential.agent);
-    let _ = state.core.approvals.decide(Decide::actor(id, decision, &actor));
+    let _ = state.core.approvals.decide(Decide::actor(id, decision, &actor)).await;
     Ok(())
 }

@@ -74,6 +74,6 @@ pub async fn ask_with_form(
         }
     };
     // A browser decision may have come first; then that one stands.
-    let _ = store.decide(Decide::actor(&execution.id, decision, &actor));
+    let _ = store.decide(Decide::actor(&execution.id, decision, &actor)).await;
     finish_decided(state, caller, &execution.id, shape).await
 }

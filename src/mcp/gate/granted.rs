@@ -24,8 +24,7 @@ pub async fn lookup(
     let credential = &caller.credential;
     if state.core.db.backend() == gatehouse_core::db::Backend::Postgres {
         // A grant made or revoked on another replica counts at once.
-        let syncing = grants.clone();
-        match tokio::task::spawn_blocking(move || syncing.sync()).await {
+        match state.core.run(|core| core.grants.sync()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "could not re-read the grants; using the ones known here"),
             Err(e) => tracing::warn!(error = %e, "grant re-read did not finish"),
@@ -36,10 +35,12 @@ pub async fn lookup(
     let actor = format!("grant:{}", matched.id);
     if matched.flush_needed {
         // Use counts reach the database in batches, off the async threads.
-        let grants = grants.clone();
-        state.tasks.spawn_blocking(move || {
-            if let Err(e) = grants.flush_uses() {
-                tracing::error!(error = %e, "could not write grant use counts");
+        let core = state.core.clone();
+        state.tasks.spawn(async move {
+            match core.run(|core| core.grants.flush_uses()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "could not write grant use counts"),
+                Err(e) => tracing::error!(error = %e, "could not write grant use counts"),
             }
         });
     }
@@ -48,22 +49,24 @@ pub async fn lookup(
     let (agent, owner, credential_id, thread) =
         (credential.agent.clone(), credential.owner.clone(), credential.id.clone(), credential.thread.clone());
     let by = actor.clone();
-    let recorded = tokio::task::spawn_blocking(move || {
-        audit_log.record(audit::Entry {
-            execution_id: &gatehouse_core::secret::new_id("exec"),
-            state: State::Allowed,
-            tool: &entry_tool,
-            upstream: entry_upstream.as_deref(),
-            arguments_digest: &args_digest,
-            agent: &agent,
-            owner: owner.as_deref(),
-            credential_id: Some(&credential_id),
-            thread: thread.as_deref(),
-            actor: Some(&by),
-            detail: Some("allowed without a pause by a grant"),
+    let recorded = state
+        .core
+        .run(move |_| {
+            audit_log.record(audit::Entry {
+                execution_id: &gatehouse_core::secret::new_id("exec"),
+                state: State::Allowed,
+                tool: &entry_tool,
+                upstream: entry_upstream.as_deref(),
+                arguments_digest: &args_digest,
+                agent: &agent,
+                owner: owner.as_deref(),
+                credential_id: Some(&credential_id),
+                thread: thread.as_deref(),
+                actor: Some(&by),
+                detail: Some("allowed without a pause by a grant"),
+            })
         })
-    })
-    .await;
+        .await;
     match recorded {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!(error = %e, "audit write failed"),

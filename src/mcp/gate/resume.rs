@@ -78,7 +78,7 @@ pub async fn resume(
     // Run where the agent is: on a cluster, take it over from its owner.
     store.take_over(&id).await;
     if let Some(action) = args.action
-        && let Err(refused) = agent_decides::decide(state, caller, mode, &execution, action)
+        && let Err(refused) = agent_decides::decide(state, caller, mode, &execution, action).await
     {
         return refused.into();
     }

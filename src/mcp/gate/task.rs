@@ -297,7 +297,7 @@ pub async fn update(
     if refused && snapshot.state == State::Pending {
         let store = &state.core.approvals;
         store.take_over(&execution.id).await;
-        let _ = store.decide(Decide::actor(&execution.id, Decision::Cancel, &super::form::client_actor(caller)));
+        let _ = store.decide(Decide::actor(&execution.id, Decision::Cancel, &super::form::client_actor(caller))).await;
     }
     Ok(())
 }

@@ -139,7 +139,7 @@ pub async fn hold_with_url(
                 // The user refused to open the page: nobody will decide in the browser.
                 // Only a cancellation is taken from the client; approval stays with the page.
                 if !matches!(answer, Ok(Ok(ElicitationAction::Accept))) {
-                    let _ = store.decide(Decide::actor(&id, Decision::Cancel, &form::client_actor(caller)));
+                    let _ = store.decide(Decide::actor(&id, Decision::Cancel, &form::client_actor(caller))).await;
                 }
             },
             _ = ctx.ct.cancelled() => {

@@ -126,7 +126,7 @@ impl ApprovalStore {
                 () = &mut shutdown => break,
                 _ = sweep.tick() => {
                     let store = self.clone();
-                    let _ = tokio::task::spawn_blocking(move || store.sweep()).await;
+                    let _ = self.off_runtime(move || store.sweep()).await;
                 }
                 message = incoming.recv(), if listening => match message {
                     Some(message) => self.on_message(&cluster, message, &mut answering),
@@ -144,11 +144,13 @@ impl ApprovalStore {
             (ApprovalMessage::Decide { id, decision, actor, detail }, Some(ask)) => {
                 let (store, cluster) = (self.clone(), cluster.clone());
                 answering.spawn(async move {
-                    let answer = tokio::task::spawn_blocking(move || {
-                        store.answer_decide(&id, decision, &actor, detail.as_deref())
-                    })
-                    .await
-                    .unwrap_or_else(|e| ApprovalMessage::Decided { outcome: Err(DecideError::Storage(e.to_string())) });
+                    let worker = store.clone();
+                    let answer = store
+                        .off_runtime(move || worker.answer_decide(&id, decision, &actor, detail.as_deref()))
+                        .await
+                        .unwrap_or_else(|e| ApprovalMessage::Decided {
+                            outcome: Err(DecideError::Storage(e.to_string())),
+                        });
                     cluster.answer(ask, answer);
                 });
             }
@@ -158,7 +160,7 @@ impl ApprovalStore {
                     // The row must be written before it can change hands.
                     store.flush().await;
                     let worker = store.clone();
-                    let ok = tokio::task::spawn_blocking(move || worker.release(&id, &from)).await.unwrap_or(false);
+                    let ok = store.off_runtime(move || worker.release(&id, &from)).await.unwrap_or(false);
                     cluster.answer(ask, ApprovalMessage::Released { ok });
                 });
             }

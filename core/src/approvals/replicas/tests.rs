@@ -178,9 +178,9 @@ async fn a_replica_that_leaves_has_its_execution_adopted_and_expired_once() {
     let Some(p) = pair(Duration::from_secs(3)).await else { return };
     let e = p.a.open(new_execution()).unwrap();
     p.a.flush().await;
+    p.a.leave().await;
     let a = p.a.clone();
     tokio::task::spawn_blocking(move || {
-        a.leave();
         a.cluster().unwrap().leave();
     })
     .await
