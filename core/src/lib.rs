@@ -149,6 +149,15 @@ impl Core {
         self.db.run(move || work(core)).await
     }
 
+    /// Like [`Core::run`] for one short lookup on the hot path ([`Db::quick`]).
+    pub async fn quick<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Core) -> T + Send + 'static,
+    ) -> Result<T, CoreError> {
+        let core = self.clone();
+        self.db.quick(move || work(core)).await
+    }
+
     /// Builds the shared stores over an open database. The server then brings
     /// back a previous run's paused executions ([`approvals::ApprovalStore::restore`]).
     pub fn new(db: Db, clock: Arc<dyn Clock>, settings: Settings) -> Result<Self, CoreError> {

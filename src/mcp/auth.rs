@@ -87,7 +87,7 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
         Some(resource) => core.oauth.authenticate(&token, &resource).map_err(|e| e.to_string()),
         None => core.credentials.authenticate(&token).map_err(|e| e.to_string()),
     };
-    let accepted = state.core.run(lookup).await.map_err(|e| e.to_string()).and_then(|found| found);
+    let accepted = state.core.quick(lookup).await.map_err(|e| e.to_string()).and_then(|found| found);
     let credential = match accepted {
         Ok(Ok(credential)) => credential,
         Ok(Err(rejection)) => return unauthorized(&state, host.as_deref(), rejection),

@@ -246,7 +246,7 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<GetPromptResponse, ErrorData> {
         let (credential, _) = caller(&context.extensions)?;
         let arguments = request.arguments.clone().map(serde_json::Value::Object).unwrap_or_default();
-        subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments)?;
+        subjects::check(&self.state, credential, "prompts/get", Subject::Prompt(&request.name), &arguments).await?;
         let origin = Origin::of(self.bind(&context), &context);
         unless_cancelled(&context, upstream_input::get_prompt(&self.state, credential, request, &origin))
             .await
@@ -286,7 +286,8 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (credential, _) = caller(&context.extensions)?;
         let uri = subjects::resource_uri("resources/read", &request.uri, credential)?;
-        subjects::check(&self.state, credential, "resources/read", Subject::Resource(&uri), &serde_json::Value::Null)?;
+        subjects::check(&self.state, credential, "resources/read", Subject::Resource(&uri), &serde_json::Value::Null)
+            .await?;
         let origin = Origin::of(self.bind(&context), &context);
         unless_cancelled(&context, upstream_input::read_resource(&self.state, credential, &uri, request, &origin))
             .await
@@ -301,7 +302,7 @@ impl ServerHandler for GatehouseMcp {
         let (credential, _) = caller(&context.extensions)?;
         let uri = subjects::resource_uri("resources/subscribe", &request.uri, credential)?;
         let subject = Subject::Resource(&uri);
-        subjects::check(&self.state, credential, "resources/subscribe", subject, &serde_json::Value::Null)?;
+        subjects::check(&self.state, credential, "resources/subscribe", subject, &serde_json::Value::Null).await?;
         let downstream = self.bind(&context);
         unless_cancelled(&context, self.state.upstreams.subscribe(&uri, downstream)).await
     }
@@ -367,7 +368,8 @@ impl ServerHandler for GatehouseMcp {
                 "resources/subscribe",
                 Subject::Resource(&uri),
                 &serde_json::Value::Null,
-            )?;
+            )
+            .await?;
             resources.push((uri, spelled));
         }
         let listening = self.state.upstreams.listen(&permit, context.sink().clone(), resources);
@@ -393,7 +395,7 @@ impl ServerHandler for GatehouseMcp {
             _ => return Err(ErrorData::invalid_params("unknown completion reference", None)),
         };
         let argument = serde_json::to_value(&request.argument).unwrap_or_default();
-        subjects::check(&self.state, credential, "completion/complete", subject, &argument)?;
+        subjects::check(&self.state, credential, "completion/complete", subject, &argument).await?;
         let downstream = self.bind(&context);
         Ok(unless_cancelled(&context, self.state.upstreams.complete(request, downstream)).await?.served())
     }

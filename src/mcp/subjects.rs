@@ -47,7 +47,7 @@ pub fn allows(state: &McpState, subject: Subject<'_>) -> bool {
 
 /// Lets the request through, or refuses it with the rule that blocks it;
 /// either way it is written to the audit log (`allowed` or `blocked`).
-pub fn check(
+pub async fn check(
     state: &McpState,
     credential: &Credential,
     method: &'static str,
@@ -57,7 +57,7 @@ pub fn check(
     let verdict = verdict(state, &subject)?;
     let allowed = verdict.action == Action::Allow;
     let name = subject.name();
-    let recorded = state.core.approvals.audit().record(audit::Entry {
+    let entry = audit::Entry {
         execution_id: &gatehouse_core::secret::new_id("req"),
         state: if allowed { State::Allowed } else { State::Blocked },
         tool: &name,
@@ -69,8 +69,8 @@ pub fn check(
         thread: credential.thread.as_deref(),
         actor: Some("agent"),
         detail: Some(method),
-    });
-    if let Err(e) = recorded {
+    };
+    if let Err(e) = state.core.approvals.audit().append(entry).await {
         tracing::error!(error = %e, "audit write failed");
     }
     if allowed {

@@ -207,8 +207,21 @@ fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToo
     })
 }
 
-/// Runs a built-in tool (not `resume`) for `caller`.
-pub fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
+/// Runs a built-in tool (not `resume`) for `caller`: `gatehouse_status`
+/// at once (it reads no store), the others in the stores' lane.
+pub async fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
+    if name == STATUS {
+        return status(state, &caller.credential, caller.session_id.as_deref());
+    }
+    let (on, by, tool, args) = (state.clone(), caller.clone(), name.to_string(), arguments.clone());
+    state.core.run(move |_| run_with_stores(&on, &by, &tool, &args)).await.unwrap_or_else(|e| {
+        tracing::error!(tool = name, error = %e, "built-in tool failed");
+        error_result(ToolErrorCode::ToolFailed, format!("{name} failed: {e}"), json!({"message": e.to_string()}))
+    })
+}
+
+/// A built-in tool that reads or writes the stores (blocking).
+fn run_with_stores(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
     let result = match name {
         STATUS => Ok(status(state, &caller.credential, caller.session_id.as_deref())),
         POLICIES_LIST => state

@@ -184,8 +184,7 @@ pub(super) struct Inner {
     pub(super) persist: Persist,
     /// The replicas this one shares the database with, once joined.
     pub(super) cluster: OnceLock<Cluster>,
-    /// The runtime timers go on (set at join): an adoption may happen on a
-    /// helper thread's `block_on`, whose timers must outlive it.
+    /// The runtime timers go on (set at join), whichever thread arms them.
     pub(super) runtime: OnceLock<tokio::runtime::Handle>,
     /// Local copies of other replicas' executions that someone here watches.
     pub(super) mirrors: Mutex<HashMap<String, Mirror>>,

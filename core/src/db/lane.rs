@@ -42,4 +42,17 @@ impl Db {
         .await
         .map_err(|e| CoreError::Join(e.to_string()))
     }
+
+    /// Runs `work`, one short indexed lookup on the hot path (a credential by
+    /// its token), where it costs least: at once on SQLite, whose one
+    /// connection answers in microseconds (handing it to another thread
+    /// costs more than the query: measured in BENCHMARKS.md), in the lane
+    /// on PostgreSQL (a network round trip). Anything longer uses
+    /// [`Db::run`].
+    pub async fn quick<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+        match self.backend() {
+            super::Backend::Sqlite => Ok(work()),
+            super::Backend::Postgres => self.run(work).await,
+        }
+    }
 }

@@ -44,33 +44,26 @@ pub async fn lookup(
             }
         });
     }
-    let audit_log = state.core.approvals.audit().clone();
-    let (entry_tool, entry_upstream, args_digest) = (tool.to_string(), upstream.map(str::to_string), digest(arguments));
-    let (agent, owner, credential_id, thread) =
-        (credential.agent.clone(), credential.owner.clone(), credential.id.clone(), credential.thread.clone());
-    let by = actor.clone();
     let recorded = state
         .core
-        .run(move |_| {
-            audit_log.record(audit::Entry {
-                execution_id: &gatehouse_core::secret::new_id("exec"),
-                state: State::Allowed,
-                tool: &entry_tool,
-                upstream: entry_upstream.as_deref(),
-                arguments_digest: &args_digest,
-                agent: &agent,
-                owner: owner.as_deref(),
-                credential_id: Some(&credential_id),
-                thread: thread.as_deref(),
-                actor: Some(&by),
-                detail: Some("allowed without a pause by a grant"),
-            })
+        .approvals
+        .audit()
+        .append(audit::Entry {
+            execution_id: &gatehouse_core::secret::new_id("exec"),
+            state: State::Allowed,
+            tool,
+            upstream,
+            arguments_digest: &digest(arguments),
+            agent: &credential.agent,
+            owner: credential.owner.as_deref(),
+            credential_id: Some(&credential.id),
+            thread: credential.thread.as_deref(),
+            actor: Some(&actor),
+            detail: Some("allowed without a pause by a grant"),
         })
         .await;
-    match recorded {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!(error = %e, "audit write failed"),
-        Err(e) => tracing::error!(error = %e, "audit write failed"),
+    if let Err(e) = recorded {
+        tracing::error!(error = %e, "audit write failed");
     }
     tracing::info!(tool, agent = %credential.agent, grant = %matched.id, "call allowed by a grant");
     Some(actor)

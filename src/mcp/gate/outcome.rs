@@ -82,17 +82,7 @@ pub(super) async fn run_target(
     execution: Option<&str>,
 ) -> Result<CallToolResponse, ErrorData> {
     match target {
-        Target::Builtin(tool) => {
-            // Built-in tools read and write the stores: in their lane.
-            let (on, by, name, args) = (state.clone(), caller.clone(), tool.name.to_string(), arguments.clone());
-            let ran = state.core.run(move |_| tools::run(&on, &by, &name, &args)).await;
-            Ok(ran
-                .unwrap_or_else(|e| {
-                    tracing::error!(tool = %tool.name, error = %e, "built-in tool failed");
-                    error_result(ToolErrorCode::ToolFailed, format!("{} failed", tool.name), json!({}))
-                })
-                .into())
-        }
+        Target::Builtin(tool) => Ok(tools::run(state, caller, &tool.name, arguments).await.into()),
         Target::Upstream(tool) => {
             let answer = state.upstreams.call(tool, arguments, &caller.origin, shape, Default::default()).await?;
             let execution = execution.map(String::from);

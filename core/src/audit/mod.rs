@@ -1,13 +1,13 @@
 //! The audit log: every execution state change, who caused it and when, with
 //! the argument digest (never the arguments themselves).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gatehouse_model::{AuditEntry, HistoryFilter, State};
 
 use crate::args;
 use crate::clock::{Clock, rfc3339};
-use crate::db::{Arg, Db, FromValue, Row, Value};
+use crate::db::{Arg, Conn, Db, FromValue, Row as DbRow, Value};
 use crate::error::CoreError;
 use crate::error::Result;
 
@@ -37,17 +37,77 @@ pub struct Entry<'a> {
     pub detail: Option<&'a str>,
 }
 
+mod writer;
+
+pub use writer::CAPACITY as QUEUE_CAPACITY;
+
+/// An entry as it is written (owned, stamped when it happened).
+pub(crate) struct Row {
+    execution_id: String,
+    at_ms: i64,
+    state: State,
+    tool: String,
+    upstream: Option<String>,
+    arguments_digest: String,
+    agent: String,
+    owner: Option<String>,
+    credential_id: Option<String>,
+    thread: Option<String>,
+    actor: Option<String>,
+    detail: Option<String>,
+}
+
+impl Row {
+    fn new(e: Entry<'_>, at_ms: i64) -> Self {
+        let owned = |s: Option<&str>| s.map(str::to_string);
+        Self {
+            execution_id: e.execution_id.to_string(),
+            at_ms,
+            state: e.state,
+            tool: e.tool.to_string(),
+            upstream: owned(e.upstream),
+            arguments_digest: e.arguments_digest.to_string(),
+            agent: e.agent.to_string(),
+            owner: owned(e.owner),
+            credential_id: owned(e.credential_id),
+            thread: owned(e.thread),
+            actor: owned(e.actor),
+            detail: owned(e.detail),
+        }
+    }
+}
+
+/// Appends `e` on `conn`.
+fn insert(conn: &mut Conn<'_>, e: &Row) -> Result<()> {
+    conn.execute(
+        // The owner is kept by user id too (the name alone could be someone
+        // else's later); a removed user's rows have none. An execution's
+        // later entries carry its first entry's id rather than looking the
+        // name up again: a call still running when its owner was removed
+        // must not land in the history of a namesake added since.
+        "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+           CASE WHEN EXISTS (SELECT 1 FROM audit_events WHERE execution_id = ?1)
+             THEN (SELECT owner_id FROM audit_events WHERE execution_id = ?1 ORDER BY id LIMIT 1)
+             ELSE (SELECT id FROM users WHERE username = ?7) END)",
+        args![e.execution_id, e.at_ms, e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream],
+    )?;
+    Ok(())
+}
+
 /// Append-only log in the database.
 #[derive(Clone)]
 pub struct AuditLog {
     db: Db,
     clock: Arc<dyn Clock>,
+    /// The queue for [`AuditLog::queue`], started at its first use.
+    writer: Arc<OnceLock<writer::Writer>>,
 }
 
 impl AuditLog {
     /// A log over `db`.
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+        Self { db, clock, writer: Arc::default() }
     }
 
     /// The database the log is kept in.
@@ -55,26 +115,47 @@ impl AuditLog {
         &self.db
     }
 
-    /// Appends one entry.
+    /// Appends one entry now (a paused execution's transition: on disk
+    /// before anyone hears of it).
     pub fn record(&self, e: Entry<'_>) -> Result<()> {
-        self.db.conn()?.execute(
-            // The owner is kept by user id too (the name alone could be someone
-            // else's later); a removed user's rows have none. An execution's
-            // later entries carry its first entry's id rather than looking the
-            // name up again: a call still running when its owner was removed
-            // must not land in the history of a namesake added since.
-            "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
-               CASE WHEN EXISTS (SELECT 1 FROM audit_events WHERE execution_id = ?1)
-                 THEN (SELECT owner_id FROM audit_events WHERE execution_id = ?1 ORDER BY id LIMIT 1)
-                 ELSE (SELECT id FROM users WHERE username = ?7) END)",
-            args![e.execution_id, self.clock.now_ms(), e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream],
-        )?;
-        Ok(())
+        insert(&mut self.db.conn()?, &Row::new(e, self.clock.now_ms()))
+    }
+
+    /// Queues one entry for the log's writer: for the request path, where
+    /// nothing waits on the entry but a later read, which sees it
+    /// ([`AuditLog::flush`]). Returns at once, unless [`QUEUE_CAPACITY`]
+    /// entries are queued: then it waits for room in the stores' lane
+    /// (written there at once if the writer cannot run).
+    pub async fn append(&self, e: Entry<'_>) -> Result<()> {
+        let row = Box::new(Row::new(e, self.clock.now_ms()));
+        let writer = self.writer.get_or_init(|| writer::Writer::start(self.db.clone()));
+        let Err(row) = writer.try_push(row) else { return Ok(()) };
+        let log = self.clone();
+        self.db
+            .run(move || {
+                let unqueued = match log.writer.get() {
+                    Some(writer) => writer.push(row),
+                    None => Some(row),
+                };
+                match unqueued {
+                    None => Ok(()),
+                    Some(row) => insert(&mut log.db.conn()?, &row),
+                }
+            })
+            .await?
+    }
+
+    /// Waits until every entry queued so far is written. Every read here
+    /// does it first; shutdown does it before the process exits.
+    pub fn flush(&self) {
+        if let Some(writer) = self.writer.get() {
+            writer.flush();
+        }
     }
 
     /// The latest entry of an execution.
     pub fn latest(&self, execution_id: &str) -> Result<Option<AuditEntry>> {
+        self.flush();
         self.db.conn()?.query_opt(
             &format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1"),
             args![execution_id],
@@ -84,6 +165,7 @@ impl AuditLog {
 
     /// Every entry of an execution, oldest first: its timeline.
     pub fn timeline(&self, execution_id: &str) -> Result<Vec<AuditEntry>> {
+        self.flush();
         self.db.conn()?.query(
             &format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id"),
             args![execution_id],
@@ -94,6 +176,7 @@ impl AuditLog {
     /// Who took an execution out of pending (the approve, decline, expiry or
     /// cancellation entry's actor).
     pub fn decided_by(&self, execution_id: &str) -> Result<Option<String>> {
+        self.flush();
         Ok(self
             .db
             .conn()?
@@ -109,6 +192,7 @@ impl AuditLog {
     /// Whether execution `execution_id`'s entries are user `user_id`'s (by
     /// id: a removed user's entries are no one's, whoever takes the name).
     pub fn owned_by(&self, execution_id: &str, user_id: i64) -> Result<bool> {
+        self.flush();
         Ok(self
             .db
             .conn()?
@@ -123,6 +207,7 @@ impl AuditLog {
     /// Up to `limit` entries `scope` may read that `filter` lets through,
     /// newest first (older than `filter.before`, when set).
     pub fn search(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
+        self.flush();
         let mut clauses: Vec<&str> = Vec::new();
         let mut values: Vec<Value> = Vec::new();
         let mut add = |clause, value: Value| {
@@ -275,7 +360,7 @@ impl FromValue for State {
     }
 }
 
-fn row(r: &Row<'_>) -> Result<AuditEntry> {
+fn row(r: &DbRow<'_>) -> Result<AuditEntry> {
     let at_ms: i64 = r.get(2)?;
     Ok(AuditEntry {
         id: r.get(0)?,
@@ -300,6 +385,60 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use std::time::Duration;
+
+    fn allowed(execution_id: &str) -> Entry<'_> {
+        Entry {
+            execution_id,
+            state: State::Allowed,
+            tool: "fs_read",
+            upstream: None,
+            arguments_digest: "d",
+            agent: "claude",
+            owner: None,
+            credential_id: Some("cred_1"),
+            thread: None,
+            actor: Some("grant:g"),
+            detail: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn queued_entries_are_written_in_order_and_seen_by_the_next_read() {
+        let log = AuditLog::new(Db::for_tests().unwrap(), Arc::new(ManualClock::new(1_764_460_800_000)));
+        for n in 0..1_000 {
+            log.append(allowed(&format!("exec_{n:04}"))).await.unwrap();
+        }
+        // No wait: the read itself waits for what was queued before it.
+        let newest_first = log.search(&HistoryFilter::default(), &HistoryScope::All, 2_000).unwrap();
+        let ids: Vec<&str> = newest_first.iter().rev().map(|e| e.execution_id.as_str()).collect();
+        let expected: Vec<String> = (0..1_000).map(|n| format!("exec_{n:04}")).collect();
+        assert_eq!(ids, expected.iter().map(String::as_str).collect::<Vec<_>>(), "every entry, in queue order");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn past_the_queues_bound_the_caller_waits_and_no_entry_is_dropped() {
+        let log = AuditLog::new(Db::for_tests().unwrap(), Arc::new(ManualClock::new(1_764_460_800_000)));
+        let total = QUEUE_CAPACITY + 300;
+        // The database is busy (its one connection held here): the writer
+        // can take at most one batch off the queue, so the queue fills.
+        let busy = log.db.conn().unwrap();
+        let appending = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for n in 0..total {
+                    log.append(allowed(&format!("exec_{n:05}"))).await.unwrap();
+                }
+            })
+        };
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!appending.is_finished(), "the caller waits for room while the queue is full");
+        drop(busy);
+        appending.await.unwrap();
+        let written = log.search(&HistoryFilter::default(), &HistoryScope::All, total + 10).unwrap();
+        assert_eq!(written.len(), total, "every entry written once the database is free");
+    }
 
     #[test]
     fn entries_older_than_the_retention_are_pruned() {
