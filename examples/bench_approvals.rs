@@ -207,6 +207,7 @@ async fn main() {
 
     // 2. Memory with many pending executions, each watched by one SSE stream.
     let idle = rss_mib(pid);
+    let idle_anon = support::anon_mib(pid).unwrap_or(0.0);
     let mut ids = Vec::with_capacity(watchers as usize);
     let mut batch = Vec::new();
     for i in 0..watchers {
@@ -222,6 +223,7 @@ async fn main() {
         ids.push(t.await.unwrap());
     }
     let pending_only = rss_mib(pid);
+    let pending_anon = support::anon_mib(pid).unwrap_or(0.0);
     // A browser session holds at most STREAMS_PER_SESSION live streams: sign
     // in once per that many watchers. Four at once: sign-ins in flight for a
     // username count against its failure threshold (5), and hashing runs
@@ -342,6 +344,10 @@ async fn main() {
          {sessions_only:.1} MiB with {sessions} browser sessions signed in, \
          {watched:.1} MiB with {} SSE watchers ({pending_gauge})",
         streams.len()
+    );
+    println!(
+        "of which anonymous (heap and stacks; the rest is the executable's own pages): \
+         {idle_anon:.1} MiB idle, {pending_anon:.1} MiB with {watchers} pending"
     );
     println!(
         "per SSE watcher: {:.1} KiB ({watched:.1} − {sessions_only:.1} MiB over {})",

@@ -70,10 +70,20 @@ pub async fn sign_in(client: &reqwest::Client, base: &str, user: &str, password:
 
 /// Resident memory of process `pid` in MiB (`None`: it is gone).
 pub fn rss_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "VmRSS:")
+}
+
+/// The anonymous part of a process's resident memory (heap and stacks,
+/// without the executable's own pages), in MiB, from `/proc`.
+pub fn anon_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "RssAnon:")
+}
+
+fn status_mib(pid: u32, field: &str) -> Option<f64> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()?
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
