@@ -60,6 +60,13 @@ pub enum ToolErrorCode {
     Cancelled,
 }
 
+/// The answer for a task that is unknown or another credential's: the same
+/// in both cases, so a task's existence is not told (Gatehouse's own tasks
+/// and an upstream's alike).
+pub fn task_not_found() -> ErrorData {
+    ErrorData::invalid_params("task not found", None)
+}
+
 /// A `requestState` that fails its integrity check, is another
 /// credential's, belongs to another call or has expired: refused as a
 /// JSON-RPC error (invalid params), not as a tool result, since the spec has

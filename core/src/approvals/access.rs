@@ -5,7 +5,8 @@
 use gatehouse_model::{AuditEntry, DecisionView, ExecutionView, HistoryFilter, HistoryPage, State};
 
 use super::Execution;
-use super::store::{ApprovalStore, DecideError, Snapshot};
+use super::answers::{DecideError, Snapshot};
+use super::store::ApprovalStore;
 use crate::audit::HistoryScope;
 use crate::clock::rfc3339;
 use crate::error::CoreError;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use gatehouse_model::{Decision, State};
 
 use super::access::{AccessError, access_error};
-use super::store::{ApprovalStore, DecideError, Snapshot};
+use super::answers::{DecideError, Snapshot};
+use super::store::ApprovalStore;
 use crate::users::User;
 
 /// One decision on an execution, as every caller hands it to

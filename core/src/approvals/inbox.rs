@@ -7,47 +7,14 @@
 //! computed once per viewer and change (the live hub's approvals counter)
 //! and shared by every stream that sends it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use gatehouse_model::{ExecutionView, INBOX_LIMIT, InboxView, State};
 
 use super::access::{live_view, may_decide};
+use super::inbox_cache::Listing;
 use super::store::ApprovalStore;
 use crate::users::User;
-
-/// On a cluster the other replicas' pending calls are read from the
-/// database, and a change there reaches this replica as a notification that
-/// a reconnect can lose: a listing is re-read after this long even if no
-/// change was told.
-const CLUSTER_MAX_AGE: Duration = Duration::from_secs(2);
-
-/// The listings computed since the last change, by viewer.
-#[derive(Default)]
-pub(super) struct InboxCache {
-    /// One computation at a time: the streams of a burst wait for the first
-    /// one's listing instead of each scanning the store (async, so waiters
-    /// are tasks rather than threads).
-    fill: tokio::sync::Mutex<()>,
-    listed: Mutex<Listed>,
-}
-
-#[derive(Default)]
-struct Listed {
-    /// The approvals counter the listings were computed at.
-    version: u64,
-    /// By username, with the admin flag they were computed for.
-    by_viewer: HashMap<String, (bool, Arc<Listing>)>,
-}
-
-/// One viewer's inbox without the time it is read at.
-#[derive(Default)]
-struct Listing {
-    total: usize,
-    pending: Vec<ExecutionView>,
-    at: Option<Instant>,
-}
 
 impl ApprovalStore {
     /// `user`'s inbox: from memory while nothing changed since it was last
@@ -83,14 +50,7 @@ impl ApprovalStore {
     }
 
     fn cached_listing(&self, user: &User) -> Option<Arc<Listing>> {
-        let version = self.inner.live.approvals_version();
-        let listed = self.inner.inbox.listed.lock().unwrap_or_else(|p| p.into_inner());
-        if listed.version != version {
-            return None;
-        }
-        let (is_admin, listing) = listed.by_viewer.get(&user.username)?;
-        let fresh = self.cluster().is_none() || listing.at.is_some_and(|at| at.elapsed() < CLUSTER_MAX_AGE);
-        (*is_admin == user.is_admin && fresh).then(|| listing.clone())
+        self.inner.inbox.get(self.inner.live.approvals_version(), user, self.cluster().is_some())
     }
 
     /// Computes `user`'s listing and keeps it for the version it was read at.
@@ -101,15 +61,7 @@ impl ApprovalStore {
         let mut pending = self.pending_for(user);
         let total = pending.len();
         pending.truncate(INBOX_LIMIT);
-        let listing = Arc::new(Listing { total, pending, at: Some(Instant::now()) });
-        let mut listed = self.inner.inbox.listed.lock().unwrap_or_else(|p| p.into_inner());
-        if version > listed.version {
-            *listed = Listed { version, by_viewer: HashMap::new() };
-        }
-        if version == listed.version {
-            listed.by_viewer.insert(user.username.clone(), (user.is_admin, listing.clone()));
-        }
-        listing
+        self.inner.inbox.keep(version, user, Listing::new(total, pending))
     }
 
     /// Every pending execution `user` may decide, soonest expiry first.

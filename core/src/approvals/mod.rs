@@ -18,9 +18,11 @@
 //! lands first or finds the entry gone — it is never kept afterwards.
 
 mod access;
+mod answers;
 mod decide;
 mod execution;
 mod inbox;
+mod inbox_cache;
 mod metrics;
 mod persist;
 mod queries;
@@ -31,14 +33,13 @@ mod task_results;
 
 pub(crate) use access::access_error;
 pub use access::{AccessError, may_decide};
+pub use answers::{DecideError, OpenError, Restored, RunError, Snapshot, Waited};
 pub use decide::{By, Decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
 pub use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
 pub use metrics::{ApprovalMetrics, WAIT_BUCKETS};
 pub use replicas::SWEEP_EVERY;
-pub use store::{
-    ApprovalStore, DecideError, Limits, MAX_APPROVAL_TTL, OpenError, Restored, RunError, Snapshot, Waited,
-};
+pub use store::{ApprovalStore, Limits, MAX_APPROVAL_TTL};
 pub use task_results::{RESULT_RETENTION, RESULTS_PER_CREDENTIAL, TaskResult, TaskResults};
 
 #[cfg(test)]

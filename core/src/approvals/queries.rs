@@ -9,7 +9,8 @@ use gatehouse_model::{AuditEntry, State};
 use tokio::sync::watch;
 
 use super::Execution;
-use super::store::{ApprovalStore, Mirror, Snapshot, Waited};
+use super::answers::{Snapshot, Waited};
+use super::store::{ApprovalStore, Mirror};
 
 impl ApprovalStore {
     /// Live entries (the gauge that must return to zero).

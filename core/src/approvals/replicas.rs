@@ -26,12 +26,14 @@ use gatehouse_model::{AuditEntry, Decision, State};
 
 use super::Execution;
 use super::access::may_decide;
-use super::store::{ApprovalStore, DecideError, Mirror, Rearm, Restored, Snapshot};
+use super::answers::{DecideError, Restored, Snapshot};
+use super::store::{ApprovalStore, Mirror, Rearm};
 use crate::cluster::{Cluster, STALE_AFTER};
 use crate::error::Result;
 use crate::users::User;
 
-mod messages;
+mod follow;
+pub(super) mod messages;
 #[cfg(test)]
 mod tests;
 

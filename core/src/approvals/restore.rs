@@ -10,8 +10,9 @@ use std::time::Duration;
 use gatehouse_model::State;
 use tokio::sync::watch;
 
+use super::answers::{Restored, Snapshot};
 use super::persist::Stored;
-use super::store::{ApprovalStore, Entry, Rearm, Restored, Snapshot, Timers};
+use super::store::{ApprovalStore, Entry, Rearm, Timers};
 use crate::error::Result;
 use crate::live::LiveEvent;
 

@@ -27,13 +27,13 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use gatehouse_model::State;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::inbox::InboxCache;
+use super::answers::{OpenError, RunError, Snapshot};
+use super::inbox_cache::InboxCache;
 use super::persist::Persist;
-use super::replicas::ApprovalMessage;
+use super::replicas::messages::ApprovalMessage;
 use super::{ApprovalMetrics, Execution, NewExecution, digest};
 use crate::audit::{self, AuditLog};
 use crate::clock::Clock;
@@ -41,69 +41,6 @@ use crate::cluster::Cluster;
 use crate::error::Result;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
-
-/// The state of an execution at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Snapshot {
-    /// State.
-    pub state: State,
-    /// Who moved it there (`user:ada`, `agent`, `system`).
-    pub actor: Option<String>,
-    /// Extra words (error text).
-    pub detail: Option<String>,
-    /// Who took it out of pending (kept through running and completion).
-    pub decided_by: Option<String>,
-}
-
-/// Why a decision was not recorded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-pub enum DecideError {
-    /// No such execution, live or in the audit log.
-    #[error("execution not found")]
-    NotFound,
-    /// Another decision (or expiry) came first: the state it left.
-    #[error("execution is already {0}")]
-    Conflict(State),
-    /// Storage failed.
-    #[error("{0}")]
-    Storage(String),
-}
-
-/// What waiting for a decision came to ([`ApprovalStore::wait_or_forget`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Waited {
-    /// The time slice ended with no decision.
-    StillPending,
-    /// It left `pending` (decided, expired, cancelled): its state then.
-    Moved(Snapshot),
-    /// It was not live when the wait began (settled: the audit log answers).
-    NotLive,
-    /// The client cancelled; the execution was forgotten.
-    Cancelled,
-}
-
-/// Why an approved call could not start.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RunError {
-    /// Not approved (pending or settled).
-    #[error("execution is {0}, not approved")]
-    NotApproved(State),
-    /// No live execution.
-    #[error("execution not found")]
-    NotFound,
-}
-
-/// Why a new execution was not opened.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OpenError {
-    /// The credential already has as many live executions as allowed.
-    #[error("this credential already has {limit} calls waiting or running (max_executions_per_credential)")]
-    TooMany {
-        /// The configured limit.
-        limit: usize,
-    },
-}
 
 pub(super) struct Entry {
     pub(super) execution: Arc<Execution>,
@@ -156,19 +93,6 @@ pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// A timer to arm once restored entries are in: after this long, on this
 /// execution, do this.
 pub(super) type Rearm = (Duration, String, fn(&ApprovalStore, &str));
-
-/// What [`ApprovalStore::restore`] found of a previous run's pauses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Restored {
-    /// Still pending: live again, expiry re-armed.
-    pub pending: usize,
-    /// Approved and still within their run window: live again.
-    pub approved: usize,
-    /// Their TTL (or run window) passed while Gatehouse was stopped: now `expired`.
-    pub expired: usize,
-    /// Held inside a request, or running, when the previous run ended: now `abandoned`.
-    pub abandoned: usize,
-}
 
 pub(super) struct Inner {
     entries: Mutex<HashMap<String, Entry>>,

@@ -129,6 +129,20 @@ pub enum Rejection {
     UnknownOrExpiredToken,
 }
 
+impl Credential {
+    /// Who may continue this credential's calls (retry a sealed
+    /// `requestState`, resume a pause): the credential itself, or its
+    /// thread's line of credentials (a re-issued credential continues its
+    /// predecessor's calls). Sealed states are bound to it.
+    pub fn principal(&self) -> String {
+        match &self.thread {
+            Some(thread) => serde_json::to_string(&("thread", thread, &self.agent, &self.owner)),
+            None => serde_json::to_string(&("credential", &self.id)),
+        }
+        .unwrap_or_default()
+    }
+}
+
 impl Rejection {
     /// The `reason` logged and counted.
     pub fn reason(self) -> &'static str {

@@ -2,10 +2,11 @@
 //! threads, as the SQLite connection is), and migrations run once however
 //! many replicas start together.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use super::lane::off_runtime;
 use super::postgres_schema::MIGRATIONS;
-use super::sql::PgConn;
 use crate::error::{CoreError, Result};
 
 /// Connections per replica. Each request holds one only for its query.
@@ -70,7 +71,7 @@ pub(super) fn config(url: &str) -> Result<postgres::Config> {
 /// Applies the migrations this database has not had yet; returns the
 /// version before and after.
 pub(super) fn migrate(conn: &mut PgConn) -> Result<(i64, i64)> {
-    super::sql::off_runtime(|| migrate_now(conn))
+    off_runtime(|| migrate_now(conn))
 }
 
 fn migrate_now(conn: &mut PgConn) -> Result<(i64, i64)> {
@@ -99,7 +100,7 @@ fn migrate_now(conn: &mut PgConn) -> Result<(i64, i64)> {
 
 /// The schema version of a PostgreSQL database (0 before the first migration).
 pub(super) fn schema_version(conn: &mut PgConn) -> Result<i64> {
-    super::sql::off_runtime(|| schema_version_now(conn))
+    off_runtime(|| schema_version_now(conn))
 }
 
 fn schema_version_now(conn: &mut PgConn) -> Result<i64> {
@@ -108,4 +109,100 @@ fn schema_version_now(conn: &mut PgConn) -> Result<i64> {
         return Ok(0);
     }
     Ok(conn.client().query_one("SELECT COALESCE(MAX(version), 0) FROM gatehouse_schema", &[])?.get(0))
+}
+
+/// A pooled PostgreSQL connection with its prepared statements, keyed by
+/// the query as the stores wrote it.
+pub struct PgConn {
+    /// Always `Some` until dropped (see the `Drop` impl).
+    client: Option<postgres::Client>,
+    statements: HashMap<String, postgres::Statement>,
+}
+
+impl Drop for PgConn {
+    /// A client says goodbye to the server on its own small runtime, which
+    /// tokio refuses inside another one: a pool dropped by async code (a
+    /// server shutting down, a test ending) closes its clients off-runtime.
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = off_runtime(move || {
+                drop(client);
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Prepared statements kept per connection; the audit filter builds its SQL,
+/// so the cache is bounded.
+const STATEMENT_CACHE: usize = 256;
+
+impl PgConn {
+    pub(super) fn new(client: postgres::Client) -> Self {
+        Self { client: Some(client), statements: HashMap::new() }
+    }
+
+    /// The client (present for as long as the connection lives).
+    #[allow(clippy::missing_panics_doc)]
+    pub(super) fn client(&mut self) -> &mut postgres::Client {
+        self.client.as_mut().expect("a PgConn holds its client until dropped")
+    }
+
+    /// Whether the server closed the connection (the pool then drops it).
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.as_ref().is_none_or(postgres::Client::is_closed)
+    }
+
+    pub(super) fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client().prepare(&dollar_placeholders(sql))?;
+        if self.statements.len() >= STATEMENT_CACHE {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+}
+
+/// `?N` (and bare `?`) placeholders as PostgreSQL's `$N`, leaving quoted
+/// text alone.
+pub fn dollar_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut chars = sql.chars().peekable();
+    let mut quoted = false;
+    let mut next_bare = 0;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                out.push(c);
+            }
+            '?' if !quoted => {
+                out.push('$');
+                if chars.peek().is_some_and(char::is_ascii_digit) {
+                    while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                        out.push(d);
+                    }
+                } else {
+                    next_bare += 1;
+                    out.push_str(&next_bare.to_string());
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dollar_placeholders;
+
+    #[test]
+    fn placeholders_become_dollars_outside_quotes() {
+        assert_eq!(dollar_placeholders("SELECT ?1, ?12 WHERE a = '?2'"), "SELECT $1, $12 WHERE a = '?2'");
+        assert_eq!(dollar_placeholders("a IN (?, ?)"), "a IN ($1, $2)");
+    }
 }

@@ -5,12 +5,13 @@
 //! `?N` placeholders (rewritten to `$N` for PostgreSQL). Integers are `i64`
 //! and flags 0/1 in both schemas, so a value converts the same way on both.
 
-use std::collections::HashMap;
 use std::sync::MutexGuard;
 
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
 use super::error::DbError;
+use super::lane::off_runtime;
+use super::postgres::Manager;
 use crate::error::{CoreError, Result};
 
 /// A value passed to or read from a query.
@@ -205,61 +206,6 @@ pub enum Backend {
     Postgres,
 }
 
-/// A pooled PostgreSQL connection with its prepared statements, keyed by
-/// the query as the stores wrote it.
-pub struct PgConn {
-    /// Always `Some` until dropped (see the `Drop` impl).
-    client: Option<postgres::Client>,
-    statements: HashMap<String, postgres::Statement>,
-}
-
-impl Drop for PgConn {
-    /// A client says goodbye to the server on its own small runtime, which
-    /// tokio refuses inside another one: a pool dropped by async code (a
-    /// server shutting down, a test ending) closes its clients off-runtime.
-    fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            let _ = off_runtime(move || {
-                drop(client);
-                Ok(())
-            });
-        }
-    }
-}
-
-/// Prepared statements kept per connection; the audit filter builds its SQL,
-/// so the cache is bounded.
-const STATEMENT_CACHE: usize = 256;
-
-impl PgConn {
-    pub(super) fn new(client: postgres::Client) -> Self {
-        Self { client: Some(client), statements: HashMap::new() }
-    }
-
-    /// The client (present for as long as the connection lives).
-    #[allow(clippy::missing_panics_doc)]
-    pub(super) fn client(&mut self) -> &mut postgres::Client {
-        self.client.as_mut().expect("a PgConn holds its client until dropped")
-    }
-
-    /// Whether the server closed the connection (the pool then drops it).
-    pub(super) fn is_closed(&self) -> bool {
-        self.client.as_ref().is_none_or(postgres::Client::is_closed)
-    }
-
-    fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.client().prepare(&dollar_placeholders(sql))?;
-        if self.statements.len() >= STATEMENT_CACHE {
-            self.statements.clear();
-        }
-        self.statements.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
-    }
-}
-
 /// A connection borrowed for one unit of work: the SQLite connection under
 /// its lock, or a PostgreSQL connection from the pool. (Short-lived on the
 /// stack, one at a time: the size difference of the variants does not matter.)
@@ -268,7 +214,7 @@ pub enum Conn<'a> {
     /// SQLite, locked for as long as this lives.
     Sqlite(MutexGuard<'a, rusqlite::Connection>),
     /// PostgreSQL, back to the pool when dropped.
-    Postgres(r2d2::PooledConnection<super::postgres::Manager>),
+    Postgres(r2d2::PooledConnection<Manager>),
 }
 
 impl Conn<'_> {
@@ -392,56 +338,8 @@ impl Conn<'_> {
     }
 }
 
-/// Runs a blocking PostgreSQL call wherever the store was called from. The
-/// synchronous client drives its own small runtime, which tokio refuses to
-/// start on a thread already driving async tasks: on a multi-thread worker
-/// the call runs under `block_in_place` (the worker's other tasks move to
-/// another thread meanwhile); inside a current-thread runtime (tests) it
-/// runs on a short-lived thread of its own. Hot paths call the stores from
-/// `spawn_blocking` and take neither detour.
-pub(super) fn off_runtime<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
-        Ok(_) => std::thread::scope(|scope| {
-            scope.spawn(work).join().unwrap_or_else(|_| Err(CoreError::Join("database call panicked".into())))
-        }),
-        Err(_) => work(),
-    }
-}
-
 fn pg_args(args: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
     args.iter().map(|a| a as &(dyn ToSql + Sync)).collect()
-}
-
-/// `?N` (and bare `?`) placeholders as PostgreSQL's `$N`, leaving quoted
-/// text alone.
-pub fn dollar_placeholders(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut chars = sql.chars().peekable();
-    let mut quoted = false;
-    let mut next_bare = 0;
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                out.push(c);
-            }
-            '?' if !quoted => {
-                out.push('$');
-                if chars.peek().is_some_and(char::is_ascii_digit) {
-                    while let Some(d) = chars.next_if(char::is_ascii_digit) {
-                        out.push(d);
-                    }
-                } else {
-                    next_bare += 1;
-                    out.push_str(&next_bare.to_string());
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 impl rusqlite::ToSql for Value {
@@ -534,16 +432,5 @@ impl<'a> FromSql<'a> for Value {
                 | Type::NAME
                 | Type::UNKNOWN
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dollar_placeholders;
-
-    #[test]
-    fn placeholders_become_dollars_outside_quotes() {
-        assert_eq!(dollar_placeholders("SELECT ?1, ?12 WHERE a = '?2'"), "SELECT $1, $12 WHERE a = '?2'");
-        assert_eq!(dollar_placeholders("a IN (?, ?)"), "a IN ($1, $2)");
     }
 }

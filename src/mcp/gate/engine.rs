@@ -5,12 +5,13 @@
 use gatehouse_core::approvals::{NewExecution, OpenError};
 use gatehouse_core::policy::{self, Action, Rule};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, ErrorData, InputResponses, Tool};
+use rmcp::model::{CallToolResponse, ErrorData, Tool};
 use rmcp::service::RequestContext;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::outcome::{Target, held_back, held_shape, run_target, tool_digest};
-use super::{Mode, announce, granted, input_required, resume, url_elicitation};
+use super::tool_call::Call;
+use super::{Mode, announce, granted, input_required, resume, upstream_round, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::input_required as upstream_input;
@@ -34,20 +35,6 @@ fn visible(rules: Option<&[Rule]>, tool: &Tool) -> bool {
     rules.is_some_and(|rules| policy::decide_with(rules, &tool.name, tools::hints(tool)).action != Action::Block)
 }
 
-/// One `tools/call`, as the handler received it.
-pub struct Call<'a> {
-    /// Exposed tool name.
-    pub name: &'a str,
-    /// Arguments (`Null` when none were sent).
-    pub arguments: Value,
-    /// The `requestState` echoed by a 2026-07-28 retry.
-    pub request_state: Option<&'a str>,
-    /// The answers a 2026-07-28 retry carries (to an upstream's input requests).
-    pub input_responses: Option<InputResponses>,
-    /// The session's announcement mode.
-    pub mode: Mode,
-}
-
 /// Handles one `tools/call`. Gatehouse's own answers (a pause, a refusal,
 /// an error) are shaped for what the called tool declares ([`Shape`]): a
 /// tool with an `outputSchema` never gets a `structuredContent` that is not
@@ -61,7 +48,7 @@ pub async fn call(
     if call.request_state.is_some_and(upstream_input::is_wrapped) {
         // The retry of a call whose upstream asked for input (of the tool, or of `resume`).
         let answers = call.input_responses.take();
-        return upstream_input::retry_call(state, caller, &call, answers).await;
+        return upstream_round::retry_call(state, caller, &call, answers).await;
     }
     if call.name == tools::RESUME {
         return Ok(resume::resume(state, caller, &call.arguments, call.mode, ctx).await);

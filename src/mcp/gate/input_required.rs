@@ -53,21 +53,10 @@ fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(data)
 }
 
-/// Who may retry a call whose `requestState` Gatehouse gave: the
-/// credential, or its thread's line of credentials (a re-issued credential
-/// continues its predecessor's calls).
-pub(crate) fn principal(credential: &gatehouse_core::credentials::Credential) -> String {
-    match &credential.thread {
-        Some(thread) => serde_json::to_string(&("thread", thread, &credential.agent, &credential.owner)),
-        None => serde_json::to_string(&("credential", &credential.id)),
-    }
-    .unwrap_or_default()
-}
-
 /// What the request state is bound to besides its payload: who may retry
-/// ([`principal`]) and the exact arguments.
+/// ([`Credential::principal`](gatehouse_core::credentials::Credential::principal)) and the exact arguments.
 fn binding(credential: &gatehouse_core::credentials::Credential, digest: &str) -> Vec<u8> {
-    format!("{}|{digest}", principal(credential)).into_bytes()
+    format!("{}|{digest}", credential.principal()).into_bytes()
 }
 
 /// The approval page as a URL elicitation (tasks show the same).

@@ -4,7 +4,8 @@
 //! elicitation ([`url_elicitation`]), a trusted client form ([`form`]) or a
 //! 2026-07-28 input-required result ([`input_required`]) or a task for
 //! clients that declare tasks ([`task`]); the `resume` tool ([`resume`])
-//! waits for the decision and returns the real result. What becomes of a
+//! waits for the decision and returns the real result; a retry of a call
+//! whose upstream asked for input is checked again ([`upstream_round`]). What becomes of a
 //! call once decided or settled ([`outcome`]) is shared by the engine and
 //! every mode, and imports neither.
 
@@ -19,8 +20,11 @@ pub mod mode;
 pub mod outcome;
 pub mod resume;
 pub mod task;
+pub mod tool_call;
+pub mod upstream_round;
 pub mod url_elicitation;
 
-pub use engine::{Call, call, list};
+pub use engine::{call, list};
 pub use mode::Mode;
 pub use outcome::tool_digest;
+pub use tool_call::Call;

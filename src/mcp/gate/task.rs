@@ -35,7 +35,7 @@ use super::outcome::{run_approved, settled_result};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::mcp_session::{Downstream, Origin};
-use crate::tool_error::{Shape, ToolErrorCode, error_result};
+use crate::tool_error::{Shape, ToolErrorCode, error_result, task_not_found};
 
 /// How often a client is asked to poll a task.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -47,13 +47,6 @@ pub const APPROVAL_KEY: &str = "approval";
 /// request's `_meta` on 2026-07-28, at `initialize` on a session).
 pub fn declared(ctx: &RequestContext<RoleServer>) -> bool {
     ctx.client_capabilities().is_some_and(|c| c.supports_tasks())
-}
-
-/// The answer for a task that is unknown or another credential's: the same
-/// in both cases, so a task's existence is not told (an upstream's task,
-/// [`crate::mcp::upstream::tasks`], is refused with it too).
-pub fn not_found() -> ErrorData {
-    ErrorData::invalid_params("task not found", None)
 }
 
 fn results(state: &McpState) -> TaskResults {
@@ -111,19 +104,19 @@ enum Found {
 fn find(state: &McpState, caller: &Caller, task_id: &str) -> Result<Found, ErrorData> {
     // Only execution ids name Gatehouse's tasks (no database read for others).
     if !task_id.starts_with("exec_") {
-        return Err(not_found());
+        return Err(task_not_found());
     }
     if let Some(stored) = stored(state, task_id)? {
-        return if stored.belongs_to(&caller.credential) { Ok(Found::Stored(stored)) } else { Err(not_found()) };
+        return if stored.belongs_to(&caller.credential) { Ok(Found::Stored(stored)) } else { Err(task_not_found()) };
     }
     if let Some((execution, snapshot)) = state.core.approvals.get(task_id) {
         return if execution.belongs_to(&caller.credential) {
             Ok(Found::Live(execution, snapshot))
         } else {
-            Err(not_found())
+            Err(task_not_found())
         };
     }
-    let Some(last) = super::outcome::settled_for(state, caller, task_id) else { return Err(not_found()) };
+    let Some(last) = super::outcome::settled_for(state, caller, task_id) else { return Err(task_not_found()) };
     // It may have finished between the first read and this one.
     if matches!(last.state, State::Completed | State::Failed)
         && let Some(stored) = stored(state, task_id)?

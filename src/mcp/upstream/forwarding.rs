@@ -185,7 +185,7 @@ impl Upstreams {
                     Ok(ServerResult::InputRequiredResult(asked)) => asked,
                     // Only for an agent that takes tasks: the caller gives it Gatehouse's id.
                     Ok(ServerResult::CreateTaskResult(created)) if origin.capabilities.supports_tasks() => {
-                        return Ok(match super::tasks::checked(created) {
+                        return Ok(match super::task_ids::checked(created) {
                             Ok(created) => CallToolResponse::Task(created),
                             Err(why) => failed(why),
                         });

@@ -6,8 +6,9 @@
 //!   of Gatehouse's own: the upstream's sealed inside, bound to the
 //!   credential (or its thread), the upstream, and the tool (with its
 //!   arguments and definition), prompt (with its arguments) or URI. Its retry
-//!   is opened here ([`retry_call`], [`get_prompt`], [`read_resource`]) and
-//!   the answers and the upstream's own state go back to the upstream.
+//!   is opened here ([`open_tool_round`], checked by the gate; [`get_prompt`],
+//!   [`read_resource`]) and the answers and the upstream's own state go back
+//!   to the upstream.
 //! - A 2025-11-25 agent is asked each input request as an ordinary
 //!   server→client request on its call's stream, and the call is retried at
 //!   the upstream with the answers, up to [`MAX_ROUNDS`] rounds.
@@ -21,7 +22,7 @@
 //! the call again anyway.
 //!
 //! Gatehouse's own gate also answers with `requestState` (a paused call,
-//! [`crate::mcp::gate::input_required`]). The two never open as each other:
+//! the gate's `input_required` mode). The two never open as each other:
 //! this one is prefixed with [`PREFIX`] (which routes a retry), sealed with
 //! associated data of its own domain, and carries a tagged payload.
 
@@ -32,14 +33,13 @@ use std::time::Duration;
 
 use gatehouse_core::approvals::digest;
 use gatehouse_core::credentials::Credential;
-use gatehouse_core::policy::Action;
 use rmcp::model::{
     CallToolResponse, ClientCapabilities, ClientResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
     InputRequest, InputRequests, InputRequiredResult, InputResponses, ReadResourceRequestParams, ReadResourceResponse,
     SealOptions, ServerRequest,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Upstreams;
 use super::agent_streams::Delivery;
@@ -48,9 +48,8 @@ use super::mcp_session::Origin;
 use super::merged::UpstreamTool;
 use super::relay::Asked;
 use crate::mcp::McpState;
-use crate::mcp::gate::{self, granted};
-use crate::mcp::tools::{self, Caller};
-use crate::tool_error::{Shape, ToolErrorCode, error_result, invalid_request_state};
+use crate::mcp::tools::Caller;
+use crate::tool_error::invalid_request_state;
 
 /// Most rounds of input one request may go through (rmcp's own client default).
 pub const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -144,7 +143,7 @@ impl Upstreams {
     /// if it was already (a replay would run the approved call's next round
     /// again), or if [`MAX_SPENT_STATES`] unexpired ones are remembered. Kept
     /// in this process only: on a cluster, per replica.
-    fn spend(&self, token: &str) -> Result<(), String> {
+    pub fn spend(&self, token: &str) -> Result<(), String> {
         let now = std::time::Instant::now();
         let mut spent = self.inner.spent.lock().unwrap_or_else(|p| p.into_inner());
         if spent.len() >= MAX_SPENT_STATES {
@@ -281,7 +280,7 @@ struct Wrapped {
 /// may retry (the credential, or its thread's line: a re-issued credential
 /// continues its predecessor's calls, as with the gate's own states).
 fn binding(credential: &Credential) -> Vec<u8> {
-    format!("{DOMAIN}|{}", gate::input_required::principal(credential)).into_bytes()
+    format!("{DOMAIN}|{}", credential.principal()).into_bytes()
 }
 
 /// Whether `request_state` is one of these (else it may be the gate's own).
@@ -327,7 +326,7 @@ fn refused_state(credential: &Credential, why: &str) -> String {
 /// The answer to a `tools/call` of `tool` for a 2026-07-28 agent: an
 /// upstream's `input_required` gets Gatehouse's state, bound to this call
 /// (`execution`: the approved execution it runs, if it was gated); an
-/// upstream's task gets Gatehouse's id ([`super::tasks::seal`]).
+/// upstream's task gets Gatehouse's id ([`super::task_ids::seal`]).
 pub fn seal_call_answer(
     state: &McpState,
     caller: &Caller,
@@ -340,7 +339,7 @@ pub fn seal_call_answer(
     let asked = match answer {
         CallToolResponse::InputRequired(asked) => asked,
         CallToolResponse::Task(created) => {
-            return CallToolResponse::Task(super::tasks::seal(state, &caller.credential, &tool.upstream, created));
+            return CallToolResponse::Task(super::task_ids::seal(state, &caller.credential, &tool.upstream, created));
         }
         answer => return answer,
     };
@@ -351,7 +350,7 @@ pub fn seal_call_answer(
         subject: Subject::Tool {
             exposed: tool.tool.name.to_string(),
             digest: digest(arguments),
-            tool_digest: gate::tool_digest(&tool.tool),
+            tool_digest: super::merged::tool_digest(&tool.tool, &tool.tool.name),
             arguments: execution.is_some().then(|| arguments.clone()),
             execution,
         },
@@ -361,82 +360,41 @@ pub fn seal_call_answer(
     CallToolResponse::InputRequired(wrap(state, &caller.credential, &wrapped, asked))
 }
 
-/// A 2026-07-28 agent's retry of a `tools/call` (of the tool, or of `resume`
-/// for an approved one) carrying a state [`is_wrapped`]: opened, checked
-/// against the call and against what runs now (the same upstream tool and
-/// definition; policy still lets it run without a new approval), then the
-/// answers and the upstream's state go to the upstream. Refusals are error
-/// results, as the gate's own are.
-pub async fn retry_call(
-    state: &McpState,
-    caller: &Caller,
-    call: &gate::Call<'_>,
-    input_responses: Option<InputResponses>,
-) -> Result<CallToolResponse, ErrorData> {
-    let shape = match state.upstreams.find(call.name) {
-        Some(tool) if call.name != tools::RESUME => Shape::of(&tool.tool),
-        _ => Shape::Structured,
-    };
-    let credential = &caller.credential;
-    let refuse = |code: ToolErrorCode, message: String| -> Result<CallToolResponse, ErrorData> {
-        Ok(shape.fit(error_result(code, message, json!({"tool": call.name, "recovery": "re_execute"}))).into())
-    };
-    let wrapped = match open(state, credential, call.request_state.unwrap_or_default()) {
-        Ok(wrapped) => wrapped,
-        Err(why) => return Err(refused(credential, &why)),
-    };
-    let Subject::Tool { exposed, digest: approved_digest, tool_digest, execution, arguments } = wrapped.subject else {
+/// A tool call's wrapped state, opened for the gate's checks before its
+/// retry goes upstream (the gate's retry of an upstream round).
+#[derive(Debug)]
+pub struct ToolRound {
+    /// The exposed tool it was given for.
+    pub exposed: String,
+    /// The arguments' digest then.
+    pub digest: String,
+    /// The exact definition the call was allowed (or approved) for.
+    pub tool_digest: String,
+    /// The approved execution it continues (none: allowed by policy or a grant).
+    pub execution: Option<String>,
+    /// An approved call's arguments (its retry may come through `resume`).
+    pub arguments: Option<Value>,
+    /// The upstream that asked.
+    pub upstream: String,
+    /// The tool's name there.
+    pub name: String,
+    /// Rounds so far.
+    pub round: usize,
+    /// The upstream's own `requestState`.
+    pub state: Option<String>,
+}
+
+/// Opens `request_state` ([`is_wrapped`]) as a tool call's round for
+/// `credential`: refused (logged, [`invalid_request_state`]) if it was
+/// altered, is another credential's, has expired or belongs to a prompt or
+/// resource.
+pub fn open_tool_round(state: &McpState, credential: &Credential, request_state: &str) -> Result<ToolRound, ErrorData> {
+    let wrapped = open(state, credential, request_state).map_err(|why| refused(credential, &why))?;
+    let Subject::Tool { exposed, digest, tool_digest, execution, arguments } = wrapped.subject else {
         return Err(refused(credential, "it belongs to another request"));
     };
-    let resumed = call.name == tools::RESUME
-        && execution.is_some()
-        && call.arguments.get("executionId").and_then(Value::as_str) == execution.as_deref();
-    let arguments = if call.name == exposed && digest(&call.arguments) == approved_digest {
-        call.arguments.clone()
-    } else if resumed {
-        arguments.unwrap_or_default()
-    } else {
-        let why = "it belongs to another call (another tool, or other arguments)";
-        return Err(refused(credential, why));
-    };
-    if state.upstreams.held_tool(&exposed).is_some() {
-        return refuse(ToolErrorCode::ToolChanged, format!("{exposed} changed at its upstream; it is held back"));
-    }
-    let Some(tool) = state.upstreams.find(&exposed) else {
-        return refuse(ToolErrorCode::ToolUnavailable, format!("{exposed} is no longer available"));
-    };
-    if tool.upstream != wrapped.upstream || tool.name != wrapped.name || gate::tool_digest(&tool.tool) != tool_digest {
-        let why = format!("{exposed} changed since the call began (another upstream, or a new definition)");
-        return refuse(ToolErrorCode::ToolChanged, why);
-    }
-    // The rules may have changed between rounds: a block now holds, and a
-    // call that did not need approval then needs it (or a grant) now.
-    let verdict = state.core.policy.decide(&exposed, tools::hints(&tool.tool)).map_err(|e| {
-        tracing::error!(error = %e, "policy lookup failed");
-        ErrorData::internal_error("policy lookup failed", None)
-    })?;
-    match verdict.action {
-        Action::Block => {
-            return refuse(ToolErrorCode::BlockedByPolicy, format!("{exposed} is blocked by policy"));
-        }
-        Action::RequireApproval
-            if execution.is_none()
-                && (verdict.human_only
-                    || granted::lookup(state, caller, &exposed, Some(&tool.upstream), &arguments).await.is_none()) =>
-        {
-            let why = format!("{exposed} now needs approval; make the call again without the requestState");
-            return refuse(ToolErrorCode::InvalidRequestState, why);
-        }
-        _ => {}
-    }
-    if execution.is_some()
-        && let Err(why) = state.upstreams.spend(call.request_state.unwrap_or_default())
-    {
-        return Err(refused(credential, &why));
-    }
-    let answers = Continuation { input_responses, request_state: wrapped.state };
-    let answer = state.upstreams.call(&tool, &arguments, &caller.origin, shape, answers).await?;
-    Ok(seal_call_answer(state, caller, &tool, &arguments, execution, wrapped.round + 1, answer))
+    let Wrapped { upstream, name, round, state, .. } = wrapped;
+    Ok(ToolRound { exposed, digest, tool_digest, execution, arguments, upstream, name, round, state })
 }
 
 /// `prompts/get` for the agent request `origin` (policy already checked): a
@@ -500,8 +458,9 @@ pub async fn read_resource(
     Ok(ReadResourceResponse::InputRequired(wrap(state, credential, &wrapped, asked)))
 }
 
-/// A refused `requestState` (of a tool call, prompt or resource request).
-fn refused(credential: &Credential, why: &str) -> ErrorData {
+/// A refused `requestState` (of a tool call, prompt or resource request),
+/// logged.
+pub fn refused(credential: &Credential, why: &str) -> ErrorData {
     invalid_request_state(refused_state(credential, why))
 }
 
@@ -509,6 +468,7 @@ fn refused(credential: &Credential, why: &str) -> ErrorData {
 mod tests {
     use super::*;
     use rmcp::model::InputRequests;
+    use serde_json::json;
 
     fn asked(n: usize, state: Option<&str>) -> InputRequiredResult {
         let request: InputRequest = serde_json::from_value(json!({"method": "roots/list"})).unwrap();

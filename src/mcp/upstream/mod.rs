@@ -40,6 +40,7 @@ pub mod relay;
 pub mod stdio;
 mod subscription;
 pub mod supervision;
+pub mod task_ids;
 pub mod tasks;
 
 use std::collections::{HashMap, HashSet};

@@ -3,14 +3,8 @@
 //!
 //! A 2026-07-28 upstream hears that the agent takes tasks only when the
 //! agent declared the extension on its request (`relayable_per_request`
-//! in the registry). A `tools/call` it answers
-//! with a task reaches the agent as a task whose id is Gatehouse's own: the
-//! upstream's name and its task id, sealed with the request-state codec
-//! under [`PREFIX`], bound to the credential (or its thread's line, as the
-//! gate's own states are) and to a domain of its own. No record is kept: the
-//! id carries everything, and an id that was altered, has expired or belongs
-//! to another credential is refused exactly as an unknown one (`-32602`
-//! "task not found", the gate's own answer, [`gate::task`]).
+//! in the registry). A `tools/call` it answers with a task reaches the
+//! agent as a task whose id is Gatehouse's own ([`super::task_ids`]).
 //!
 //! `tasks/get`, `tasks/update` and `tasks/cancel` of such an id go, opened,
 //! to the upstream over its shared connection (the task lives at the
@@ -29,117 +23,21 @@
 //! since then stops new calls, not the task already running (which the
 //! agent may still cancel).
 
-use std::time::Duration;
-
-use gatehouse_core::credentials::Credential;
 use rmcp::model::{
-    CancelTaskParams, CancelTaskRequest, ClientRequest, CreateTaskResult, ErrorData, GetTaskParams, GetTaskRequest,
-    GetTaskResult, InputResponses, SealOptions, ServerResult, Task, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
+    CancelTaskParams, CancelTaskRequest, ClientRequest, ErrorData, GetTaskParams, GetTaskRequest, GetTaskResult,
+    InputResponses, ServerResult, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
 };
-use serde::{Deserialize, Serialize};
 
 use super::Upstreams;
 use super::errors::sanitize;
 use super::forwarding::send;
 use super::input_required::check_input_requests;
 use super::link::{self, Link};
+pub use super::task_ids::{MAX_TASK_ID_BYTES, MAX_TASK_TTL, Owner, PREFIX, owner};
+use super::task_ids::{agent_view, open};
 use crate::mcp::McpState;
-use crate::mcp::gate;
 use crate::mcp::tools::Caller;
-
-/// What begins the id of every upstream's task Gatehouse hands an agent.
-pub const PREFIX: &str = "gh-upstream-task.";
-/// The sealed ids' associated-data domain (the other sealed values' differ).
-const DOMAIN: &str = "gatehouse/upstream-task/v1";
-/// The payload's tag.
-const TAG: &str = "upstream_task";
-/// Longest task id an upstream may hand back (Gatehouse's own id carries it,
-/// and agents send that in the `Mcp-Name` header).
-pub const MAX_TASK_ID_BYTES: usize = 256;
-/// How long Gatehouse's id for an upstream's task stays good: the upstream's
-/// ttl, but never longer than this (nor forever when it gives none).
-pub const MAX_TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// Who answers for a task id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owner {
-    /// Gatehouse's own tasks (a gated call, its id an execution's), and
-    /// every id that names nothing: the gate answers those "not found".
-    Gate,
-    /// An upstream's task, under Gatehouse's sealed id.
-    Upstream,
-}
-
-/// Where a `tasks/*` request for `task_id` goes: the one routing decision.
-pub fn owner(task_id: &str) -> Owner {
-    if task_id.starts_with(PREFIX) { Owner::Upstream } else { Owner::Gate }
-}
-
-/// The payload sealed into Gatehouse's task id.
-#[derive(Debug, Serialize, Deserialize)]
-struct Sealed {
-    /// Always [`TAG`].
-    t: String,
-    /// The upstream that runs the task.
-    upstream: String,
-    /// The upstream's own task id.
-    task: String,
-}
-
-/// The associated data an id is sealed with: this domain and whose it is.
-fn binding(credential: &Credential) -> Vec<u8> {
-    format!("{DOMAIN}|{}", gate::input_required::principal(credential)).into_bytes()
-}
-
-/// The ttl the agent is told (and the id's lifetime), in milliseconds.
-fn bounded_ttl_ms(upstream: Option<u64>) -> u64 {
-    let max = MAX_TASK_TTL.as_millis() as u64;
-    upstream.unwrap_or(max).clamp(1, max)
-}
-
-/// An upstream's `CreateTaskResult`, checked against the bounds (its `_meta`
-/// dropped: nothing of it is Gatehouse's to pass on).
-pub(super) fn checked(created: CreateTaskResult) -> Result<CreateTaskResult, String> {
-    let id = &created.task.task_id;
-    if id.is_empty() || id.len() > MAX_TASK_ID_BYTES {
-        return Err(format!("the upstream's task id is {} bytes; 1 to {MAX_TASK_ID_BYTES} are passed on", id.len()));
-    }
-    Ok(CreateTaskResult::new(created.task))
-}
-
-/// The agent's view of an upstream's task: Gatehouse's id, the bounded ttl.
-fn agent_view(task: &mut Task, agent_id: &str) {
-    task.task_id = agent_id.to_string();
-    task.ttl_ms = Some(bounded_ttl_ms(task.ttl_ms));
-}
-
-/// The task an upstream's `tools/call` created, as its agent gets it: under
-/// Gatehouse's id, sealed for `credential`.
-pub fn seal(state: &McpState, credential: &Credential, upstream: &str, created: CreateTaskResult) -> CreateTaskResult {
-    let mut task = created.task;
-    let sealed = Sealed { t: TAG.into(), upstream: upstream.to_string(), task: task.task_id.clone() };
-    let ttl = Duration::from_millis(bounded_ttl_ms(task.ttl_ms));
-    let payload = serde_json::to_vec(&sealed).unwrap_or_default();
-    let id = state.codec.seal_with(&payload, &SealOptions::new().associated_data(&binding(credential)).ttl(ttl));
-    agent_view(&mut task, &format!("{PREFIX}{id}"));
-    CreateTaskResult::new(task)
-}
-
-/// Opens Gatehouse's id `task_id` for `credential`; any failure is "not
-/// found" to the agent (the reason is logged).
-fn open(state: &McpState, credential: &Credential, task_id: &str) -> Result<Sealed, ErrorData> {
-    let refuse = |why: &str| {
-        tracing::warn!(agent = %credential.agent, credential = %credential.id, why, "refused an upstream task id");
-        gate::task::not_found()
-    };
-    let sealed = task_id.strip_prefix(PREFIX).ok_or_else(|| refuse("it is not one Gatehouse gave"))?;
-    let payload = state.codec.open_with(sealed, &binding(credential)).map_err(|e| refuse(&e.to_string()))?;
-    let opened: Sealed = serde_json::from_slice(&payload).map_err(|_| refuse("its payload is not Gatehouse's"))?;
-    if opened.t != TAG {
-        return Err(refuse("its payload is not Gatehouse's"));
-    }
-    Ok(opened)
-}
+use crate::tool_error::task_not_found;
 
 /// The error a `tasks/*` request gets when the upstream's answer is unusable.
 fn upstream_failed(upstream: &str, what: &str, why: &str) -> ErrorData {
@@ -153,12 +51,12 @@ impl Upstreams {
     fn task_link(&self, name: &str, what: &str) -> Result<Link, ErrorData> {
         let shared = {
             let slots = self.slots();
-            let slot = slots.get(name).ok_or_else(gate::task::not_found)?;
+            let slot = slots.get(name).ok_or_else(task_not_found)?;
             slot.link.clone()
         };
         let link = shared.ok_or_else(|| upstream_failed(name, what, "the upstream is down"))?;
         if !link::is_modern(&link.peer) {
-            return Err(gate::task::not_found());
+            return Err(task_not_found());
         }
         Ok(link)
     }
@@ -212,34 +110,5 @@ fn acknowledged(upstream: &str, what: &str, answer: ServerResult) -> Result<(), 
     match answer {
         ServerResult::TaskAckResult(_) | ServerResult::EmptyResult(_) => Ok(()),
         _ => Err(upstream_failed(upstream, what, "the upstream answered with something else")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rmcp::model::TaskStatus;
-
-    #[test]
-    fn only_gatehouses_sealed_prefix_routes_to_an_upstream() {
-        assert_eq!(owner("exec_abc"), Owner::Gate);
-        assert_eq!(owner("nonexistent-task-id"), Owner::Gate);
-        assert_eq!(owner(&format!("{PREFIX}x")), Owner::Upstream);
-        // An upstream input state is not a task id, and the other way round.
-        assert_eq!(owner(super::super::input_required::PREFIX), Owner::Gate);
-        assert!(!PREFIX.starts_with(super::super::input_required::PREFIX));
-    }
-
-    #[test]
-    fn an_upstreams_task_id_and_ttl_are_bounded() {
-        let task = |id: &str| CreateTaskResult::new(Task::new(id, TaskStatus::Working, "t", "t"));
-        assert!(checked(task("a-uuid")).is_ok());
-        assert!(checked(task("")).is_err());
-        assert!(checked(task(&"x".repeat(MAX_TASK_ID_BYTES + 1))).unwrap_err().contains("256"));
-        let max = MAX_TASK_TTL.as_millis() as u64;
-        assert_eq!(bounded_ttl_ms(Some(300_000)), 300_000);
-        assert_eq!(bounded_ttl_ms(None), max, "unlimited at the upstream is Gatehouse's longest here");
-        assert_eq!(bounded_ttl_ms(Some(u64::MAX)), max);
-        assert_eq!(bounded_ttl_ms(Some(0)), 1);
     }
 }
