@@ -18,6 +18,7 @@ use serde_json::json;
 use tower_cookies::{Cookie, Cookies, cookie::SameSite};
 
 use crate::error::ApiError;
+use crate::mcp::auth::bearer_token;
 use crate::state::AppState;
 use crate::throttle::username_tag;
 
@@ -412,15 +413,6 @@ impl FromRequestParts<AppState> for Admin {
             None => Err(ApiError::Unauthorized),
         }
     }
-}
-
-/// The token of an `Authorization: Bearer <token>` header (scheme in any
-/// case), for agent and admin tokens alike; tokens are never read from the URL.
-pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// A signed-in browser user (401 otherwise).

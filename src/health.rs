@@ -12,7 +12,21 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::state::AppState;
+use gatehouse_core::Core;
+use tokio_util::sync::CancellationToken;
+
+/// What the health endpoints read: a sub-state of the application's
+/// ([`axum::extract::FromRef`], in `state.rs`), so this file needs nothing
+/// else of it.
+#[derive(Clone)]
+pub struct Health {
+    /// The stores (`/healthz` runs a trivial query).
+    pub core: Core,
+    /// Start-up done.
+    pub ready: Readiness,
+    /// Cancelled once shutdown begins.
+    pub shutdown: CancellationToken,
+}
 
 /// How long `/healthz` waits for the store before answering 503.
 pub const STORE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -39,8 +53,8 @@ impl Readiness {
 /// succeeds within [`STORE_CHECK_TIMEOUT`], else 503
 /// `{"status":"unavailable","store":REASON}` with a short reason (never a
 /// path or a query).
-pub async fn healthz(State(state): State<AppState>) -> Response {
-    let check = state.core().run(|core| gatehouse_core::maintenance::check(&core.db));
+pub async fn healthz(State(health): State<Health>) -> Response {
+    let check = health.core.run(|core| gatehouse_core::maintenance::check(&core.db));
     let reason = match tokio::time::timeout(STORE_CHECK_TIMEOUT, check).await {
         Ok(Ok(Ok(()))) => {
             return (StatusCode::OK, Json(json!({"status": "ok", "store": "ok"}))).into_response();
@@ -64,10 +78,10 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 /// `GET /readyz`: 200 `{"status":"ready"}` once start-up is done; 503
 /// `{"status":"starting"}` before and `{"status":"stopping"}` once shutdown
 /// has begun, so a load balancer stops sending new work.
-pub async fn readyz(State(state): State<AppState>) -> Response {
-    let (code, status) = if state.mcp.shutdown.is_cancelled() {
+pub async fn readyz(State(health): State<Health>) -> Response {
+    let (code, status) = if health.shutdown.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "stopping")
-    } else if state.ready.is_ready() {
+    } else if health.ready.is_ready() {
         (StatusCode::OK, "ready")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "starting")

@@ -121,7 +121,7 @@ fn refusal(allow: &AllowList, request: &Request) -> Option<Response> {
             return Some(refuse(StatusCode::FORBIDDEN, "forbidden_origin", format!("Origin {o:?} is not allowed")));
         }
     } else if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS)
-        && !crate::oauth::paths::CROSS_ORIGIN.contains(&request.uri().path())
+        && !crate::oauth::server::paths::CROSS_ORIGIN.contains(&request.uri().path())
     {
         // Browsers send Origin on every cross-site POST, so a present Origin
         // must be ours. Without one, only a cookie can carry ambient

@@ -66,7 +66,8 @@ impl AppState {
             mcp: McpState::new(crate::mcp::McpShared {
                 max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),
-                oauth: crate::oauth::OAuthServer::new(&base_url, &config.oauth).fixed(config.public_url.is_some()),
+                oauth: crate::oauth::server::OAuthServer::new(&base_url, &config.oauth)
+                    .fixed(config.public_url.is_some()),
                 base_url,
                 codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir, &core.db)?),
                 allow_model_decisions: config.allow_model_decisions,
@@ -99,6 +100,12 @@ impl AppState {
     /// The shared stores.
     pub fn core(&self) -> &Core {
         &self.mcp.core
+    }
+}
+
+impl FromRef<AppState> for crate::health::Health {
+    fn from_ref(state: &AppState) -> Self {
+        Self { core: state.mcp.core.clone(), ready: state.ready.clone(), shutdown: state.mcp.shutdown.clone() }
     }
 }
 

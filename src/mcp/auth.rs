@@ -77,7 +77,7 @@ fn is_initialize(body: &[u8]) -> bool {
 /// request extensions for the tool handlers.
 pub async fn authenticate(State(state): State<McpState>, mut request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string);
-    let Some(token) = crate::auth::bearer_token(request.headers()) else {
+    let Some(token) = bearer_token(request.headers()) else {
         return unauthorized(&state, host.as_deref(), Rejection::MissingBearerToken);
     };
     let oauth_resource = (state.oauth.enabled && token.starts_with(gatehouse_core::oauth::ACCESS_PREFIX))
@@ -216,4 +216,13 @@ async fn serve_authenticated(
         Some(permit) => crate::in_flight::hold_until_sent(response, permit),
         None => response,
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme in any
+/// case), for agent and admin tokens alike; tokens are never read from the URL.
+pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }

@@ -55,7 +55,7 @@ pub struct McpShared {
     /// Base URL for approval links.
     pub base_url: String,
     /// The OAuth authorization server's settings (challenges, the resource).
-    pub oauth: crate::oauth::OAuthServer,
+    pub oauth: crate::oauth::server::OAuthServer,
     /// Seals and opens 2026-07-28 `requestState` values (key in the data dir).
     pub codec: Arc<rmcp::model::RequestStateCodec>,
     /// Whether `elicitation_mode=model` sessions may decide their own calls.
