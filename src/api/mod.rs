@@ -6,22 +6,22 @@ pub mod executions;
 pub mod grants;
 pub mod history;
 pub mod live;
+pub mod sign_in;
 
 use axum::Router;
 use axum::routing::{delete, get, post};
 
 use gatehouse_core::model::routes;
 
-use crate::auth;
 use crate::state::AppState;
 
 /// Routes under `/api`.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route(routes::API_SIGN_IN, post(auth::sign_in))
-        .route(routes::API_SIGN_OUT, post(auth::sign_out))
-        .route(routes::API_SETUP, post(auth::setup))
-        .route(routes::API_SET_PASSWORD, post(auth::set_password))
+        .route(routes::API_SIGN_IN, post(sign_in::sign_in))
+        .route(routes::API_SIGN_OUT, post(sign_in::sign_out))
+        .route(routes::API_SETUP, post(sign_in::setup))
+        .route(routes::API_SET_PASSWORD, post(sign_in::set_password))
         .route("/api/credentials", post(credentials::issue).get(credentials::list))
         .route("/api/credentials/{id}", delete(credentials::revoke))
         .route("/api/threads/{thread}/touch", post(credentials::touch_thread))
