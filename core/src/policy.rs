@@ -158,14 +158,18 @@ impl PolicyStore {
         Ok(removed)
     }
 
-    /// Decides for one exposed tool name.
-    pub fn decide(&self, tool: &str, hints: Hints) -> Result<Verdict> {
-        Ok(decide_with(&self.rules()?, tool, hints))
+    /// [`PolicyStore::rules`] for async code (the gate, lists), where it
+    /// costs least ([`Db::quick`]): at once on SQLite, where the copy is this
+    /// process's own and no query runs unless it was dropped; in the stores'
+    /// lane on PostgreSQL, where every read checks the shared version.
+    pub async fn current(&self) -> Result<Arc<Vec<Rule>>> {
+        let store = self.clone();
+        self.db.quick(move || store.rules()).await?
     }
 
-    /// Decides for a request other than `tools/call` (see [`subject_verdict`]).
-    pub fn decide_subject(&self, subject: &Subject<'_>) -> Result<Verdict> {
-        Ok(subject_verdict(&self.rules()?, subject))
+    /// Decides for one exposed tool name.
+    pub async fn decide(&self, tool: &str, hints: Hints) -> Result<Verdict> {
+        Ok(decide_with(&self.current().await?, tool, hints))
     }
 }
 

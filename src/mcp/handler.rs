@@ -328,10 +328,13 @@ impl ServerHandler for GatehouseMcp {
             && uris.len() <= MAX_LISTEN_RESOURCES
         {
             // Too many are left as asked, for `listen` to refuse plainly.
+            // rmcp asks this synchronously: the rules are read once, here
+            // (unreadable, none is accepted: fail closed).
+            let rules = self.state.core.policy.rules();
             uris.retain(|uri| {
                 gatehouse_core::normalise::resource_uri(uri).is_ok_and(|normal| {
                     self.state.upstreams.serves_resource(&normal)
-                        && subjects::allows(&self.state, Subject::Resource(&normal))
+                        && rules.as_ref().is_ok_and(|rules| subjects::allows(rules, Subject::Resource(&normal)))
                 })
             });
         }
@@ -405,7 +408,7 @@ impl ServerHandler for GatehouseMcp {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (items, next) = paging::page(gate::list(&self.state), request.as_ref(), self.state.list_page_size)?;
+        let (items, next) = paging::page(gate::list(&self.state).await, request.as_ref(), self.state.list_page_size)?;
         let mut result = ListToolsResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result.served())

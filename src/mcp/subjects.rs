@@ -9,7 +9,7 @@ use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::normalise;
-use gatehouse_core::policy::{Action, Subject, Verdict};
+use gatehouse_core::policy::{Action, Rule, Subject, Verdict, subject_verdict};
 use rmcp::model::ErrorData;
 use serde_json::{Value, json};
 
@@ -19,30 +19,24 @@ use super::McpState;
 /// with a query or fragment added: an upstream may drop them
 /// (`file:///etc/passwd?` is that file), so the URI without them is decided
 /// too and the stricter answer stands.
-fn verdict(state: &McpState, subject: &Subject<'_>) -> Result<Verdict, ErrorData> {
-    let decide = |subject: &Subject<'_>| {
-        state.core.policy.decide_subject(subject).map_err(|e| {
-            tracing::error!(error = %e, "policy lookup failed");
-            ErrorData::internal_error("policy lookup failed", None)
-        })
-    };
-    let mut verdict = decide(subject)?;
+fn verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
+    let mut verdict = subject_verdict(rules, subject);
     if verdict.action == Action::Allow
         && let Subject::Resource(uri) = subject
         && let Some(cut) = uri.find(['?', '#'])
     {
-        let bare = decide(&Subject::Resource(&uri[..cut]))?;
+        let bare = subject_verdict(rules, &Subject::Resource(&uri[..cut]));
         if bare.action != Action::Allow {
             verdict = bare;
         }
     }
-    Ok(verdict)
+    verdict
 }
 
-/// Whether the rules would let a request on `subject` through (nothing is
-/// audited: [`check`] the request itself).
-pub fn allows(state: &McpState, subject: Subject<'_>) -> bool {
-    verdict(state, &subject).is_ok_and(|v| v.action == Action::Allow)
+/// Whether `rules` let a request on `subject` through (nothing is audited:
+/// [`check`] the request itself).
+pub fn allows(rules: &[Rule], subject: Subject<'_>) -> bool {
+    verdict(rules, &subject).action == Action::Allow
 }
 
 /// Lets the request through, or refuses it with the rule that blocks it;
@@ -54,7 +48,11 @@ pub async fn check(
     subject: Subject<'_>,
     arguments: &Value,
 ) -> Result<(), ErrorData> {
-    let verdict = verdict(state, &subject)?;
+    let rules = state.core.policy.current().await.map_err(|e| {
+        tracing::error!(error = %e, "policy lookup failed");
+        ErrorData::internal_error("policy lookup failed", None)
+    })?;
+    let verdict = verdict(&rules, &subject);
     let allowed = verdict.action == Action::Allow;
     let name = subject.name();
     let entry = audit::Entry {

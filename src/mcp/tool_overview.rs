@@ -108,7 +108,7 @@ pub async fn warn_unmatched_rules(state: McpState, wait: std::time::Duration, sh
             _ = shutdown.cancelled() => return,
         }
     }
-    let rules = match state.core.policy.rules() {
+    let rules = match state.core.policy.current().await {
         Ok(rules) => rules,
         Err(e) => return tracing::warn!(error = %e, "cannot read the policy rules to check them against the tools"),
     };

@@ -80,9 +80,16 @@ impl ApprovalStore {
         Some((mirror.execution.clone(), mirror.tx.subscribe()))
     }
 
-    /// The audit log's last word on an execution that is no longer live.
-    pub fn settled(&self, id: &str) -> Option<AuditEntry> {
-        self.inner.audit.latest(id).ok().flatten()
+    /// The audit log's last word on an execution that is no longer live,
+    /// and who decided it (empty if nobody did), read in the stores' lane.
+    pub async fn settled(&self, id: &str) -> Option<(AuditEntry, String)> {
+        let (audit, id) = (self.inner.audit.clone(), id.to_string());
+        let read = move || -> crate::error::Result<Option<(AuditEntry, String)>> {
+            let Some(last) = audit.latest(&id)? else { return Ok(None) };
+            let by = audit.decided_by(&id)?.unwrap_or_default();
+            Ok(Some((last, by)))
+        };
+        self.off_runtime(read).await.ok()?.ok().flatten()
     }
 
     /// Waits up to `limit` for the execution to leave `pending`; returns the

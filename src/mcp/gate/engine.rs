@@ -18,11 +18,12 @@ use crate::mcp::upstream::input_required as upstream_input;
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
-pub fn list(state: &McpState) -> Vec<Tool> {
+pub async fn list(state: &McpState) -> Vec<Tool> {
     // The rules once for the whole list (on PostgreSQL each read checks the
     // shared version: one round trip, not one per tool). Unreadable, every
     // tool but `resume` is hidden: fail closed.
-    let rules = state.core.policy.rules().inspect_err(|e| tracing::error!(error = %e, "policy unreadable")).ok();
+    let rules =
+        state.core.policy.current().await.inspect_err(|e| tracing::error!(error = %e, "policy unreadable")).ok();
     let upstream = state.upstreams.tools().into_iter().map(|u| u.tool);
     tools::all().iter().cloned().chain(upstream).filter(|t| visible(rules.as_ref().map(|r| r.as_slice()), t)).collect()
 }
@@ -70,7 +71,7 @@ pub async fn call(
             return url_elicitation::continue_after_url_error(state, caller, &execution, shape).await;
         }
     }
-    let verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).map_err(|e| {
+    let verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).await.map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;

@@ -111,7 +111,7 @@ pub async fn retry(
     match store.get(&id) {
         // Decided before this retry arrived (declined, expired, cancelled), or
         // replayed after it ran: the audit log answers; nothing runs again.
-        None => return Ok(CallToolResponse::Complete(settled_result(state, caller, &id, shape))),
+        None => return Ok(CallToolResponse::Complete(settled_result(state, caller, &id, shape).await)),
         Some((execution, _)) if !execution.belongs_to(&caller.credential) => {
             tracing::warn!(execution = %id, credential = %caller.credential.id, "requestState retry from another credential refused");
             return Ok(CallToolResponse::Complete(shape.fit(error_result(

@@ -164,7 +164,7 @@ pub async fn finish_decided_response(state: &McpState, caller: &Caller, id: &str
                 json!({"executionId": id}),
             ))
             .into(),
-        Err(_) => settled_result(state, caller, id, shape).into(),
+        Err(_) => settled_result(state, caller, id, shape).await.into(),
     }
 }
 
@@ -216,15 +216,15 @@ pub(super) async fn run_approved(
 
 /// The answer for an execution that is no longer live, from the audit log,
 /// in `shape` (the request's).
-pub fn settled_result(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResult {
-    shape.fit(settled(state, caller, id))
+pub async fn settled_result(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResult {
+    shape.fit(settled(state, caller, id).await)
 }
 
 /// The audit log's last word on execution `id`, if it was `caller`'s (its
 /// credential's, or a thread predecessor's): one check for every way an agent
 /// asks about a settled call (resume, a retry, a task's poll).
-pub(super) fn settled_for(state: &McpState, caller: &Caller, id: &str) -> Option<AuditEntry> {
-    let last = state.core.approvals.settled(id)?;
+pub(super) async fn settled_for(state: &McpState, caller: &Caller, id: &str) -> Option<(AuditEntry, String)> {
+    let (last, by) = state.core.approvals.settled(id).await?;
     let mine = last.credential_id.as_deref().is_some_and(|credential_id| {
         approvals::belongs_to(
             &caller.credential,
@@ -234,14 +234,13 @@ pub(super) fn settled_for(state: &McpState, caller: &Caller, id: &str) -> Option
             last.owner.as_deref(),
         )
     });
-    mine.then_some(last)
+    mine.then_some((last, by))
 }
 
-fn settled(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
-    let Some(last) = settled_for(state, caller, id) else {
+async fn settled(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+    let Some((last, by)) = settled_for(state, caller, id).await else {
         return gone(id, ToolErrorCode::ExecutionNotFound, format!("no execution {id}; make the call again"));
     };
-    let by = state.core.approvals.audit().decided_by(id).ok().flatten().unwrap_or_default();
     let cancelled =
         || gone(id, ToolErrorCode::ExecutionCancelled, format!("the call to {} was cancelled ({by})", last.tool));
     match last.state {

@@ -69,7 +69,7 @@ pub async fn resume(
     let id = args.execution_id;
     let store = &state.core.approvals;
     let Some((execution, _)) = store.get(&id) else {
-        return settled_result(state, caller, &id, Shape::Structured).into();
+        return settled_result(state, caller, &id, Shape::Structured).await.into();
     };
     if !execution.belongs_to(&caller.credential) {
         tracing::warn!(execution = %id, agent = %caller.credential.agent, credential = %caller.credential.id, "resume refused: another credential's execution");

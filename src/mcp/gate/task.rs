@@ -101,12 +101,12 @@ enum Found {
 }
 
 /// Finds `task_id` for `caller`: `-32602` when it is unknown or not theirs.
-fn find(state: &McpState, caller: &Caller, task_id: &str) -> Result<Found, ErrorData> {
+async fn find(state: &McpState, caller: &Caller, task_id: &str) -> Result<Found, ErrorData> {
     // Only execution ids name Gatehouse's tasks (no database read for others).
     if !task_id.starts_with("exec_") {
         return Err(task_not_found());
     }
-    if let Some(stored) = stored(state, task_id)? {
+    if let Some(stored) = stored(state, task_id).await? {
         return if stored.belongs_to(&caller.credential) { Ok(Found::Stored(stored)) } else { Err(task_not_found()) };
     }
     if let Some((execution, snapshot)) = state.core.approvals.get(task_id) {
@@ -116,18 +116,22 @@ fn find(state: &McpState, caller: &Caller, task_id: &str) -> Result<Found, Error
             Err(task_not_found())
         };
     }
-    let Some(last) = super::outcome::settled_for(state, caller, task_id) else { return Err(task_not_found()) };
+    let Some((last, _)) = super::outcome::settled_for(state, caller, task_id).await else {
+        return Err(task_not_found());
+    };
     // It may have finished between the first read and this one.
     if matches!(last.state, State::Completed | State::Failed)
-        && let Some(stored) = stored(state, task_id)?
+        && let Some(stored) = stored(state, task_id).await?
     {
         return Ok(Found::Stored(stored));
     }
     Ok(Found::Settled(last))
 }
 
-fn stored(state: &McpState, task_id: &str) -> Result<Option<TaskResult>, ErrorData> {
-    results(state).get(task_id).map_err(|e| {
+async fn stored(state: &McpState, task_id: &str) -> Result<Option<TaskResult>, ErrorData> {
+    let (results, id) = (results(state), task_id.to_string());
+    let read = state.core.run(move |_| results.get(&id)).await;
+    read.and_then(|got| got).map_err(|e| {
         tracing::error!(task = %task_id, error = %e, "task results unreadable");
         ErrorData::internal_error("task results unreadable", None)
     })
@@ -146,7 +150,7 @@ fn completed(id: &str, created_ms: i64, updated_ms: i64, ttl_ms: i64, result: se
 
 /// `tasks/get`: the task's state now; an approved call starts running here.
 pub async fn get(state: &McpState, caller: &Caller, task_id: &str) -> Result<GetTaskResult, ErrorData> {
-    let detailed = match find(state, caller, task_id)? {
+    let detailed = match find(state, caller, task_id).await? {
         Found::Stored(done) => completed(
             task_id,
             done.created_at_ms,
@@ -170,7 +174,7 @@ pub async fn get(state: &McpState, caller: &Caller, task_id: &str) -> Result<Get
                 _ => working(&execution, now),
             }
         }
-        Found::Settled(last) => settled(state, caller, task_id, &last),
+        Found::Settled(last) => settled(state, caller, task_id, &last).await,
     };
     Ok(GetTaskResult::new(detailed))
 }
@@ -185,22 +189,17 @@ fn working(execution: &Execution, now: i64) -> DetailedTask {
 
 /// A task settled without a result of its own: cancelled, or Gatehouse's
 /// answer (declined, expired, revoked, abandoned) in the tool's shape.
-fn settled(state: &McpState, caller: &Caller, task_id: &str, last: &AuditEntry) -> DetailedTask {
-    let created = state
-        .core
-        .approvals
-        .audit()
-        .timeline(task_id)
-        .ok()
-        .and_then(|t| t.first().map(|e| e.at_ms))
-        .unwrap_or(last.at_ms);
+async fn settled(state: &McpState, caller: &Caller, task_id: &str, last: &AuditEntry) -> DetailedTask {
+    let id = task_id.to_string();
+    let first = state.core.run(move |core| core.approvals.audit().timeline(&id)).await;
+    let created = first.ok().and_then(Result::ok).and_then(|t| t.first().map(|e| e.at_ms)).unwrap_or(last.at_ms);
     let ttl = last.at_ms - created + approvals::RESULT_RETENTION.as_millis() as i64;
     if last.state == State::Cancelled {
         let mut task = task(task_id, TaskStatus::Cancelled, created, last.at_ms, ttl);
         task.status_message = last.detail.clone();
         return DetailedTask::new(task, TaskPayload::Cancelled);
     }
-    let answer = settled_result(state, caller, task_id, shape_of(state, &last.tool));
+    let answer = settled_result(state, caller, task_id, shape_of(state, &last.tool)).await;
     completed(
         task_id,
         created,
@@ -261,7 +260,7 @@ async fn start(state: &McpState, caller: &Caller, execution: &Execution) {
 /// running), audited as a client's cancellation; a running call finishes
 /// and keeps its result; a finished task stays as it is (idempotent).
 pub async fn cancel(state: &McpState, caller: &Caller, task_id: &str) -> Result<(), ErrorData> {
-    if let Found::Live(execution, _) = find(state, caller, task_id)? {
+    if let Found::Live(execution, _) = find(state, caller, task_id).await? {
         let store = &state.core.approvals;
         store.take_over(&execution.id).await;
         if store.forget(&execution.id, "the client cancelled the task (tasks/cancel)") {
@@ -281,7 +280,7 @@ pub async fn update(
     task_id: &str,
     responses: &rmcp::model::InputResponses,
 ) -> Result<(), ErrorData> {
-    let Found::Live(execution, snapshot) = find(state, caller, task_id)? else { return Ok(()) };
+    let Found::Live(execution, snapshot) = find(state, caller, task_id).await? else { return Ok(()) };
     let refused = responses
         .get(APPROVAL_KEY)
         .and_then(|r| r.get("action"))

@@ -60,7 +60,7 @@ pub async fn retry_call(
     }
     // The rules may have changed between rounds: a block now holds, and a
     // call that did not need approval then needs it (or a grant) now.
-    let verdict = state.core.policy.decide(&exposed, tools::hints(&tool.tool)).map_err(|e| {
+    let verdict = state.core.policy.decide(&exposed, tools::hints(&tool.tool)).await.map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
