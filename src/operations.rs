@@ -13,7 +13,7 @@ use crate::startup::redact;
 /// needed) and says from which schema version to which, as a line or, with
 /// `json`, one JSON object `{database, before, after, applied}`.
 pub fn migrate(config: &Config, json: bool) -> anyhow::Result<()> {
-    let done = match &config.database_url {
+    let done = match config.database_url() {
         Some(url) => {
             let (_, before, after) = gatehouse_core::Db::connect_migrated(url)
                 .with_context(|| format!("cannot migrate the PostgreSQL database at {}", redact(url)))?;
@@ -49,7 +49,7 @@ pub fn migrate(config: &Config, json: bool) -> anyhow::Result<()> {
 /// `force`) with SQLite's online backup API, and prints the path and size,
 /// or with `json` one JSON object `{source, path, bytes, schema_version}`.
 pub fn backup(config: &Config, file: &Path, force: bool, json: bool) -> anyhow::Result<()> {
-    if let Some(url) = &config.database_url {
+    if let Some(url) = config.database_url() {
         // PostgreSQL has its own consistent online dump; copying it here would
         // be a worse pg_dump.
         anyhow::bail!(

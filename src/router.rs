@@ -78,7 +78,7 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics::admin_metrics))
         .layer(from_fn_with_state(state.clone(), auth::load_user))
         .layer(CookieManagerLayer::new())
-        .layer(axum::extract::DefaultBodyLimit::max(state.mcp.max_body_bytes))
+        .layer(axum::extract::DefaultBodyLimit::max(state.mcp.config.max_body_bytes))
         .with_state(state.clone());
     // The guard goes outermost: refusals (a foreign Host, a cross-site POST)
     // carry the security headers too.

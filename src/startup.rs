@@ -24,7 +24,7 @@ pub fn open_db(config: &Config) -> anyhow::Result<Db> {
     // The data dir holds more than the SQLite file (the request-state key).
     gatehouse_core::db::create_data_dir(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-    if let Some(url) = &config.database_url {
+    if let Some(url) = config.database_url() {
         gatehouse_core::db::restrict_permissions(&config.data_dir)
             .with_context(|| format!("cannot make data dir {} owner-only", config.data_dir.display()))?;
         return Db::connect(url).with_context(|| format!("cannot open the PostgreSQL database at {}", redact(url)));
@@ -158,9 +158,9 @@ impl Application {
             tasks.spawn(async move { approvals.follow(stop.cancelled_owned()).await })
         };
         let limits = crate::server::ConnectionLimits {
-            max_connections: state.mcp.limits.max_connections,
-            header_read_timeout: state.mcp.limits.header_read_timeout,
-            idle_timeout: state.mcp.limits.idle_timeout,
+            max_connections: state.mcp.config.max_connections,
+            header_read_timeout: state.mcp.config.header_read_timeout,
+            idle_timeout: state.mcp.config.idle_timeout,
         };
         let metrics = self.metrics_listener.map(|listener| {
             tracing::info!(address = ?listener.local_addr().ok(), "serving /metrics without authentication");

@@ -50,7 +50,7 @@ impl AppState {
         let reserved = crate::mcp::tools::all().iter().map(|t| t.name.to_string()).collect();
         let tasks = TaskTracker::new();
         let upstreams = crate::mcp::upstream::Upstreams::start(
-            &config.upstreams,
+            &config.upstream,
             reserved,
             core.live.clone(),
             core.pins.clone(),
@@ -62,36 +62,29 @@ impl AppState {
         Ok(Self {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
             links: gatehouse_app::server_fns::HeldLinks::new(&base_url),
-            notify: crate::notify::Notifier::new(&config.notify),
+            notify: crate::notify::Notifier::new(&config.notify_targets),
             mcp: McpState::new(crate::mcp::McpShared {
-                max_body_bytes: config.max_body_bytes,
                 metrics: Arc::default(),
                 oauth: crate::oauth::server::OAuthServer::new(&base_url, &config.oauth)
                     .fixed(config.public_url.is_some()),
                 base_url,
                 codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir, &core.db)?),
-                allow_model_decisions: config.allow_model_decisions,
-                native_url: config.native_url,
                 upstreams,
-                list_page_size: config.list_page_size,
                 mcp_sessions: crate::mcp::mcp_sessions::McpSessionBindings::new(
                     crate::mcp::session_manager(config.approval_ttl),
-                    config.limits.max_sessions_per_credential,
-                    config.limits.max_sessions,
+                    config.max_sessions_per_credential,
+                    config.max_sessions,
                 ),
-                slots: crate::mcp::slots::RequestSlots::new(
-                    config.limits.max_requests_per_credential,
-                    config.limits.mcp_requests(),
-                ),
-                limits: config.limits.clone(),
+                slots: crate::mcp::slots::RequestSlots::new(config.max_requests_per_credential, config.mcp_requests()),
                 tasks,
                 shutdown,
+                config: Arc::new(config.clone()),
                 core,
             }),
             https: config.https(),
             leptos_options: leptos_options(),
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),
-            trusted_proxies: crate::addresses::TrustedProxies::new(config.trusted_proxies.clone()),
+            trusted_proxies: crate::addresses::TrustedProxies::new(config.proxy_networks.clone()),
             throttles,
             ready: crate::health::Readiness::default(),
         })
@@ -125,7 +118,8 @@ pub fn leptos_options() -> LeptosOptions {
 #[cfg(test)]
 pub(crate) fn for_tests() -> (AppState, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
+    let mut config = Config::default();
+    config.data_dir = dir.path().to_path_buf();
     let core = Core::new(
         gatehouse_core::Db::open_in_memory().unwrap(),
         Arc::new(gatehouse_core::SystemClock),

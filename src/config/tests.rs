@@ -10,8 +10,8 @@ fn notify_tables_are_read_and_checked_with_the_rest() {
     let path = Path::new("gatehouse.toml");
     let text = "[[notify]]\nurl = \"https://hooks.example/x\"\nformat = \"ntfy\"\ntools = [\"files__*\"]\n";
     let config = Config::resolve(FileConfig::parse(path, text).unwrap(), &Overrides::default()).unwrap();
-    assert_eq!(config.notify.len(), 1);
-    assert_eq!(config.notify[0].format, crate::notify::Format::Ntfy);
+    assert_eq!(config.notify_targets.len(), 1);
+    assert_eq!(config.notify_targets[0].format, crate::notify::Format::Ntfy);
     let bad = "[[notify]]\nurl = \"https://hooks.example/x\"\nagents = [\"*a*\"]\n";
     let e = Config::resolve(FileConfig::parse(path, bad).unwrap(), &Overrides::default()).unwrap_err();
     assert!(e.to_string().starts_with("notify[0].agents"), "{e}");
@@ -43,7 +43,7 @@ fn flags_win_over_file_values_and_defaults_fill_the_rest() {
 fn policy_rules_are_checked() {
     let file =
         FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"files__*\"\naction = \"allow\"\n").unwrap();
-    assert_eq!(Config::resolve(file, &Overrides::default()).unwrap().policy.len(), 1);
+    assert_eq!(Config::resolve(file, &Overrides::default()).unwrap().policy_rules.len(), 1);
     let file = FileConfig::parse(Path::new("g.toml"), "[[policy]]\npattern = \"x\"\naction = \"maybe\"\n").unwrap();
     assert!(Config::resolve(file, &Overrides::default()).unwrap_err().to_string().contains("policy[0].action"));
 }
@@ -55,21 +55,21 @@ fn upstream_tls_and_paging_settings_are_checked() {
             .map_err(|e| e.to_string())
     };
     let ok = resolve("[[upstream]]\nname = \"a\"\nurl = \"https://x/mcp\"\nca_file = \"/ca.pem\"\n").unwrap();
-    assert_eq!(ok.upstreams[0].ca_file.as_deref(), Some(Path::new("/ca.pem")));
+    assert_eq!(ok.upstream[0].ca_file.as_deref(), Some(Path::new("/ca.pem")));
     let plain = resolve("[[upstream]]\nname = \"a\"\nurl = \"http://x/mcp\"\nca_file = \"/ca.pem\"\n");
     assert!(plain.unwrap_err().contains("ca_file needs an https url"));
     let ws = resolve("[[upstream]]\nname = \"a\"\nurl = \"ws://x/mcp\"\n");
     assert!(ws.unwrap_err().contains("http or https"));
     assert!(resolve("list_page_size = 0\n").unwrap_err().contains("list_page_size"));
     assert!(resolve("max_sessions = 0\n").unwrap_err().contains("max_sessions"));
-    let limits = resolve("run_window = \"1m\"\ntrust_client_forms = true\nmax_connections = 3\n").unwrap().limits;
+    let limits = resolve("run_window = \"1m\"\ntrust_client_forms = true\nmax_connections = 3\n").unwrap();
     assert_eq!(
         (limits.run_window, limits.trust_client_forms, limits.max_connections),
         (Duration::from_secs(60), true, 3)
     );
     let per_rule =
         resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30m\"\n").unwrap();
-    assert_eq!(per_rule.policy[0].approval_ttl_secs, Some(1800));
+    assert_eq!(per_rule.policy_rules[0].approval_ttl_secs, Some(1800));
     let err =
         resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30d\"\n").unwrap_err();
     assert!(err.to_string().contains("policy[0].approval_ttl"), "{err}");
@@ -87,16 +87,16 @@ fn upstream_limits_have_defaults_and_are_checked() {
     };
     let plain = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\n").unwrap();
     let defaults = UpstreamConfig { name: "a".into(), command: Some("x".into()), ..UpstreamConfig::default() };
-    assert_eq!(plain.upstreams[0], defaults);
+    assert_eq!(plain.upstream[0], defaults);
     let set = resolve(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\ncall_timeout = \"2s\"\nmax_list_pages = 3\ninherit_env = [\"HTTPS_PROXY\"]\n",
     )
     .unwrap();
-    assert_eq!(set.upstreams[0].call_timeout, Duration::from_secs(2));
-    assert_eq!(set.upstreams[0].max_list_pages, 3);
-    assert!(plain.upstreams[0].pin_tools, "pinning is on unless turned off");
+    assert_eq!(set.upstream[0].call_timeout, Duration::from_secs(2));
+    assert_eq!(set.upstream[0].max_list_pages, 3);
+    assert!(plain.upstream[0].pin_tools, "pinning is on unless turned off");
     let unpinned = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\npin_tools = false\n").unwrap();
-    assert!(!unpinned.upstreams[0].pin_tools);
+    assert!(!unpinned.upstream[0].pin_tools);
     let zero = resolve("[[upstream]]\nname = \"a\"\ncommand = \"x\"\nmax_list_pages = 0\n");
     assert!(zero.unwrap_err().contains("max_list_pages must be at least 1"));
     let bad = FileConfig::parse(Path::new("g.toml"), "[[upstream]]\nname = \"a\"\nlist_timeout = \"soon\"\n");
@@ -128,7 +128,7 @@ fn trusted_proxies_registration_and_per_user_bounds() {
     let resolve =
         |toml: &str| Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default());
     let d = resolve("").unwrap();
-    assert!(d.trusted_proxies.is_empty());
+    assert!(d.proxy_networks.is_empty());
     assert_eq!(d.oauth.unused_registration_ttl, Duration::from_secs(600));
     assert_eq!(d.oauth.max_unused_registrations_per_address, 20);
     let per_user = d.settings().per_user;
@@ -141,7 +141,7 @@ fn trusted_proxies_registration_and_per_user_bounds() {
          [oauth]\nunused_registration_ttl = \"2m\"\nmax_unused_registrations_per_address = 3\n",
     )
     .unwrap();
-    assert_eq!(c.trusted_proxies.len(), 2);
+    assert_eq!(c.proxy_networks.len(), 2);
     assert_eq!(c.settings().per_user.grants, 7);
     assert_eq!(c.settings().oauth.registration.per_address, 3);
     assert_eq!(c.settings().oauth.registration.unused_ttl, Duration::from_secs(120));

@@ -104,15 +104,18 @@ pub struct FileConfig {
 }
 
 impl Default for FileConfig {
-    /// The default of every top-level key (and of the gate limits): written here only.
+    /// The default of every top-level key (and of the gate limits): written
+    /// here only, or, for what the core's stores also use, taken from the
+    /// core's own defaults.
     fn default() -> Self {
+        let core = gatehouse_core::Settings::default();
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from(".gatehouse"),
             public_url: None,
             database: DatabaseTable::default(),
-            liveness_window: Duration::from_secs(24 * 3600),
-            approval_ttl: Duration::from_secs(600),
+            liveness_window: core.liveness_window,
+            approval_ttl: core.approval_ttl,
             max_body_bytes: 4 * 1024 * 1024,
             log_format: LogFormat::Human,
             allowed_hosts: Vec::new(),
@@ -124,8 +127,8 @@ impl Default for FileConfig {
             upstream: Vec::new(),
             list_page_size: 100,
             trust_client_forms: false,
-            run_window: Duration::from_secs(300),
-            max_executions_per_credential: 20,
+            run_window: core.run_window,
+            max_executions_per_credential: core.max_executions_per_credential,
             max_gated_arguments_bytes: 64 * 1024,
             max_sessions_per_credential: 16,
             max_sessions: 1024,
@@ -134,10 +137,10 @@ impl Default for FileConfig {
             idle_timeout: Duration::from_secs(60),
             max_requests_per_credential: 32,
             reserved_connections: 64,
-            max_credentials_per_user: 100,
-            max_browser_sessions_per_user: 50,
-            max_oauth_clients_per_user: 50,
-            max_grants_per_user: 500,
+            max_credentials_per_user: core.per_user.credentials,
+            max_browser_sessions_per_user: core.per_user.browser_sessions,
+            max_oauth_clients_per_user: core.per_user.oauth_clients,
+            max_grants_per_user: core.per_user.grants,
             audit_retention: Duration::from_secs(90 * 24 * 3600),
             metrics_listen: None,
             notify: Vec::new(),
@@ -147,6 +150,15 @@ impl Default for FileConfig {
 }
 
 impl FileConfig {
+    /// `/mcp` requests in progress at once across all credentials: what
+    /// `max_connections` leaves after `reserved_connections`, which counts
+    /// for at most half of them (so a small `max_connections` still serves
+    /// agents).
+    pub fn mcp_requests(&self) -> usize {
+        let reserved = self.reserved_connections.min(self.max_connections / 2);
+        (self.max_connections - reserved).max(1)
+    }
+
     /// Parses a config file's text. TOML's message names the line and key;
     /// this is why the file is read here and not by the environment overlay
     /// (whose merged values carry no line numbers).
@@ -201,15 +213,17 @@ pub struct OAuthConfig {
 }
 
 impl Default for OAuthConfig {
-    /// The default of every `[oauth]` key: written here only.
+    /// The default of every `[oauth]` key: written here, or taken from the
+    /// core's own defaults for what its stores use.
     fn default() -> Self {
+        let core = gatehouse_core::Settings::default().oauth;
         Self {
             enabled: true,
-            access_token_ttl: Duration::from_secs(15 * 60),
-            refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
+            access_token_ttl: core.access,
+            refresh_token_ttl: core.refresh,
             allow_private_client_metadata: false,
-            unused_registration_ttl: Duration::from_secs(10 * 60),
-            max_unused_registrations_per_address: 20,
+            unused_registration_ttl: core.registration.unused_ttl,
+            max_unused_registrations_per_address: core.registration.per_address,
         }
     }
 }

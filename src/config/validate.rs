@@ -4,7 +4,7 @@
 //! The checks run in a fixed order, so a file with several mistakes always
 //! reports the same one first.
 
-use super::{Config, ConfigError, FileConfig, Limits, Overrides};
+use super::{Config, ConfigError, FileConfig, Overrides};
 
 /// Lays `overrides` over `tree`, checks the result and resolves it.
 pub(super) fn resolve(tree: FileConfig, overrides: &Overrides) -> Result<Config, ConfigError> {
@@ -30,52 +30,7 @@ pub(super) fn resolve(tree: FileConfig, overrides: &Overrides) -> Result<Config,
     if tree.max_body_bytes < 1024 {
         return Err(value("max_body_bytes", "must be at least 1024"));
     }
-    let limits = limits(&tree);
-    Ok(Config {
-        listen: tree.listen,
-        data_dir: tree.data_dir,
-        public_url: tree.public_url,
-        database_url: tree.database.url.filter(|u| !u.is_empty()),
-        liveness_window: tree.liveness_window,
-        approval_ttl: tree.approval_ttl,
-        max_body_bytes: tree.max_body_bytes,
-        log_format: tree.log_format,
-        allowed_hosts: tree.allowed_hosts,
-        allowed_origins: tree.allowed_origins,
-        trusted_proxies,
-        policy,
-        allow_model_decisions: tree.allow_model_decisions,
-        native_url: tree.native_url,
-        upstreams: tree.upstream,
-        list_page_size: tree.list_page_size,
-        limits,
-        audit_retention: tree.audit_retention,
-        metrics_listen: tree.metrics_listen,
-        notify,
-        oauth: tree.oauth,
-    })
-}
-
-/// The gate limits, grouped as the server uses them (in the file and the
-/// environment they are top-level keys).
-pub(super) fn limits(tree: &FileConfig) -> Limits {
-    Limits {
-        trust_client_forms: tree.trust_client_forms,
-        run_window: tree.run_window,
-        max_executions_per_credential: tree.max_executions_per_credential,
-        max_gated_arguments_bytes: tree.max_gated_arguments_bytes,
-        max_sessions_per_credential: tree.max_sessions_per_credential,
-        max_sessions: tree.max_sessions,
-        max_connections: tree.max_connections,
-        header_read_timeout: tree.header_read_timeout,
-        idle_timeout: tree.idle_timeout,
-        max_requests_per_credential: tree.max_requests_per_credential,
-        reserved_connections: tree.reserved_connections,
-        max_credentials_per_user: tree.max_credentials_per_user,
-        max_browser_sessions_per_user: tree.max_browser_sessions_per_user,
-        max_oauth_clients_per_user: tree.max_oauth_clients_per_user,
-        max_grants_per_user: tree.max_grants_per_user,
-    }
+    Ok(Config { tree, proxy_networks: trusted_proxies, policy_rules: policy, notify_targets: notify })
 }
 
 fn value(key: &str, message: &str) -> ConfigError {

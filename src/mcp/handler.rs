@@ -232,7 +232,8 @@ impl ServerHandler for GatehouseMcp {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let (items, next) = paging::page(self.state.upstreams.prompts(), request.as_ref(), self.state.list_page_size)?;
+        let (items, next) =
+            paging::page(self.state.upstreams.prompts(), request.as_ref(), self.state.config.list_page_size)?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Prompts));
@@ -259,7 +260,7 @@ impl ServerHandler for GatehouseMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let (items, next) =
-            paging::page(self.state.upstreams.resources(), request.as_ref(), self.state.list_page_size)?;
+            paging::page(self.state.upstreams.resources(), request.as_ref(), self.state.config.list_page_size)?;
         let mut result = ListResourcesResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Resources));
@@ -271,8 +272,11 @@ impl ServerHandler for GatehouseMcp {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let (items, next) =
-            paging::page(self.state.upstreams.resource_templates(), request.as_ref(), self.state.list_page_size)?;
+        let (items, next) = paging::page(
+            self.state.upstreams.resource_templates(),
+            request.as_ref(),
+            self.state.config.list_page_size,
+        )?;
         let mut result = ListResourceTemplatesResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Templates));
@@ -408,7 +412,8 @@ impl ServerHandler for GatehouseMcp {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (items, next) = paging::page(gate::list(&self.state).await, request.as_ref(), self.state.list_page_size)?;
+        let (items, next) =
+            paging::page(gate::list(&self.state).await, request.as_ref(), self.state.config.list_page_size)?;
         let mut result = ListToolsResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result.served())

@@ -48,8 +48,8 @@ impl std::ops::Deref for McpState {
 pub struct McpShared {
     /// Shared stores.
     pub core: Core,
-    /// Largest accepted request body.
-    pub max_body_bytes: usize,
+    /// The configuration it runs with (limits, trust switches, page size).
+    pub config: Arc<crate::config::Config>,
     /// Counters exported at `/metrics`.
     pub metrics: Arc<auth::AuthMetrics>,
     /// Base URL for approval links.
@@ -58,20 +58,12 @@ pub struct McpShared {
     pub oauth: crate::oauth::server::OAuthServer,
     /// Seals and opens 2026-07-28 `requestState` values (key in the data dir).
     pub codec: Arc<rmcp::model::RequestStateCodec>,
-    /// Whether `elicitation_mode=model` sessions may decide their own calls.
-    pub allow_model_decisions: bool,
-    /// How native mode asks URL-capable 2025-11-25 clients.
-    pub native_url: crate::config::NativeUrl,
     /// Upstream MCP servers.
     pub upstreams: crate::mcp::upstream::Upstreams,
-    /// Items per page of the merged lists.
-    pub list_page_size: usize,
     /// Which credential each session belongs to; the session caps.
     pub mcp_sessions: Arc<mcp_sessions::McpSessionBindings>,
     /// `/mcp` requests in progress, per credential and in all.
     pub slots: Arc<slots::RequestSlots>,
-    /// Trust switches and caps.
-    pub limits: crate::config::Limits,
     /// Every background task the server spawns (upstream supervisors and
     /// relays, the session sweeper, housekeeping, connections, URL
     /// elicitations): [`crate::startup::Application::run`] closes it and waits
@@ -98,7 +90,7 @@ pub fn router(state: McpState, allow: &AllowList) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allow.hosts().to_vec())
         .with_allowed_origins(allow.mcp_origins().to_vec())
-        .with_max_request_body_bytes(state.max_body_bytes)
+        .with_max_request_body_bytes(state.config.max_body_bytes)
         .with_cancellation_token(state.shutdown.clone());
     let factory_state = state.clone();
     // Relayed upstream requests need to know which agent streams are open.

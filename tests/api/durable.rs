@@ -128,7 +128,7 @@ async fn an_expired_call_tells_the_agent_to_call_again() {
 #[tokio::test]
 async fn a_rules_approval_ttl_overrides_the_global_one() {
     let rule = |c: &mut gatehouse::config::Config| {
-        c.policy = vec![gatehouse_core::policy::Rule {
+        c.policy_rules = vec![gatehouse_core::policy::Rule {
             pattern: SET_RULE.into(),
             action: gatehouse_core::policy::Action::RequireApproval,
             human_only: false,

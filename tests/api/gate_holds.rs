@@ -86,7 +86,7 @@ async fn a_client_form_answer_never_decides_unless_trusted_and_never_as_a_person
     client.cancel().await.unwrap();
 
     // Trusted: the client's answer decides an ordinary gated call, audited as the agent.
-    let app = fronting(|c| c.limits.trust_client_forms = true).await;
+    let app = fronting(|c| c.trust_client_forms = true).await;
     app.add_user("ada", true).await;
     let token = app.issue_owned("form-agent", "ada");
     let (approver, client) = form_client(&app, &token).await;
@@ -361,7 +361,7 @@ async fn a_tool_whose_definition_changed_after_approval_does_not_run() {
 
 #[tokio::test]
 async fn an_approval_not_used_within_the_run_window_expires() {
-    let app = spawn_app_with(|c| c.limits.run_window = Duration::from_millis(300)).await;
+    let app = spawn_app_with(|c| c.run_window = Duration::from_millis(300)).await;
     let (ada, _) = app.ada_and_bob().await;
     let token = app.issue_owned("slow", "ada");
     let sid = app.open_session(&token).await;
@@ -382,8 +382,8 @@ async fn an_approval_not_used_within_the_run_window_expires() {
 #[tokio::test]
 async fn live_executions_and_gated_arguments_are_bounded_per_credential() {
     let app = spawn_app_with(|c| {
-        c.limits.max_executions_per_credential = 2;
-        c.limits.max_gated_arguments_bytes = 1024;
+        c.max_executions_per_credential = 2;
+        c.max_gated_arguments_bytes = 1024;
     })
     .await;
     let token = app.issue("greedy", None);
@@ -413,8 +413,8 @@ async fn live_executions_and_gated_arguments_are_bounded_per_credential() {
 #[tokio::test]
 async fn sessions_are_bounded_per_credential_and_in_all_and_client_info_is_cut() {
     let app = spawn_app_with(|c| {
-        c.limits.max_sessions_per_credential = 2;
-        c.limits.max_sessions = 3;
+        c.max_sessions_per_credential = 2;
+        c.max_sessions = 3;
     })
     .await;
     let a = app.issue("a", None);
@@ -448,7 +448,7 @@ async fn sessions_are_bounded_per_credential_and_in_all_and_client_info_is_cut()
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_cut_off() {
-    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
+    let app = spawn_app_with(|c| c.header_read_timeout = Duration::from_millis(300)).await;
     let host = app.address.trim_start_matches("http://").to_string();
     let mut slow = tokio::net::TcpStream::connect(&host).await.unwrap();
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
@@ -463,7 +463,7 @@ async fn a_client_that_never_finishes_its_headers_is_cut_off() {
 
 #[tokio::test]
 async fn a_client_that_says_nothing_or_half_a_preface_is_cut_off() {
-    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
+    let app = spawn_app_with(|c| c.header_read_timeout = Duration::from_millis(300)).await;
     let host = app.address.trim_start_matches("http://").to_string();
     // Before: a silent connection held one of the server's places forever.
     for opening in [&b""[..], b"PRI * HTTP/2.0\r\n"] {
@@ -498,7 +498,7 @@ async fn http2_with_prior_knowledge_is_served_even_when_the_preface_comes_in_pie
 
 #[tokio::test]
 async fn connections_are_bounded() {
-    let app = spawn_app_with(|c| c.limits.max_connections = 2).await;
+    let app = spawn_app_with(|c| c.max_connections = 2).await;
     let host = app.address.trim_start_matches("http://").to_string();
     // Two open keep-alive connections fill the server; a third request waits until one goes.
     let mut held = Vec::new();
@@ -524,7 +524,7 @@ async fn connections_are_bounded() {
 #[tokio::test]
 async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
     let app = fronting(|c| {
-        c.policy = vec![
+        c.policy_rules = vec![
             gatehouse_core::policy::Rule {
                 pattern: "resource:test://static-binary".into(),
                 action: gatehouse_core::policy::Action::Block,
@@ -593,7 +593,7 @@ async fn a_resource_rule_holds_however_the_uri_is_spelled() {
     let app = spawn_app_fronting(files, |c| {
         let block = |pattern: &str| config_rule(pattern, gatehouse_core::policy::Action::Block);
         // And a rule on one exact URI, which a query or fragment must not dodge.
-        c.policy = vec![block("resource:file:///etc/*"), block("resource:file:///srv/private.txt")]
+        c.policy_rules = vec![block("resource:file:///etc/*"), block("resource:file:///srv/private.txt")]
     })
     .await;
     app.add_user("ada", true).await;
@@ -672,7 +672,7 @@ async fn a_resource_rule_holds_however_the_uri_is_spelled() {
 async fn a_resource_uri_two_upstreams_both_offer_goes_to_neither() {
     let twin = UpstreamConfig { prefix: Some("tw__".into()), ..everything_stdio() };
     let twin = UpstreamConfig { name: "twin".into(), ..twin };
-    let app = spawn_app_with(|c| c.upstreams = vec![everything_stdio(), twin]).await;
+    let app = spawn_app_with(|c| c.upstream = vec![everything_stdio(), twin]).await;
     app.wait_for_upstream_tool("ev__probe_mutable").await;
     app.wait_for_upstream_tool("tw__probe_mutable").await;
     let token = app.issue("reader", None);

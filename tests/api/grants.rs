@@ -419,7 +419,7 @@ async fn a_decline_reason_reaches_the_agents_client_and_the_audit() {
 
 #[tokio::test]
 async fn grants_per_user_are_bounded_and_a_refused_grant_leaves_the_call_waiting() {
-    let app = spawn_app_fronting(everything_stdio(), |c| c.limits.max_grants_per_user = 1).await;
+    let app = spawn_app_fronting(everything_stdio(), |c| c.max_grants_per_user = 1).await;
     app.wait_for_upstream_tool(TOOL).await;
     app.add_user("carol", false).await;
     let carol = app.sign_in("carol").await;

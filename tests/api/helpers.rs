@@ -74,12 +74,10 @@ pub fn test_database_url(dir: &std::path::Path) -> Option<String> {
 /// A server over `dir` (fresh, or one a stopped server left), its clock
 /// starting at `now_ms` (the real time when `None`).
 async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: impl FnOnce(&mut Config)) -> TestApp {
-    let mut config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        liveness_window: Duration::from_secs(3600),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.path().to_path_buf();
+    config.liveness_window = Duration::from_secs(3600);
     configure(&mut config);
     // Start at the real time, so credentials the CLI issues (real clock) line up.
     let clock = Arc::new(ManualClock::new(
@@ -87,8 +85,8 @@ async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: im
     ));
     // `configure` may point the data directory elsewhere (a restart over the same data).
     gatehouse_core::db::create_data_dir(&config.data_dir).unwrap();
-    if config.database_url.is_none() {
-        config.database_url = test_database_url(&config.data_dir);
+    if config.database_url().is_none() {
+        config.database.url = test_database_url(&config.data_dir);
     }
     let core = Core::new(gatehouse::startup::open_db(&config).unwrap(), clock.clone(), config.settings()).unwrap();
     let shutdown = CancellationToken::new();
@@ -116,7 +114,7 @@ async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: im
 pub async fn spawn_app_fronting(upstream: UpstreamConfig, configure: impl FnOnce(&mut Config)) -> TestApp {
     let probe = format!("{}probe_whoami", upstream.prefix());
     let app = spawn_app_with(|c| {
-        c.upstreams = vec![upstream];
+        c.upstream = vec![upstream];
         configure(c);
     })
     .await;
@@ -565,7 +563,7 @@ pub fn everything(url: &str) -> UpstreamConfig {
 /// Lets the "everything" fixture's `test_*` tools run at once (they carry no
 /// annotations).
 pub fn allow_test_tools(config: &mut Config) {
-    config.policy = vec![allow_rule("ev__test_*")];
+    config.policy_rules = vec![allow_rule("ev__test_*")];
 }
 
 /// The "everything" fixture as a Streamable HTTP server, a child process on

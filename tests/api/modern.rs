@@ -193,7 +193,7 @@ async fn a_listen_hears_the_tool_list_change_a_new_rule_makes_and_a_prompts_only
 #[tokio::test]
 async fn a_listen_hears_updates_of_the_resources_it_may_read_and_is_never_given_one_a_rule_blocks() {
     let app = spawn_app_fronting(everything_stdio(), |c| {
-        c.policy = vec![config_rule("resource:test://static-binary", Action::Block)];
+        c.policy_rules = vec![config_rule("resource:test://static-binary", Action::Block)];
     })
     .await;
     let token = app.issue("alpha", None);
@@ -234,7 +234,7 @@ async fn a_listen_hears_updates_of_the_resources_it_may_read_and_is_never_given_
 #[tokio::test]
 async fn listens_are_bounded_per_credential_with_a_clear_error_and_a_closed_one_frees_its_place() {
     // A quarter of 8 requests: 2 listens per credential.
-    let app = spawn_app_with(|c| c.limits.max_requests_per_credential = 8).await;
+    let app = spawn_app_with(|c| c.max_requests_per_credential = 8).await;
     let alpha = app.issue("alpha", None);
     let beta = app.issue("beta", None);
     let filter = json!({"toolsListChanged": true});

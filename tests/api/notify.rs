@@ -132,7 +132,7 @@ async fn gated_call(app: &TestApp, agent: &str, pattern: &str) -> String {
 async fn open_and_settle_messages_are_signed_linked_and_carry_no_arguments() {
     let mut receiver = Receiver::start(Behaviour::Accept).await;
     let target = receiver.target("hook", Format::Json, Some(SECRET));
-    let app = spawn_app_with(|c: &mut Config| c.notify = vec![target]).await;
+    let app = spawn_app_with(|c: &mut Config| c.notify_targets = vec![target]).await;
     let (ada, _) = app.ada_and_bob().await;
     let eid = gated_call(&app, "claude", "topsecret_value_*").await;
 
@@ -174,7 +174,7 @@ async fn open_and_settle_messages_are_signed_linked_and_carry_no_arguments() {
 async fn a_receiver_that_fails_twice_gets_the_message_on_the_third_try() {
     let mut receiver = Receiver::start(Behaviour::FailFirst(2)).await;
     let target = receiver.target("flaky", Format::Json, Some(SECRET));
-    let app = spawn_app_with(|c: &mut Config| c.notify = vec![target]).await;
+    let app = spawn_app_with(|c: &mut Config| c.notify_targets = vec![target]).await;
     app.add_user("ada", false).await;
     let eid = gated_call(&app, "claude", "x*").await;
 
@@ -202,7 +202,7 @@ async fn a_receiver_that_fails_twice_gets_the_message_on_the_third_try() {
 async fn a_hanging_receiver_does_not_hold_the_gate() {
     let mut receiver = Receiver::start(Behaviour::Hang).await;
     let target = receiver.target("stuck", Format::Json, Some(SECRET));
-    let app = spawn_app_with(|c: &mut Config| c.notify = vec![target]).await;
+    let app = spawn_app_with(|c: &mut Config| c.notify_targets = vec![target]).await;
     let (ada, _) = app.ada_and_bob().await;
     let first = gated_call(&app, "claude", "a*").await;
     // The receiver now holds the first message's request and does not answer.
@@ -244,7 +244,7 @@ async fn filters_pick_the_agents_and_tools_a_target_hears_about() {
         table(&claude_only, "claude", &["claude"], &["gatehouse_policy_*"]),
         table(&cursor_only, "cursor", &["cursor*"], &["*"]),
     ]);
-    let app = spawn_app_with(|c: &mut Config| c.notify = configured).await;
+    let app = spawn_app_with(|c: &mut Config| c.notify_targets = configured).await;
     app.add_user("ada", false).await;
     let from_claude = gated_call(&app, "claude", "a*").await;
     let from_cursor = gated_call(&app, "cursor-ide", "b*").await;
@@ -266,7 +266,7 @@ async fn slack_and_ntfy_get_their_own_shapes() {
         slack.target("slack", Format::Slack, None),
         ntfy.target("ntfy", Format::Ntfy, Some("tk_ntfy_access_token")),
     ];
-    let app = spawn_app_with(|c: &mut Config| c.notify = configured).await;
+    let app = spawn_app_with(|c: &mut Config| c.notify_targets = configured).await;
     app.add_user("ada", false).await;
     let eid = gated_call(&app, "claude", "topsecret_*").await;
     let link = format!("{}/resume/{eid}", app.address);
@@ -301,7 +301,7 @@ async fn a_phishing_agent_name_is_only_text_in_every_format() {
         slack.target("slack", Format::Slack, None),
         ntfy.target("ntfy", Format::Ntfy, None),
     ];
-    let app = spawn_app_with(|c: &mut Config| c.notify = configured).await;
+    let app = spawn_app_with(|c: &mut Config| c.notify_targets = configured).await;
     app.add_user("ada", false).await;
     let eid = gated_call(&app, PHISH, "x_*").await;
     let link = format!("{}/resume/{eid}", app.address);
@@ -349,7 +349,7 @@ async fn a_failed_target_shows_its_error_without_the_url_or_secret() {
         timeout: None,
     }]);
     let notifier = {
-        let app = spawn_app_with(|c: &mut Config| c.notify = target).await;
+        let app = spawn_app_with(|c: &mut Config| c.notify_targets = target).await;
         app.add_user("ada", false).await;
         gated_call(&app, "claude", "x*").await;
         let notifier = app.state.notify.clone();
@@ -379,7 +379,7 @@ async fn a_failed_target_shows_its_error_without_the_url_or_secret() {
 async fn the_upstreams_page_shows_targets_to_admins_only_without_url_secrets() {
     let receiver = Receiver::start(Behaviour::Accept).await;
     let target = receiver.target("ops-hook", Format::Json, Some(SECRET));
-    let app = spawn_app_with(|c: &mut Config| c.notify = vec![target]).await;
+    let app = spawn_app_with(|c: &mut Config| c.notify_targets = vec![target]).await;
     let (ada, bob) = app.ada_and_bob().await;
 
     let page = app.get_as(&ada, "/upstreams").await.text().await.unwrap();

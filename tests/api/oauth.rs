@@ -593,7 +593,7 @@ async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_ano
 
 #[tokio::test]
 async fn oauth_clients_per_user_are_bounded_with_an_error_naming_the_limit() {
-    let app = spawn_app_with(|c| c.limits.max_oauth_clients_per_user = 1).await;
+    let app = spawn_app_with(|c| c.max_oauth_clients_per_user = 1).await;
     app.add_user("bob", false).await;
     let bob = app.sign_in("bob").await;
     let first = register_public_client(&app, "Claude Code", REDIRECT).await;

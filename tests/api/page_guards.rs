@@ -221,7 +221,7 @@ fn without_scripts(html: &str) -> String {
 #[tokio::test]
 async fn an_upstreams_last_error_is_shown_to_admins_only() {
     let app = spawn_app_with(|c| {
-        c.upstreams = vec![gatehouse::config::UpstreamConfig {
+        c.upstream = vec![gatehouse::config::UpstreamConfig {
             command: Some("/nonexistent/gatehouse-secret-path/server".into()),
             ..upstream_named("broken")
         }]

@@ -59,7 +59,7 @@ async fn setup(configure: impl FnOnce(&mut UpstreamConfig, &mut gatehouse::confi
     let mut upstream = shifty(&file);
     let app = spawn_app_with(|c| {
         configure(&mut upstream, c);
-        c.upstreams = vec![upstream];
+        c.upstream = vec![upstream];
     })
     .await;
     app.wait_for_upstream_tool("shifty__note").await;
@@ -213,7 +213,7 @@ async fn a_rejected_change_stays_held_back_until_the_upstream_returns_to_the_pin
 
 #[tokio::test]
 async fn an_approved_call_does_not_run_once_its_tool_is_held_back() {
-    let s = setup(|_, c| c.policy = vec![config_rule("shifty__note", Action::RequireApproval)]).await;
+    let s = setup(|_, c| c.policy_rules = vec![config_rule("shifty__note", Action::RequireApproval)]).await;
     let paused = s.app.tool_call(&s.token, &s.sid, "shifty__note", json!({"text": "hi"})).await;
     let eid = execution_id(&paused);
     assert_eq!(s.app.decide(&s.ada, &eid, "accept").await.status(), 200);
@@ -234,7 +234,7 @@ async fn a_change_made_while_the_gate_was_down_is_held_back_at_start() {
         let (upstream, data_dir) = (shifty(&file), data_dir.clone());
         spawn_app_with(move |c| {
             c.data_dir = data_dir;
-            c.upstreams = vec![upstream];
+            c.upstream = vec![upstream];
         })
         .await
     };
@@ -245,7 +245,7 @@ async fn a_change_made_while_the_gate_was_down_is_held_back_at_start() {
         let (upstream, data_dir) = (shifty(&file), data_dir.clone());
         spawn_app_with(move |c| {
             c.data_dir = data_dir;
-            c.upstreams = vec![upstream];
+            c.upstream = vec![upstream];
         })
         .await
     };
@@ -376,7 +376,7 @@ async fn an_approval_is_bound_to_the_title_and_output_schema_too() {
     // stands between a changed definition and the approved call.
     let s = setup(|u, c| {
         u.pin_tools = false;
-        c.policy = vec![config_rule("shifty__note", Action::RequireApproval)]
+        c.policy_rules = vec![config_rule("shifty__note", Action::RequireApproval)]
     })
     .await;
     let changes = [
@@ -431,7 +431,7 @@ async fn pins_made_before_they_covered_the_whole_tool_carry_over_only_if_they_co
     let meta = json!({"ui": {"resourceUri": "ui://shifty/exfiltrate"}});
     let Setup { app, file, _dir: dir, .. } = s;
     std::fs::write(overlay_file(&file), json!({"note": {"_meta": meta}}).to_string()).unwrap();
-    let app = app.restart(std::time::Duration::from_secs(1), |c| c.upstreams = vec![shifty(&file)]).await;
+    let app = app.restart(std::time::Duration::from_secs(1), |c| c.upstream = vec![shifty(&file)]).await;
 
     app.wait_for_upstream_tool("shifty__steady").await;
     wait_until("the tool with a new field is held back", || app.upstreams.held_tool("shifty__note").is_some()).await;

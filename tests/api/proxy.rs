@@ -380,7 +380,7 @@ async fn an_https_upstream_is_reached_with_its_configured_ca() {
     // Without the CA the upstream's certificate is not trusted: it stays down.
     let untrusted = spawn_app_with({
         let upstream = everything(&fixture.url);
-        move |c| c.upstreams = vec![upstream]
+        move |c| c.upstream = vec![upstream]
     })
     .await;
     for _ in 0..100 {
@@ -460,7 +460,7 @@ async fn an_http_upstreams_redirect_is_not_followed() {
     }))
     .await;
     let upstream = UpstreamConfig { url: Some(format!("{moved}/mcp").parse().unwrap()), ..upstream_named("moved") };
-    let app = spawn_app_with(move |c| c.upstreams = vec![upstream]).await;
+    let app = spawn_app_with(move |c| c.upstream = vec![upstream]).await;
     let error = last_error(&app, "moved").await;
     assert!(error.contains("307"), "{error}");
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0, "the redirect's target was never contacted");
@@ -503,7 +503,7 @@ async fn an_oversized_http_response_is_refused_and_the_upstream_stays_usable() {
         max_response_bytes: 1024 * 1024,
         ..upstream_named("big")
     };
-    let app = spawn_app_with(move |c| c.upstreams = vec![upstream]).await;
+    let app = spawn_app_with(move |c| c.upstream = vec![upstream]).await;
     app.wait_for_upstream_tool("big__huge").await;
     let (_, service) = connect(&app, &app.issue("alpha", None)).await;
     let refused = service.call_tool(tool_params("big__huge", serde_json::json!({}))).await.expect("an answer");
@@ -519,7 +519,7 @@ async fn an_upstream_urls_credentials_and_query_never_show_in_its_last_error() {
         url: Some("http://user:secret@127.0.0.1:1/mcp?key=secret".parse().unwrap()),
         ..upstream_named("private")
     };
-    let app = spawn_app_with(move |c| c.upstreams = vec![upstream]).await;
+    let app = spawn_app_with(move |c| c.upstream = vec![upstream]).await;
     let error = last_error(&app, "private").await;
     assert!(error.contains("http://127.0.0.1:1/mcp"), "the error still says where: {error}");
     assert!(!error.contains("secret") && !error.contains("user:"), "{error}");

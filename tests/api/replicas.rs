@@ -13,7 +13,7 @@ const SET_RULE: &str = "gatehouse_policy_set";
 async fn two_replicas() -> Option<(TestApp, TestApp)> {
     let a = spawn_app().await;
     let url = a.core.db.postgres_url()?.to_string();
-    let b = spawn_app_with(|c| c.database_url = Some(url)).await;
+    let b = spawn_app_with(|c| c.database.url = Some(url)).await;
     Some((a, b))
 }
 
@@ -57,7 +57,7 @@ async fn a_2026_07_28_call_paused_on_one_replica_is_decided_and_retried_on_the_o
 async fn each_replica_shows_the_others_sessions_and_upstream_health() {
     let a = spawn_app_fronting(everything_stdio(), |_| {}).await;
     let Some(url) = a.core.db.postgres_url().map(str::to_string) else { return };
-    let b = spawn_app_with(|c| c.database_url = Some(url)).await;
+    let b = spawn_app_with(|c| c.database.url = Some(url)).await;
     a.add_user("ada", true).await;
     let token = a.issue_owned("claude", "ada");
     let sid = a.open_session(&token).await;

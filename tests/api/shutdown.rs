@@ -25,12 +25,10 @@ fn running(pid: u32) -> bool {
 async fn shutdown_waits_for_every_background_task() {
     let dir = tempfile::tempdir().unwrap();
     let root = tempfile::tempdir().unwrap();
-    let config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        upstreams: vec![files_upstream(&std::fs::canonicalize(root.path()).unwrap())],
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.path().to_path_buf();
+    config.upstream = vec![files_upstream(&std::fs::canonicalize(root.path()).unwrap())];
     let clock = Arc::new(ManualClock::new(gatehouse_core::Clock::now_ms(&gatehouse_core::SystemClock)));
     let core = Core::new(Db::open(dir.path()).unwrap(), clock, config.settings()).unwrap();
     let shutdown = CancellationToken::new();

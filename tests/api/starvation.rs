@@ -41,7 +41,7 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
 
 #[tokio::test]
 async fn an_http2_connection_that_never_opens_a_stream_loses_its_place() {
-    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(500)).await;
+    let app = spawn_app_with(|c| c.header_read_timeout = Duration::from_millis(500)).await;
     let host = app.address.trim_start_matches("http://").to_string();
     let mut quiet = TcpStream::connect(&host).await.unwrap();
     quiet.write_all(H2_HELLO).await.unwrap();
@@ -51,7 +51,7 @@ async fn an_http2_connection_that_never_opens_a_stream_loses_its_place() {
 
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
-    let app = spawn_app_with(|c| c.limits.idle_timeout = Duration::from_millis(500)).await;
+    let app = spawn_app_with(|c| c.idle_timeout = Duration::from_millis(500)).await;
     let host = app.address.trim_start_matches("http://").to_string();
     let mut kept = TcpStream::connect(&host).await.unwrap();
     kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
@@ -64,7 +64,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
 #[tokio::test]
 async fn a_thousand_idle_http2_connections_leave_room_for_sign_in_and_healthz() {
     let header_read_timeout = Duration::from_secs(3);
-    let app = spawn_app_with(|c| c.limits.header_read_timeout = header_read_timeout).await;
+    let app = spawn_app_with(|c| c.header_read_timeout = header_read_timeout).await;
     app.add_user("ada", true).await;
     let host = app.address.trim_start_matches("http://").to_string();
     // More than max_connections (1,024): with no credential at all.
@@ -153,9 +153,9 @@ async fn one_credential_with_a_thousand_long_polls_leaves_room_for_everyone_else
 #[tokio::test]
 async fn agents_together_never_take_the_reserved_connections() {
     let app = spawn_app_with(|c| {
-        c.limits.max_connections = 16;
-        c.limits.reserved_connections = 8;
-        c.limits.max_requests_per_credential = 4;
+        c.max_connections = 16;
+        c.reserved_connections = 8;
+        c.max_requests_per_credential = 4;
     })
     .await;
     app.add_user("ada", true).await;

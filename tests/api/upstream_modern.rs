@@ -57,8 +57,8 @@ pub(crate) async fn fronting_modern(only_modern: bool, configure: impl FnOnce(&m
 async fn fronting_modern_with(options: Options, configure: impl FnOnce(&mut Config)) -> TestApp {
     let url = modern_upstream(options).await;
     let app = spawn_app_with(|c| {
-        c.upstreams = vec![modern(&url)];
-        c.policy = vec![allow_rule("test_*")];
+        c.upstream = vec![modern(&url)];
+        c.policy_rules = vec![allow_rule("test_*")];
         configure(c);
     })
     .await;
@@ -443,7 +443,7 @@ async fn a_2025_session_is_asked_the_upstreams_input_requests_as_requests() {
 #[tokio::test]
 async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     let gate = |c: &mut Config| {
-        c.policy =
+        c.policy_rules =
             vec![allow_rule("test_*"), config_rule("test_input_required_result_elicitation", Action::RequireApproval)];
     };
     // Only 2026-07-28, so the 2025-11-25 session is asked through `input_required` too.

@@ -23,7 +23,7 @@ fn tasks_caps() -> Value {
 async fn app() -> TestApp {
     fronting_modern(false, |c| {
         for tool in ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete"] {
-            c.policy.push(allow_rule(tool));
+            c.policy_rules.push(allow_rule(tool));
         }
     })
     .await

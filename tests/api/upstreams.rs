@@ -23,7 +23,7 @@ pub(crate) fn files_upstream(root: &Path) -> UpstreamConfig {
 async fn spawn_with_files() -> (TestApp, tempfile::TempDir, String, String) {
     let root = tempfile::tempdir().unwrap();
     let upstream = files_upstream(&std::fs::canonicalize(root.path()).unwrap());
-    let app = spawn_app_with(move |c| c.upstreams = vec![upstream]).await;
+    let app = spawn_app_with(move |c| c.upstream = vec![upstream]).await;
     app.add_user("ada", true).await;
     let token = app.issue_owned("claude", "ada");
     let sid = app.open_session(&token).await;
@@ -145,8 +145,8 @@ fn app_status(app: &TestApp) -> gatehouse::mcp::upstream::supervision::Status {
 async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
     let slow = slow_upstream();
     let app = spawn_app_with(move |c| {
-        c.upstreams = vec![slow];
-        c.policy = vec![allow_rule("slow__*")];
+        c.upstream = vec![slow];
+        c.policy_rules = vec![allow_rule("slow__*")];
     })
     .await;
     let token = app.issue("agent", None);
@@ -181,7 +181,7 @@ async fn a_call_in_flight_when_the_upstream_dies_gets_an_error_result() {
 #[tokio::test]
 async fn upstream_prompts_and_resources_are_listed_and_served() {
     let slow = slow_upstream();
-    let app = spawn_app_with(move |c| c.upstreams = vec![slow]).await;
+    let app = spawn_app_with(move |c| c.upstream = vec![slow]).await;
     let token = app.issue("agent", None);
     let sid = app.open_session(&token).await;
     wait_for_tool(&app, &token, &sid, "slow__sleep").await;
@@ -234,8 +234,8 @@ fn text_of(result: &Value) -> String {
 /// An app fronting `upstreams` whose tools all run at once, with an agent session.
 async fn fronting(upstreams: Vec<UpstreamConfig>) -> (TestApp, String, String) {
     let app = spawn_app_with(move |c| {
-        c.policy = upstreams.iter().map(|u| allow_rule(&format!("{}*", u.prefix()))).collect();
-        c.upstreams = upstreams;
+        c.policy_rules = upstreams.iter().map(|u| allow_rule(&format!("{}*", u.prefix()))).collect();
+        c.upstream = upstreams;
     })
     .await;
     let token = app.issue("agent", None);
@@ -446,10 +446,10 @@ async fn a_rule_that_matches_no_tool_is_logged_at_start_and_marked_on_the_polici
     let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     let app = spawn_app_with(|c| {
-        c.upstreams = vec![everything_stdio()];
+        c.upstream = vec![everything_stdio()];
         // The upstream's own tool name (exposed as ev__test_simple_text), and
         // an upstream that does not exist: neither matches anything.
-        c.policy = vec![allow_rule("ev__test_*"), allow_rule("test_simple_text"), allow_rule("nothing__*")];
+        c.policy_rules = vec![allow_rule("ev__test_*"), allow_rule("test_simple_text"), allow_rule("nothing__*")];
     })
     .await;
     app.wait_for_upstream_tool("ev__test_simple_text").await;

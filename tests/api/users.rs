@@ -400,7 +400,7 @@ impl Captured {
 
 #[tokio::test]
 async fn a_sign_in_past_the_session_bound_ends_the_oldest_session() {
-    let app = spawn_app_with(|c| c.limits.max_browser_sessions_per_user = 2).await;
+    let app = spawn_app_with(|c| c.max_browser_sessions_per_user = 2).await;
     app.add_user("ada", true).await;
     // The test clock stands still: a second between sign-ins tells them apart.
     let first = app.sign_in("ada").await;
@@ -416,7 +416,7 @@ async fn a_sign_in_past_the_session_bound_ends_the_oldest_session() {
 
 #[tokio::test]
 async fn credentials_per_user_are_bounded_with_an_error_naming_the_limit() {
-    let app = spawn_app_with(|c| c.limits.max_credentials_per_user = 2).await;
+    let app = spawn_app_with(|c| c.max_credentials_per_user = 2).await;
     let (ada, bob) = app.ada_and_bob().await;
     let issue = |agent: &str, thread: Option<&str>| {
         let mut body = json!({"agent": agent, "owner": "bob"});

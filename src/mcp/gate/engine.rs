@@ -99,7 +99,7 @@ pub async fn call(
             {
                 return run_target(state, caller, &target, &call.arguments, shape, None).await;
             }
-            let limit = state.limits.max_gated_arguments_bytes;
+            let limit = state.config.max_gated_arguments_bytes;
             let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);
             if size > limit {
                 tracing::warn!(tool = call.name, agent = %caller.credential.agent, size, limit, "gated call's arguments too large");
