@@ -4,14 +4,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::State;
+use crate::{ExecutionId, State};
 
 /// An execution as a person sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutionView {
     /// `exec_…`
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     /// Current state (`abandoned` reads as cancelled).
     pub state: State,
     /// Exposed tool name.

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ExecutionId;
+
 /// How long a grant lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum GrantScope {
@@ -127,7 +129,7 @@ pub struct GrantView {
     /// Who made it (`user:ada`).
     pub created_by: String,
     /// The call it was made from.
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     /// When it was made (Unix ms).
     pub created_at_ms: i64,
     /// When it ends on its own (Unix ms; `None`: until revoked or the session ends).

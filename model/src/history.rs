@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::State;
+use crate::{ExecutionId, State};
 
 /// One audit entry: an execution entered `state`, caused by `actor`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -13,7 +13,7 @@ pub struct AuditEntry {
     /// Position in the log (newest is highest): the pagination cursor.
     pub id: i64,
     /// The execution.
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     /// When, Unix ms.
     pub at_ms: i64,
     /// When, RFC 3339.

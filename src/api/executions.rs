@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::response::sse::Event;
 use futures::StreamExt;
-use gatehouse_core::approvals::{Decide, Decision, ExecutionView, State as ExecutionState};
+use gatehouse_core::approvals::{Decide, Decision, ExecutionId, ExecutionView, State as ExecutionState};
 use gatehouse_core::grants;
 use gatehouse_core::model::GrantRequest;
 use serde::Deserialize;
@@ -22,7 +22,7 @@ use crate::throttle::StreamSlot;
 pub async fn get(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    Path(id): Path<ExecutionId>,
 ) -> Result<impl IntoResponse, ApiError> {
     Ok(ApiJson(state.mcp.core.approvals.view_for(&user, &id)?))
 }
@@ -32,7 +32,7 @@ pub async fn get(
 pub async fn get_in_session(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((_sid, id)): Path<(String, String)>,
+    Path((_sid, id)): Path<(String, ExecutionId)>,
 ) -> Result<impl IntoResponse, ApiError> {
     Ok(ApiJson(state.mcp.core.approvals.view_for(&user, &id)?))
 }
@@ -57,7 +57,7 @@ pub struct ResumeBody {
 pub async fn resume(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    Path(id): Path<ExecutionId>,
     ApiJson(body): ApiJson<ResumeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let note = grants::note_from(body.reason.as_deref())?;
@@ -78,7 +78,7 @@ pub async fn resume(
 pub async fn resume_in_session(
     state: State<AppState>,
     user: SignedIn,
-    Path((_sid, id)): Path<(String, String)>,
+    Path((_sid, id)): Path<(String, ExecutionId)>,
     body: ApiJson<ResumeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     resume(state, user, Path(id), body).await
@@ -90,7 +90,7 @@ pub async fn resume_in_session(
 pub async fn events(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    Path(id): Path<ExecutionId>,
     slot: StreamSlot,
 ) -> Result<EventStream, ApiError> {
     let view = {

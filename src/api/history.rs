@@ -151,7 +151,7 @@ fn csv_fields(e: &AuditEntry) -> [String; 13] {
     [
         e.id.to_string(),
         e.at.clone(),
-        e.execution_id.clone(),
+        e.execution_id.to_string(),
         e.state.as_str().to_string(),
         e.tool.clone(),
         opt(&e.upstream),

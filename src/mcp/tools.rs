@@ -98,7 +98,8 @@ pub struct AuditRecentArgs {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ResumeArgs {
     /// The `executionId` from the paused call's result.
-    pub execution_id: String,
+    #[schemars(with = "String")]
+    pub execution_id: gatehouse_core::approvals::ExecutionId,
     /// Model mode only (when the session and the config allow it): decide the call yourself.
     pub action: Option<ResumeAction>,
 }

@@ -9,7 +9,7 @@
 //! Gatehouse's own approval page, built from `public_url`.
 
 use base64::Engine;
-use gatehouse_core::model::State;
+use gatehouse_core::model::{ExecutionId, State};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Serialize;
 use sha2::Sha256;
@@ -23,7 +23,7 @@ pub struct Notice {
     /// `execution.pending`, `execution.approved`, `execution.declined`, …
     pub event: String,
     /// `exec_…`
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     /// Its state now.
     pub state: State,
     /// Exposed tool name.

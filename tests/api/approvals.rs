@@ -10,7 +10,11 @@ const SET_RULE: &str = "gatehouse_policy_set";
 
 /// Claude's session (its credential owned by ada) and its `gatehouse_policy_set`
 /// of `pattern` with `action`, waiting for a person: (token, sid, eid).
-async fn paused(app: &TestApp, pattern: &str, action: &str) -> (String, String, String) {
+async fn paused(
+    app: &TestApp,
+    pattern: &str,
+    action: &str,
+) -> (String, String, gatehouse_core::approvals::ExecutionId) {
     let token = app.issue_owned("claude", "ada");
     let sid = app.open_session(&token).await;
     let reply = app.tool_call(&token, &sid, SET_RULE, json!({"pattern": pattern, "action": action})).await;

@@ -161,7 +161,7 @@ async fn a_call_only_an_admin_may_decide_says_so_on_the_inbox_and_the_resume_pag
         async move { request.send().await.unwrap().text().await.unwrap() }
     };
     let inbox = page(&bob, "/approvals".into()).await;
-    assert!(inbox.contains(&eid) && inbox.contains("needs an admin"), "{inbox}");
+    assert!(inbox.contains(eid.as_str()) && inbox.contains("needs an admin"), "{inbox}");
     let resume = page(&bob, format!("/resume/{eid}")).await;
     assert!(resume.contains("only an admin can decide it"), "{resume}");
     assert!(
@@ -219,7 +219,7 @@ async fn the_inbox_lists_the_soonest_to_expire_without_arguments_and_coalesces_e
     // The inbox page lists them without their arguments and says how many
     // wait; each call's page shows them.
     let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
-    assert!(last.pending.iter().all(|e| inbox.contains(&e.execution_id)), "the inbox lists the calls");
+    assert!(last.pending.iter().all(|e| inbox.contains(e.execution_id.as_str())), "the inbox lists the calls");
     assert!(!inbox.contains("ARGUMENT-MARKER"), "no arguments in the list");
     assert!(inbox.contains("Showing the 50 that expire soonest of 60 waiting"), "{inbox}");
     let eid = first.unwrap();

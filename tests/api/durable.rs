@@ -11,7 +11,7 @@ const SET_RULE: &str = "gatehouse_policy_set";
 
 /// Ada (admin) signed in, and claude's credential (owned by ada) with a
 /// session; claude's `gatehouse_policy_set` of `pattern` paused: (cookie, token, eid).
-async fn paused(app: &TestApp, pattern: &str) -> (String, String, String) {
+async fn paused(app: &TestApp, pattern: &str) -> (String, String, gatehouse_core::approvals::ExecutionId) {
     app.add_user("ada", true).await;
     let ada = app.sign_in("ada").await;
     let token = app.issue_owned("claude", "ada");
@@ -39,7 +39,7 @@ async fn a_pending_call_survives_a_restart_and_a_new_session_resumes_it_once_app
         (Some("pending"), Some("durable_*"))
     );
     let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
-    assert!(inbox.contains(&eid), "the inbox lists it after the restart");
+    assert!(inbox.contains(eid.as_str()), "the inbox lists it after the restart");
     let page = app.get_as(&ada, &format!("/resume/{eid}")).await.text().await.unwrap();
     assert!(page.contains("durable_*") && page.contains(">Approve<"), "{page}");
 
@@ -152,7 +152,7 @@ async fn the_inbox_marks_a_call_about_to_expire() {
     let app = spawn_app().await;
     let (ada, _, eid) = paused(&app, "soon").await;
     let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();
-    assert!(inbox.contains(&eid) && inbox.contains(r#"data-expiring="false""#), "{inbox}");
+    assert!(inbox.contains(eid.as_str()) && inbox.contains(r#"data-expiring="false""#), "{inbox}");
     // 8 min 20 s of its 10 min gone: in its last fifth.
     app.clock.advance(Duration::from_secs(500));
     let inbox = app.get_as(&ada, "/approvals").await.text().await.unwrap();

@@ -82,7 +82,7 @@ async fn a_client_form_answer_never_decides_unless_trusted_and_never_as_a_person
     assert_eq!(structured(&paused)["status"], "user_approval_required", "{paused:?}");
     assert_eq!(approver.asked.load(Ordering::SeqCst), 0, "no form was shown");
     let eid = structured(&paused)["executionId"].as_str().unwrap().to_string();
-    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+    assert_eq!(app.core.approvals.get(&eid.as_str().into()).unwrap().1.state.as_str(), "pending");
     client.cancel().await.unwrap();
 
     // Trusted: the client's answer decides an ordinary gated call, audited as the agent.
@@ -127,7 +127,10 @@ async fn model_decisions_need_the_switch_and_never_reach_gate_changing_tools() {
     let done = result(model("resume", json!({"executionId": eid, "action": "accept"})).await.unwrap()).await;
     assert_ne!(done["isError"], true, "{done}");
     assert!(done["content"][0]["text"].as_str().unwrap().contains("simple text"), "{done}");
-    assert_eq!(app.core.approvals.audit().decided_by(&eid).unwrap().as_deref(), Some("agent:self-decider"));
+    assert_eq!(
+        app.core.approvals.audit().decided_by(&eid.as_str().into()).unwrap().as_deref(),
+        Some("agent:self-decider")
+    );
 
     // A tool that changes the gate for everyone: human_only, whatever the rules say.
     app.core.policy.set("gatehouse_policy_*", gatehouse_core::policy::Action::Allow, false).unwrap();
@@ -136,7 +139,7 @@ async fn model_decisions_need_the_switch_and_never_reach_gate_changing_tools() {
     let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
     let refused = result(model("resume", json!({"executionId": eid, "action": "accept"})).await.unwrap()).await;
     assert_eq!(refused["structuredContent"]["error"], "human_only", "{refused}");
-    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+    assert_eq!(app.core.approvals.get(&eid.as_str().into()).unwrap().1.state.as_str(), "pending");
 }
 
 #[tokio::test]

@@ -401,7 +401,7 @@ async fn a_decline_reason_reaches_the_agents_client_and_the_audit() {
         (structured["error"].as_str(), structured["reason"].as_str()),
         (Some("execution_declined"), Some(reason))
     );
-    let last = app.core.approvals.audit().latest(&eid).unwrap().unwrap();
+    let last = app.core.approvals.audit().latest(&eid.as_str().into()).unwrap().unwrap();
     assert_eq!((last.state.as_str(), last.detail.as_deref()), ("declined", Some(reason)));
 
     // An approval's note is audited too (here through the page's form).
@@ -412,7 +412,7 @@ async fn a_decline_reason_reaches_the_agents_client_and_the_audit() {
     let eid = paused.structured_content.as_ref().unwrap()["executionId"].as_str().unwrap().to_string();
     let r = app.post_fn(&ada, "decide", &[("id", &eid), ("action", "accept"), ("reason", "fine for today")]).await;
     assert_eq!(r.status(), 200);
-    let approved = app.core.approvals.audit().timeline(&eid).unwrap();
+    let approved = app.core.approvals.audit().timeline(&eid.as_str().into()).unwrap();
     assert_eq!((approved[1].state.as_str(), approved[1].detail.as_deref()), ("approved", Some("fine for today")));
     client.cancel().await.unwrap();
 }

@@ -477,7 +477,7 @@ pub fn tool_params(name: &str, args: Value) -> CallToolRequestParams {
 }
 
 /// The execution id of a `tools/call` reply that waits for a person.
-pub fn execution_id(reply: &Value) -> String {
+pub fn execution_id(reply: &Value) -> gatehouse_core::approvals::ExecutionId {
     reply["result"]["structuredContent"]["executionId"].as_str().unwrap_or_else(|| panic!("not paused: {reply}")).into()
 }
 

@@ -124,7 +124,7 @@ async fn the_history_page_and_an_executions_timeline_render_on_the_server() {
     assert!(page.contains(r#"<option value="declined" selected"#), "the form shows the filter");
     assert!(page.contains("/api/history/export.csv?outcome=declined"), "exports keep the filter");
     let other = app.get_as(&bob, "/history").await.text().await.unwrap();
-    assert!(!other.contains(&eid), "another user's history does not list it");
+    assert!(!other.contains(eid.as_str()), "another user's history does not list it");
     assert!(other.contains("Nothing has been audited yet"), "an empty history says what will appear");
 
     let timeline = app.get_as(&ada, &format!("/resume/{eid}")).await.text().await.unwrap();

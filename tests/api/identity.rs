@@ -162,7 +162,7 @@ async fn a_user_added_with_a_removed_users_name_inherits_neither_grants_nor_hist
     let waiting =
         app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": "x*", "action": "allow"})).await;
     let waiting = execution_id(&waiting);
-    assert!(history_of(&app, &alice).await.contains(&granted));
+    assert!(history_of(&app, &alice).await.contains(&granted.to_string()));
 
     let r = app
         .same_origin(Method::POST, "/api/fn/user-remove")
@@ -190,7 +190,7 @@ async fn a_user_added_with_a_removed_users_name_inherits_neither_grants_nor_hist
     assert!(paused(&call), "no grant is inherited: {call}");
     let hers = execution_id(&call);
     // ...and she reads none of the old history, on the page's API or through her agent.
-    assert_eq!(history_of(&app, &new_alice).await, vec![hers.clone()]);
+    assert_eq!(history_of(&app, &new_alice).await, vec![hers.to_string()]);
     let recent = app.tool_call(&fresh, &sid, "gatehouse_audit_recent", json!({"limit": 200})).await;
     let seen: Vec<&str> = recent["result"]["structuredContent"]["entries"]
         .as_array()
@@ -202,5 +202,5 @@ async fn a_user_added_with_a_removed_users_name_inherits_neither_grants_nor_hist
     assert!(seen.contains(&hers.as_str()), "{recent}");
     // An admin still reads the removed user's history under her name.
     let all = history_of(&app, &ada).await;
-    assert!(all.contains(&granted) && all.contains(&waiting), "{all:?}");
+    assert!(all.contains(&granted.to_string()) && all.contains(&waiting.to_string()), "{all:?}");
 }

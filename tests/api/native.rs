@@ -65,7 +65,7 @@ async fn input_required_then_the_retry_runs_once_approved() {
             tokio::time::sleep(Duration::from_millis(200)).await;
             approvals
                 .decide(gatehouse_core::approvals::Decide::actor(
-                    &eid,
+                    &eid.as_str().into(),
                     gatehouse_core::approvals::Decision::Accept,
                     "user:ada",
                 ))
@@ -125,7 +125,7 @@ async fn a_human_only_rule_refuses_the_models_decision() {
     let eid = paused["structuredContent"]["executionId"].as_str().unwrap().to_string();
     let refused = modern(&app, &token, "model", "resume", json!({"executionId": eid, "action": "accept"}), None).await;
     assert_eq!(refused["structuredContent"]["error"], "human_only", "{refused}");
-    assert_eq!(app.core.approvals.get(&eid).unwrap().1.state.as_str(), "pending");
+    assert_eq!(app.core.approvals.get(&eid.as_str().into()).unwrap().1.state.as_str(), "pending");
 }
 
 #[tokio::test]
@@ -141,7 +141,11 @@ async fn a_re_issued_credential_continues_its_threads_request_state() {
     let eid = url.split("/resume/").nth(1).unwrap().split('?').next().unwrap().to_string();
     app.core
         .approvals
-        .decide(gatehouse_core::approvals::Decide::actor(&eid, gatehouse_core::approvals::Decision::Accept, "user:ada"))
+        .decide(gatehouse_core::approvals::Decide::actor(
+            &eid.as_str().into(),
+            gatehouse_core::approvals::Decision::Accept,
+            "user:ada",
+        ))
         .await
         .unwrap();
     // Another thread's credential of the same agent cannot use the state.

@@ -120,7 +120,7 @@ fn verify(headers: &HeaderMap, body: &str) {
 }
 
 /// A gated call of `agent` (owned by ada) with a secret-looking argument; its execution id.
-async fn gated_call(app: &TestApp, agent: &str, pattern: &str) -> String {
+async fn gated_call(app: &TestApp, agent: &str, pattern: &str) -> gatehouse_core::approvals::ExecutionId {
     let token = app.issue_owned(agent, "ada");
     let sid = app.open_session(&token).await;
     let reply = app.tool_call(&token, &sid, SET_RULE, json!({"pattern": pattern, "action": "allow"})).await;
@@ -142,7 +142,7 @@ async fn open_and_settle_messages_are_signed_linked_and_carry_no_arguments() {
     assert_eq!(opened.headers["gatehouse-event"], "execution.pending");
     let v: Value = serde_json::from_str(&opened.body).unwrap();
     assert_eq!(v["event"], "execution.pending");
-    assert_eq!(v["executionId"], eid);
+    assert_eq!(v["executionId"], eid.as_str());
     assert_eq!(v["state"], "pending");
     assert_eq!(v["tool"], SET_RULE);
     assert_eq!(v["agent"], "claude");
@@ -181,7 +181,7 @@ async fn a_receiver_that_fails_twice_gets_the_message_on_the_third_try() {
     let attempts = [receiver.next().await, receiver.next().await, receiver.next().await];
     for a in &attempts {
         verify(&a.headers, &a.body);
-        assert_eq!(serde_json::from_str::<Value>(&a.body).unwrap()["executionId"], eid);
+        assert_eq!(serde_json::from_str::<Value>(&a.body).unwrap()["executionId"], eid.as_str());
         assert_eq!(a.headers["gatehouse-delivery"], attempts[0].headers["gatehouse-delivery"], "one delivery, retried");
     }
     // The third answer was a success: the counters say so once it is recorded.
@@ -207,7 +207,7 @@ async fn a_hanging_receiver_does_not_hold_the_gate() {
     let first = gated_call(&app, "claude", "a*").await;
     // The receiver now holds the first message's request and does not answer.
     let (_, v) = receiver.next_json().await;
-    assert_eq!(v["executionId"], first);
+    assert_eq!(v["executionId"], first.as_str());
     assert_eq!(receiver.inner.release.available_permits(), 0, "still held");
 
     // While it is held: another gated call pauses and answers, and a decision lands.
@@ -224,7 +224,14 @@ async fn a_hanging_receiver_does_not_hold_the_gate() {
         events.push((v["executionId"].as_str().unwrap().to_string(), v["state"].as_str().unwrap().to_string()));
     }
     // In the order they happened (the audit log's).
-    assert_eq!(events, [(second.clone(), "pending".into()), (first, "declined".into()), (second, "approved".into())]);
+    assert_eq!(
+        events,
+        [
+            (second.to_string(), "pending".into()),
+            (first.to_string(), "declined".into()),
+            (second.to_string(), "approved".into())
+        ]
+    );
 }
 
 #[tokio::test]
@@ -250,11 +257,11 @@ async fn filters_pick_the_agents_and_tools_a_target_hears_about() {
     let from_cursor = gated_call(&app, "cursor-ide", "b*").await;
 
     let (_, v) = claude_only.next_json().await;
-    assert_eq!(v["executionId"], from_claude);
+    assert_eq!(v["executionId"], from_claude.as_str());
     // Both were routed in order by one watcher: the first the cursor target
     // hears of is cursor's, so claude's call never went to it.
     let (_, v) = cursor_only.next_json().await;
-    assert_eq!(v["executionId"], from_cursor);
+    assert_eq!(v["executionId"], from_cursor.as_str());
     assert_eq!(v["agent"], "cursor-ide");
 }
 

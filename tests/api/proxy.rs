@@ -263,7 +263,11 @@ async fn resource_updates_and_list_changes_reach_the_agent() {
     let id = pending.structured_content.unwrap()["executionId"].as_str().unwrap().to_string();
     app.core
         .approvals
-        .decide(gatehouse_core::approvals::Decide::actor(&id, gatehouse_core::approvals::Decision::Accept, "user:test"))
+        .decide(gatehouse_core::approvals::Decide::actor(
+            &id.as_str().into(),
+            gatehouse_core::approvals::Decision::Accept,
+            "user:test",
+        ))
         .await
         .unwrap();
     let resume = tool_params("resume", serde_json::json!({"executionId": id}));

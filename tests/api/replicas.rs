@@ -35,7 +35,7 @@ async fn a_2026_07_28_call_paused_on_one_replica_is_decided_and_retried_on_the_o
     assert_eq!(b.decide(&bob, &eid, "accept").await.status(), 403);
 
     // B shows A's pause to its owner and takes her decision.
-    assert_eq!(b.core.approvals.get(&eid).expect("B sees A's pause").1.state.as_str(), "pending");
+    assert_eq!(b.core.approvals.get(&eid.as_str().into()).expect("B sees A's pause").1.state.as_str(), "pending");
     let ada = b.sign_in("ada").await;
     assert_eq!(b.decide(&ada, &eid, "accept").await.status(), 200);
     assert_eq!(a.decide(&a.sign_in("ada").await, &eid, "decline").await.status(), 409, "first decision wins");
@@ -48,7 +48,7 @@ async fn a_2026_07_28_call_paused_on_one_replica_is_decided_and_retried_on_the_o
     assert!(a.core.policy.rules().unwrap().iter().any(|r| r.pattern == "across_replicas"), "A sees the rule at once");
     // The same retry on A (a client repeating itself) does not run it again.
     a.native_url_call(&token, SET_RULE, &args, Some(&state)).await;
-    let ran = a.core.approvals.audit().timeline(&eid).unwrap();
+    let ran = a.core.approvals.audit().timeline(&eid.as_str().into()).unwrap();
     assert_eq!(ran.iter().filter(|e| e.state.as_str() == "completed").count(), 1, "{ran:?}");
     assert!(a.core.approvals.is_empty() && b.core.approvals.is_empty(), "no entry is left on either replica");
 }

@@ -18,7 +18,7 @@ use crate::helpers::*;
 const H2_HELLO: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
 
 /// A gated call of `token`'s own, paused: (sid, eid).
-async fn paused(app: &TestApp, token: &str) -> (String, String) {
+async fn paused(app: &TestApp, token: &str) -> (String, gatehouse_core::approvals::ExecutionId) {
     let sid = app.open_session(token).await;
     let reply = app.tool_call(token, &sid, "gatehouse_policy_set", json!({"pattern": "x*", "action": "allow"})).await;
     (sid.clone(), execution_id(&reply))

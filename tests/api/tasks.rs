@@ -110,7 +110,7 @@ async fn a_gated_call_becomes_a_task_that_shows_the_approval_page_then_runs_once
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(result["structuredContent"]["pattern"], "task_*");
     assert_eq!(app.core.policy.rules().unwrap()[0].pattern, "task_*", "the approved call ran");
-    assert_eq!(app.core.approvals.audit().latest(&id).unwrap().unwrap().state.as_str(), "completed");
+    assert_eq!(app.core.approvals.audit().latest(&id.as_str().into()).unwrap().unwrap().state.as_str(), "completed");
 
     // Kept for the next poll, and run once only.
     assert_eq!(result_of(&get(&client, &id).await), result);
@@ -149,7 +149,11 @@ async fn another_credentials_task_is_not_found_exactly_like_an_unknown_one() {
     assert_eq!(foreign, unknown, "a task's existence is not told");
     let cancel = error_code(other.cancel_task(CancelTaskParams::new(&id)).await.unwrap_err());
     assert_eq!(cancel, unknown);
-    assert_eq!(app.core.approvals.get(&id).unwrap().1.state.as_str(), "pending", "the other's cancel did nothing");
+    assert_eq!(
+        app.core.approvals.get(&id.as_str().into()).unwrap().1.state.as_str(),
+        "pending",
+        "the other's cancel did nothing"
+    );
 
     // Still not theirs once it has a result.
     assert_eq!(app.decide(&ada, &id, "accept").await.status(), 200);
@@ -166,7 +170,7 @@ async fn cancelling_a_task_settles_its_call_as_cancelled() {
     let client = app.connect(tasks_client(), &token).await;
     let id = task_for(&client, "cancelled_*").await;
     client.cancel_task(CancelTaskParams::new(&id)).await.unwrap();
-    let last = app.core.approvals.audit().latest(&id).unwrap().unwrap();
+    let last = app.core.approvals.audit().latest(&id.as_str().into()).unwrap().unwrap();
     assert_eq!(last.state.as_str(), "cancelled");
     assert!(last.detail.unwrap().contains("tasks/cancel"));
     assert_eq!(get(&client, &id).await.task.status(), TaskStatus::Cancelled);

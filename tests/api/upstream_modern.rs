@@ -458,7 +458,7 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     let id = pending.structured_content.expect("paused")["executionId"].as_str().unwrap().to_string();
     app.core
         .approvals
-        .decide(gatehouse_core::approvals::Decide::actor(&id, Decision::Accept, "user:test"))
+        .decide(gatehouse_core::approvals::Decide::actor(&id.as_str().into(), Decision::Accept, "user:test"))
         .await
         .unwrap();
     let done = service.call_tool(tool_params("resume", json!({"executionId": id}))).await.unwrap();
@@ -473,7 +473,7 @@ async fn a_gated_call_is_approved_first_then_its_upstream_asks_for_input() {
     let id = first["result"]["inputRequests"]["approval"]["params"]["elicitationId"].as_str().unwrap().to_string();
     app.core
         .approvals
-        .decide(gatehouse_core::approvals::Decide::actor(&id, Decision::Accept, "user:test"))
+        .decide(gatehouse_core::approvals::Decide::actor(&id.as_str().into(), Decision::Accept, "user:test"))
         .await
         .unwrap();
     let asked = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({"requestState": gate_state})).await;

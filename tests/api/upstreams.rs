@@ -79,7 +79,7 @@ async fn a_gated_write_writes_once_approved_and_not_when_declined() {
         let s = &paused["_meta"][gatehouse::tool_error::META_KEY];
         assert_eq!(s["status"], "user_approval_required", "{paused}");
         let eid = s["executionId"].as_str().unwrap().to_string();
-        let view = app.core.approvals.get(&eid).unwrap().0;
+        let view = app.core.approvals.get(&eid.as_str().into()).unwrap().0;
         assert_eq!(view.upstream.as_deref(), Some("files"));
         let actor = "user:ada";
         let d = if decision == "accept" {
@@ -87,7 +87,11 @@ async fn a_gated_write_writes_once_approved_and_not_when_declined() {
         } else {
             gatehouse_core::approvals::Decision::Decline
         };
-        app.core.approvals.decide(gatehouse_core::approvals::Decide::actor(&eid, d, actor)).await.unwrap();
+        app.core
+            .approvals
+            .decide(gatehouse_core::approvals::Decide::actor(&eid.as_str().into(), d, actor))
+            .await
+            .unwrap();
         let resumed = call(&app, &token, &sid, "resume", json!({"executionId": eid})).await;
         if decision == "accept" {
             assert_ne!(resumed["isError"], true, "{resumed}");

@@ -106,7 +106,7 @@ fn Entries(page: HistoryPage, filter: HistoryFilter) -> impl IntoView {
                 let by = e.actor.clone().unwrap_or_default();
                 let by = by.strip_prefix("user:").map(str::to_string).unwrap_or(by);
                 view! {
-                <tr data-execution-id=e.execution_id.clone() data-state=e.state.as_str()>
+                <tr data-execution-id=e.execution_id.to_string() data-state=e.state.as_str()>
                     <td data-label="When"><When ms=e.at_ms now_ms/></td>
                     <td data-label="Agent"><Name text=e.agent/></td>
                     <td data-label="Tool"><a class="tool-link" href=routes::resume(&e.execution_id, None)><Name text=e.tool/></a></td>

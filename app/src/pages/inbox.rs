@@ -68,7 +68,7 @@ fn Pending(current: Signal<InboxView>) -> impl IntoView {
                     let soon_class = soon.clone();
                     let expires = e.expires_at_ms;
                     view! {
-                    <li class="card" class:expiring=soon_class data-execution-id=e.execution_id.clone()
+                    <li class="card" class:expiring=soon_class data-execution-id=e.execution_id.to_string()
                         data-expiring=move || soon().to_string()>
                         <a class="tool-link" href=routes::resume(&e.execution_id, None)>
                             <strong><Name text=e.tool.clone()/></strong>

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
-use gatehouse_model::{ExecutionView, GrantScope, MAX_NOTE_CHARS, State, routes};
+use gatehouse_model::{ExecutionId, ExecutionView, GrantScope, MAX_NOTE_CHARS, State, routes};
 
 use crate::components::arguments::Arguments;
 use crate::components::clock::{countdown, use_now};
@@ -38,7 +38,7 @@ fn state_label(state: State) -> &'static str {
 #[component]
 pub fn ResumePage() -> impl IntoView {
     let params = use_params_map();
-    let id = move || params.read().get("eid").unwrap_or_default();
+    let id = move || ExecutionId::from(params.read().get("eid").unwrap_or_default());
     let execution = crate::json::resource(id, get_execution);
     let decide = ServerAction::<DecideExecution>::new();
     let grant = ServerAction::<GrantExecution>::new();
@@ -204,12 +204,12 @@ fn ResumeBody(
                 })}
                 <div class="decide">
                     <ActionForm action=decide attr:class="decide-form" attr:id="decline-form">
-                        <input type="hidden" name="id" value=id_d.clone()/>
+                        <input type="hidden" name="id" value=id_d.to_string()/>
                         <input type="hidden" name="action" value="decline"/>
                         <button type="submit" class="decline">"Decline"</button>
                     </ActionForm>
                     <ActionForm action=decide attr:class="decide-form" attr:id="approve-form">
-                        <input type="hidden" name="id" value=id_a.clone()/>
+                        <input type="hidden" name="id" value=id_a.to_string()/>
                         <input type="hidden" name="action" value="accept"/>
                         <button type="submit" class="approve">"Approve"</button>
                     </ActionForm>
@@ -244,7 +244,7 @@ fn constrainable(arguments: &serde_json::Value) -> Vec<(String, String)> {
 #[component]
 fn GrantForm(
     grant: ServerAction<GrantExecution>,
-    id: String,
+    id: ExecutionId,
     has_session: bool,
     string_args: Vec<(String, String)>,
 ) -> impl IntoView {
@@ -262,7 +262,7 @@ fn GrantForm(
             <summary>"Allow this tool for this agent…"</summary>
             <p class="hint">"Approves this call, and lets the next ones run without asking, for every credential of this agent. Revoke it any time on the Grants page."</p>
             <ActionForm action=grant attr:class="grant-form">
-                <input type="hidden" name="id" value=id/>
+                <input type="hidden" name="id" value=id.to_string()/>
                 <fieldset>
                     <legend>"For how long"</legend>
                     {scopes.into_iter().enumerate().map(|(i, s)| view! {
@@ -295,7 +295,7 @@ fn GrantForm(
 /// Every audit entry of the execution, oldest first; read again whenever
 /// its state changes.
 #[component]
-fn Timeline(id: String, state: Memo<State>, now: ReadSignal<i64>) -> impl IntoView {
+fn Timeline(id: ExecutionId, state: Memo<State>, now: ReadSignal<i64>) -> impl IntoView {
     let timeline = crate::json::resource(move || state.get(), move |_| get_timeline(id.clone()));
     view! {
         <section aria-labelledby="timeline-h" class="timeline-section">

@@ -2,7 +2,7 @@
 
 #[cfg(feature = "ssr")]
 use super::context as ctx;
-use gatehouse_model::{ExecutionView, InboxView, State};
+use gatehouse_model::{ExecutionId, ExecutionView, InboxView, State};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +26,7 @@ pub enum Lookup {
 
 /// One execution for the resume page.
 #[server(prefix = "/api/fn", endpoint = "execution")]
-pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
+pub async fn get_execution(id: ExecutionId) -> Result<Lookup, ServerFnError> {
     use gatehouse_core::approvals::AccessError;
     let (user, core) = ctx::context()?;
     Ok(match core.approvals.view_for(&user, &id) {
@@ -49,7 +49,7 @@ pub async fn get_execution(id: String) -> Result<Lookup, ServerFnError> {
 /// plain form post before hydration (the browser is sent back to the page).
 #[server(prefix = "/api/fn", endpoint = "decide")]
 pub async fn decide_execution(
-    id: String,
+    id: ExecutionId,
     action: String,
     #[server(default)] reason: Option<String>,
 ) -> Result<State, ServerFnError> {
@@ -90,7 +90,7 @@ pub async fn list_pending() -> Result<InboxView, ServerFnError> {
 /// with a prefix (`prefix[NAME]`). Works as a plain form post before hydration.
 #[server(prefix = "/api/fn", endpoint = "grant")]
 pub async fn grant_execution(
-    id: String,
+    id: ExecutionId,
     scope: String,
     #[server(default)] note: Option<String>,
     #[server(default)] exact: std::collections::BTreeMap<String, String>,

@@ -2,7 +2,7 @@
 
 #[cfg(feature = "ssr")]
 use super::context as ctx;
-use gatehouse_model::{AuditEntry, HistoryPage};
+use gatehouse_model::{AuditEntry, ExecutionId, HistoryPage};
 use leptos::prelude::*;
 
 /// One page of the history the signed-in user may read, newest first;
@@ -19,6 +19,6 @@ pub async fn get_history(query: String) -> Result<HistoryPage, ServerFnError> {
 
 /// Every audit entry of one execution, oldest first.
 #[server(prefix = "/api/fn", endpoint = "timeline")]
-pub async fn get_timeline(id: String) -> Result<Vec<AuditEntry>, ServerFnError> {
+pub async fn get_timeline(id: ExecutionId) -> Result<Vec<AuditEntry>, ServerFnError> {
     ctx::blocking(move |user, core| core.approvals.timeline_for(&user, &id)).await
 }

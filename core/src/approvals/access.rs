@@ -2,7 +2,7 @@
 //! admins only for calls that change the gate), and the views they get. The
 //! decision itself is [`ApprovalStore::decide`] (in `decide.rs`).
 
-use gatehouse_model::{AuditEntry, DecisionView, ExecutionView, HistoryFilter, HistoryPage, State};
+use gatehouse_model::{AuditEntry, DecisionView, ExecutionId, ExecutionView, HistoryFilter, HistoryPage, State};
 
 use super::Execution;
 use super::answers::{DecideError, Snapshot};
@@ -98,7 +98,7 @@ pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> Execution
 
 impl ApprovalStore {
     /// An execution as `user` may see it: live first, then the audit log.
-    pub fn view_for(&self, user: &User, id: &str) -> std::result::Result<ExecutionView, AccessError> {
+    pub fn view_for(&self, user: &User, id: &ExecutionId) -> std::result::Result<ExecutionView, AccessError> {
         if let Some((execution, snapshot)) = self.get(id) {
             if !may_decide(user, execution.owner.as_deref()) {
                 return Err(AccessError::Forbidden);
@@ -156,7 +156,7 @@ impl ApprovalStore {
 
     /// Every audit entry of one execution, oldest first, if `user` may see
     /// it. Reads the database: call it off the async runtime's threads.
-    pub fn timeline_for(&self, user: &User, id: &str) -> std::result::Result<Vec<AuditEntry>, AccessError> {
+    pub fn timeline_for(&self, user: &User, id: &ExecutionId) -> std::result::Result<Vec<AuditEntry>, AccessError> {
         let timeline = self.inner.audit.timeline(id)?;
         let first = timeline.first().ok_or(AccessError::NotFound)?;
         if !self.may_see_settled(user, id, first.owner.as_deref())? {
@@ -168,7 +168,12 @@ impl ApprovalStore {
     /// Whether `user` may see execution `id` from its audit entries, which
     /// name `owner`: an admin, or the user whose id the entries carry (not a
     /// user added later under a removed user's name).
-    fn may_see_settled(&self, user: &User, id: &str, owner: Option<&str>) -> std::result::Result<bool, AccessError> {
+    fn may_see_settled(
+        &self,
+        user: &User,
+        id: &ExecutionId,
+        owner: Option<&str>,
+    ) -> std::result::Result<bool, AccessError> {
         if user.is_admin {
             return Ok(true);
         }

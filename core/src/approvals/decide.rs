@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use gatehouse_model::{Decision, State};
+use gatehouse_model::{Decision, ExecutionId, State};
 
 use super::access::{AccessError, access_error};
 use super::answers::{DecideError, Snapshot};
@@ -19,7 +19,7 @@ use crate::users::User;
 #[derive(Debug, Clone, Copy)]
 pub struct Decide<'a> {
     /// The execution.
-    pub id: &'a str,
+    pub id: &'a ExecutionId,
     /// Accept, decline or cancel.
     pub decision: Decision,
     /// Who decides.
@@ -46,12 +46,12 @@ pub enum By<'a> {
 
 impl<'a> Decide<'a> {
     /// `user`'s decision on `id`.
-    pub fn person(id: &'a str, decision: Decision, user: &'a User) -> Self {
+    pub fn person(id: &'a ExecutionId, decision: Decision, user: &'a User) -> Self {
         Self { id, decision, by: By::Person(user), note: None }
     }
 
     /// `actor`'s decision on `id` (see [`By::Actor`]).
-    pub fn actor(id: &'a str, decision: Decision, actor: &'a str) -> Self {
+    pub fn actor(id: &'a ExecutionId, decision: Decision, actor: &'a str) -> Self {
         Self { id, decision, by: By::Actor(actor), note: None }
     }
 
@@ -71,7 +71,7 @@ impl ApprovalStore {
     /// another replica's execution waits for that replica's answer.
     pub async fn decide(&self, request: Decide<'_>) -> Result<Snapshot, AccessError> {
         let Decide { id, decision, by, note } = request;
-        let (key, note) = (id.to_string(), note.map(str::to_string));
+        let (key, note) = (id.clone(), note.map(str::to_string));
         let user = match by {
             By::Actor(actor) => {
                 let (store, actor) = (self.clone(), actor.to_string());
@@ -113,7 +113,7 @@ impl ApprovalStore {
     /// live here is answered from the audit log.
     pub(crate) fn decide_here(
         &self,
-        id: &str,
+        id: &ExecutionId,
         decision: Decision,
         actor: &str,
         detail: Option<&str>,

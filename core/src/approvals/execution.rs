@@ -1,6 +1,7 @@
 //! An execution: a gated call as it was asked for, with the digests that bind
 //! an approval to exactly what runs, and the rule of who may resume it.
 
+use gatehouse_model::ExecutionId;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -12,7 +13,7 @@ use sha2::{Digest, Sha256};
 #[serde(rename_all = "camelCase")]
 pub struct Execution {
     /// `exec_<uuid>`.
-    pub id: String,
+    pub id: ExecutionId,
     /// The call as it was asked for.
     #[serde(flatten)]
     pub request: NewExecution,

@@ -36,7 +36,7 @@ pub use access::{AccessError, may_decide};
 pub use answers::{DecideError, OpenError, Restored, RunError, Snapshot, Waited};
 pub use decide::{By, Decide};
 pub use execution::{Execution, NewExecution, belongs_to, digest};
-pub use gatehouse_model::{Decision, DecisionView, ExecutionView, InboxView, State};
+pub use gatehouse_model::{Decision, DecisionView, ExecutionId, ExecutionView, InboxView, State};
 pub use metrics::{ApprovalMetrics, WAIT_BUCKETS};
 pub use replicas::SWEEP_EVERY;
 pub use store::{ApprovalStore, Limits, MAX_APPROVAL_TTL};
@@ -117,7 +117,7 @@ mod tests {
             Err(AccessError::Conflict(State::Completed))
         );
         assert_eq!(
-            store.decide(Decide::actor("exec_nope", Decision::Accept, "user:ada")).await,
+            store.decide(Decide::actor(&"exec_nope".into(), Decision::Accept, "user:ada")).await,
             Err(AccessError::NotFound)
         );
     }
@@ -272,7 +272,7 @@ mod tests {
         );
         let restored = third.restore().await.unwrap();
         assert_eq!(restored, Restored { pending: 1, approved: 0, expired: 3, abandoned: 0 });
-        let state = |id: &str| third.audit().latest(id).unwrap().unwrap();
+        let state = |id: &ExecutionId| third.audit().latest(id).unwrap().unwrap();
         assert_eq!(state(&expiring.id).state, State::Expired);
         assert!(state(&expiring.id).detail.unwrap().contains("while Gatehouse was stopped"));
         assert_eq!(state(&approved.id).state, State::Expired, "past its run window");
@@ -494,7 +494,7 @@ mod tests {
         let store = store(Duration::from_secs(60));
         let ada = User { id: 1, username: "ada".into(), is_admin: false };
         let root = User { id: 2, username: "root".into(), is_admin: true };
-        let ids: Vec<String> =
+        let ids: Vec<ExecutionId> =
             (0..INBOX_LIMIT + 10).map(|i| store.open(new_execution(&format!("s{i}"))).unwrap().id.clone()).collect();
         store.open(NewExecution { owner: Some("bob".into()), ..new_execution("b") }).unwrap();
 

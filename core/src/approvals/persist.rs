@@ -25,7 +25,7 @@ use super::{Execution, NewExecution};
 use crate::args;
 use crate::db::Db;
 use crate::error::Result;
-use gatehouse_model::State;
+use gatehouse_model::{ExecutionId, State};
 
 /// Most queued operations applied in one transaction.
 const BATCH: usize = 512;
@@ -33,9 +33,9 @@ const BATCH: usize = 512;
 enum Op {
     /// A new pause, and the replica that owns it (`None` without a cluster).
     Insert(Arc<Execution>, Option<String>),
-    Delete(String),
+    Delete(ExecutionId),
     /// Held inside a request (PostgreSQL: the row stays for other replicas).
-    Hold(String),
+    Hold(ExecutionId),
 }
 
 /// The queue to the writer thread, and how far it has committed.
@@ -80,14 +80,14 @@ impl Persist {
     }
 
     /// Queues marking a row held inside its request (call under the store's lock).
-    pub(super) fn hold(&self, id: &str) {
-        self.push(Op::Hold(id.to_string()));
+    pub(super) fn hold(&self, id: &ExecutionId) {
+        self.push(Op::Hold(id.clone()));
     }
 
     /// Queues the removal of a settled (or request-held) execution's row,
     /// arguments and all (call under the store's lock).
-    pub(super) fn delete(&self, id: &str) {
-        self.push(Op::Delete(id.to_string()));
+    pub(super) fn delete(&self, id: &ExecutionId) {
+        self.push(Op::Delete(id.clone()));
     }
 
     /// Waits until everything queued so far is committed (or the writer has
@@ -105,7 +105,7 @@ impl Persist {
     }
 
     /// The row of `id`, if stored.
-    pub(super) fn load_one(&self, id: &str) -> Result<Option<Stored>> {
+    pub(super) fn load_one(&self, id: &ExecutionId) -> Result<Option<Stored>> {
         Ok(self.select("WHERE p.id = ?1", args![id])?.pop())
     }
 
@@ -162,7 +162,7 @@ impl Persist {
     }
 
     /// Deletes the rows of `ids` at once (at start, for those that settled).
-    pub(super) fn delete_now(&self, ids: &[String]) -> Result<()> {
+    pub(super) fn delete_now(&self, ids: &[ExecutionId]) -> Result<()> {
         self.db.conn()?.transaction(|tx| {
             for id in ids {
                 tx.execute("DELETE FROM pending_executions WHERE id = ?1", args![id])?;
@@ -189,13 +189,13 @@ impl Persist {
     }
 
     /// Who owns `id`'s row (`Some(None)`: nobody), or `None` without a row.
-    pub(super) fn owner_of(&self, id: &str) -> Result<Option<Option<String>>> {
+    pub(super) fn owner_of(&self, id: &ExecutionId) -> Result<Option<Option<String>>> {
         self.db.conn()?.query_opt("SELECT replica FROM pending_executions WHERE id = ?1", args![id], |r| r.get(0))
     }
 
     /// Makes `me` the owner of `id` if `old` still is (`None`: nobody): of
     /// replicas racing for a row, exactly one wins.
-    pub(super) fn claim(&self, id: &str, me: &str, old: Option<&str>) -> Result<bool> {
+    pub(super) fn claim(&self, id: &ExecutionId, me: &str, old: Option<&str>) -> Result<bool> {
         let changed = self.db.conn()?.execute(
             "UPDATE pending_executions SET replica = ?2 WHERE id = ?1 AND COALESCE(replica, '') = ?3",
             args![id, me, old.unwrap_or_default()],
@@ -205,7 +205,7 @@ impl Persist {
 
     /// The rows whose owner is gone (none, or not heard from after
     /// `cutoff_ms`), other than `me`'s, each with its owner.
-    pub(super) fn orphans(&self, me: &str, cutoff_ms: i64) -> Result<Vec<(String, Option<String>)>> {
+    pub(super) fn orphans(&self, me: &str, cutoff_ms: i64) -> Result<Vec<(ExecutionId, Option<String>)>> {
         self.db.conn()?.query(
             "SELECT id, replica FROM pending_executions
              WHERE replica IS NULL
@@ -236,7 +236,7 @@ impl Persist {
 
     /// Whether a row is stored for `id` (tests).
     #[cfg(test)]
-    pub(super) fn is_stored(&self, id: &str) -> bool {
+    pub(super) fn is_stored(&self, id: &ExecutionId) -> bool {
         self.db
             .conn()
             .and_then(|mut conn| {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_model::{AuditEntry, State};
+use gatehouse_model::{AuditEntry, ExecutionId, State};
 use tokio::sync::watch;
 
 use super::Execution;
@@ -61,7 +61,7 @@ impl ApprovalStore {
     ///
     /// On a cluster, another replica's live execution too (read from the
     /// database: may block; pages call it, not the call path).
-    pub fn get(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
+    pub fn get(&self, id: &ExecutionId) -> Option<(Arc<Execution>, Snapshot)> {
         let local = self.entries().get(id).map(|e| (e.execution.clone(), e.tx.borrow().clone()));
         local.or_else(|| self.remote(id))
     }
@@ -69,21 +69,20 @@ impl ApprovalStore {
     /// Watches a live execution's state. On a cluster, another replica's
     /// execution is watched through a local mirror its owner's messages
     /// keep up to date (and the sweep, should a message be lost).
-    pub fn subscribe(&self, id: &str) -> Option<(Arc<Execution>, watch::Receiver<Snapshot>)> {
+    pub fn subscribe(&self, id: &ExecutionId) -> Option<(Arc<Execution>, watch::Receiver<Snapshot>)> {
         if let Some(local) = self.entries().get(id).map(|e| (e.execution.clone(), e.tx.subscribe())) {
             return Some(local);
         }
         let (execution, snapshot) = self.remote(id)?;
         let mut mirrors = self.mirrors();
-        let mirror =
-            mirrors.entry(id.to_string()).or_insert_with(|| Mirror { execution, tx: watch::channel(snapshot).0 });
+        let mirror = mirrors.entry(id.clone()).or_insert_with(|| Mirror { execution, tx: watch::channel(snapshot).0 });
         Some((mirror.execution.clone(), mirror.tx.subscribe()))
     }
 
     /// The audit log's last word on an execution that is no longer live,
     /// and who decided it (empty if nobody did), read in the stores' lane.
-    pub async fn settled(&self, id: &str) -> Option<(AuditEntry, String)> {
-        let (audit, id) = (self.inner.audit.clone(), id.to_string());
+    pub async fn settled(&self, id: &ExecutionId) -> Option<(AuditEntry, String)> {
+        let (audit, id) = (self.inner.audit.clone(), id.clone());
         let read = move || -> crate::error::Result<Option<(AuditEntry, String)>> {
             let Some(last) = audit.latest(&id)? else { return Ok(None) };
             let by = audit.decided_by(&id)?.unwrap_or_default();
@@ -95,7 +94,7 @@ impl ApprovalStore {
     /// Waits up to `limit` for the execution to leave `pending`; returns the
     /// state then (still `pending` when the slice ended), or `None` if it is
     /// not live.
-    pub async fn wait(&self, id: &str, limit: Duration) -> Option<Snapshot> {
+    pub async fn wait(&self, id: &ExecutionId, limit: Duration) -> Option<Snapshot> {
         let (_, mut rx) = self.subscribe(id)?;
         let _ = tokio::time::timeout(limit, rx.wait_for(|s| s.state != State::Pending)).await;
         // A closed channel still holds the last state it was sent.
@@ -107,7 +106,12 @@ impl ApprovalStore {
     /// (the client cancelled the request holding the call): then the
     /// execution is forgotten, as its client abandoned it. The one place a
     /// held call waits.
-    pub async fn wait_or_forget(&self, id: &str, limit: Duration, cancelled: impl Future<Output = ()>) -> Waited {
+    pub async fn wait_or_forget(
+        &self,
+        id: &ExecutionId,
+        limit: Duration,
+        cancelled: impl Future<Output = ()>,
+    ) -> Waited {
         tokio::select! {
             seen = self.wait(id, limit) => match seen {
                 None => Waited::NotLive,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use gatehouse_model::{AuditEntry, Decision, State};
+use gatehouse_model::{AuditEntry, Decision, ExecutionId, State};
 
 use super::Execution;
 use super::access::may_decide;
@@ -73,21 +73,21 @@ impl ApprovalStore {
         self.inner.cluster.get().map(|c| c.replica().to_string())
     }
 
-    pub(super) fn mirrors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Mirror>> {
+    pub(super) fn mirrors(&self) -> std::sync::MutexGuard<'_, HashMap<ExecutionId, Mirror>> {
         self.inner.mirrors.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether `id` is live in this replica's store.
-    pub(crate) fn is_local(&self, id: &str) -> bool {
+    pub(crate) fn is_local(&self, id: &ExecutionId) -> bool {
         self.entries().contains_key(id)
     }
 
     /// Tells the other replicas' mirrors of a state reached outside a
     /// transition (an adopter's expiry).
-    pub(super) fn publish_exec(&self, id: &str, state: State) {
+    pub(super) fn publish_exec(&self, id: &ExecutionId, state: State) {
         if let Some(cluster) = self.inner.cluster.get() {
             let snapshot = Snapshot { state, actor: Some("system".into()), detail: None, decided_by: None };
-            cluster.send(None, ApprovalMessage::Exec { id: id.to_string(), snapshot });
+            cluster.send(None, ApprovalMessage::Exec { id: id.clone(), snapshot });
         }
     }
 
@@ -98,7 +98,7 @@ impl ApprovalStore {
 
     /// Another replica's live execution: its mirror, or its row. Blocks on
     /// the database.
-    pub(super) fn remote(&self, id: &str) -> Option<(Arc<Execution>, Snapshot)> {
+    pub(super) fn remote(&self, id: &ExecutionId) -> Option<(Arc<Execution>, Snapshot)> {
         self.inner.cluster.get()?;
         if let Some(mirror) = self.mirrors().get(id) {
             return Some((mirror.execution.clone(), mirror.tx.borrow().clone()));
@@ -113,7 +113,7 @@ impl ApprovalStore {
     }
 
     /// A state read from the audit log as a snapshot.
-    fn snapshot_of(&self, id: &str, state: State, actor: Option<String>, detail: Option<String>) -> Snapshot {
+    fn snapshot_of(&self, id: &ExecutionId, state: State, actor: Option<String>, detail: Option<String>) -> Snapshot {
         let decided_by = if state == State::Pending { None } else { self.inner.audit.decided_by(id).ok().flatten() };
         Snapshot { state, actor, detail, decided_by }
     }
@@ -182,7 +182,7 @@ impl ApprovalStore {
     /// Claims each `(id, previous owner)` (lost races are skipped) and
     /// makes it live here as `restore` does. Blocks on the database; arms
     /// timers on the runtime.
-    pub(super) fn adopt(&self, candidates: Vec<(String, Option<String>)>) -> Result<Restored> {
+    pub(super) fn adopt(&self, candidates: Vec<(ExecutionId, Option<String>)>) -> Result<Restored> {
         let mut restored = Restored::default();
         let Some(me) = self.me() else { return Ok(restored) };
         let now = self.now_ms();
@@ -206,7 +206,7 @@ impl ApprovalStore {
         }
         self.inner.persist.delete_now(&gone)?;
         for id in &gone {
-            restored.abandoned += self.inner.persist.abandon_unstored(now, now, Some(id))?;
+            restored.abandoned += self.inner.persist.abandon_unstored(now, now, Some(id.as_str()))?;
         }
         for (delay, id, then) in timers {
             self.after(delay, &id, then);
@@ -231,7 +231,7 @@ impl ApprovalStore {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "adopting the executions of replicas that are gone failed"),
         }
-        let ids: Vec<String> = {
+        let ids: Vec<ExecutionId> = {
             let mut mirrors = self.mirrors();
             mirrors.retain(|_, m| m.tx.receiver_count() > 0);
             mirrors.keys().cloned().collect()
@@ -243,12 +243,12 @@ impl ApprovalStore {
         }
     }
 
-    fn snapshot_from(&self, id: &str, last: AuditEntry) -> Snapshot {
+    fn snapshot_from(&self, id: &ExecutionId, last: AuditEntry) -> Snapshot {
         self.snapshot_of(id, last.state, last.actor, last.detail)
     }
 
     /// Updates a mirror; drops it once settled or unwatched.
-    fn mirror(&self, id: &str, snapshot: Snapshot) {
+    fn mirror(&self, id: &ExecutionId, snapshot: Snapshot) {
         let mut mirrors = self.mirrors();
         let Some(mirror) = mirrors.get(id) else { return };
         let settled = snapshot.state.is_settled();
@@ -305,13 +305,13 @@ impl ApprovalStore {
     /// without a cluster, for a local execution, or when the owner refuses
     /// (held inside its request there, or running): then it is followed
     /// through its mirror.
-    pub async fn take_over(&self, id: &str) {
+    pub async fn take_over(&self, id: &ExecutionId) {
         let Some(cluster) = self.inner.cluster.get().cloned() else { return };
         for _ in 0..ATTEMPTS {
             if self.is_local(id) {
                 return;
             }
-            let key = id.to_string();
+            let key = id.clone();
             let Some(Ok(Some(owner))) = self.blocking(move |s| s.inner.persist.owner_of(&key)).await else {
                 return;
             };
@@ -323,7 +323,7 @@ impl ApprovalStore {
                 let probe = owner.clone();
                 let alive = self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(false);
                 if let (true, Some(owner)) = (alive, owner.as_deref()) {
-                    let key = id.to_string();
+                    let key = id.clone();
                     match cluster.request(owner, ApprovalMessage::Release { id: key }).await {
                         Some(ApprovalMessage::Released { ok: true }) => from = Some(me),
                         // Refused: it stays there.
@@ -340,7 +340,7 @@ impl ApprovalStore {
                     }
                 }
             }
-            let key = id.to_string();
+            let key = id.clone();
             if let Some(Err(e)) = self.blocking(move |s| s.adopt(vec![(key, from)])).await {
                 tracing::warn!(execution = %id, error = %e, "cannot take over an execution");
                 return;
@@ -355,14 +355,13 @@ impl ApprovalStore {
     /// `decide_here`, which it is without a cluster.
     pub(super) async fn decide_at_owner(
         &self,
-        id: &str,
+        id: &ExecutionId,
         decision: Decision,
         actor: &str,
         detail: Option<&str>,
     ) -> std::result::Result<Snapshot, DecideError> {
         let Some(cluster) = self.inner.cluster.get().cloned() else {
-            let (store, key, actor, detail) =
-                (self.clone(), id.to_string(), actor.to_string(), detail.map(str::to_string));
+            let (store, key, actor, detail) = (self.clone(), id.clone(), actor.to_string(), detail.map(str::to_string));
             return self
                 .off_runtime(move || store.decide_here(&key, decision, &actor, detail.as_deref()))
                 .await
@@ -373,7 +372,7 @@ impl ApprovalStore {
             if self.is_local(id) {
                 break;
             }
-            let key = id.to_string();
+            let key = id.clone();
             let owner = match self.blocking(move |s| s.inner.persist.owner_of(&key)).await {
                 Some(Ok(owner)) => owner,
                 Some(Err(e)) => return Err(storage(e.to_string())),
@@ -386,7 +385,7 @@ impl ApprovalStore {
                 let probe = owner.clone();
                 let alive = self.blocking(move |s| s.owner_alive(probe.as_deref())).await.unwrap_or(false);
                 if let (true, Some(to)) = (alive, owner.as_deref()) {
-                    let (key, actor, detail) = (id.to_string(), actor.to_string(), detail.map(str::to_string));
+                    let (key, actor, detail) = (id.clone(), actor.to_string(), detail.map(str::to_string));
                     let asked = cluster.request(to, ApprovalMessage::Decide { id: key, decision, actor, detail }).await;
                     match asked {
                         // The owner's outcome, its refusal as it is.
@@ -406,14 +405,14 @@ impl ApprovalStore {
                     }
                 }
             }
-            let (key, from) = (id.to_string(), owner);
+            let (key, from) = (id.clone(), owner);
             match self.blocking(move |s| s.adopt(vec![(key, from)])).await {
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(storage(e.to_string())),
                 None => return Err(storage("the adoption was interrupted".into())),
             }
         }
-        let (key, actor, detail) = (id.to_string(), actor.to_string(), detail.map(str::to_string));
+        let (key, actor, detail) = (id.clone(), actor.to_string(), detail.map(str::to_string));
         self.blocking(move |s| s.decide_here(&key, decision, &actor, detail.as_deref()))
             .await
             .unwrap_or_else(|| Err(storage("the decision was interrupted".into())))
@@ -430,7 +429,7 @@ impl ApprovalStore {
         self.inner.left.store(true, Ordering::SeqCst);
         {
             let mut entries = self.entries();
-            let ids: Vec<String> = entries.iter().filter(|(_, e)| !e.held).map(|(id, _)| id.clone()).collect();
+            let ids: Vec<ExecutionId> = entries.iter().filter(|(_, e)| !e.held).map(|(id, _)| id.clone()).collect();
             let mut mirrors = self.mirrors();
             for id in ids {
                 if let Some(entry) = entries.remove(&id) {

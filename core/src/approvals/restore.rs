@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_model::State;
+use gatehouse_model::{ExecutionId, State};
 use tokio::sync::watch;
 
 use super::answers::{Restored, Snapshot};
@@ -81,11 +81,11 @@ impl ApprovalStore {
     /// channel, so whoever watched it here keeps watching.
     pub(super) fn revive(
         &self,
-        entries: &mut HashMap<String, Entry>,
+        entries: &mut HashMap<ExecutionId, Entry>,
         stored: Stored,
         now: i64,
         restored: &mut Restored,
-        gone: &mut Vec<String>,
+        gone: &mut Vec<ExecutionId>,
         timers: &mut Vec<Rearm>,
     ) {
         let Stored { execution, state, at_ms, actor, held, .. } = stored;

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use gatehouse_model::State;
+use gatehouse_model::{ExecutionId, State};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -92,10 +92,10 @@ pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A timer to arm once restored entries are in: after this long, on this
 /// execution, do this.
-pub(super) type Rearm = (Duration, String, fn(&ApprovalStore, &str));
+pub(super) type Rearm = (Duration, ExecutionId, fn(&ApprovalStore, &ExecutionId));
 
 pub(super) struct Inner {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<ExecutionId, Entry>>,
     pub(super) audit: AuditLog,
     clock: Arc<dyn Clock>,
     limits: Limits,
@@ -111,7 +111,7 @@ pub(super) struct Inner {
     /// The runtime timers go on (set at join), whichever thread arms them.
     pub(super) runtime: OnceLock<tokio::runtime::Handle>,
     /// Local copies of other replicas' executions that someone here watches.
-    pub(super) mirrors: Mutex<HashMap<String, Mirror>>,
+    pub(super) mirrors: Mutex<HashMap<ExecutionId, Mirror>>,
     /// Set by [`ApprovalStore::leave`]: this replica adopts nothing more.
     pub(super) left: AtomicBool,
     /// The inboxes computed since the last change.
@@ -194,13 +194,13 @@ impl ApprovalStore {
         self.inner.clock.now_ms()
     }
 
-    pub(super) fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    pub(super) fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<ExecutionId, Entry>> {
         self.inner.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
         let result = self.inner.audit.record(audit::Entry {
-            execution_id: &execution.id,
+            execution_id: execution.id.as_str(),
             state,
             tool: &execution.tool,
             upstream: execution.upstream.as_deref(),
@@ -220,8 +220,8 @@ impl ApprovalStore {
     /// Moves a live entry to `state` (caller holds the lock); removes it when settled.
     pub(super) fn transition(
         &self,
-        entries: &mut HashMap<String, Entry>,
-        id: &str,
+        entries: &mut HashMap<ExecutionId, Entry>,
+        id: &ExecutionId,
         state: State,
         actor: Option<&str>,
         detail: Option<&str>,
@@ -234,7 +234,7 @@ impl ApprovalStore {
         entry.tx.send_replace(snapshot.clone());
         if let Some(cluster) = self.inner.cluster.get() {
             // Queued, never sent under the lock.
-            cluster.send(None, ApprovalMessage::Exec { id: id.to_string(), snapshot: snapshot.clone() });
+            cluster.send(None, ApprovalMessage::Exec { id: id.clone(), snapshot: snapshot.clone() });
         }
         if state.is_settled() {
             // A held pause has a row only on a cluster.
@@ -254,7 +254,7 @@ impl ApprovalStore {
         // A rule's own TTL, within the cap; the global one otherwise.
         let ttl = new.ttl.unwrap_or(self.inner.limits.ttl).min(MAX_APPROVAL_TTL);
         let execution = Arc::new(Execution {
-            id: secret::new_id("exec"),
+            id: ExecutionId::from(secret::new_id("exec")),
             arguments_digest: digest(&new.arguments),
             request: new,
             created_at_ms: now,
@@ -301,10 +301,10 @@ impl ApprovalStore {
     /// reference (a waiting timer never keeps the store alive) and is one of
     /// the store's `timers`, so it is aborted when the store goes; and one of
     /// the entry's, so it is aborted when the entry leaves the store.
-    pub(super) fn after(&self, delay: Duration, id: &str, then: fn(&ApprovalStore, &str)) {
+    pub(super) fn after(&self, delay: Duration, id: &ExecutionId, then: fn(&ApprovalStore, &ExecutionId)) {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let timer = {
-            let id = id.to_string();
+            let id = id.clone();
             async move {
                 tokio::time::sleep(delay).await;
                 if let Some(inner) = weak.upgrade() {
@@ -329,7 +329,7 @@ impl ApprovalStore {
     }
 
     /// Expires a still-pending execution (the TTL passed).
-    pub fn expire(&self, id: &str) -> bool {
+    pub fn expire(&self, id: &ExecutionId) -> bool {
         let mut entries = self.entries();
         if entries.get(id).is_some_and(|e| e.tx.borrow().state == State::Pending) {
             self.transition(
@@ -347,7 +347,7 @@ impl ApprovalStore {
 
     /// Expires an approved execution that did not start within the run
     /// window: when its timer fires (`timer`), or when a run is asked for too late.
-    pub(super) fn expire_unrun(&self, id: &str, timer: bool) -> bool {
+    pub(super) fn expire_unrun(&self, id: &ExecutionId, timer: bool) -> bool {
         let mut entries = self.entries();
         let now = self.inner.clock.now_ms();
         let overdue = entries.get(id).is_some_and(|e| {
@@ -369,7 +369,7 @@ impl ApprovalStore {
     /// Settles every not-yet-running execution of a revoked credential as `revoked`.
     pub fn forget_credential(&self, credential_id: &str) -> usize {
         let mut entries = self.entries();
-        let ids: Vec<String> = entries
+        let ids: Vec<ExecutionId> = entries
             .values()
             .filter(|e| e.execution.credential_id == credential_id)
             .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
@@ -385,7 +385,7 @@ impl ApprovalStore {
     /// `revoked`: the user is being removed.
     pub fn forget_owner(&self, owner: &str) -> usize {
         let mut entries = self.entries();
-        let ids: Vec<String> = entries
+        let ids: Vec<ExecutionId> = entries
             .values()
             .filter(|e| e.execution.owner.as_deref() == Some(owner))
             .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
@@ -399,7 +399,7 @@ impl ApprovalStore {
 
     /// Moves an approved execution to running; the caller then runs the tool
     /// and calls [`ApprovalStore::finish`].
-    pub fn start_run(&self, id: &str) -> std::result::Result<Arc<Execution>, RunError> {
+    pub fn start_run(&self, id: &ExecutionId) -> std::result::Result<Arc<Execution>, RunError> {
         if self.expire_unrun(id, false) {
             return Err(RunError::NotApproved(State::Expired));
         }
@@ -415,7 +415,7 @@ impl ApprovalStore {
     }
 
     /// Settles a running execution.
-    pub fn finish(&self, id: &str, succeeded: bool, detail: Option<&str>) {
+    pub fn finish(&self, id: &ExecutionId, succeeded: bool, detail: Option<&str>) {
         let mut entries = self.entries();
         if entries.get(id).is_some_and(|e| e.tx.borrow().state == State::Running) {
             let state = if succeeded { State::Completed } else { State::Failed };
@@ -425,7 +425,7 @@ impl ApprovalStore {
 
     /// Drops an execution its client abandoned (cancelled request). A running
     /// call is left to finish and settle itself.
-    pub fn forget(&self, id: &str, reason: &str) -> bool {
+    pub fn forget(&self, id: &ExecutionId, reason: &str) -> bool {
         let mut entries = self.entries();
         let live = entries.get(id).is_some_and(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved));
         if live {
@@ -439,7 +439,7 @@ impl ApprovalStore {
     /// so it is not kept on disk (on a cluster its row stays, marked held, so
     /// other replicas can show and decide it), and a restart leaves it
     /// `abandoned`.
-    pub fn hold(&self, id: &str) {
+    pub fn hold(&self, id: &ExecutionId) {
         let mut entries = self.entries();
         if let Some(entry) = entries.get_mut(id)
             && !entry.held
@@ -460,7 +460,7 @@ impl ApprovalStore {
     /// about belongs to its credential and stays (its TTL bounds it).
     pub fn forget_session(&self, session_id: &str) -> usize {
         let mut entries = self.entries();
-        let ids: Vec<String> = entries
+        let ids: Vec<ExecutionId> = entries
             .values()
             .filter(|e| e.held && e.execution.session_id.as_deref() == Some(session_id))
             .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use gatehouse_model::{AuditEntry, HistoryFilter, State};
+use gatehouse_model::{AuditEntry, ExecutionId, HistoryFilter, State};
 
 use crate::args;
 use crate::clock::{Clock, rfc3339};
@@ -154,7 +154,7 @@ impl AuditLog {
     }
 
     /// The latest entry of an execution.
-    pub fn latest(&self, execution_id: &str) -> Result<Option<AuditEntry>> {
+    pub fn latest(&self, execution_id: &ExecutionId) -> Result<Option<AuditEntry>> {
         self.flush();
         self.db.conn()?.query_opt(
             &format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id DESC LIMIT 1"),
@@ -164,7 +164,7 @@ impl AuditLog {
     }
 
     /// Every entry of an execution, oldest first: its timeline.
-    pub fn timeline(&self, execution_id: &str) -> Result<Vec<AuditEntry>> {
+    pub fn timeline(&self, execution_id: &ExecutionId) -> Result<Vec<AuditEntry>> {
         self.flush();
         self.db.conn()?.query(
             &format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id = ?1 ORDER BY id"),
@@ -175,7 +175,7 @@ impl AuditLog {
 
     /// Who took an execution out of pending (the approve, decline, expiry or
     /// cancellation entry's actor).
-    pub fn decided_by(&self, execution_id: &str) -> Result<Option<String>> {
+    pub fn decided_by(&self, execution_id: &ExecutionId) -> Result<Option<String>> {
         self.flush();
         Ok(self
             .db
@@ -191,7 +191,7 @@ impl AuditLog {
 
     /// Whether execution `execution_id`'s entries are user `user_id`'s (by
     /// id: a removed user's entries are no one's, whoever takes the name).
-    pub fn owned_by(&self, execution_id: &str, user_id: i64) -> Result<bool> {
+    pub fn owned_by(&self, execution_id: &ExecutionId, user_id: i64) -> Result<bool> {
         self.flush();
         Ok(self
             .db
@@ -464,8 +464,8 @@ mod tests {
         record("exec_new");
         clock.advance(Duration::from_secs(31 * 24 * 3600));
         assert_eq!(log.prune_older_than(Duration::from_secs(90 * 24 * 3600)).unwrap(), 1);
-        assert!(log.latest("exec_old").unwrap().is_none());
-        assert!(log.latest("exec_new").unwrap().is_some());
+        assert!(log.latest(&"exec_old".into()).unwrap().is_none());
+        assert!(log.latest(&"exec_new".into()).unwrap().is_some());
     }
 
     #[test]
@@ -580,7 +580,7 @@ mod tests {
             assert!(matches!(log.search(&bad, &HistoryScope::All, 10), Err(CoreError::Invalid { .. })), "{bad:?}");
         }
         assert_eq!(
-            log.timeline("e1").unwrap().iter().map(|e| e.state).collect::<Vec<_>>(),
+            log.timeline(&"e1".into()).unwrap().iter().map(|e| e.state).collect::<Vec<_>>(),
             vec![State::Pending, State::Approved]
         );
     }

@@ -67,6 +67,12 @@ impl Arg for String {
         Value::Text(self.clone())
     }
 }
+/// Stored as its text.
+impl Arg for gatehouse_model::ExecutionId {
+    fn value(&self) -> Value {
+        Value::Text(self.as_str().to_string())
+    }
+}
 impl Arg for [u8] {
     fn value(&self) -> Value {
         Value::Blob(self.to_vec())
@@ -152,6 +158,11 @@ impl FromValue for String {
             Value::Text(s) => Ok(s),
             other => Err(format!("expected text, found {other:?}")),
         }
+    }
+}
+impl FromValue for gatehouse_model::ExecutionId {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        String::from_value(value).map(Self::from)
     }
 }
 impl FromValue for Vec<u8> {

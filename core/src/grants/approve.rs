@@ -2,6 +2,7 @@
 //! page's "allow this tool …"), and the checks a new grant passes.
 
 use super::*;
+use gatehouse_model::ExecutionId;
 
 /// One line saying what a grant covers (change log, audit detail).
 pub fn describe(view: &GrantView) -> String {
@@ -51,13 +52,13 @@ pub async fn approve_and_grant(
     approvals: &ApprovalStore,
     grants: &GrantStore,
     user: &User,
-    id: &str,
+    id: &ExecutionId,
     request: &GrantRequest,
     note: Option<&str>,
 ) -> Result<GrantView, GrantError> {
     let db = grants.db.clone();
     let (store, index, person, key, request, note) =
-        (approvals.clone(), grants.clone(), user.clone(), id.to_string(), request.clone(), note.map(str::to_string));
+        (approvals.clone(), grants.clone(), user.clone(), id.clone(), request.clone(), note.map(str::to_string));
     let view = if approvals.cluster().is_none() || approvals.is_local(id) {
         db.run(move || {
             let (view, detail) = prepare_grant(&store, &index, &person, &key, &request, note.as_deref())?;
@@ -87,7 +88,7 @@ fn prepare_grant(
     approvals: &ApprovalStore,
     grants: &GrantStore,
     user: &User,
-    id: &str,
+    id: &ExecutionId,
     request: &GrantRequest,
     note: Option<&str>,
 ) -> Result<(GrantView, String), GrantError> {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use gatehouse_core::approvals::{Execution, Waited};
+use gatehouse_core::approvals::{Execution, ExecutionId, Waited};
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResponse, ErrorData, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec, SealOptions,
@@ -98,7 +98,7 @@ pub async fn retry(
 ) -> Result<CallToolResponse, ErrorData> {
     let digest = gatehouse_core::approvals::digest(arguments);
     let opened = state.codec.open_with(request_state, &binding(&caller.credential, &digest));
-    let id = match opened.map(|bytes| String::from_utf8(bytes).unwrap_or_default()) {
+    let id = match opened.map(|bytes| ExecutionId::from(String::from_utf8(bytes).unwrap_or_default())) {
         Ok(id) => id,
         Err(e) => {
             tracing::warn!(agent = %caller.credential.agent, error = %e, "refused a requestState");

@@ -4,7 +4,7 @@
 //! log. The engine ([`super::engine`]) and the ways a pause is announced
 //! (its modes) both end here; nothing here imports them.
 
-use gatehouse_core::approvals::{self, Execution, RunError, State};
+use gatehouse_core::approvals::{self, Execution, ExecutionId, RunError, State};
 use gatehouse_core::model::AuditEntry;
 use rmcp::model::{CallToolResponse, CallToolResult, ErrorData, Tool};
 use serde_json::{Value, json};
@@ -134,7 +134,7 @@ pub(super) fn gone(execution_id: &str, code: ToolErrorCode, message: String) -> 
 /// one in `shape` (the request's: the call's own, or `resume`'s). For a
 /// 2025-11-25 session, whose upstream's input requests are asked of it
 /// during the call, so the answer is always complete.
-pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResult {
+pub async fn finish_decided(state: &McpState, caller: &Caller, id: &ExecutionId, shape: Shape) -> CallToolResult {
     match finish_decided_response(state, caller, id, shape).await {
         CallToolResponse::Complete(result) => result,
         _ => shape.fit(error_result(
@@ -147,7 +147,12 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &str, shape: 
 
 /// [`finish_decided`], where the upstream may still ask a 2026-07-28 agent
 /// for input (the approval covered the call; its input rounds continue it).
-pub async fn finish_decided_response(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResponse {
+pub async fn finish_decided_response(
+    state: &McpState,
+    caller: &Caller,
+    id: &ExecutionId,
+    shape: Shape,
+) -> CallToolResponse {
     let store = &state.core.approvals;
     match store.start_run(id) {
         Ok(execution) => {
@@ -216,14 +221,14 @@ pub(super) async fn run_approved(
 
 /// The answer for an execution that is no longer live, from the audit log,
 /// in `shape` (the request's).
-pub async fn settled_result(state: &McpState, caller: &Caller, id: &str, shape: Shape) -> CallToolResult {
+pub async fn settled_result(state: &McpState, caller: &Caller, id: &ExecutionId, shape: Shape) -> CallToolResult {
     shape.fit(settled(state, caller, id).await)
 }
 
 /// The audit log's last word on execution `id`, if it was `caller`'s (its
 /// credential's, or a thread predecessor's): one check for every way an agent
 /// asks about a settled call (resume, a retry, a task's poll).
-pub(super) async fn settled_for(state: &McpState, caller: &Caller, id: &str) -> Option<(AuditEntry, String)> {
+pub(super) async fn settled_for(state: &McpState, caller: &Caller, id: &ExecutionId) -> Option<(AuditEntry, String)> {
     let (last, by) = state.core.approvals.settled(id).await?;
     let mine = last.credential_id.as_deref().is_some_and(|credential_id| {
         approvals::belongs_to(
@@ -237,7 +242,7 @@ pub(super) async fn settled_for(state: &McpState, caller: &Caller, id: &str) -> 
     mine.then_some((last, by))
 }
 
-async fn settled(state: &McpState, caller: &Caller, id: &str) -> CallToolResult {
+async fn settled(state: &McpState, caller: &Caller, id: &ExecutionId) -> CallToolResult {
     let Some((last, by)) = settled_for(state, caller, id).await else {
         return gone(id, ToolErrorCode::ExecutionNotFound, format!("no execution {id}; make the call again"));
     };

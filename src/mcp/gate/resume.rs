@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use gatehouse_core::approvals::Waited;
+use gatehouse_core::approvals::{ExecutionId, Waited};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
@@ -35,7 +35,12 @@ fn forbidden(id: &str) -> CallToolResult {
 /// a 2026-07-28 retry). The client cancelling the request cancels the call,
 /// as it abandoned it; Gatehouse shutting down does not: the pause is stored
 /// and continues after the restart, so the wait just answers "still pending".
-pub(super) async fn wait(state: &McpState, id: &str, slice: Duration, ctx: &RequestContext<RoleServer>) -> Waited {
+pub(super) async fn wait(
+    state: &McpState,
+    id: &ExecutionId,
+    slice: Duration,
+    ctx: &RequestContext<RoleServer>,
+) -> Waited {
     let store = &state.core.approvals;
     // Biased: at shutdown the token is cancelled before the requests are, so
     // this branch is seen first and nothing is forgotten.

@@ -18,7 +18,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_core::approvals::{self, Decide, Decision, Execution, Snapshot, State, TaskResult, TaskResults};
+use gatehouse_core::approvals::{
+    self, Decide, Decision, Execution, ExecutionId, Snapshot, State, TaskResult, TaskResults,
+};
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::model::AuditEntry;
 use rmcp::RoleServer;
@@ -106,17 +108,18 @@ async fn find(state: &McpState, caller: &Caller, task_id: &str) -> Result<Found,
     if !task_id.starts_with("exec_") {
         return Err(task_not_found());
     }
+    let id = ExecutionId::from(task_id);
     if let Some(stored) = stored(state, task_id).await? {
         return if stored.belongs_to(&caller.credential) { Ok(Found::Stored(stored)) } else { Err(task_not_found()) };
     }
-    if let Some((execution, snapshot)) = state.core.approvals.get(task_id) {
+    if let Some((execution, snapshot)) = state.core.approvals.get(&id) {
         return if execution.belongs_to(&caller.credential) {
             Ok(Found::Live(execution, snapshot))
         } else {
             Err(task_not_found())
         };
     }
-    let Some((last, _)) = super::outcome::settled_for(state, caller, task_id).await else {
+    let Some((last, _)) = super::outcome::settled_for(state, caller, &id).await else {
         return Err(task_not_found());
     };
     // It may have finished between the first read and this one.
@@ -190,7 +193,7 @@ fn working(execution: &Execution, now: i64) -> DetailedTask {
 /// A task settled without a result of its own: cancelled, or Gatehouse's
 /// answer (declined, expired, revoked, abandoned) in the tool's shape.
 async fn settled(state: &McpState, caller: &Caller, task_id: &str, last: &AuditEntry) -> DetailedTask {
-    let id = task_id.to_string();
+    let id = ExecutionId::from(task_id);
     let first = state.core.run(move |core| core.approvals.audit().timeline(&id)).await;
     let created = first.ok().and_then(Result::ok).and_then(|t| t.first().map(|e| e.at_ms)).unwrap_or(last.at_ms);
     let ttl = last.at_ms - created + approvals::RESULT_RETENTION.as_millis() as i64;
@@ -199,7 +202,7 @@ async fn settled(state: &McpState, caller: &Caller, task_id: &str, last: &AuditE
         task.status_message = last.detail.clone();
         return DetailedTask::new(task, TaskPayload::Cancelled);
     }
-    let answer = settled_result(state, caller, task_id, shape_of(state, &last.tool)).await;
+    let answer = settled_result(state, caller, &ExecutionId::from(task_id), shape_of(state, &last.tool)).await;
     completed(
         task_id,
         created,

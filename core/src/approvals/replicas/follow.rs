@@ -1,7 +1,7 @@
 //! The owner's side of the replicas' messages: the follow loop that keeps
 //! mirrors current and answers forwarded decisions and hand-overs.
 
-use gatehouse_model::{Decision, State};
+use gatehouse_model::{Decision, ExecutionId, State};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -107,7 +107,13 @@ impl ApprovalStore {
 
     /// The owner's side of a forwarded decision: [`ApprovalMessage::Decided`],
     /// or [`ApprovalMessage::Moved`] when it is not the owner now. Blocks.
-    fn answer_decide(&self, id: &str, decision: Decision, actor: &str, detail: Option<&str>) -> ApprovalMessage {
+    fn answer_decide(
+        &self,
+        id: &ExecutionId,
+        decision: Decision,
+        actor: &str,
+        detail: Option<&str>,
+    ) -> ApprovalMessage {
         let storage =
             |e: crate::error::CoreError| ApprovalMessage::Decided { outcome: Err(DecideError::Storage(e.to_string())) };
         if !self.is_local(id) {
@@ -115,7 +121,7 @@ impl ApprovalStore {
                 // Handed to us but not loaded yet: load it first.
                 Ok(Some(owner)) if owner.as_deref() == self.me().as_deref() => {
                     let me = self.me();
-                    if let Err(e) = self.adopt(vec![(id.to_string(), me)]) {
+                    if let Err(e) = self.adopt(vec![(id.clone(), me)]) {
                         return storage(e);
                     }
                 }
@@ -130,7 +136,7 @@ impl ApprovalStore {
     /// The owner's side of a hand-over: unless held inside a request here or
     /// running, the row becomes `asker`'s and the entry leaves this map; its
     /// channel stays as a mirror for whoever waits on it here. Blocks.
-    fn release(&self, id: &str, asker: &str) -> bool {
+    fn release(&self, id: &ExecutionId, asker: &str) -> bool {
         let Some(me) = self.me() else { return false };
         let mut entries = self.entries();
         let Some(entry) = entries.get(id) else {
@@ -148,7 +154,7 @@ impl ApprovalStore {
             return false;
         }
         if let Some(entry) = entries.remove(id) {
-            self.mirrors().insert(id.to_string(), Mirror { execution: entry.execution, tx: entry.tx });
+            self.mirrors().insert(id.clone(), Mirror { execution: entry.execution, tx: entry.tx });
         }
         tracing::info!(execution = %id, to = %asker, "handed an execution to the replica its agent resumed on");
         true

@@ -3,7 +3,7 @@
 //! store's own [`DecideError`], so the asking replica answers as a local
 //! decision would. The owner's side is in [`super::follow`].
 
-use gatehouse_model::Decision;
+use gatehouse_model::{Decision, ExecutionId};
 use serde::{Deserialize, Serialize};
 
 use super::super::answers::{DecideError, Snapshot};
@@ -16,7 +16,7 @@ pub enum ApprovalMessage {
     /// An execution the sender owns moved (mirrors on other replicas follow).
     Exec {
         /// The execution.
-        id: String,
+        id: ExecutionId,
         /// Its state now.
         snapshot: Snapshot,
     },
@@ -24,7 +24,7 @@ pub enum ApprovalMessage {
     /// answered with [`ApprovalMessage::Decided`] or [`ApprovalMessage::Moved`]).
     Decide {
         /// The execution.
-        id: String,
+        id: ExecutionId,
         /// Accept or decline.
         decision: Decision,
         /// Who decides (`user:ada`).
@@ -46,7 +46,7 @@ pub enum ApprovalMessage {
     /// answered with [`ApprovalMessage::Released`].
     Release {
         /// The execution.
-        id: String,
+        id: ExecutionId,
     },
     /// The owner's answer to [`ApprovalMessage::Release`]: whether the row
     /// is now the asker's.

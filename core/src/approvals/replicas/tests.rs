@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_model::{Decision, State};
+use gatehouse_model::{Decision, ExecutionId, State};
 
 use super::super::{ApprovalStore, DecideError, Limits, NewExecution};
 use crate::audit::AuditLog;
@@ -87,7 +87,7 @@ fn new_execution() -> NewExecution {
     }
 }
 
-fn count(db: &Db, id: &str, states: &str) -> i64 {
+fn count(db: &Db, id: &ExecutionId, states: &str) -> i64 {
     let sql = format!("SELECT COUNT(*) FROM audit_events WHERE execution_id = ?1 AND state IN ({states})");
     db.conn().unwrap().query_one(&sql, crate::args![id], |r| r.get(0)).unwrap()
 }
