@@ -15,7 +15,7 @@ pub fn notify_new_pending(inbox: RwSignal<Option<gatehouse_model::InboxView>>) {
     {
         use std::collections::HashSet;
         // The calls already seen, the total last told and when it was read.
-        let seen = StoredValue::new_local(None::<(HashSet<String>, usize, i64)>);
+        let seen = StoredValue::new_local(None::<(HashSet<gatehouse_model::ExecutionId>, usize, i64)>);
         Effect::new(move |_| {
             let Some(view) = inbox.get() else { return };
             seen.update_value(|seen| match seen {
