@@ -14,7 +14,8 @@ bin=$GATEHOUSE_BIN
 export PATH="$root/tools/node_modules/.bin:$PATH"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
-step() { printf '\n==== %s\n' "$*"; }
+# Each step says how long the suite has run, so a slow step shows in CI's log.
+step() { printf '\n==== %s (at %d min %02d s)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "install missing tools"
 bash .ci/install.sh
@@ -32,6 +33,8 @@ if grep -rnE 'spawn_blocking|block_in_place|block_on\(' src app/src --include='*
   echo "blocking work outside core (above): call the stores through Core::run" >&2
   exit 1
 fi
+# No two files of a crate import each other, directly or around a circle.
+python3 scripts/import_cycles.py
 
 step "unit and integration tests (cargo test) on SQLite"
 cargo test --release --workspace

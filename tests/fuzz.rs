@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 // The integration tests' `spawn_app` (only part of it is used here).
-#[allow(dead_code)]
-#[path = "api/helpers.rs"]
+#[allow(dead_code, unused_imports)]
+#[path = "api/helpers/mod.rs"]
 mod helpers;
 
 const METHODS: &[&str] = &[

@@ -5,6 +5,8 @@
 // Each example uses part of it.
 #![allow(dead_code)]
 
+pub mod histogram;
+
 use serde_json::{Value, json};
 
 /// The `Accept` header a Streamable HTTP client sends.

@@ -39,12 +39,18 @@ fn request_pairs(app: &TestApp, client_id: &str, extra: &[(&str, &str)]) -> Vec<
 }
 
 /// The authorize URL's path and query for `client_id`, with `extra` pairs replacing defaults.
-fn authorize_path(app: &TestApp, client_id: &str, extra: &[(&str, &str)]) -> String {
+pub(crate) fn authorize_path(app: &TestApp, client_id: &str, extra: &[(&str, &str)]) -> String {
     format!("/oauth/authorize?{}", serde_urlencoded::to_string(request_pairs(app, client_id, extra)).unwrap())
 }
 
 /// The consent form posted as `cookie` from this site; the response.
-async fn decide(app: &TestApp, cookie: &str, client_id: &str, decision: &str, agent: &str) -> reqwest::Response {
+pub(crate) async fn decide(
+    app: &TestApp,
+    cookie: &str,
+    client_id: &str,
+    decision: &str,
+    agent: &str,
+) -> reqwest::Response {
     let form = request_pairs(app, client_id, &[("decision", decision), ("agent", agent)]);
     app.same_origin(Method::POST, "/oauth/authorize").header("cookie", cookie).form(&form).send().await.unwrap()
 }
@@ -69,7 +75,7 @@ async fn token(app: &TestApp, form: &[(&str, &str)]) -> (u16, Value) {
 }
 
 /// Approves `client_id` as `cookie` (agent `agent`); the one-time code.
-async fn approved_code(app: &TestApp, cookie: &str, client_id: &str, agent: &str) -> String {
+pub(crate) async fn approved_code(app: &TestApp, cookie: &str, client_id: &str, agent: &str) -> String {
     let r = decide(app, cookie, client_id, "approve", agent).await;
     assert_eq!(r.status(), 303);
     let (location, params) = location_params(&r);
@@ -79,7 +85,7 @@ async fn approved_code(app: &TestApp, cookie: &str, client_id: &str, agent: &str
     param(&params, "code").expect("a code").to_string()
 }
 
-async fn exchange(app: &TestApp, client_id: &str, code: &str, verifier: &str) -> (u16, Value) {
+pub(crate) async fn exchange(app: &TestApp, client_id: &str, code: &str, verifier: &str) -> (u16, Value) {
     let resource = app.url("/mcp");
     token(
         app,
@@ -112,7 +118,7 @@ async fn signed_in_client() -> (TestApp, String, String, Value) {
     (app, bob, client_id, tokens)
 }
 
-fn access(tokens: &Value) -> String {
+pub(crate) fn access(tokens: &Value) -> String {
     tokens["access_token"].as_str().unwrap().to_string()
 }
 
@@ -469,154 +475,4 @@ async fn registration_is_checked_and_open_to_clients_anywhere() {
         .await
         .unwrap();
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "invalid_grant", "authenticated, but no such token");
-}
-
-/// A client metadata document served on loopback: its URL, and how many
-/// times it was fetched.
-async fn serve_document(name: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/client.json", listener.local_addr().unwrap());
-    let document = json!({"client_id": url, "client_name": name, "redirect_uris": [REDIRECT],
-                          "token_endpoint_auth_method": "none"});
-    let fetched = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = fetched.clone();
-    let router = axum::Router::new().route(
-        "/client.json",
-        axum::routing::get(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-            let document = document.clone();
-            async move { axum::Json(document) }
-        }),
-    );
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    (url, fetched)
-}
-
-#[tokio::test]
-async fn clients_known_by_their_metadata_document() {
-    let (document, fetched) = serve_document("VS Code").await;
-    let app = spawn_app_with(|c| c.oauth.allow_private_client_metadata = true).await;
-    app.add_user("bob", false).await;
-    // Signed out, nothing is fetched: sign in first.
-    let r = app.client.get(app.url(&authorize_path(&app, &document, &[]))).send().await.unwrap();
-    assert_eq!(r.status(), 303);
-    assert!(r.headers()["location"].to_str().unwrap().starts_with("/sign-in?next="));
-    assert_eq!(fetched.load(std::sync::atomic::Ordering::SeqCst), 0, "no fetch for a signed-out visitor");
-    let bob = app.sign_in("bob").await;
-    let r = app.get_as(&bob, &authorize_path(&app, &document, &[])).await;
-    assert_eq!(r.status(), 200);
-    let html = r.text().await.unwrap();
-    assert!(html.contains("VS Code") && html.contains("127.0.0.1"), "named, and vouched for by its host");
-    assert_eq!(fetched.load(std::sync::atomic::Ordering::SeqCst), 1);
-    let code = approved_code(&app, &bob, &document, "vs code").await;
-    let (status, tokens) = exchange(&app, &document, &code, VERIFIER).await;
-    assert_eq!(status, 200, "{tokens}");
-    app.open_session(&access(&tokens)).await;
-
-    // By default only public https documents are fetched (no SSRF to loopback).
-    let strict = spawn_app().await;
-    strict.add_user("bob", false).await;
-    let bob = strict.sign_in("bob").await;
-    let r = strict.get_as(&bob, &authorize_path(&strict, &document, &[])).await;
-    assert_eq!(r.status(), 400);
-    assert!(r.headers().get("location").is_none());
-}
-
-#[tokio::test]
-async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_another() {
-    let app = spawn_app().await;
-    app.add_user("bob", false).await;
-    let body = json!({"client_name": "flood", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
-    // One address registers until refused: a 429 with an OAuth error naming the limit.
-    let mut accepted = 0;
-    let refusal = loop {
-        let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
-        if r.status() != 201 {
-            break r;
-        }
-        accepted += 1;
-        assert!(accepted <= 1000, "registration from one address is never refused");
-    };
-    assert_eq!(accepted, 20, "oauth.max_unused_registrations_per_address defaults to 20");
-    assert_eq!(refusal.status(), 429);
-    let wait: u64 = refusal.headers()["retry-after"].to_str().unwrap().parse().unwrap();
-    assert!((1..=600).contains(&wait), "{wait}");
-    let reply: Value = refusal.json().await.unwrap();
-    assert_eq!(reply["error"], "temporarily_unavailable", "{reply}");
-    let description = reply["error_description"].as_str().unwrap();
-    assert!(description.contains("max_unused_registrations_per_address"), "{description}");
-    // It stays refused while the flood goes on.
-    for _ in 0..50 {
-        let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
-        assert_eq!(r.status(), 429);
-    }
-
-    // A client on another address registers and signs in all the way.
-    let elsewhere = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
-        .build()
-        .unwrap();
-    let r = elsewhere
-        .post(app.url("/oauth/register"))
-        .json(&json!({"client_name": "Claude Code", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "a client from 127.0.0.2 is not refused");
-    let client_id = r.json::<Value>().await.unwrap()["client_id"].as_str().unwrap().to_string();
-    let bob = app.sign_in("bob").await;
-    let code = approved_code(&app, &bob, &client_id, "bob's laptop").await;
-    let resource = app.url("/mcp");
-    let r = elsewhere
-        .post(app.url("/oauth/token"))
-        .form(&[
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("redirect_uri", REDIRECT),
-            ("client_id", client_id.as_str()),
-            ("code_verifier", VERIFIER),
-            ("resource", resource.as_str()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let tokens: Value = r.json().await.unwrap();
-    app.open_session(&access(&tokens)).await;
-
-    // Unused registrations expire in minutes: then the first address may register again.
-    app.clock.advance(Duration::from_secs(10 * 60 + 1));
-    register_public_client(&app, "back again", REDIRECT).await;
-}
-
-#[tokio::test]
-async fn oauth_clients_per_user_are_bounded_with_an_error_naming_the_limit() {
-    let app = spawn_app_with(|c| c.max_oauth_clients_per_user = 1).await;
-    app.add_user("bob", false).await;
-    let bob = app.sign_in("bob").await;
-    let first = register_public_client(&app, "Claude Code", REDIRECT).await;
-    let code = approved_code(&app, &bob, &first, "bob's laptop").await;
-    let (status, tokens) = exchange(&app, &first, &code, VERIFIER).await;
-    assert_eq!(status, 200, "{tokens}");
-    assert_eq!(tokens["token_type"].as_str().map(str::to_ascii_lowercase).as_deref(), Some("bearer"));
-    // A second client: the consent is refused, saying which limit.
-    let second = register_public_client(&app, "Another client", REDIRECT).await;
-    let r = decide(&app, &bob, &second, "approve", "bob's desktop").await;
-    assert_eq!(r.status(), 400);
-    let text = r.text().await.unwrap();
-    assert!(text.contains("max_oauth_clients_per_user"), "{text}");
-    // Revoking the first client's credential (on the Agents page) makes room.
-    let credential = app
-        .core
-        .credentials
-        .list()
-        .unwrap()
-        .into_iter()
-        .find(|c| c.agent == "bob's laptop")
-        .expect("the first client's credential");
-    assert!(app.core.credentials.revoke(&credential.id).unwrap());
-    let code = approved_code(&app, &bob, &second, "bob's desktop").await;
-    assert_eq!(exchange(&app, &second, &code, VERIFIER).await.0, 200);
 }

@@ -56,21 +56,3 @@ impl Db {
         }
     }
 }
-
-/// Runs a blocking PostgreSQL call wherever the store was called from. The
-/// synchronous client drives its own small runtime, which tokio refuses to
-/// start on a thread already driving async tasks: on a multi-thread worker
-/// the call runs under `block_in_place` (the worker's other tasks move to
-/// another thread meanwhile); inside a current-thread runtime (tests) it
-/// runs on a short-lived thread of its own. Work that came through the lane
-/// ([`Db::run`]) is on a blocking thread already and takes neither detour.
-pub(super) fn off_runtime<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
-        Ok(_) => std::thread::scope(|scope| {
-            scope.spawn(work).join().unwrap_or_else(|_| Err(CoreError::Join("database call panicked".into())))
-        }),
-        Err(_) => work(),
-    }
-}

@@ -221,7 +221,7 @@ impl Db {
             Inner::Sqlite(conn, ..) => Ok(Conn::Sqlite(conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))),
             // The checkout may wait (up to `POOL_WAIT` for a free client, or
             // a connect): off the runtime too, as the queries are.
-            Inner::Postgres { pool, .. } => Ok(Conn::Postgres(lane::off_runtime(|| Ok(pool.get()?))?)),
+            Inner::Postgres { pool, .. } => Ok(Conn::Postgres(postgres::off_runtime(|| Ok(pool.get()?))?)),
         }
     }
 
@@ -297,7 +297,7 @@ pub fn test_database_url() -> Result<Option<String>> {
     let Ok(base) = std::env::var("GATEHOUSE_TEST_DATABASE_URL") else { return Ok(None) };
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
     let config = postgres::config(&base)?;
-    lane::off_runtime(|| {
+    postgres::off_runtime(|| {
         let mut client = config.connect(::postgres::NoTls)?;
         client.batch_execute(&format!("CREATE SCHEMA {schema}"))?;
         Ok(())

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::lane::off_runtime;
 use super::postgres_schema::MIGRATIONS;
 use crate::error::{CoreError, Result};
 
@@ -194,6 +193,24 @@ pub fn dollar_placeholders(sql: &str) -> String {
         }
     }
     out
+}
+
+/// Runs a blocking PostgreSQL call wherever the store was called from. The
+/// synchronous client drives its own small runtime, which tokio refuses to
+/// start on a thread already driving async tasks: on a multi-thread worker
+/// the call runs under `block_in_place` (the worker's other tasks move to
+/// another thread meanwhile); inside a current-thread runtime (tests) it
+/// runs on a short-lived thread of its own. Work that came through the lane
+/// ([`super::Db::run`]) is on a blocking thread already and takes neither detour.
+pub(super) fn off_runtime<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        Ok(_) => std::thread::scope(|scope| {
+            scope.spawn(work).join().unwrap_or_else(|_| Err(CoreError::Join("database call panicked".into())))
+        }),
+        Err(_) => work(),
+    }
 }
 
 #[cfg(test)]

@@ -10,8 +10,7 @@ use std::sync::MutexGuard;
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
 use super::error::DbError;
-use super::lane::off_runtime;
-use super::postgres::Manager;
+use super::postgres::{Manager, off_runtime};
 use crate::error::{CoreError, Result};
 
 /// A value passed to or read from a query.
