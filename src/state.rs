@@ -96,6 +96,21 @@ impl AppState {
     }
 }
 
+// Sub-states: a handler takes only what it reads (`State<Core>`), and its
+// file needs nothing of `AppState`.
+
+impl FromRef<AppState> for Core {
+    fn from_ref(state: &AppState) -> Self {
+        state.mcp.core.clone()
+    }
+}
+
+impl FromRef<AppState> for crate::oauth::server::OAuthServer {
+    fn from_ref(state: &AppState) -> Self {
+        state.mcp.oauth.clone()
+    }
+}
+
 impl FromRef<AppState> for crate::health::Health {
     fn from_ref(state: &AppState) -> Self {
         Self { core: state.mcp.core.clone(), ready: state.ready.clone(), shutdown: state.mcp.shutdown.clone() }

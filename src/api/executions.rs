@@ -5,6 +5,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::response::sse::Event;
 use futures::StreamExt;
+use gatehouse_core::Core;
 use gatehouse_core::approvals::{Decide, Decision, ExecutionId, ExecutionView, State as ExecutionState};
 use gatehouse_core::grants;
 use gatehouse_core::model::GrantRequest;
@@ -20,21 +21,21 @@ use crate::throttle::StreamSlot;
 
 /// `GET /api/executions/{eid}`
 pub async fn get(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     SignedIn(user): SignedIn,
     Path(id): Path<ExecutionId>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(state.mcp.core.approvals.view_for(&user, &id)?))
+    Ok(ApiJson(core.approvals.view_for(&user, &id)?))
 }
 
 /// `GET /api/mcp-sessions/{sid}/executions/{eid}`: the session only locates
 /// the execution; the directory resolves it from any of the agent's sessions.
 pub async fn get_in_session(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     SignedIn(user): SignedIn,
     Path((_sid, id)): Path<(String, ExecutionId)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(state.mcp.core.approvals.view_for(&user, &id)?))
+    Ok(ApiJson(core.approvals.view_for(&user, &id)?))
 }
 
 /// Body of a decision.
@@ -55,33 +56,33 @@ pub struct ResumeBody {
 
 /// `POST /api/executions/{eid}/resume {action, reason?, grant?}`
 pub async fn resume(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     SignedIn(user): SignedIn,
     Path(id): Path<ExecutionId>,
     ApiJson(body): ApiJson<ResumeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let note = grants::note_from(body.reason.as_deref())?;
     let Some(request) = body.grant else {
-        let approvals = &state.mcp.core.approvals;
+        let approvals = &core.approvals;
         let snapshot = approvals.decide(Decide::person(&id, body.action, &user).note(note.as_deref())).await?;
         return Ok(ApiJson(json!({ "state": snapshot.state, "executionId": id })));
     };
     if body.action != Decision::Accept {
         return Err(ApiError::BadRequest("a grant goes with action \"accept\"".into()));
     }
-    let core = &state.mcp.core;
+    let core = &core;
     let grant = grants::approve_and_grant(&core.approvals, &core.grants, &user, &id, &request, note.as_deref()).await?;
     Ok(ApiJson(json!({ "state": ExecutionState::Approved, "executionId": id, "grant": grant })))
 }
 
 /// `POST /api/mcp-sessions/{sid}/executions/{eid}/resume {action}`
 pub async fn resume_in_session(
-    state: State<AppState>,
+    core: State<Core>,
     user: SignedIn,
     Path((_sid, id)): Path<(String, ExecutionId)>,
     body: ApiJson<ResumeBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    resume(state, user, Path(id), body).await
+    resume(core, user, Path(id), body).await
 }
 
 /// `GET /api/executions/{eid}/events`: the execution's view (the JSON of
@@ -93,22 +94,22 @@ pub async fn events(
     Path(id): Path<ExecutionId>,
     slot: StreamSlot,
 ) -> Result<EventStream, ApiError> {
+    let core = state.mcp.core.clone();
     let view = {
         let (user, id) = (user.clone(), id.clone());
-        state.mcp.core.run(move |core| core.approvals.view_for(&user, &id)).await??
+        core.run(move |core| core.approvals.view_for(&user, &id)).await??
     };
     let inbox = inbox_updates(&state, user.clone());
     // After the last state the stream stays open (keep-alives and inbox
     // events only), so browsers do not reconnect over and over to a
     // settled execution.
-    let Some((_, rx)) = state.mcp.core.approvals.subscribe(&id) else {
+    let Some((_, rx)) = core.approvals.subscribe(&id) else {
         let event = view_event(&view);
         let views = futures::stream::once(async move { Ok(event) }).chain(futures::stream::pending());
         return Ok(sse(futures::stream::select(views, inbox), &state, slot));
     };
     // Each change is read back through the directory, so a settled execution
     // is sent as the audit log has it: what a reload of the page would show.
-    let core = state.mcp.core.clone();
     let views = WatchStream::new(rx).then(move |_| {
         let (core, user, id) = (core.clone(), user.clone(), id.clone());
         async move { core.run(move |core| core.approvals.view_for(&user, &id)).await }

@@ -4,24 +4,24 @@
 
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
+use gatehouse_core::Core;
 use serde_json::json;
 
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
-use crate::state::AppState;
 
 /// `GET /api/grants`: live grants, newest first (everyone's for admins).
-pub async fn list(State(state): State<AppState>, SignedIn(user): SignedIn) -> Result<impl IntoResponse, ApiError> {
-    let listed = state.mcp.core.run(move |core| core.grants.list_for(&user)).await??;
+pub async fn list(State(core): State<Core>, SignedIn(user): SignedIn) -> Result<impl IntoResponse, ApiError> {
+    let listed = core.run(move |core| core.grants.list_for(&user)).await??;
     Ok(ApiJson(json!({ "grants": listed })))
 }
 
 /// `DELETE /api/grants/{id}`: revokes at once; the next call waits again.
 pub async fn revoke(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     SignedIn(user): SignedIn,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let revoked = state.mcp.core.run(move |core| core.grants.revoke_for(&user, &id)).await??;
+    let revoked = core.run(move |core| core.grants.revoke_for(&user, &id)).await??;
     Ok(ApiJson(json!({ "revoked": revoked.id })))
 }

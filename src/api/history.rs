@@ -9,13 +9,13 @@ use axum::extract::{RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use gatehouse_core::Core;
 use gatehouse_core::approvals::AccessError;
 use gatehouse_core::model::{AuditEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 use gatehouse_core::users::User;
 
 use crate::auth::SignedIn;
 use crate::error::{ApiError, ApiJson};
-use crate::state::AppState;
 
 /// Entries read from the database per step of an export.
 const EXPORT_BATCH: usize = 1_000;
@@ -30,14 +30,12 @@ fn parse(query: Option<String>) -> Result<HistoryFilter, ApiError> {
 
 /// One page of `user`'s history, read in the stores' lane.
 pub async fn read_page(
-    state: &AppState,
+    core: &Core,
     user: User,
     filter: HistoryFilter,
     limit: usize,
 ) -> Result<HistoryPage, AccessError> {
-    state
-        .core()
-        .run(move |core| core.approvals.history_for(&user, &filter, limit))
+    core.run(move |core| core.approvals.history_for(&user, &filter, limit))
         .await
         .map_err(|e| AccessError::Storage(e.to_string()))?
 }
@@ -45,35 +43,35 @@ pub async fn read_page(
 /// `GET /api/history?agent=&tool=&upstream=&outcome=&decider=&from=&to=&before=`:
 /// one page, newest first, with the cursor of the next.
 pub async fn page(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     SignedIn(user): SignedIn,
     RawQuery(query): RawQuery,
 ) -> Result<ApiJson<HistoryPage>, ApiError> {
-    Ok(ApiJson(read_page(&state, user, parse(query)?, HISTORY_PAGE_SIZE).await?))
+    Ok(ApiJson(read_page(&core, user, parse(query)?, HISTORY_PAGE_SIZE).await?))
 }
 
 /// `GET /api/history/export.jsonl?…`: the filtered history, one JSON object per line.
-pub async fn export_jsonl(state: State<AppState>, user: SignedIn, query: RawQuery) -> Result<Response, ApiError> {
-    export(state, user, query, ExportFormat::Jsonl).await
+pub async fn export_jsonl(core: State<Core>, user: SignedIn, query: RawQuery) -> Result<Response, ApiError> {
+    export(core, user, query, ExportFormat::Jsonl).await
 }
 
 /// `GET /api/history/export.csv?…`: the filtered history as CSV with a header row.
-pub async fn export_csv(state: State<AppState>, user: SignedIn, query: RawQuery) -> Result<Response, ApiError> {
-    export(state, user, query, ExportFormat::Csv).await
+pub async fn export_csv(core: State<Core>, user: SignedIn, query: RawQuery) -> Result<Response, ApiError> {
+    export(core, user, query, ExportFormat::Csv).await
 }
 
 /// Streams the export page by page (newest first) so memory stays flat
 /// however long the history; it stops when the client goes away.
 async fn export(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     SignedIn(user): SignedIn,
     RawQuery(query): RawQuery,
     format: ExportFormat,
 ) -> Result<Response, ApiError> {
     let filter = parse(query)?.at_page(None);
     // A bad filter answers 400 here, not as a broken download.
-    read_page(&state, user.clone(), filter.clone(), 1).await?;
-    let core = state.core().clone();
+    read_page(&core, user.clone(), filter.clone(), 1).await?;
+    let core = core.clone();
     // Each page is read in the stores' lane when the client is ready for
     // it (no task of its own; it ends when the client goes away).
     let first = match format {

@@ -10,7 +10,7 @@ use gatehouse_core::oauth::SCOPE;
 use serde::Serialize;
 
 use super::paths;
-use crate::state::AppState;
+use super::server::OAuthServer;
 
 /// RFC 9728 §2.
 #[derive(Debug, Serialize)]
@@ -70,8 +70,8 @@ fn public_json(body: impl Serialize) -> Response {
 }
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`
-pub async fn resource_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let server = &state.mcp.oauth.seen_by(&headers);
+pub async fn resource_metadata(State(oauth): State<OAuthServer>, headers: HeaderMap) -> Response {
+    let server = &oauth.seen_by(&headers);
     public_json(ResourceMetadata {
         resource: server.resource.clone(),
         authorization_servers: vec![server.issuer.clone()],
@@ -82,8 +82,8 @@ pub async fn resource_metadata(State(state): State<AppState>, headers: HeaderMap
 }
 
 /// `GET /.well-known/oauth-authorization-server`
-pub async fn server_metadata(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let server = &state.mcp.oauth.seen_by(&headers);
+pub async fn server_metadata(State(oauth): State<OAuthServer>, headers: HeaderMap) -> Response {
+    let server = &oauth.seen_by(&headers);
     public_json(ServerMetadata {
         issuer: server.issuer.clone(),
         authorization_endpoint: server.url(paths::AUTHORIZE),
