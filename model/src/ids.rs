@@ -1,7 +1,8 @@
-//! Ids that name one kind of thing, as types: an execution's id cannot be
-//! passed where a credential's or a grant's is meant. Each is its text on
-//! the wire (`#[serde(transparent)]`) and in the database, so the JSON and
-//! the rows are what they were.
+//! Ids that name one kind of thing, as types, so that one cannot be passed
+//! where another kind is meant. Each is its text on the wire
+//! (`#[serde(transparent)]`) and in the database, so the JSON and the rows
+//! are what they were. So far: [`ExecutionId`] (credentials' and grants'
+//! ids are still text).
 
 use std::borrow::Borrow;
 use std::fmt;
