@@ -96,8 +96,9 @@ impl std::ops::Deref for Config {
     }
 }
 
-/// Tests (and the CLI's test database) set a key on a resolved
-/// configuration; a running server never changes its own.
+/// Tests set keys on a resolved configuration (the harness points it at a
+/// data directory and a test database); a running server never changes its
+/// own.
 impl std::ops::DerefMut for Config {
     fn deref_mut(&mut self) -> &mut FileConfig {
         &mut self.tree
