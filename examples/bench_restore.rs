@@ -49,6 +49,7 @@ async fn seed(data: &std::path::Path, n: usize) {
                 admin_only: true,
                 ttl: None,
             })
+            .await
             .unwrap();
     }
     core.approvals.flush().await;

@@ -386,6 +386,9 @@ impl Cluster {
     }
 
     fn notify(&self, envelope: &Envelope) {
+        // No replica hears of anything this one has not written yet (a
+        // transition's audit entry and row are queued to the writer).
+        self.inner.db.flush_writes();
         let json = match serde_json::to_string(envelope) {
             Ok(json) => json,
             Err(e) => return tracing::error!(error = %e, "cannot encode a cluster message"),

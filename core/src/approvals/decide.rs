@@ -76,7 +76,9 @@ impl ApprovalStore {
             By::Actor(actor) => {
                 let (store, actor) = (self.clone(), actor.to_string());
                 let here = move || store.decide_here(&key, decision, &actor, note.as_deref());
-                return self.off_runtime(here).await.and_then(|d| d).map_err(access_error);
+                let decided = self.off_runtime(here).await.and_then(|d| d).map_err(access_error);
+                self.flush().await;
+                return decided;
             }
             By::Person(user) => user.clone(),
         };
@@ -96,6 +98,8 @@ impl ApprovalStore {
             self.off_runtime(move || store.decide_here(&key, decision, &by, note.as_deref())).await.and_then(|d| d)
         };
         let snapshot = decided.map_err(access_error)?;
+        // Answered only once the decision is on disk.
+        self.flush().await;
         tracing::info!(execution = %id, decision = decision.as_str(), by = %actor, "decision recorded");
         Ok(snapshot)
     }

@@ -88,10 +88,49 @@ mod tests {
         }
     }
 
+    /// The store's lock never waits for the disk, and nothing acts on a
+    /// transition before its audit entry is written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_decision_waits_for_its_audit_entry_without_holding_the_store() {
+        // SQLite on both suites: holding its one connection is how this
+        // test makes the disk wait.
+        let db = Db::open_in_memory().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let limits = limits(Duration::from_secs(60));
+        let store = ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock, limits, LiveHub::new()).unwrap();
+        let (first, second) = (store.open(new_execution("a")).await.unwrap(), store.open(new_execution("b")).await.unwrap());
+        let busy = db.conn().unwrap();
+        let waiter = tokio::spawn({
+            let (store, id) = (store.clone(), first.id.clone());
+            async move { store.wait(&id, Duration::from_secs(60)).await }
+        });
+        let decider = tokio::spawn({
+            let (store, id) = (store.clone(), first.id.clone());
+            async move { store.decide(Decide::actor(&id, Decision::Accept, "user:ada")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Another transition goes through meanwhile: the lock is free.
+        let expiring = tokio::task::spawn_blocking({
+            let (store, id) = (store.clone(), second.id.clone());
+            move || store.expire(&id)
+        });
+        let expired = tokio::time::timeout(Duration::from_secs(30), expiring).await;
+        assert!(matches!(expired, Ok(Ok(true))), "the store's lock is not held while the disk waits");
+        assert_eq!(store.get(&first.id).map(|(_, s)| s.state), Some(State::Approved), "decided in memory");
+        assert!(!decider.is_finished(), "the decision is not answered before its entry is on disk");
+        assert!(!waiter.is_finished(), "the waiting call does not go on before the entry is on disk");
+        drop(busy);
+        assert_eq!(decider.await.unwrap().unwrap().state, State::Approved);
+        assert_eq!(waiter.await.unwrap().unwrap().state, State::Approved);
+        let audit = store.audit();
+        assert_eq!(audit.latest(&first.id).unwrap().unwrap().state, State::Approved);
+        assert_eq!(audit.latest(&second.id).unwrap().unwrap().state, State::Expired);
+    }
+
     #[tokio::test]
     async fn first_decision_wins_and_repeats_are_idempotent() {
         let store = store(Duration::from_secs(60));
-        let e = store.open(new_execution("s")).unwrap();
+        let e = store.open(new_execution("s")).await.unwrap();
         assert_eq!(
             store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap().state,
             State::Approved
@@ -104,7 +143,7 @@ mod tests {
             store.decide(Decide::actor(&e.id, Decision::Decline, "user:bob")).await,
             Err(AccessError::Conflict(State::Approved))
         );
-        store.start_run(&e.id).unwrap();
+        store.start_run(&e.id).await.unwrap();
         store.finish(&e.id, true, None);
         assert!(store.is_empty());
         // Settled: the audit log answers.
@@ -125,7 +164,7 @@ mod tests {
     #[tokio::test]
     async fn pending_executions_expire() {
         let store = store(Duration::from_millis(50));
-        let e = store.open(new_execution("s")).unwrap();
+        let e = store.open(new_execution("s")).await.unwrap();
         let seen = store.wait(&e.id, Duration::from_secs(5)).await.unwrap();
         assert_eq!(seen.state, State::Expired);
         assert!(store.is_empty());
@@ -138,7 +177,7 @@ mod tests {
     #[tokio::test]
     async fn a_wait_slice_ends_pending() {
         let store = store(Duration::from_secs(60));
-        let e = store.open(new_execution("s")).unwrap();
+        let e = store.open(new_execution("s")).await.unwrap();
         assert_eq!(store.wait(&e.id, Duration::from_millis(20)).await.unwrap().state, State::Pending);
         store.hold(&e.id);
         assert_eq!(store.forget_session("s"), 1);
@@ -151,8 +190,8 @@ mod tests {
         let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
         let before = tasks();
         let store = store(Duration::from_secs(3600));
-        store.open(new_execution("s")).unwrap();
-        let e = store.open(new_execution("s")).unwrap();
+        store.open(new_execution("s")).await.unwrap();
+        let e = store.open(new_execution("s")).await.unwrap();
         store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
         assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
         drop(store);
@@ -171,12 +210,12 @@ mod tests {
         let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
         let before = tasks();
         let store = store(Duration::from_secs(3600));
-        let declined = store.open(new_execution("s")).unwrap();
-        let ran = store.open(new_execution("s")).unwrap();
+        let declined = store.open(new_execution("s")).await.unwrap();
+        let ran = store.open(new_execution("s")).await.unwrap();
         store.decide(Decide::actor(&ran.id, Decision::Accept, "user:ada")).await.unwrap();
         assert_eq!(tasks(), before + 3, "two expiry timers and a run-window timer wait");
         store.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).await.unwrap();
-        store.start_run(&ran.id).unwrap();
+        store.start_run(&ran.id).await.unwrap();
         store.finish(&ran.id, true, None);
         assert!(store.is_empty());
         // An aborted task ends when the runtime next polls it.
@@ -198,7 +237,7 @@ mod tests {
         let db = Db::for_tests().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
-        let e = first.open(new_execution("s")).unwrap();
+        let e = first.open(new_execution("s")).await.unwrap();
         first.flush().await;
         assert!(first.inner.persist.is_stored(&e.id), "written before the client hears of it");
         drop(first);
@@ -211,7 +250,7 @@ mod tests {
             (State::Pending, &e.arguments, e.expires_at_ms)
         );
         second.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
-        second.start_run(&e.id).unwrap();
+        second.start_run(&e.id).await.unwrap();
         second.finish(&e.id, true, None);
         second.flush().await;
         assert!(!second.inner.persist.is_stored(&e.id), "the arguments go once it settles");
@@ -227,14 +266,14 @@ mod tests {
             clock.clone(),
             Limits { run_window: Duration::from_secs(30), ..limits(Duration::from_secs(60)) },
         );
-        let expiring = first.open(new_execution("s")).unwrap();
-        let approved = first.open(new_execution("s")).unwrap();
+        let expiring = first.open(new_execution("s")).await.unwrap();
+        let approved = first.open(new_execution("s")).await.unwrap();
         first.decide(Decide::actor(&approved.id, Decision::Accept, "user:ada")).await.unwrap();
-        let approved_late = first.open(new_execution("s")).unwrap();
-        let held = first.open(new_execution("s")).unwrap();
+        let approved_late = first.open(new_execution("s")).await.unwrap();
+        let held = first.open(new_execution("s")).await.unwrap();
         first.hold(&held.id);
-        let long = first.open(NewExecution { ttl: Some(Duration::from_secs(3600)), ..new_execution("s") }).unwrap();
-        let declined = first.open(new_execution("s")).unwrap();
+        let long = first.open(NewExecution { ttl: Some(Duration::from_secs(3600)), ..new_execution("s") }).await.unwrap();
+        let declined = first.open(new_execution("s")).await.unwrap();
         first.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).await.unwrap();
         first.flush().await;
         drop(first);
@@ -296,22 +335,22 @@ mod tests {
         let db = Db::for_tests().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let first = store_on(&db, clock.clone(), limits(Duration::from_secs(60)));
-        let e = first.open(new_execution("s")).unwrap();
+        let e = first.open(new_execution("s")).await.unwrap();
         first.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
         first.flush().await;
         drop(first);
         let second = store_on(&db, clock, limits(Duration::from_secs(60)));
         assert_eq!(second.restore().await.unwrap().approved, 1);
         assert_eq!(second.get(&e.id).unwrap().1.decided_by.as_deref(), Some("user:ada"));
-        second.start_run(&e.id).expect("still within its run window");
+        second.start_run(&e.id).await.expect("still within its run window");
         second.finish(&e.id, true, None);
     }
 
     #[tokio::test]
     async fn a_sessions_end_leaves_announced_pauses_and_cancels_held_ones() {
         let store = store(Duration::from_secs(60));
-        let announced = store.open(new_execution("s")).unwrap();
-        let held = store.open(new_execution("s")).unwrap();
+        let announced = store.open(new_execution("s")).await.unwrap();
+        let held = store.open(new_execution("s")).await.unwrap();
         store.hold(&held.id);
         assert_eq!(store.forget_session("s"), 1);
         assert_eq!(store.get(&announced.id).unwrap().1.state, State::Pending);
@@ -321,33 +360,33 @@ mod tests {
     #[tokio::test]
     async fn a_rules_ttl_overrides_the_global_one_within_the_cap_and_bounds_the_run_window() {
         let store = store_with(Limits { run_window: Duration::from_secs(300), ..limits(Duration::from_secs(600)) });
-        let short = store.open(NewExecution { ttl: Some(Duration::from_secs(30)), ..new_execution("s") }).unwrap();
+        let short = store.open(NewExecution { ttl: Some(Duration::from_secs(30)), ..new_execution("s") }).await.unwrap();
         assert_eq!(short.expires_at_ms - short.created_at_ms, 30_000);
         assert_eq!(store.run_window_ms(&short), 30_000, "the run window never outlasts the TTL");
         let huge =
-            store.open(NewExecution { ttl: Some(Duration::from_secs(365 * 24 * 3600)), ..new_execution("s") }).unwrap();
+            store.open(NewExecution { ttl: Some(Duration::from_secs(365 * 24 * 3600)), ..new_execution("s") }).await.unwrap();
         assert_eq!(huge.expires_at_ms - huge.created_at_ms, MAX_APPROVAL_TTL.as_millis() as i64);
-        let default = store.open(new_execution("s")).unwrap();
+        let default = store.open(new_execution("s")).await.unwrap();
         assert_eq!(default.expires_at_ms - default.created_at_ms, 600_000);
     }
 
     #[tokio::test]
     async fn a_credential_holds_a_bounded_number_of_live_executions() {
         let store = store_with(Limits { per_credential: 2, ..limits(Duration::from_secs(60)) });
-        let a = store.open(new_execution("s")).unwrap();
-        store.open(new_execution("s")).unwrap();
-        assert_eq!(store.open(new_execution("s")).unwrap_err(), OpenError::TooMany { limit: 2 });
+        let a = store.open(new_execution("s")).await.unwrap();
+        store.open(new_execution("s")).await.unwrap();
+        assert_eq!(store.open(new_execution("s")).await.unwrap_err(), OpenError::TooMany { limit: 2 });
         let other = NewExecution { credential_id: "cred_2".into(), ..new_execution("t") };
-        store.open(other).expect("another credential has its own allowance");
+        store.open(other).await.expect("another credential has its own allowance");
         store.forget(&a.id, "test");
-        store.open(new_execution("s")).expect("a settled execution frees its place");
+        store.open(new_execution("s")).await.expect("a settled execution frees its place");
     }
 
     #[tokio::test]
     async fn revoking_a_credential_settles_its_executions_as_revoked() {
         let store = store(Duration::from_secs(60));
-        let a = store.open(new_execution("s")).unwrap();
-        let other = store.open(NewExecution { credential_id: "cred_2".into(), ..new_execution("t") }).unwrap();
+        let a = store.open(new_execution("s")).await.unwrap();
+        let other = store.open(NewExecution { credential_id: "cred_2".into(), ..new_execution("t") }).await.unwrap();
         assert_eq!(store.credential_ids(), vec!["cred_1".to_string(), "cred_2".to_string()]);
         assert_eq!(store.forget_credential("cred_1"), 1);
         assert_eq!(store.audit().latest(&a.id).unwrap().unwrap().state, State::Revoked);
@@ -361,10 +400,10 @@ mod tests {
     #[tokio::test]
     async fn an_approval_not_run_within_the_run_window_expires() {
         let store = store_with(Limits { run_window: Duration::from_millis(30), ..limits(Duration::from_secs(60)) });
-        let e = store.open(new_execution("s")).unwrap();
+        let e = store.open(new_execution("s")).await.unwrap();
         store.decide(Decide::actor(&e.id, Decision::Accept, "user:ada")).await.unwrap();
         tokio::time::sleep(Duration::from_millis(60)).await;
-        assert!(store.start_run(&e.id).is_err(), "an approval past its run window does not run");
+        assert!(store.start_run(&e.id).await.is_err(), "an approval past its run window does not run");
         assert_eq!(store.audit().latest(&e.id).unwrap().unwrap().state, State::Expired);
         assert!(store.is_empty());
     }
@@ -429,7 +468,7 @@ mod tests {
             let store = store.clone();
             rounds.push(tokio::spawn(async move {
                 let session = format!("s{round}");
-                let e = store.open(new_execution(&session)).unwrap();
+                let e = store.open(new_execution(&session)).await.unwrap();
                 if round % 3 == 0 {
                     // Only a pause held inside a request ends with its session.
                     store.hold(&e.id);
@@ -440,7 +479,7 @@ mod tests {
                         let seen = store.wait(&id, Duration::from_secs(30)).await;
                         // An approved call is run by its waiter, as resume does.
                         if let Some(Snapshot { state: State::Approved, .. }) = seen
-                            && store.start_run(&id).is_ok()
+                            && store.start_run(&id).await.is_ok()
                         {
                             store.finish(&id, true, None);
                         }
@@ -494,9 +533,11 @@ mod tests {
         let store = store(Duration::from_secs(60));
         let ada = User { id: 1, username: "ada".into(), is_admin: false };
         let root = User { id: 2, username: "root".into(), is_admin: true };
-        let ids: Vec<ExecutionId> =
-            (0..INBOX_LIMIT + 10).map(|i| store.open(new_execution(&format!("s{i}"))).unwrap().id.clone()).collect();
-        store.open(NewExecution { owner: Some("bob".into()), ..new_execution("b") }).unwrap();
+        let mut ids: Vec<ExecutionId> = Vec::new();
+        for i in 0..INBOX_LIMIT + 10 {
+            ids.push(store.open(new_execution(&format!("s{i}"))).await.unwrap().id.clone());
+        }
+        store.open(NewExecution { owner: Some("bob".into()), ..new_execution("b") }).await.unwrap();
 
         let inbox = store.inbox(&ada).await;
         assert_eq!(

@@ -1,34 +1,28 @@
-//! Paused executions at rest: the `pending_executions` table and the one
-//! writer thread that keeps it.
+//! Paused executions at rest: the `pending_executions` table, written by
+//! the database's ordered writer.
 //!
-//! Crash consistency. The audit log is the record of an execution's *state*
-//! (written synchronously with every transition, before any caller hears of
-//! it); this table holds only what the execution *is* (tool, arguments,
-//! owner, expiry). So the table needs two writes per execution — insert on
-//! pause, delete on settle — and neither is on the store's lock: they are
-//! queued (in transition order, since they are queued under the lock) to a
-//! dedicated thread that applies them in batches, one transaction each.
-//! A pause is announced only once its row is committed ([`Persist::flush`]
-//! awaits the writer without holding any lock or blocking a runtime thread).
-//! If the process dies with a delete still queued, the next start finds the
-//! row, reads the audit log's last word (settled) and deletes it; a decision
-//! is never lost because the audit entry that records it was written first.
+//! Crash consistency. The audit log is the record of an execution's *state*;
+//! this table holds only what the execution *is* (tool, arguments, owner,
+//! expiry). So the table needs two writes per execution — insert on pause,
+//! delete on settle. A transition's audit entry and its change to this
+//! table are queued together, entry first, under the store's lock (no I/O
+//! there), and the writer applies them in that order, so a row is never
+//! deleted before the entry that says why. Nothing acts on a transition
+//! before the writer has applied it: a pause is announced, a decision
+//! answered and an approved call run only after [`Persist::flush`], which
+//! holds no lock and blocks no thread. If the process dies with a delete
+//! still queued, the next start finds the row, reads the audit log's last
+//! word and settles it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 
 use serde_json::Value;
-use tokio::sync::watch;
 
 use super::{Execution, NewExecution};
 use crate::args;
-use crate::db::Db;
+use crate::db::{Conn, Db, Write};
 use crate::error::Result;
 use gatehouse_model::{ExecutionId, State};
-
-/// Most queued operations applied in one transaction.
-const BATCH: usize = 512;
 
 enum Op {
     /// A new pause, and the replica that owns it (`None` without a cluster).
@@ -38,39 +32,26 @@ enum Op {
     Hold(ExecutionId),
 }
 
-/// The queue to the writer thread, and how far it has committed.
+/// The table, through the database's writer.
 pub(super) struct Persist {
     db: Db,
-    tx: mpsc::Sender<(u64, Op)>,
-    /// The sequence number of the last queued operation.
-    queued: AtomicU64,
-    /// The sequence number of the last committed operation.
-    committed: watch::Receiver<u64>,
 }
 
 impl Persist {
-    /// Starts the writer thread over `db`. The thread ends when the
-    /// `Persist` is dropped, after applying what was queued.
-    pub(super) fn start(db: Db) -> Self {
-        let (tx, rx) = mpsc::channel::<(u64, Op)>();
-        let (done, committed) = watch::channel(0u64);
-        let writer_db = db.clone();
-        // A plain thread, not a runtime task: the writes block on the database, and
-        // the CLI builds the stores without a runtime.
-        let spawned = std::thread::Builder::new()
-            .name("gatehouse-pending-writer".into())
-            .spawn(move || write_loop(&writer_db, &rx, &done));
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "cannot start the pending-executions writer; pauses will not survive a restart");
-        }
-        Self { db, tx, queued: AtomicU64::new(0), committed }
+    /// The table in `db`.
+    pub(super) fn new(db: Db) -> Self {
+        Self { db }
     }
 
     fn push(&self, op: Op) {
-        let seq = self.queued.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.tx.send((seq, op)).is_err() {
-            tracing::error!("the pending-executions writer has stopped; a pause will not survive a restart");
-        }
+        self.db.queue(Box::new(op));
+    }
+
+    /// A connection for a read (or a direct write) of the table, once the
+    /// writer has applied what was queued before it.
+    fn conn(&self) -> Result<Conn<'_>> {
+        self.db.flush_writes();
+        self.db.conn()
     }
 
     /// Queues the row of a new pending execution, owned by `replica` (call
@@ -93,9 +74,7 @@ impl Persist {
     /// Waits until everything queued so far is committed (or the writer has
     /// stopped). Holds no lock and blocks no thread.
     pub(super) async fn flush(&self) {
-        let target = self.queued.load(Ordering::SeqCst);
-        let mut committed = self.committed.clone();
-        let _ = committed.wait_for(|c| *c >= target).await;
+        self.db.writes_flushed().await;
     }
 
     /// The rows left by a previous run, each with the audit log's last state
@@ -127,7 +106,7 @@ impl Persist {
                ON a.id = (SELECT MAX(b.id) FROM audit_events b WHERE b.execution_id = p.id)
              {filter}"
         );
-        self.db.conn()?.query(&sql, args, |r| {
+        self.conn()?.query(&sql, args, |r| {
             let arguments: String = r.get(5)?;
             Ok(Stored {
                 execution: Execution {
@@ -163,7 +142,7 @@ impl Persist {
 
     /// Deletes the rows of `ids` at once (at start, for those that settled).
     pub(super) fn delete_now(&self, ids: &[ExecutionId]) -> Result<()> {
-        self.db.conn()?.transaction(|tx| {
+        self.conn()?.transaction(|tx| {
             for id in ids {
                 tx.execute("DELETE FROM pending_executions WHERE id = ?1", args![id])?;
             }
@@ -176,7 +155,7 @@ impl Persist {
     /// request (or running) when the previous run ended, and that request is
     /// gone. With `only`, just that execution.
     pub(super) fn abandon_unstored(&self, now_ms: i64, before_ms: i64, only: Option<&str>) -> Result<usize> {
-        self.db.conn()?.execute(
+        self.conn()?.execute(
             "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
              SELECT a.execution_id, CAST(?1 AS BIGINT), 'abandoned', a.tool, a.arguments_digest, a.agent, a.owner, 'system', 'the server restarted', a.credential_id, a.thread, a.upstream, a.owner_id
              FROM audit_events a
@@ -190,13 +169,13 @@ impl Persist {
 
     /// Who owns `id`'s row (`Some(None)`: nobody), or `None` without a row.
     pub(super) fn owner_of(&self, id: &ExecutionId) -> Result<Option<Option<String>>> {
-        self.db.conn()?.query_opt("SELECT replica FROM pending_executions WHERE id = ?1", args![id], |r| r.get(0))
+        self.conn()?.query_opt("SELECT replica FROM pending_executions WHERE id = ?1", args![id], |r| r.get(0))
     }
 
     /// Makes `me` the owner of `id` if `old` still is (`None`: nobody): of
     /// replicas racing for a row, exactly one wins.
     pub(super) fn claim(&self, id: &ExecutionId, me: &str, old: Option<&str>) -> Result<bool> {
-        let changed = self.db.conn()?.execute(
+        let changed = self.conn()?.execute(
             "UPDATE pending_executions SET replica = ?2 WHERE id = ?1 AND COALESCE(replica, '') = ?3",
             args![id, me, old.unwrap_or_default()],
         )?;
@@ -206,7 +185,7 @@ impl Persist {
     /// The rows whose owner is gone (none, or not heard from after
     /// `cutoff_ms`), other than `me`'s, each with its owner.
     pub(super) fn orphans(&self, me: &str, cutoff_ms: i64) -> Result<Vec<(ExecutionId, Option<String>)>> {
-        self.db.conn()?.query(
+        self.conn()?.query(
             "SELECT id, replica FROM pending_executions
              WHERE replica IS NULL
                 OR (replica <> ?1 AND replica NOT IN (SELECT id FROM replicas WHERE seen_at > ?2))",
@@ -218,7 +197,7 @@ impl Persist {
     /// Live executions of `credential_id` on every replica (rows not yet
     /// written are not counted: the limit is approximate across replicas).
     pub(super) fn count_credential(&self, credential_id: &str) -> Result<usize> {
-        self.db.conn()?.query_one(
+        self.conn()?.query_one(
             "SELECT COUNT(*) FROM pending_executions WHERE credential_id = ?1",
             args![credential_id],
             |r| r.get(0),
@@ -229,16 +208,14 @@ impl Persist {
     /// replicas adopt them at their next sweep. Held ones stay, to be
     /// abandoned by whoever adopts them once `me` is gone.
     pub(super) fn disown(&self, me: &str) -> Result<usize> {
-        self.db
-            .conn()?
+        self.conn()?
             .execute("UPDATE pending_executions SET replica = NULL WHERE replica = ?1 AND held = 0", args![me])
     }
 
     /// Whether a row is stored for `id` (tests).
     #[cfg(test)]
     pub(super) fn is_stored(&self, id: &ExecutionId) -> bool {
-        self.db
-            .conn()
+        self.conn()
             .and_then(|mut conn| {
                 conn.query_opt("SELECT 1 FROM pending_executions WHERE id = ?1", args![id], |_| Ok(()))
             })
@@ -264,29 +241,9 @@ pub(super) struct Stored {
     pub(super) held: bool,
 }
 
-fn write_loop(db: &Db, rx: &mpsc::Receiver<(u64, Op)>, done: &watch::Sender<u64>) {
-    // `recv` fails once every sender is gone and the queue is empty.
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
-        }
-        let last = batch.last().map(|(seq, _)| *seq).unwrap_or(0);
-        if let Err(e) = apply(db, &batch) {
-            tracing::error!(error = %e, operations = batch.len(), "writing paused executions failed");
-        }
-        // Advanced even after a failure: a waiter must not hang on a disk error.
-        done.send_replace(last);
-    }
-}
-
-fn apply(db: &Db, batch: &[(u64, Op)]) -> Result<()> {
-    db.conn()?.transaction(|tx| {
-        for (_, op) in batch {
-            match op {
+impl Write for Op {
+    fn write(&self, tx: &mut Conn<'_>) -> Result<()> {
+            match self {
                 Op::Insert(e, replica) => {
                     tx.execute(
                         "INSERT INTO pending_executions (id, tool, upstream, upstream_tool, tool_digest, arguments,
@@ -326,7 +283,6 @@ fn apply(db: &Db, batch: &[(u64, Op)]) -> Result<()> {
                     tx.execute("UPDATE pending_executions SET held = 1 WHERE id = ?1", args![id])?;
                 }
             }
-        }
         Ok(())
-    })
+    }
 }

@@ -99,6 +99,10 @@ impl ApprovalStore {
         let _ = tokio::time::timeout(limit, rx.wait_for(|s| s.state != State::Pending)).await;
         // A closed channel still holds the last state it was sent.
         let last = rx.borrow().clone();
+        if last.state != State::Pending {
+            // Acted on only once the move is on disk.
+            self.flush().await;
+        }
         Some(last)
     }
 

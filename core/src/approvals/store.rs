@@ -140,7 +140,7 @@ impl ApprovalStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 entries: Mutex::default(),
-                persist: Persist::start(audit.db().clone()),
+                persist: Persist::new(audit.db().clone()),
                 audit,
                 clock,
                 limits: Limits { ttl, run_window: limits.run_window.min(ttl), ..limits },
@@ -156,8 +156,10 @@ impl ApprovalStore {
         })
     }
 
-    /// Waits until every pause opened so far is on disk (the engine awaits
-    /// it before telling the client; shutdown awaits it before exiting).
+    /// Waits until every transition so far (its audit entry and its row) is
+    /// on disk. The store awaits it before anything acts on a transition (a
+    /// pause announced, a decision answered, an approved call run);
+    /// shutdown awaits it before exiting.
     pub async fn flush(&self) {
         self.inner.persist.flush().await;
     }
@@ -198,8 +200,10 @@ impl ApprovalStore {
         self.inner.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues the audit entry of `execution`'s move to `state` (no I/O: it
+    /// is called under the lock; see `persist`'s crash consistency).
     pub(super) fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
-        let result = self.inner.audit.record(audit::Entry {
+        self.inner.audit.record(audit::Entry {
             execution_id: execution.id.as_str(),
             state,
             tool: &execution.tool,
@@ -212,9 +216,6 @@ impl ApprovalStore {
             actor,
             detail,
         });
-        if let Err(e) = result {
-            tracing::error!(execution = %execution.id, error = %e, "audit write failed");
-        }
     }
 
     /// Moves a live entry to `state` (caller holds the lock); removes it when settled.
@@ -248,8 +249,10 @@ impl ApprovalStore {
     }
 
     /// Records a new pending execution and arms its expiry; refused when the
-    /// credential already holds as many live executions as allowed.
-    pub fn open(&self, new: NewExecution) -> std::result::Result<Arc<Execution>, OpenError> {
+    /// credential already holds as many live executions as allowed. Returns
+    /// once the pause would survive a restart (its audit entry and row are
+    /// written), so the caller may announce it.
+    pub async fn open(&self, new: NewExecution) -> std::result::Result<Arc<Execution>, OpenError> {
         let now = self.inner.clock.now_ms();
         // A rule's own TTL, within the cap; the global one otherwise.
         let ttl = new.ttl.unwrap_or(self.inner.limits.ttl).min(MAX_APPROVAL_TTL);
@@ -266,7 +269,9 @@ impl ApprovalStore {
         // (read before the lock: a database round trip must not hold it).
         let elsewhere = match self.inner.cluster.get() {
             Some(_) if limit != usize::MAX => {
-                self.inner.persist.count_credential(&execution.credential_id).unwrap_or(0)
+                let (store, credential) = (self.clone(), execution.credential_id.clone());
+                let count = move || store.inner.persist.count_credential(&credential).unwrap_or(0);
+                self.off_runtime(count).await.unwrap_or(0)
             }
             _ => 0,
         };
@@ -293,6 +298,7 @@ impl ApprovalStore {
         self.after(ttl, &execution.id, |store, id| {
             store.expire(id);
         });
+        self.flush().await;
         Ok(execution)
     }
 
@@ -398,8 +404,16 @@ impl ApprovalStore {
     }
 
     /// Moves an approved execution to running; the caller then runs the tool
-    /// and calls [`ApprovalStore::finish`].
-    pub fn start_run(&self, id: &ExecutionId) -> std::result::Result<Arc<Execution>, RunError> {
+    /// and calls [`ApprovalStore::finish`]. Returns once `running` is on
+    /// disk: a restart during the run leaves the call `abandoned`, never
+    /// approved and runnable again.
+    pub async fn start_run(&self, id: &ExecutionId) -> std::result::Result<Arc<Execution>, RunError> {
+        let execution = self.start_run_here(id)?;
+        self.flush().await;
+        Ok(execution)
+    }
+
+    fn start_run_here(&self, id: &ExecutionId) -> std::result::Result<Arc<Execution>, RunError> {
         if self.expire_unrun(id, false) {
             return Err(RunError::NotApproved(State::Expired));
         }

@@ -1,7 +1,7 @@
 //! The audit log: every execution state change, who caused it and when, with
 //! the argument digest (never the arguments themselves).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use gatehouse_model::{AuditEntry, ExecutionId, HistoryFilter, State};
 
@@ -37,12 +37,11 @@ pub struct Entry<'a> {
     pub detail: Option<&'a str>,
 }
 
-mod writer;
-
-pub use writer::CAPACITY as QUEUE_CAPACITY;
+/// Entries in flight past which [`AuditLog::append`] waits for room.
+pub use crate::db::WRITE_CAPACITY as QUEUE_CAPACITY;
 
 /// An entry as it is written (owned, stamped when it happened).
-pub(crate) struct Row {
+struct Row {
     execution_id: String,
     at_ms: i64,
     state: State,
@@ -77,6 +76,12 @@ impl Row {
     }
 }
 
+impl crate::db::Write for Row {
+    fn write(&self, conn: &mut Conn<'_>) -> Result<()> {
+        insert(conn, self)
+    }
+}
+
 /// Appends `e` on `conn`.
 fn insert(conn: &mut Conn<'_>, e: &Row) -> Result<()> {
     conn.execute(
@@ -95,19 +100,18 @@ fn insert(conn: &mut Conn<'_>, e: &Row) -> Result<()> {
     Ok(())
 }
 
-/// Append-only log in the database.
+/// Append-only log in the database, written by the database's ordered
+/// writer ([`Db::queue`]); every read here first waits for what was queued.
 #[derive(Clone)]
 pub struct AuditLog {
     db: Db,
     clock: Arc<dyn Clock>,
-    /// The queue for [`AuditLog::queue`], started at its first use.
-    writer: Arc<OnceLock<writer::Writer>>,
 }
 
 impl AuditLog {
     /// A log over `db`.
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock, writer: Arc::default() }
+        Self { db, clock }
     }
 
     /// The database the log is kept in.
@@ -115,42 +119,26 @@ impl AuditLog {
         &self.db
     }
 
-    /// Appends one entry now (a paused execution's transition: on disk
-    /// before anyone hears of it).
-    pub fn record(&self, e: Entry<'_>) -> Result<()> {
-        insert(&mut self.db.conn()?, &Row::new(e, self.clock.now_ms()))
+    /// Queues one entry, stamped now, without waiting: a paused execution's
+    /// transition, queued under the approval store's lock (in transition
+    /// order, before the row change it explains). The store waits for the
+    /// writer before anything acts on the transition.
+    pub fn record(&self, e: Entry<'_>) {
+        self.db.queue(Box::new(Row::new(e, self.clock.now_ms())));
     }
 
-    /// Queues one entry for the log's writer: for the request path, where
-    /// nothing waits on the entry but a later read, which sees it
-    /// ([`AuditLog::flush`]). Returns at once, unless [`QUEUE_CAPACITY`]
-    /// entries are queued: then it waits for room in the stores' lane
-    /// (written there at once if the writer cannot run).
+    /// Queues one entry for the request path, where nothing waits on the
+    /// entry but a later read, which sees it ([`AuditLog::flush`]). Returns
+    /// at once, unless [`QUEUE_CAPACITY`] writes are in flight: then it
+    /// waits for room.
     pub async fn append(&self, e: Entry<'_>) -> Result<()> {
-        let row = Box::new(Row::new(e, self.clock.now_ms()));
-        let writer = self.writer.get_or_init(|| writer::Writer::start(self.db.clone()));
-        let Err(row) = writer.try_push(row) else { return Ok(()) };
-        let log = self.clone();
-        self.db
-            .run(move || {
-                let unqueued = match log.writer.get() {
-                    Some(writer) => writer.push(row),
-                    None => Some(row),
-                };
-                match unqueued {
-                    None => Ok(()),
-                    Some(row) => insert(&mut log.db.conn()?, &row),
-                }
-            })
-            .await?
+        self.db.queue_bounded(Box::new(Row::new(e, self.clock.now_ms()))).await
     }
 
     /// Waits until every entry queued so far is written. Every read here
     /// does it first; shutdown does it before the process exits.
     pub fn flush(&self) {
-        if let Some(writer) = self.writer.get() {
-            writer.flush();
-        }
+        self.db.flush_writes();
     }
 
     /// The latest entry of an execution.
@@ -472,7 +460,11 @@ mod tests {
     fn an_executions_later_entries_keep_its_first_owner_id_not_a_namesakes() {
         let clock = Arc::new(ManualClock::new(1_764_460_800_000));
         let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
-        let sql = |q: &str| log.db.conn().unwrap().execute(q, args![]).unwrap();
+        // After what was queued: the writer keeps the order, raw SQL does not.
+        let sql = |q: &str| {
+            log.flush();
+            log.db.conn().unwrap().execute(q, args![]).unwrap()
+        };
         sql("INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0)");
         let write = |eid: &str, state: State| {
             log.record(Entry {
@@ -488,7 +480,6 @@ mod tests {
                 actor: Some("agent:claude"),
                 detail: None,
             })
-            .unwrap()
         };
         write("e1", State::Pending);
         write("e1", State::Approved);
@@ -532,7 +523,6 @@ mod tests {
                 actor: Some(actor),
                 detail: None,
             })
-            .unwrap()
         };
         write("e1", State::Pending, "fs_write", Some("fs"), Some("ada"), "agent:claude");
         write("e1", State::Approved, "fs_write", Some("fs"), Some("ada"), "user:ada");
@@ -540,7 +530,8 @@ mod tests {
         write("e2", State::Pending, "gatehouse_policy_set", None, Some("bob"), "agent:claude");
         write("e2", State::Declined, "gatehouse_policy_set", None, Some("bob"), "user:root");
         // `abandoned` is no state an entry is written with: the start-up
-        // pass writes it in SQL, as here.
+        // pass writes it in SQL, as here (after what was queued).
+        log.flush();
         log.db
             .conn()
             .unwrap()

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
@@ -20,8 +20,10 @@ mod sql;
 mod sqlite_schema;
 mod versioned;
 mod wal_index;
+mod writer;
 
 pub use self::versioned::Versioned;
+pub use self::writer::{CAPACITY as WRITE_CAPACITY, Write};
 use self::wal_index::WalIndex;
 
 /// File name of the database inside the data directory.
@@ -84,6 +86,8 @@ pub struct Db {
     inner: Inner,
     /// Bounds the store work running at once ([`Db::run`]).
     lane: lane::Lane,
+    /// The one ordered writer ([`Db::queue`]), started at its first use.
+    writes: Arc<OnceLock<writer::Writer>>,
 }
 
 #[derive(Clone)]
@@ -134,7 +138,7 @@ impl Db {
         let pool = postgres::connect(url)?;
         let (before, after) = postgres::migrate(&mut *pool.get()?)?;
         let lane = lane::Lane::new(postgres::POOL_SIZE as usize);
-        Ok((Self { inner: Inner::Postgres { pool, url: url.into() }, lane }, before, after))
+        Ok((Self { inner: Inner::Postgres { pool, url: url.into() }, lane, writes: Arc::default() }, before, after))
     }
 
     /// A private in-memory SQLite database.
@@ -171,6 +175,7 @@ impl Db {
         Ok(Self {
             inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), credential_writes, None),
             lane: lane::Lane::new(lane::SQLITE_LANE),
+            writes: Arc::default(),
         })
     }
 
@@ -193,6 +198,12 @@ impl Db {
             None => read()?,
         };
         Ok(Some((version, writes.load(Ordering::Relaxed))))
+    }
+
+    /// The same database without its writer: the writer thread's own
+    /// handle (holding the queue it reads would keep the queue open forever).
+    fn without_writer(&self) -> Self {
+        Self { inner: self.inner.clone(), lane: self.lane.clone(), writes: Arc::default() }
     }
 
     /// Which database this is.

@@ -192,6 +192,8 @@ impl UserStore {
     /// credentials are the credential store's (revoke them by owner), their
     /// grants the grant store's. The last admin who can sign in is never removed.
     pub fn remove(&self, username: &str) -> Result<()> {
+        // The entries still queued for the log are the user's too.
+        self.db.flush_writes();
         self.db.conn()?.transaction(|tx| {
             let (id, _, _) = user_row(tx, username)?;
             keep_an_admin(tx, id, username, "remove")?;

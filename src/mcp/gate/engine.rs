@@ -122,7 +122,7 @@ pub async fn call(
                 human_only: verdict.human_only,
                 admin_only: changes_gate,
                 ttl: verdict.approval_ttl,
-            });
+            }).await;
             let execution = match opened {
                 Ok(execution) => execution,
                 Err(e @ OpenError::TooMany { limit }) => {
@@ -136,9 +136,6 @@ pub async fn call(
                         .into());
                 }
             };
-            // Written ahead: the client hears of the pause only once it would
-            // survive a restart (awaited off the store's lock).
-            state.core.approvals.flush().await;
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
             announce::announce(state, caller, &execution, call.mode, shape, ctx).await
         }

@@ -154,7 +154,7 @@ pub async fn finish_decided_response(
     shape: Shape,
 ) -> CallToolResponse {
     let store = &state.core.approvals;
-    match store.start_run(id) {
+    match store.start_run(id).await {
         Ok(execution) => {
             let answer = run_approved(state, caller, &execution, shape).await;
             let failed = matches!(&answer, CallToolResponse::Complete(r) if r.is_error == Some(true));

@@ -220,7 +220,7 @@ async fn start(state: &McpState, caller: &Caller, execution: &Execution) {
     let store = &state.core.approvals;
     // On a cluster, run where the client polls.
     store.take_over(&execution.id).await;
-    let Ok(execution) = store.start_run(&execution.id) else { return };
+    let Ok(execution) = store.start_run(&execution.id).await else { return };
     let shape = shape_of(state, &execution.tool);
     // Nobody waits on a request for it: what an upstream asks back has no one
     // to reach, and the poll ending must not cancel the call.

@@ -95,7 +95,7 @@ fn count(db: &Db, id: &ExecutionId, states: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_decision_on_another_replica_wakes_the_owner_and_the_first_wins() {
     let Some(p) = pair(Duration::from_secs(60)).await else { return };
-    let e = p.a.open(new_execution()).unwrap();
+    let e = p.a.open(new_execution()).await.unwrap();
     p.a.flush().await;
     let waiter = {
         let (a, id) = (p.a.clone(), e.id.clone());
@@ -134,7 +134,10 @@ async fn a_decision_on_another_replica_wakes_the_owner_and_the_first_wins() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn decisions_raced_from_two_replicas_have_one_outcome_each() {
     let Some(p) = pair(Duration::from_secs(60)).await else { return };
-    let executions: Vec<_> = (0..50).map(|_| p.a.open(new_execution()).unwrap()).collect();
+    let mut executions = Vec::new();
+    for _ in 0..50 {
+        executions.push(p.a.open(new_execution()).await.unwrap());
+    }
     p.a.flush().await;
     let mut races = Vec::new();
     for (i, e) in executions.iter().enumerate() {
@@ -165,7 +168,7 @@ async fn decisions_raced_from_two_replicas_have_one_outcome_each() {
         assert_eq!(decisions, 1, "{id}: one decision audited");
         let winner = from_a.or(from_b).unwrap();
         if winner.state == State::Approved {
-            p.a.start_run(&id).unwrap();
+            p.a.start_run(&id).await.unwrap();
             p.a.finish(&id, true, None);
         }
     }
@@ -176,7 +179,7 @@ async fn decisions_raced_from_two_replicas_have_one_outcome_each() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_that_leaves_has_its_execution_adopted_and_expired_once() {
     let Some(p) = pair(Duration::from_secs(3)).await else { return };
-    let e = p.a.open(new_execution()).unwrap();
+    let e = p.a.open(new_execution()).await.unwrap();
     p.a.flush().await;
     p.a.leave().await;
     let a = p.a.clone();
