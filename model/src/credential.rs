@@ -1,5 +1,6 @@
 //! An agent credential as listed (never its token).
 
+use crate::CredentialId;
 use serde::{Deserialize, Serialize};
 
 /// Whether a credential can still be used.
@@ -89,7 +90,7 @@ impl IssuedVia {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CredentialView {
     /// `cred_…`
-    pub id: String,
+    pub id: CredentialId,
     /// The agent's name.
     pub agent: String,
     /// The orchestrator's thread, if any.
@@ -157,7 +158,7 @@ impl RevokeScope {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MintedCredential {
     /// `cred_…`
-    pub id: String,
+    pub id: CredentialId,
     /// The agent's name.
     pub agent: String,
     /// Its thread, if any.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ExecutionId;
+use crate::{ExecutionId, GrantId};
 
 /// How long a grant lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -113,7 +113,7 @@ pub struct GrantRequest {
 #[serde(rename_all = "camelCase")]
 pub struct GrantView {
     /// `grant_<uuid>`.
-    pub id: String,
+    pub id: GrantId,
     /// The agent name it covers (every credential of this agent and owner).
     pub agent: String,
     /// The agent's owner (`None`: owner-less credentials, which admins manage).

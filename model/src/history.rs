@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ExecutionId, State};
+use crate::{CredentialId, ExecutionId, State};
 
 /// One audit entry: an execution entered `state`, caused by `actor`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,7 +32,7 @@ pub struct AuditEntry {
     /// Owning user.
     pub owner: Option<String>,
     /// The credential that made the call.
-    pub credential_id: Option<String>,
+    pub credential_id: Option<CredentialId>,
     /// That credential's thread.
     pub thread: Option<String>,
     /// Who caused it: `user:ada`, `agent:…`, `system`, `model`, …

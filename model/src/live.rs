@@ -1,6 +1,7 @@
 //! What the live pages watch: change events, connected MCP sessions and
 //! upstream health.
 
+use crate::CredentialId;
 use serde::{Deserialize, Serialize};
 
 /// Something changed that a page may want to re-read.
@@ -117,7 +118,7 @@ pub struct McpSessionInfo {
     /// The `Mcp-Session-Id`.
     pub session_id: String,
     /// The credential it authenticated with.
-    pub credential_id: String,
+    pub credential_id: CredentialId,
     /// The credential's agent.
     pub agent: String,
     /// The credential's thread.

@@ -5,6 +5,7 @@
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use gatehouse_core::Core;
+use gatehouse_core::model::GrantId;
 use serde_json::json;
 
 use crate::auth::SignedIn;
@@ -20,7 +21,7 @@ pub async fn list(State(core): State<Core>, SignedIn(user): SignedIn) -> Result<
 pub async fn revoke(
     State(core): State<Core>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    Path(id): Path<GrantId>,
 ) -> Result<impl IntoResponse, ApiError> {
     let revoked = core.run(move |core| core.grants.revoke_for(&user, &id)).await??;
     Ok(ApiJson(json!({ "revoked": revoked.id })))

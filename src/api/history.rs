@@ -156,7 +156,7 @@ fn csv_fields(e: &AuditEntry) -> [String; 13] {
         e.agent.clone(),
         opt(&e.owner),
         opt(&e.thread),
-        opt(&e.credential_id),
+        e.credential_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
         opt(&e.actor),
         opt(&e.detail),
         e.arguments_digest.clone(),

@@ -9,6 +9,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gatehouse_core::credentials::Rejection;
+use gatehouse_core::model::CredentialId;
 use serde_json::json;
 
 use super::McpState;
@@ -129,7 +130,7 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
 async fn serve_authenticated(
     state: &McpState,
     session: Option<String>,
-    credential_id: String,
+    credential_id: CredentialId,
     request: Request,
     next: Next,
 ) -> Response {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gatehouse_core::Core;
+use gatehouse_core::model::CredentialId;
 use gatehouse_core::live::LiveEvent;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -164,8 +165,8 @@ impl McpSessionBindings {
         sessions.len()
     }
 
-    fn credential_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.lock().owner.values().cloned().collect();
+    fn credential_ids(&self) -> Vec<CredentialId> {
+        let mut ids: Vec<CredentialId> = self.lock().owner.values().map(CredentialId::from).collect();
         ids.sort();
         ids.dedup();
         ids

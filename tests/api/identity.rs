@@ -179,7 +179,7 @@ async fn a_user_added_with_a_removed_users_name_inherits_neither_grants_nor_hist
     let last = app.core.approvals.audit().latest(&waiting).unwrap().unwrap();
     assert_eq!((last.state.as_str(), last.detail.as_deref()), ("revoked", Some("the owner was removed")));
     assert!(app.core.credentials.authenticate(&token).unwrap().is_err());
-    assert_eq!(app.core.credentials.revoked_among(&[credential]).unwrap().len(), 1);
+    assert_eq!(app.core.credentials.revoked_among(&[credential.into()]).unwrap().len(), 1);
 
     // A new "alice": her agent of the same name waits again...
     app.add_user("alice", false).await;

@@ -84,7 +84,7 @@ fn Minted(minted: MintedCredential) -> impl IntoView {
     let configs = minted.client_configs();
     let token = minted.token.clone();
     view! {
-        <section class="panel minted" aria-labelledby="minted-h" data-credential-id=minted.id.clone()>
+        <section class="panel minted" aria-labelledby="minted-h" data-credential-id=minted.id.to_string()>
             <h2 id="minted-h">"Token for " <Name text=minted.agent.clone()/></h2>
             <p class="warning">"Copy it now: it is shown only this once, and only its hash is kept."</p>
             <div class="secret">
@@ -148,7 +148,7 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
                         {creds.into_iter().map(|c| {
                             let live = c.status == CredentialStatus::Active;
                             view! {
-                            <tr data-credential-id=c.id.clone() data-status=c.status.as_str()>
+                            <tr data-credential-id=c.id.to_string() data-status=c.status.as_str()>
                                 <td data-label="Thread">{match c.thread.clone() {
                                     Some(t) => view! { <Name text=t/> }.into_any(),
                                     None => "—".into_any(),
@@ -162,7 +162,7 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
                                 <td data-label="Lapses">{live.then(|| view! { <When ms=c.expires_ms now_ms/> })}</td>
                                 <td data-label="Sessions">{sessions_of(&c.id)}</td>
                                 <td data-label="Actions" class="actions">{live.then(|| view! {
-                                    <RevokeForm revoke scope=RevokeScope::Credential target=c.id.clone() owner=String::new() label="Revoke".to_string()/>
+                                    <RevokeForm revoke scope=RevokeScope::Credential target=c.id.to_string() owner=String::new() label="Revoke".to_string()/>
                                     {c.thread.clone().map(|t| view! {
                                         <RevokeForm revoke scope=RevokeScope::Thread target=t.clone() owner=String::new() label="Revoke thread".to_string()/>
                                     })}

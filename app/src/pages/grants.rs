@@ -90,7 +90,7 @@ fn GrantRow(grant: GrantView, now_ms: i64, revoke: ServerAction<RevokeGrant>) ->
     } = grant;
     let only: Vec<String> = arguments.iter().map(|(name, m)| m.describe(name)).collect();
     let label = format!("Revoke the grant of {tool} to {agent}");
-    let (row_id, row_tool) = (id.clone(), tool.clone());
+    let (row_id, row_tool) = (id.to_string(), tool.clone());
     view! {
         <tr data-grant-id=row_id data-tool=row_tool>
             <td data-label="Agent"><Name text=agent/>{owner.map(|o| view! { <span class="meta">" (" <Name text=o/> ")"</span> })}</td>
@@ -111,7 +111,7 @@ fn GrantRow(grant: GrantView, now_ms: i64, revoke: ServerAction<RevokeGrant>) ->
             }}</td>
             <td data-label="Actions" class="actions">
                 <ActionForm action=revoke attr:class="revoke-form">
-                    <input type="hidden" name="id" value=id/>
+                    <input type="hidden" name="id" value=id.into_string()/>
                     <button type="submit" class="danger quiet" aria-label=label>"Revoke"</button>
                 </ActionForm>
             </td>

@@ -83,7 +83,7 @@ fn Home(overview: Overview) -> impl IntoView {
                             {credentials.into_iter().map(|c| {
                                 let active = c.status == CredentialStatus::Active;
                                 view! {
-                                    <tr data-credential-id=c.id.clone()>
+                                    <tr data-credential-id=c.id.to_string()>
                                         <td data-label="Agent"><Name text=c.agent/></td>
                                         <td data-label="Thread">{match c.thread {
                                             Some(t) => view! { <Name text=t/> }.into_any(),

@@ -2,7 +2,7 @@
 
 #[cfg(feature = "ssr")]
 use super::context as ctx;
-use gatehouse_model::{ExecutionId, ExecutionView, InboxView, State};
+use gatehouse_model::{ExecutionId, ExecutionView, GrantId, InboxView, State};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +95,7 @@ pub async fn grant_execution(
     #[server(default)] note: Option<String>,
     #[server(default)] exact: std::collections::BTreeMap<String, String>,
     #[server(default)] prefix: std::collections::BTreeMap<String, String>,
-) -> Result<String, ServerFnError> {
+) -> Result<GrantId, ServerFnError> {
     use gatehouse_core::grants::{self, GrantError};
     use gatehouse_model::{ArgMatch, GrantRequest, GrantScope};
     let fail = |e: GrantError| {

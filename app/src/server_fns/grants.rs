@@ -1,6 +1,6 @@
 //! The grants page: live grants the viewer may see, and revoking one.
 
-use gatehouse_model::GrantsView;
+use gatehouse_model::{GrantId, GrantsView};
 use leptos::prelude::*;
 
 #[cfg(feature = "ssr")]
@@ -19,7 +19,7 @@ pub async fn list_grants() -> Result<GrantsView, ServerFnError> {
 /// Revokes grant `id` at once (its agent's owner or an admin); recorded in
 /// the change log. Works as a plain form post before hydration.
 #[server(prefix = "/api/fn", endpoint = "revoke-grant")]
-pub async fn revoke_grant(id: String) -> Result<(), ServerFnError> {
+pub async fn revoke_grant(id: GrantId) -> Result<(), ServerFnError> {
     let (user, core) = ctx::context()?;
     match core.run(move |core| core.grants.revoke_for(&user, &id)).await {
         Ok(Ok(_)) => Ok(()),

@@ -1,7 +1,7 @@
 //! An execution: a gated call as it was asked for, with the digests that bind
 //! an approval to exactly what runs, and the rule of who may resume it.
 
-use gatehouse_model::ExecutionId;
+use gatehouse_model::{CredentialId, ExecutionId};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -53,7 +53,7 @@ pub struct NewExecution {
     /// Agent name of the calling credential.
     pub agent: String,
     /// The calling credential.
-    pub credential_id: String,
+    pub credential_id: CredentialId,
     /// The calling credential's thread: a credential re-issued for the same
     /// thread (same agent and owner) may resume it.
     pub thread: Option<String>,

@@ -55,6 +55,7 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::db::Db;
     use crate::live::LiveHub;
+    use crate::model::CredentialId;
 
     fn limits(ttl: Duration) -> Limits {
         Limits { ttl, run_window: ttl, per_credential: usize::MAX }
@@ -387,7 +388,7 @@ mod tests {
         let store = store(Duration::from_secs(60));
         let a = store.open(new_execution("s")).await.unwrap();
         let other = store.open(NewExecution { credential_id: "cred_2".into(), ..new_execution("t") }).await.unwrap();
-        assert_eq!(store.credential_ids(), vec!["cred_1".to_string(), "cred_2".to_string()]);
+        assert_eq!(store.credential_ids(), vec![CredentialId::from("cred_1"), CredentialId::from("cred_2")]);
         assert_eq!(store.forget_credential("cred_1"), 1);
         assert_eq!(store.audit().latest(&a.id).unwrap().unwrap().state, State::Revoked);
         assert!(store.get(&other.id).is_some(), "another credential's execution is untouched");

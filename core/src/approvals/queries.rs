@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_model::{AuditEntry, ExecutionId, State};
+use gatehouse_model::{AuditEntry, CredentialId, ExecutionId, State};
 use tokio::sync::watch;
 
 use super::Execution;
@@ -40,8 +40,8 @@ impl ApprovalStore {
     }
 
     /// The credentials that hold live executions.
-    pub fn credential_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.entries().values().map(|e| e.execution.credential_id.clone()).collect();
+    pub fn credential_ids(&self) -> Vec<CredentialId> {
+        let mut ids: Vec<CredentialId> = self.entries().values().map(|e| e.execution.credential_id.clone()).collect();
         ids.sort();
         ids.dedup();
         ids

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::{Execution, belongs_to};
 use crate::args;
+use crate::model::CredentialId;
 use crate::clock::Clock;
 use crate::credentials::Credential;
 use crate::db::Db;
@@ -34,7 +35,7 @@ pub struct TaskResult {
     /// The task (its execution's id).
     pub task_id: String,
     /// The credential that made the call.
-    pub credential_id: String,
+    pub credential_id: CredentialId,
     /// Its thread (a re-issued credential continues its calls).
     pub thread: Option<String>,
     /// Its agent.

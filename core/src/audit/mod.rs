@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use gatehouse_model::{AuditEntry, ExecutionId, HistoryFilter, State};
+use gatehouse_model::{AuditEntry, CredentialId, ExecutionId, HistoryFilter, State};
 
 use crate::args;
 use crate::clock::{Clock, rfc3339};
@@ -215,7 +215,7 @@ impl AuditLog {
                 "credential_id IN (SELECT c.id FROM credentials c, credentials me WHERE me.id = ?
                  AND (c.id = me.id OR (me.thread IS NOT NULL AND c.thread = me.thread
                                        AND c.owner IS NOT DISTINCT FROM me.owner)))",
-                Value::Text(id.clone()),
+                Value::Text(id.to_string()),
             ),
         }
         if !filter.agent.is_empty() {
@@ -315,7 +315,7 @@ pub enum HistoryScope {
     /// Those of one agent, reading its own: its credential's and, if it
     /// has a thread, those of the credentials it succeeded in that thread
     /// (same thread, same owner or none) — never its owner's other agents'.
-    Agent(String),
+    Agent(CredentialId),
 }
 
 const DAY_MS: i64 = 24 * 3600 * 1000;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::args;
+use crate::model::CredentialId;
 use crate::clock::{Clock, rfc3339};
 use crate::db::{Conn, Db, Row, Value};
 use crate::error::{CoreError, Result};
@@ -48,7 +49,7 @@ pub struct IssueRequest {
 #[derive(Debug, Clone, Serialize)]
 pub struct Issued {
     /// The credential id (not a secret).
-    pub id: String,
+    pub id: CredentialId,
     /// The bearer token (shown once).
     pub token: String,
     /// The credential as stored.
@@ -60,7 +61,7 @@ pub struct Issued {
 #[derive(Debug, Clone, Serialize)]
 pub struct IssuedCredential {
     /// Credential id.
-    pub id: String,
+    pub id: CredentialId,
     /// Bearer token.
     pub token: String,
     /// Agent name.
@@ -94,7 +95,7 @@ impl IssuedCredential {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Credential {
     /// `cred_…`
-    pub id: String,
+    pub id: CredentialId,
     /// The agent's name.
     pub agent: String,
     /// The orchestrator's thread, if any.
@@ -291,7 +292,7 @@ impl CredentialStore {
         let (id, token) = self.db.conn()?.transaction(|tx| self.insert(tx, &request))?;
         self.live.publish(LiveEvent::CredentialsChanged);
         let credential = self.get(&id)?.ok_or_else(|| CoreError::NotFound(id.clone()))?;
-        Ok(Issued { id, token, credential })
+        Ok(Issued { id: id.into(), token, credential })
     }
 
     /// Inserts a credential inside the caller's transaction (an OAuth code
@@ -533,7 +534,7 @@ impl CredentialStore {
     /// process, an orchestrator), each with whether it was replaced by a
     /// re-issue for its thread (its successor carries its calls on). The
     /// server sweeps its sessions and pending executions with it.
-    pub fn revoked_among(&self, ids: &[String]) -> Result<Vec<(String, bool)>> {
+    pub fn revoked_among(&self, ids: &[CredentialId]) -> Result<Vec<(CredentialId, bool)>> {
         let mut conn = self.db.conn()?;
         let mut revoked = Vec::new();
         for id in ids {

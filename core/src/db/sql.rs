@@ -66,12 +66,22 @@ impl Arg for String {
         Value::Text(self.clone())
     }
 }
-/// Stored as its text.
-impl Arg for gatehouse_model::ExecutionId {
-    fn value(&self) -> Value {
-        Value::Text(self.as_str().to_string())
-    }
+/// Ids are stored as their text.
+macro_rules! text_id_columns {
+    ($($id:ty),*) => {$(
+        impl Arg for $id {
+            fn value(&self) -> Value {
+                Value::Text(self.as_str().to_string())
+            }
+        }
+        impl FromValue for $id {
+            fn from_value(value: Value) -> std::result::Result<Self, String> {
+                String::from_value(value).map(Self::from)
+            }
+        }
+    )*};
 }
+text_id_columns!(gatehouse_model::ExecutionId, gatehouse_model::CredentialId, gatehouse_model::GrantId);
 impl Arg for [u8] {
     fn value(&self) -> Value {
         Value::Blob(self.to_vec())
@@ -157,11 +167,6 @@ impl FromValue for String {
             Value::Text(s) => Ok(s),
             other => Err(format!("expected text, found {other:?}")),
         }
-    }
-}
-impl FromValue for gatehouse_model::ExecutionId {
-    fn from_value(value: Value) -> std::result::Result<Self, String> {
-        String::from_value(value).map(Self::from)
     }
 }
 impl FromValue for Vec<u8> {

@@ -116,7 +116,7 @@ fn prepare_grant(
     };
     let now = grants.clock.now_ms();
     let view = GrantView {
-        id: secret::new_id("grant"),
+        id: secret::new_id("grant").into(),
         agent: execution.agent.clone(),
         owner: execution.owner.clone(),
         tool: execution.tool.clone(),

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use gatehouse_model::{ArgMatch, Decision, GrantRequest, GrantScope, GrantView, clean_note};
+use gatehouse_model::{ArgMatch, Decision, GrantId, GrantRequest, GrantScope, GrantView, clean_note};
 use serde_json::Value;
 
 use crate::approvals::{AccessError, ApprovalStore, Decide, may_decide};
@@ -99,7 +99,7 @@ fn key_of(view: &GrantView) -> Key {
 struct Inner {
     index: RwLock<HashMap<Key, Vec<Arc<Live>>>>,
     /// Grants whose use counters changed since the last flush.
-    dirty: Mutex<HashSet<String>>,
+    dirty: Mutex<HashSet<GrantId>>,
     /// Whether a flush is already on its way (one at a time suffices).
     flush_pending: AtomicBool,
     /// Held through a flush, so two never add the same uses.
@@ -125,7 +125,7 @@ pub struct GrantStore {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matched {
     /// The grant's id (`grant:<id>` is the audit's actor).
-    pub id: String,
+    pub id: GrantId,
     /// Whether its use counters wait to be written ([`GrantStore::flush_uses`]).
     pub flush_needed: bool,
 }
@@ -212,7 +212,7 @@ impl GrantStore {
     }
 
     /// Removes grants from the index (by predicate); returns their ids.
-    fn remove_live(&self, mut gone: impl FnMut(&Live) -> bool) -> Vec<String> {
+    fn remove_live(&self, mut gone: impl FnMut(&Live) -> bool) -> Vec<GrantId> {
         let mut removed = Vec::new();
         let mut index = self.inner.index.write().unwrap_or_else(|p| p.into_inner());
         index.retain(|_, grants| {
@@ -241,7 +241,7 @@ impl GrantStore {
             return Ok(());
         }
         let views = read_views(&mut self.db.conn()?)?;
-        let known: HashMap<String, Arc<Live>> = {
+        let known: HashMap<GrantId, Arc<Live>> = {
             let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
             index.values().flatten().map(|g| (g.view.id.clone(), g.clone())).collect()
         };
@@ -289,7 +289,7 @@ impl GrantStore {
     pub fn flush_uses(&self) -> Result<usize, CoreError> {
         let _flushing = self.inner.flushing.lock().unwrap_or_else(|p| p.into_inner());
         self.inner.flush_pending.store(false, Ordering::Release);
-        let ids: Vec<String> =
+        let ids: Vec<GrantId> =
             std::mem::take(&mut *self.inner.dirty.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
         if ids.is_empty() {
             return Ok(0);

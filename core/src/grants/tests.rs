@@ -13,7 +13,7 @@ fn store() -> (GrantStore, Arc<ManualClock>) {
 
 fn grant(scope: GrantScope, session: Option<&str>, arguments: BTreeMap<String, ArgMatch>, now: i64) -> GrantView {
     GrantView {
-        id: secret::new_id("grant"),
+        id: secret::new_id("grant").into(),
         agent: "claude".into(),
         owner: Some("ada".into()),
         tool: "fs_write".into(),

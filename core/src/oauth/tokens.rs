@@ -3,6 +3,7 @@
 //! rotates them, revoke and authenticate read them.
 
 use super::*;
+use crate::model::CredentialId;
 
 /// What a person approved on the consent page.
 #[derive(Debug, Clone)]
@@ -31,7 +32,7 @@ pub struct Tokens {
     /// Seconds the access token lives.
     pub expires_in: Duration,
     /// The credential both stand for.
-    pub credential_id: String,
+    pub credential_id: CredentialId,
 }
 
 /// Lifetimes of what the authorization server issues, and the bounds of

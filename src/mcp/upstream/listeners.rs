@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gatehouse_core::model::CredentialId;
 use rmcp::model::{ErrorData, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::SubscriptionSink;
 use tokio_util::sync::CancellationToken;
@@ -130,8 +131,8 @@ impl Listeners {
     }
 
     /// The credentials holding listens open (for the revocation sweep).
-    pub fn credential_ids(&self) -> Vec<String> {
-        self.lock().per_credential.keys().cloned().collect()
+    pub fn credential_ids(&self) -> Vec<CredentialId> {
+        self.lock().per_credential.keys().map(CredentialId::from).collect()
     }
 
     /// Ends every listen of `credential_id` (revoked); how many there were.

@@ -228,7 +228,7 @@ impl TestApp {
                 ..Default::default()
             })
             .unwrap();
-        (issued.id, issued.token)
+        (issued.id.into_string(), issued.token)
     }
 
     /// A token for `agent` owned by `owner`.
