@@ -105,6 +105,12 @@ impl FromRef<AppState> for Core {
     }
 }
 
+impl FromRef<AppState> for McpState {
+    fn from_ref(state: &AppState) -> Self {
+        state.mcp.clone()
+    }
+}
+
 impl FromRef<AppState> for crate::oauth::server::OAuthServer {
     fn from_ref(state: &AppState) -> Self {
         state.mcp.oauth.clone()

@@ -3,6 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use gatehouse_core::Core;
 use gatehouse_core::credentials::IssueRequest;
 use gatehouse_core::credentials::IssuedCredential;
 use serde::Deserialize;
@@ -10,7 +11,7 @@ use serde_json::json;
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson};
-use crate::state::AppState;
+use crate::mcp::McpState;
 
 /// Body of `POST /api/credentials`.
 #[derive(Debug, Deserialize)]
@@ -29,7 +30,7 @@ pub struct IssueBody {
 
 /// `POST /api/credentials`
 pub async fn issue(
-    State(state): State<AppState>,
+    State(mcp): State<McpState>,
     admin: Admin,
     ApiJson(body): ApiJson<IssueBody>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -45,24 +46,24 @@ pub async fn issue(
         via: gatehouse_core::credentials::IssuedVia::Api,
         oauth_client: None,
     };
-    let issued = state.mcp.core.run(move |core| core.credentials.issue(request)).await??;
+    let issued = mcp.core.run(move |core| core.credentials.issue(request)).await??;
     tracing::info!(credential = %issued.id, agent = %issued.credential.agent, by = %admin.actor(), "credential issued");
-    Ok((StatusCode::CREATED, ApiJson(IssuedCredential::new(issued, &state.mcp.base_url))))
+    Ok((StatusCode::CREATED, ApiJson(IssuedCredential::new(issued, &mcp.base_url))))
 }
 
 /// `GET /api/credentials`
-pub async fn list(State(state): State<AppState>, _admin: Admin) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(state.mcp.core.run(|core| core.credentials.list()).await??))
+pub async fn list(State(core): State<Core>, _admin: Admin) -> Result<impl IntoResponse, ApiError> {
+    Ok(ApiJson(core.run(|core| core.credentials.list()).await??))
 }
 
 /// `POST /api/threads/{thread}/touch`: a sign of life for the thread's credentials.
 pub async fn touch_thread(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     _admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let key = thread.clone();
-    match state.mcp.core.run(move |core| core.credentials.touch_thread(&key)).await?? {
+    match core.run(move |core| core.credentials.touch_thread(&key)).await?? {
         0 => Err(ApiError::NotFound(format!("no live credential for thread {thread:?}"))),
         n => Ok(ApiJson(json!({ "thread": thread, "touched": n }))),
     }
@@ -70,12 +71,12 @@ pub async fn touch_thread(
 
 /// `DELETE /api/credentials/{id}`
 pub async fn revoke(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     admin: Admin,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let key = id.clone();
-    if !state.mcp.core.run(move |core| core.credentials.revoke(&key)).await?? {
+    if !core.run(move |core| core.credentials.revoke(&key)).await?? {
         return Err(ApiError::NotFound(format!("no live credential {id:?}")));
     }
     tracing::info!(credential = %id, by = %admin.actor(), "credential revoked");
@@ -84,24 +85,24 @@ pub async fn revoke(
 
 /// `DELETE /api/threads/{thread}/credentials`
 pub async fn revoke_thread(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     admin: Admin,
     Path(thread): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let key = thread.clone();
-    let n = state.mcp.core.run(move |core| core.credentials.revoke_thread(&key)).await??;
+    let n = core.run(move |core| core.credentials.revoke_thread(&key)).await??;
     tracing::info!(%thread, revoked = n, by = %admin.actor(), "thread credentials revoked");
     Ok(ApiJson(json!({ "thread": thread, "revoked": n })))
 }
 
 /// `DELETE /api/provider-sessions/{session}/credentials`
 pub async fn revoke_provider_session(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     admin: Admin,
     Path(session): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let key = session.clone();
-    let n = state.mcp.core.run(move |core| core.credentials.revoke_provider_session(&key)).await??;
+    let n = core.run(move |core| core.credentials.revoke_provider_session(&key)).await??;
     tracing::info!(provider_session = %session, revoked = n, by = %admin.actor(), "provider session credentials revoked");
     Ok(ApiJson(json!({ "providerSession": session, "revoked": n })))
 }

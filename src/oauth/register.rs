@@ -10,12 +10,12 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use gatehouse_core::Core;
 use gatehouse_core::oauth::{ClientMetadata, OAuthError};
 use serde::{Deserialize, Serialize};
 
 use super::OAuthResponseError;
 use crate::auth::ClientAddr;
-use crate::state::AppState;
 
 /// The RFC 7591 §2 fields Gatehouse reads (others are ignored).
 #[derive(Debug, Deserialize)]
@@ -60,7 +60,7 @@ pub struct RegistrationResponse {
 
 /// `POST /oauth/register` with a JSON body.
 pub async fn register(
-    State(state): State<AppState>,
+    State(core): State<Core>,
     from: ClientAddr,
     body: axum::body::Bytes,
 ) -> Result<Response, OAuthResponseError> {
@@ -76,7 +76,7 @@ pub async fn register(
     let from_log = from.0;
     let from = registration_key(from);
     let registered =
-        state.mcp.core.run(move |core| core.oauth.register(metadata, &from)).await.map_err(OAuthError::Store)??;
+        core.run(move |core| core.oauth.register(metadata, &from)).await.map_err(OAuthError::Store)??;
     let client = registered.client;
     tracing::info!(client = %client.client_id, name = ?client.name, from = ?from_log, "OAuth client registered");
     let body = RegistrationResponse {

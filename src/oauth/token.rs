@@ -13,7 +13,7 @@ use oauth2::{AccessToken, EmptyExtraTokenFields, RefreshToken, Scope};
 use serde::Deserialize;
 
 use super::OAuthResponseError;
-use crate::state::AppState;
+use crate::mcp::McpState;
 
 /// The form fields of a token request (repeating one is an error).
 #[derive(Debug, Default, Deserialize)]
@@ -107,18 +107,18 @@ fn authenticate(oauth: &OAuthStore, id: &str, secret: Option<&str>, via: AuthMet
 
 /// `POST /oauth/token`: `authorization_code` (with `code_verifier`) or
 /// `refresh_token`.
-pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+pub async fn token(State(state): State<McpState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
     match issue(&state, &headers, &body).await {
         Ok(response) => response,
         Err(e) => OAuthResponseError(e).into_response(),
     }
 }
 
-async fn issue(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Response, OAuthError> {
+async fn issue(state: &McpState, headers: &HeaderMap, body: &[u8]) -> Result<Response, OAuthError> {
     let request: TokenRequest = parse_form(headers, body)?;
     let (client_id, secret, via) = client_credentials(headers, request.client_id, request.client_secret)?;
-    let core = &state.mcp.core;
-    let server = state.mcp.oauth.seen_by(headers);
+    let core = &state.core;
+    let server = state.oauth.seen_by(headers);
     let tokens = match request.grant_type.as_deref() {
         Some("authorization_code") => {
             let code = required(request.code, "code")?;
@@ -163,12 +163,12 @@ async fn issue(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Res
 
 /// `POST /oauth/revoke`: revokes the client's token and the credential it
 /// stands for; 200 whether or not the token was known (RFC 7009 §2.2).
-pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+pub async fn revoke(State(core): State<Core>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
     let result = async {
         let request: RevokeRequest = parse_form(&headers, &body)?;
         let token = required(request.token, "token")?;
         let (client_id, secret, via) = client_credentials(&headers, request.client_id, request.client_secret)?;
-        in_store(&state.mcp.core, move |o| {
+        in_store(&core, move |o| {
             let client = authenticate(o, &client_id, secret.as_deref(), via)?;
             o.revoke(&client, &token)
         })
