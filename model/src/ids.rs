@@ -118,3 +118,29 @@ text_id! {
     /// The id of a scoped grant (`grant_…`).
     GrantId
 }
+
+/// The id of a user: their row's number. Kept by number, not by name,
+/// wherever a user's things are found (a removed user's history is no one's,
+/// whoever takes the name later).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct UserId(i64);
+
+impl UserId {
+    /// The number.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl From<i64> for UserId {
+    fn from(id: i64) -> Self {
+        Self(id)
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}

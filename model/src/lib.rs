@@ -21,7 +21,7 @@ pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, 
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView};
 pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
 pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
-pub use ids::{CredentialId, ExecutionId, GrantId};
+pub use ids::{CredentialId, ExecutionId, GrantId, UserId};
 pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, StreamEvent, UpstreamInfo};
 pub use note::{MAX_NOTE_CHARS, NoteError, clean_note};
 pub use oauth::{ConsentInfo, ConsentView};

@@ -532,8 +532,8 @@ mod tests {
         use crate::users::User;
         use gatehouse_model::INBOX_LIMIT;
         let store = store(Duration::from_secs(60));
-        let ada = User { id: 1, username: "ada".into(), is_admin: false };
-        let root = User { id: 2, username: "root".into(), is_admin: true };
+        let ada = User { id: 1.into(), username: "ada".into(), is_admin: false };
+        let root = User { id: 2.into(), username: "root".into(), is_admin: true };
         let mut ids: Vec<ExecutionId> = Vec::new();
         for i in 0..INBOX_LIMIT + 10 {
             ids.push(store.open(new_execution(&format!("s{i}"))).await.unwrap().id.clone());

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use gatehouse_model::{AuditEntry, CredentialId, ExecutionId, HistoryFilter, State};
+use gatehouse_model::{AuditEntry, CredentialId, ExecutionId, HistoryFilter, State, UserId};
 
 use crate::args;
 use crate::clock::{Clock, rfc3339};
@@ -179,7 +179,7 @@ impl AuditLog {
 
     /// Whether execution `execution_id`'s entries are user `user_id`'s (by
     /// id: a removed user's entries are no one's, whoever takes the name).
-    pub fn owned_by(&self, execution_id: &ExecutionId, user_id: i64) -> Result<bool> {
+    pub fn owned_by(&self, execution_id: &ExecutionId, user_id: UserId) -> Result<bool> {
         self.flush();
         Ok(self
             .db
@@ -205,7 +205,7 @@ impl AuditLog {
         match scope {
             HistoryScope::All => {}
             // By the user's id: a removed user's entries are no one's.
-            HistoryScope::User(id) => add("owner_id = ?", Value::Int(*id)),
+            HistoryScope::User(id) => add("owner_id = ?", Value::Int(id.get())),
             HistoryScope::Owner(owner) => {
                 add("owner_id = (SELECT id FROM users WHERE username = ?)", Value::Text(owner.clone()))
             }
@@ -309,7 +309,7 @@ pub enum HistoryScope {
     /// Everyone's (admins).
     All,
     /// Those of the agents this user (by id) owns.
-    User(i64),
+    User(UserId),
     /// Those of the agents this user (by name, looked up as their id) owns.
     Owner(String),
     /// Those of one agent, reading its own: its credential's and, if it
@@ -491,7 +491,7 @@ mod tests {
         write("e1", State::Completed);
         write("e2", State::Pending);
         let new_ada = log.db.conn().unwrap().query_opt("SELECT id FROM users", args![], |r| r.get::<i64>(0)).unwrap();
-        let mine = log.search(&HistoryFilter::default(), &HistoryScope::User(new_ada.unwrap()), 100).unwrap();
+        let mine = log.search(&HistoryFilter::default(), &HistoryScope::User(new_ada.unwrap().into()), 100).unwrap();
         let ids: Vec<_> = mine.iter().map(|e| e.execution_id.as_str()).collect();
         assert_eq!(ids, vec!["e2"], "the new ada sees only her own call, not the old one's completion");
     }
@@ -547,7 +547,7 @@ mod tests {
         assert_eq!(ids(all(&HistoryFilter::default())), vec![5, 4, 3, 2, 1], "newest first");
         let ada = log.search(&HistoryFilter::default(), &HistoryScope::Owner("ada".into()), 100).unwrap();
         assert_eq!(ids(ada), vec![2, 1], "an owner sees their own agents only");
-        let by_id = log.search(&HistoryFilter::default(), &HistoryScope::User(2), 100).unwrap();
+        let by_id = log.search(&HistoryFilter::default(), &HistoryScope::User(2.into()), 100).unwrap();
         assert_eq!(ids(by_id), vec![4, 3], "bob, by his user id");
         let f = |build: fn(&mut HistoryFilter)| {
             let mut f = HistoryFilter::default();

@@ -82,6 +82,17 @@ macro_rules! text_id_columns {
     )*};
 }
 text_id_columns!(gatehouse_model::ExecutionId, gatehouse_model::CredentialId, gatehouse_model::GrantId);
+/// Stored as its number.
+impl Arg for gatehouse_model::UserId {
+    fn value(&self) -> Value {
+        Value::Int(self.get())
+    }
+}
+impl FromValue for gatehouse_model::UserId {
+    fn from_value(value: Value) -> std::result::Result<Self, String> {
+        i64::from_value(value).map(Self::from)
+    }
+}
 impl Arg for [u8] {
     fn value(&self) -> Value {
         Value::Blob(self.to_vec())

@@ -113,7 +113,7 @@ fn uses_are_counted_in_memory_and_flushed_in_a_batch_and_survive_a_reload() {
     assert_eq!(store.flush_uses().unwrap(), 1);
     let reloaded =
         GrantStore::load(store.db.clone(), store.clock.clone(), store.changes.clone(), LiveHub::new()).unwrap();
-    let ada = User { id: 1, username: "ada".into(), is_admin: false };
+    let ada = User { id: 1.into(), username: "ada".into(), is_admin: false };
     let listed = reloaded.list_for(&ada).unwrap();
     assert_eq!((listed.len(), listed[0].uses, listed[0].last_used_ms), (1, 2, Some(clock.now_ms())));
     let bob = User { username: "bob".into(), ..ada.clone() };
@@ -131,7 +131,7 @@ fn two_stores_on_one_database_add_their_uses_up() {
     first.insert(view, "user:ada").unwrap();
     let second =
         GrantStore::load(first.db.clone(), first.clock.clone(), first.changes.clone(), LiveHub::new()).unwrap();
-    let ada = User { id: 1, username: "ada".into(), is_admin: false };
+    let ada = User { id: 1.into(), username: "ada".into(), is_admin: false };
     for _ in 0..2 {
         first.find("claude", Some("ada"), "fs_write", None, &json!({})).unwrap();
     }

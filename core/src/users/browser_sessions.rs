@@ -95,7 +95,7 @@ impl UserStore {
 
     /// Ends every browser session of `user_id` but the one whose cookie
     /// hashes to `keep`; returns how many ended.
-    pub fn end_other_sessions(&self, user_id: i64, keep: &BrowserSession) -> Result<usize> {
+    pub fn end_other_sessions(&self, user_id: UserId, keep: &BrowserSession) -> Result<usize> {
         let n = self
             .db
             .conn()?
@@ -104,7 +104,7 @@ impl UserStore {
     }
 
     /// How many live browser sessions `user_id` has.
-    pub fn live_sessions(&self, user_id: i64) -> Result<usize> {
+    pub fn live_sessions(&self, user_id: UserId) -> Result<usize> {
         self.db.conn()?.query_one(
             "SELECT COUNT(*) FROM browser_sessions WHERE user_id = ?1 AND expires_at > ?2",
             args![user_id, self.clock.now_ms()],

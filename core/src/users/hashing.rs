@@ -131,7 +131,7 @@ impl UserStore {
         let parsed = PasswordHash::new(stored).map_err(|e| CoreError::Password(e.to_string()))?;
         let ok = Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok();
         Ok(match (ok, row) {
-            (true, Some((id, _, is_admin))) => Some(User { id, username: username.into(), is_admin }),
+            (true, Some((id, _, is_admin))) => Some(User { id: id.into(), username: username.into(), is_admin }),
             _ => None,
         })
     }

@@ -148,7 +148,7 @@ impl UserStore {
             tx.execute("UPDATE users SET password_hash = ?1 WHERE id = ?2", args![hash, id])?;
             tx.execute("DELETE FROM password_links WHERE user_id = ?1", args![id])?;
             tx.execute("DELETE FROM browser_sessions WHERE user_id = ?1", args![id])?;
-            Ok(User { id, username, is_admin })
+            Ok(User { id: id.into(), username, is_admin })
         })?;
         Ok(self.changed(user))
     }

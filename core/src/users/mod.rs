@@ -30,13 +30,13 @@ use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
 
-pub use gatehouse_model::{LinkPurpose, UserStatus, UserView};
+pub use gatehouse_model::{LinkPurpose, UserId, UserStatus, UserView};
 
 /// A signed-in person.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct User {
     /// Row id.
-    pub id: i64,
+    pub id: UserId,
     /// Unique name.
     pub username: String,
     /// Admins see and decide everything.

@@ -102,6 +102,6 @@ impl UserStore {
             tx.execute("DELETE FROM setup_tokens", args![])?;
             Ok(id)
         })?;
-        Ok(User { id, username: username.into(), is_admin: true })
+        Ok(User { id: id.into(), username: username.into(), is_admin: true })
     }
 }
