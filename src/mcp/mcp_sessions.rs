@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gatehouse_core::Core;
-use gatehouse_core::model::CredentialId;
 use gatehouse_core::live::LiveEvent;
+use gatehouse_core::model::CredentialId;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;

@@ -75,8 +75,7 @@ pub async fn register(
     )?;
     let from_log = from.0;
     let from = registration_key(from);
-    let registered =
-        core.run(move |core| core.oauth.register(metadata, &from)).await.map_err(OAuthError::Store)??;
+    let registered = core.run(move |core| core.oauth.register(metadata, &from)).await.map_err(OAuthError::Store)??;
     let client = registered.client;
     tracing::info!(client = %client.client_id, name = ?client.name, from = ?from_log, "OAuth client registered");
     let body = RegistrationResponse {

@@ -8,22 +8,19 @@ use crate::helpers::*;
 
 /// Writes an audit entry as the gate would.
 fn record(app: &TestApp, eid: &str, state: &str, tool: &str, agent: &str, owner: Option<&str>, actor: &str) {
-    app.core
-        .approvals
-        .audit()
-        .record(Entry {
-            execution_id: eid,
-            state: gatehouse_core::approvals::State::parse(state).expect("a state"),
-            tool,
-            upstream: (tool != "gatehouse_policy_set").then_some("fs"),
-            arguments_digest: "digest",
-            agent,
-            owner,
-            credential_id: Some("cred"),
-            thread: None,
-            actor: Some(actor),
-            detail: None,
-        });
+    app.core.approvals.audit().record(Entry {
+        execution_id: eid,
+        state: gatehouse_core::approvals::State::parse(state).expect("a state"),
+        tool,
+        upstream: (tool != "gatehouse_policy_set").then_some("fs"),
+        arguments_digest: "digest",
+        agent,
+        owner,
+        credential_id: Some("cred"),
+        thread: None,
+        actor: Some(actor),
+        detail: None,
+    });
 }
 
 #[tokio::test]

@@ -98,8 +98,10 @@ mod tests {
         let db = Db::open_in_memory().unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let limits = limits(Duration::from_secs(60));
-        let store = ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock, limits, LiveHub::new()).unwrap();
-        let (first, second) = (store.open(new_execution("a")).await.unwrap(), store.open(new_execution("b")).await.unwrap());
+        let store =
+            ApprovalStore::new(AuditLog::new(db.clone(), clock.clone()), clock, limits, LiveHub::new()).unwrap();
+        let (first, second) =
+            (store.open(new_execution("a")).await.unwrap(), store.open(new_execution("b")).await.unwrap());
         let busy = db.conn().unwrap();
         let waiter = tokio::spawn({
             let (store, id) = (store.clone(), first.id.clone());
@@ -273,7 +275,8 @@ mod tests {
         let approved_late = first.open(new_execution("s")).await.unwrap();
         let held = first.open(new_execution("s")).await.unwrap();
         first.hold(&held.id);
-        let long = first.open(NewExecution { ttl: Some(Duration::from_secs(3600)), ..new_execution("s") }).await.unwrap();
+        let long =
+            first.open(NewExecution { ttl: Some(Duration::from_secs(3600)), ..new_execution("s") }).await.unwrap();
         let declined = first.open(new_execution("s")).await.unwrap();
         first.decide(Decide::actor(&declined.id, Decision::Decline, "user:ada")).await.unwrap();
         first.flush().await;
@@ -361,11 +364,14 @@ mod tests {
     #[tokio::test]
     async fn a_rules_ttl_overrides_the_global_one_within_the_cap_and_bounds_the_run_window() {
         let store = store_with(Limits { run_window: Duration::from_secs(300), ..limits(Duration::from_secs(600)) });
-        let short = store.open(NewExecution { ttl: Some(Duration::from_secs(30)), ..new_execution("s") }).await.unwrap();
+        let short =
+            store.open(NewExecution { ttl: Some(Duration::from_secs(30)), ..new_execution("s") }).await.unwrap();
         assert_eq!(short.expires_at_ms - short.created_at_ms, 30_000);
         assert_eq!(store.run_window_ms(&short), 30_000, "the run window never outlasts the TTL");
-        let huge =
-            store.open(NewExecution { ttl: Some(Duration::from_secs(365 * 24 * 3600)), ..new_execution("s") }).await.unwrap();
+        let huge = store
+            .open(NewExecution { ttl: Some(Duration::from_secs(365 * 24 * 3600)), ..new_execution("s") })
+            .await
+            .unwrap();
         assert_eq!(huge.expires_at_ms - huge.created_at_ms, MAX_APPROVAL_TTL.as_millis() as i64);
         let default = store.open(new_execution("s")).await.unwrap();
         assert_eq!(default.expires_at_ms - default.created_at_ms, 600_000);

@@ -208,8 +208,7 @@ impl Persist {
     /// replicas adopt them at their next sweep. Held ones stay, to be
     /// abandoned by whoever adopts them once `me` is gone.
     pub(super) fn disown(&self, me: &str) -> Result<usize> {
-        self.conn()?
-            .execute("UPDATE pending_executions SET replica = NULL WHERE replica = ?1 AND held = 0", args![me])
+        self.conn()?.execute("UPDATE pending_executions SET replica = NULL WHERE replica = ?1 AND held = 0", args![me])
     }
 
     /// Whether a row is stored for `id` (tests).
@@ -243,9 +242,9 @@ pub(super) struct Stored {
 
 impl Write for Op {
     fn write(&self, tx: &mut Conn<'_>) -> Result<()> {
-            match self {
-                Op::Insert(e, replica) => {
-                    tx.execute(
+        match self {
+            Op::Insert(e, replica) => {
+                tx.execute(
                         "INSERT INTO pending_executions (id, tool, upstream, upstream_tool, tool_digest, arguments,
                             arguments_digest, agent, credential_id, thread, owner, session_id, human_only, admin_only, created_at, expires_at, replica)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
@@ -275,14 +274,14 @@ impl Write for Op {
                             replica,
                         ],
                     )?;
-                }
-                Op::Delete(id) => {
-                    tx.execute("DELETE FROM pending_executions WHERE id = ?1", args![id])?;
-                }
-                Op::Hold(id) => {
-                    tx.execute("UPDATE pending_executions SET held = 1 WHERE id = ?1", args![id])?;
-                }
             }
+            Op::Delete(id) => {
+                tx.execute("DELETE FROM pending_executions WHERE id = ?1", args![id])?;
+            }
+            Op::Hold(id) => {
+                tx.execute("UPDATE pending_executions SET held = 1 WHERE id = ?1", args![id])?;
+            }
+        }
         Ok(())
     }
 }

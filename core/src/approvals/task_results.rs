@@ -17,11 +17,11 @@ use serde_json::Value;
 
 use super::{Execution, belongs_to};
 use crate::args;
-use crate::model::CredentialId;
 use crate::clock::Clock;
 use crate::credentials::Credential;
 use crate::db::Db;
 use crate::error::Result;
+use crate::model::CredentialId;
 
 /// How long a finished task's result is kept for the client to fetch.
 pub const RESULT_RETENTION: Duration = Duration::from_secs(3600);

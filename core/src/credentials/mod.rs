@@ -10,11 +10,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::args;
-use crate::model::CredentialId;
 use crate::clock::{Clock, rfc3339};
 use crate::db::{Conn, Db, Row, Value};
 use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
+use crate::model::CredentialId;
 use crate::secret;
 
 pub use gatehouse_model::{CredentialStatus, CredentialView, IssuedVia, RevokeScope};

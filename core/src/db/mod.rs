@@ -23,8 +23,8 @@ mod wal_index;
 mod writer;
 
 pub use self::versioned::Versioned;
-pub use self::writer::{CAPACITY as WRITE_CAPACITY, Write};
 use self::wal_index::WalIndex;
+pub use self::writer::{CAPACITY as WRITE_CAPACITY, Write};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "gatehouse.db";

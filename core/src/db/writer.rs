@@ -178,9 +178,8 @@ fn write_loop(db: &Db, rx: &mpsc::Receiver<Job>, progress: &Progress) {
             }
         }
         let last = batch.last().map_or(0, |(number, _)| *number);
-        let written = db
-            .conn()
-            .and_then(|mut conn| conn.transaction(|tx| batch.iter().try_for_each(|(_, job)| job.write(tx))));
+        let written =
+            db.conn().and_then(|mut conn| conn.transaction(|tx| batch.iter().try_for_each(|(_, job)| job.write(tx))));
         if let Err(e) = written {
             tracing::error!(error = %e, writes = batch.len(), "a batch of queued writes failed");
         }
@@ -222,7 +221,8 @@ impl Db {
         self.run(move || {
             let writer = db.writer();
             // No write is dropped: wait as long as the writer is working.
-            while !writer.wait_until(|done| writer.last.load(Ordering::SeqCst).saturating_sub(done) < CAPACITY as u64) {}
+            while !writer.wait_until(|done| writer.last.load(Ordering::SeqCst).saturating_sub(done) < CAPACITY as u64) {
+            }
             if let Err(write) = writer.push(write, false) {
                 db.write_now(&*write);
             }

@@ -108,21 +108,25 @@ pub async fn call(
                     json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size})))
                 .into());
             }
-            let opened = state.core.approvals.open(NewExecution {
-                tool: call.name.to_string(),
-                upstream: target.upstream(),
-                upstream_tool: target.upstream_tool(),
-                tool_digest: tool_digest(target.tool()),
-                arguments: call.arguments,
-                agent: caller.credential.agent.clone(),
-                credential_id: caller.credential.id.clone(),
-                thread: caller.credential.thread.clone(),
-                owner: caller.credential.owner.clone(),
-                session_id: caller.session_id.clone(),
-                human_only: verdict.human_only,
-                admin_only: changes_gate,
-                ttl: verdict.approval_ttl,
-            }).await;
+            let opened = state
+                .core
+                .approvals
+                .open(NewExecution {
+                    tool: call.name.to_string(),
+                    upstream: target.upstream(),
+                    upstream_tool: target.upstream_tool(),
+                    tool_digest: tool_digest(target.tool()),
+                    arguments: call.arguments,
+                    agent: caller.credential.agent.clone(),
+                    credential_id: caller.credential.id.clone(),
+                    thread: caller.credential.thread.clone(),
+                    owner: caller.credential.owner.clone(),
+                    session_id: caller.session_id.clone(),
+                    human_only: verdict.human_only,
+                    admin_only: changes_gate,
+                    ttl: verdict.approval_ttl,
+                })
+                .await;
             let execution = match opened {
                 Ok(execution) => execution,
                 Err(e @ OpenError::TooMany { limit }) => {
