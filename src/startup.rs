@@ -182,9 +182,8 @@ impl Application {
         state.ready.set_ready();
         crate::server::serve(self.listener, self.router, limits, shutdown, tasks.clone()).await;
         drain(&tasks).await;
-        // Every queued write (paused executions, audit entries) reaches the disk before exit.
+        // Every queued write (paused executions, audit entries: one writer) reaches the disk before exit.
         state.core().approvals.flush().await;
-        state.core().run(|core| core.approvals.audit().flush()).await?;
         following.await?;
         if let Some(cluster) = self.cluster {
             // Hand this replica's paused executions to the others and stop
