@@ -55,9 +55,16 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// One rule.
+/// One rule: which calls it matches (a tool-name pattern, optionally
+/// narrowed to some agents, owners or upstreams and by a condition on the
+/// call) and what a match does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {
+    /// Its name: what the console, the audit log and a refusal call it.
+    /// Unique among the database's rules; a rule saved without one is
+    /// named by its pattern.
+    #[serde(default)]
+    pub name: String,
     /// `*`, an exact tool name, or `prefix*`.
     pub pattern: String,
     /// What a match does.
@@ -72,6 +79,44 @@ pub struct Rule {
     /// overriding the global `approval_ttl`; config-file rules only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_ttl_secs: Option<u64>,
+    /// Only calls by these agents (patterns as for tools); empty: every agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// Only calls by agents of these owners (user names, patterns); empty: every owner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<String>,
+    /// Only tools of these upstreams (names, patterns); empty: every tool,
+    /// Gatehouse's own included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<String>,
+    /// A condition on the call in CEL (`args.branch == "main"`); none: every call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+}
+
+impl Rule {
+    /// A rule for every call to tools matching `pattern`, named by it.
+    pub fn new(pattern: impl Into<String>, action: Action) -> Self {
+        let pattern = pattern.into();
+        Rule {
+            name: pattern.clone(),
+            pattern,
+            action,
+            human_only: false,
+            source: database(),
+            approval_ttl_secs: None,
+            agents: Vec::new(),
+            owners: Vec::new(),
+            upstreams: Vec::new(),
+            when: None,
+        }
+    }
+
+    /// Whether it applies to only some calls of the tools it matches (a
+    /// scope or a condition), so what it does depends on the call.
+    pub fn is_conditional(&self) -> bool {
+        !self.agents.is_empty() || !self.owners.is_empty() || self.when.is_some()
+    }
 }
 
 fn database() -> String {
@@ -108,7 +153,7 @@ pub struct ToolInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "rule")]
 pub enum Basis {
-    /// A policy rule (its pattern); among matching rules the strictest wins.
+    /// A policy rule (its name); among matching rules the strictest wins.
     Rule(String),
     /// It changes the gate for everyone: no rule lets it run without a person.
     ChangesGate,

@@ -244,6 +244,9 @@ pub enum NativeUrl {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyRule {
+    /// Its name in refusals, the audit log and the console (default: the pattern).
+    #[serde(default)]
+    pub name: Option<String>,
     /// `*`, an exact tool name, or `prefix*`.
     pub pattern: String,
     /// `allow | require_approval | block`.
@@ -255,6 +258,18 @@ pub struct PolicyRule {
     /// may wait, instead of the global `approval_ttl` (at most 7 days).
     #[serde(default, deserialize_with = "optional_duration")]
     pub approval_ttl: Option<Duration>,
+    /// Only calls by these agents (patterns).
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Only calls by agents of these owners (user names, patterns).
+    #[serde(default)]
+    pub owners: Vec<String>,
+    /// Only tools of these upstreams (patterns).
+    #[serde(default)]
+    pub upstreams: Vec<String>,
+    /// A condition on the call, in CEL (`args.branch == "main"`).
+    #[serde(default)]
+    pub when: Option<String>,
 }
 
 /// A duration written as humantime text (`"90s"`, `"10m"`, `"24h"`), longer than zero.

@@ -90,16 +90,26 @@ fn policy_rules(t: &FileConfig) -> Result<Vec<gatehouse_core::policy::Rule>, Con
         }
         let action = gatehouse_core::policy::parse_action(&rule.action)
             .map_err(|e| ConfigError::Value { key: format!("{key}.action"), message: e.to_string() })?;
-        gatehouse_core::policy::validate_pattern(&rule.pattern)
-            .map_err(|e| ConfigError::Value { key: format!("{key}.pattern"), message: e.to_string() })?;
-        rules.push(gatehouse_core::policy::Rule {
-            pattern: rule.pattern.clone(),
-            action,
+        let checked = gatehouse_core::policy::normalise_rule(gatehouse_core::policy::Rule {
+            name: rule.name.clone().unwrap_or_default(),
             human_only: rule.human_only,
             source: "config".into(),
             // Whole seconds (a sub-second TTL is not a useful approval window).
             approval_ttl_secs: rule.approval_ttl.map(|ttl| ttl.as_secs().max(1)),
+            agents: rule.agents.clone(),
+            owners: rule.owners.clone(),
+            upstreams: rule.upstreams.clone(),
+            when: rule.when.clone(),
+            ..gatehouse_core::policy::Rule::new(rule.pattern.clone(), action)
         });
+        // The error names the rule's key and field (and, for `when`, where in it).
+        gatehouse_core::policy::validate_rule(&checked).map_err(|e| match e {
+            gatehouse_core::error::CoreError::Invalid { field, reason } => {
+                ConfigError::Value { key: format!("{key}.{field} (rule {:?})", checked.name), message: reason }
+            }
+            other => ConfigError::Value { key, message: other.to_string() },
+        })?;
+        rules.push(checked);
     }
     Ok(rules)
 }

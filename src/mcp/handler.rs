@@ -410,10 +410,11 @@ impl ServerHandler for GatehouseMcp {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (items, next) =
-            paging::page(gate::list(&self.state).await, request.as_ref(), self.state.config.list_page_size)?;
+        let credential = caller(&context.extensions).ok().map(|(credential, _)| credential);
+        let listed = gate::list(&self.state, credential).await;
+        let (items, next) = paging::page(listed, request.as_ref(), self.state.config.list_page_size)?;
         let mut result = ListToolsResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result.served())

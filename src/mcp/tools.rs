@@ -9,7 +9,7 @@ use gatehouse_core::changes::Change;
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::model::HistoryFilter;
-use gatehouse_core::policy::{Action, Hints};
+use gatehouse_core::policy::{Action, Hints, Rule, Who};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -46,6 +46,9 @@ pub struct Caller {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PolicySetArgs {
+    /// The rule's name; a rule of that name is replaced. Default: the pattern.
+    #[serde(default)]
+    pub name: Option<String>,
     /// `*`, an exact tool name, or `prefix*`.
     pub pattern: String,
     /// What a matching call does.
@@ -53,6 +56,19 @@ pub struct PolicySetArgs {
     /// Never accept a decision from the model itself.
     #[serde(default)]
     pub human_only: bool,
+    /// Only calls by these agents (patterns); empty: every agent.
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Only calls by agents of these owners (user names, patterns).
+    #[serde(default)]
+    pub owners: Vec<String>,
+    /// Only tools of these upstreams (names, patterns).
+    #[serde(default)]
+    pub upstreams: Vec<String>,
+    /// A condition in CEL over tool, upstream, agent, owner, thread, args,
+    /// annotations and now, e.g. `args.branch == "main"`.
+    #[serde(default)]
+    pub when: Option<String>,
 }
 
 /// `allow | require_approval | block`.
@@ -81,8 +97,12 @@ impl From<RuleAction> for Action {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyRemoveArgs {
-    /// The rule's pattern.
-    pub pattern: String,
+    /// The rule's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The rule's pattern: names a rule saved without a name.
+    #[serde(default)]
+    pub pattern: Option<String>,
 }
 
 /// Arguments of `gatehouse_audit_recent`.
@@ -197,6 +217,31 @@ pub fn hints(tool: &Tool) -> Hints {
     }
 }
 
+/// A rule as the policy tools answer it.
+pub fn rule_json(rule: &Rule) -> Value {
+    json!({
+        "name": rule.name,
+        "pattern": rule.pattern,
+        "action": rule.action.as_str(),
+        "humanOnly": rule.human_only,
+        "agents": rule.agents,
+        "owners": rule.owners,
+        "upstreams": rule.upstreams,
+        "when": rule.when,
+        "source": rule.source,
+    })
+}
+
+/// The tool's annotations as sent, for rule conditions (`annotations.readOnlyHint`).
+pub fn annotations(tool: &Tool) -> Value {
+    tool.annotations.as_ref().and_then(|a| serde_json::to_value(a).ok()).unwrap_or_else(|| json!({}))
+}
+
+/// Who is calling, as rules scope it.
+pub fn who(credential: &Credential) -> Who<'_> {
+    Who { agent: &credential.agent, owner: credential.owner.as_deref(), thread: credential.thread.as_deref() }
+}
+
 fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToolResult> {
     let value = if arguments.is_null() { json!({}) } else { arguments.clone() };
     serde_json::from_value(value).map_err(|e| {
@@ -229,7 +274,7 @@ fn run_with_stores(state: &McpState, caller: &Caller, name: &str, arguments: &Va
             .core
             .policy
             .rules()
-            .map(|rules| CallToolResult::structured(json!({ "rules": *rules })))
+            .map(|rules| CallToolResult::structured(json!({ "rules": rules.rules() })))
             .map_err(|e| e.to_string()),
         AUDIT_RECENT => match parse::<AuditRecentArgs>(arguments) {
             Err(r) => return r,
@@ -239,35 +284,51 @@ fn run_with_stores(state: &McpState, caller: &Caller, name: &str, arguments: &Va
                 // thread's earlier ones), never its owner's other agents'.
                 let audit = state.core.approvals.audit();
                 let scope = HistoryScope::Agent(caller.credential.id.clone());
-                audit.search(&HistoryFilter::default(), &scope, limit)
-                .map(|entries| CallToolResult::structured(json!({ "entries": entries })))
-                .map_err(|e| e.to_string())
+                audit
+                    .search(&HistoryFilter::default(), &scope, limit)
+                    .map(|entries| CallToolResult::structured(json!({ "entries": entries })))
+                    .map_err(|e| e.to_string())
             }
         },
         POLICY_SET => match parse::<PolicySetArgs>(arguments) {
             Err(r) => return r,
-            Ok(args) => state
-                .core
-                .policy
-                .set(&args.pattern, args.action.into(), args.human_only)
-                .map(|_| CallToolResult::structured(json!({ "pattern": args.pattern, "action": Action::from(args.action).as_str(), "humanOnly": args.human_only })))
-                .map_err(|e| e.to_string()),
+            Ok(args) => {
+                let rule = Rule {
+                    name: args.name.unwrap_or_default(),
+                    human_only: args.human_only,
+                    agents: args.agents,
+                    owners: args.owners,
+                    upstreams: args.upstreams,
+                    when: args.when,
+                    ..Rule::new(args.pattern, args.action.into())
+                };
+                state
+                    .core
+                    .policy
+                    .set(rule)
+                    .map(|rule| CallToolResult::structured(rule_json(&rule)))
+                    .map_err(|e| e.to_string())
+            }
         },
         POLICY_REMOVE => match parse::<PolicyRemoveArgs>(arguments) {
             Err(r) => return r,
-            Ok(args) => state
-                .core
-                .policy
-                .remove(&args.pattern)
-                .map(|removed| CallToolResult::structured(json!({ "pattern": args.pattern, "removed": removed })))
-                .map_err(|e| e.to_string()),
+            Ok(args) => match args.name.or(args.pattern) {
+                None => Err("name the rule to remove (name, or the pattern of a rule saved without one)".into()),
+                Some(name) => state
+                    .core
+                    .policy
+                    .remove(&name)
+                    .map(|removed| CallToolResult::structured(json!({ "name": name, "removed": removed })))
+                    .map_err(|e| e.to_string()),
+            },
         },
         other => Err(format!("{other} is not a built-in tool")),
     };
     if result.is_ok() && (name == POLICY_SET || name == POLICY_REMOVE) {
         // The change log says who; the audit log says which person approved it.
         let actor = format!("agent:{} (approved)", caller.credential.agent);
-        let pattern = arguments.get("pattern").and_then(Value::as_str).unwrap_or_default();
+        let named = ["name", "pattern"].iter().find_map(|k| arguments.get(*k).and_then(Value::as_str));
+        let pattern = named.map(str::trim).unwrap_or_default();
         let (action, detail) = if name == POLICY_SET {
             ("set", arguments.get("action").and_then(Value::as_str).map(str::to_string))
         } else {

@@ -167,7 +167,10 @@ async fn read_only_tools_run_at_once_and_block_rules_hide_tools() {
     let listed = app.tool_call(&token, &sid, "gatehouse_policies_list", json!({})).await;
     assert_eq!(listed["result"]["structuredContent"]["rules"], json!([]));
 
-    app.core.policy.set("gatehouse_audit_*", gatehouse_core::policy::Action::Block, false).unwrap();
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new("gatehouse_audit_*", gatehouse_core::policy::Action::Block))
+        .unwrap();
     let (_, _, messages) = app.call(&token, &sid, json!({"jsonrpc":"2.0","id":3,"method":"tools/list"})).await;
     let names: Vec<&str> =
         messages[0]["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -178,7 +181,7 @@ async fn read_only_tools_run_at_once_and_block_rules_hide_tools() {
     assert_eq!(blocked["result"]["structuredContent"]["error"], "blocked_by_policy");
 
     // No allow rule lets an agent change the gate for everyone without a person.
-    app.core.policy.set(SET_RULE, gatehouse_core::policy::Action::Allow, false).unwrap();
+    app.core.policy.set(gatehouse_core::policy::Rule::new(SET_RULE, gatehouse_core::policy::Action::Allow)).unwrap();
     let paused = app.tool_call(&token, &sid, SET_RULE, json!({"pattern": "k", "action": "allow"})).await;
     assert_eq!(paused["result"]["structuredContent"]["status"], "user_approval_required");
 }

@@ -293,7 +293,13 @@ async fn no_grant_covers_a_human_only_call_and_only_admins_reach_gate_changing_t
     let eid = execution_id(&app.tool_call(&token, &sid, TOOL, json!({})).await);
     grant(&app, &carol, &eid, "forever", json!({})).await;
     assert!(!paused(&app.tool_call(&token, &sid, TOOL, json!({})).await));
-    app.core.policy.set(TOOL, gatehouse_core::policy::Action::RequireApproval, true).unwrap();
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule {
+            human_only: true,
+            ..gatehouse_core::policy::Rule::new(TOOL, gatehouse_core::policy::Action::RequireApproval)
+        })
+        .unwrap();
     let eid = execution_id(&app.tool_call(&token, &sid, TOOL, json!({})).await);
 
     // And none is made for a human_only call: 403 with the reason, nothing decided.

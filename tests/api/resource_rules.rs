@@ -11,20 +11,8 @@ use crate::helpers::*;
 async fn resource_and_prompt_rules_block_and_every_read_is_audited() {
     let app = spawn_app_fronting(everything_stdio(), |c| {
         c.policy_rules = vec![
-            gatehouse_core::policy::Rule {
-                pattern: "resource:test://static-binary".into(),
-                action: gatehouse_core::policy::Action::Block,
-                human_only: false,
-                source: "config".into(),
-                approval_ttl_secs: None,
-            },
-            gatehouse_core::policy::Rule {
-                pattern: "prompt:ev__test_prompt_with_*".into(),
-                action: gatehouse_core::policy::Action::Block,
-                human_only: false,
-                source: "config".into(),
-                approval_ttl_secs: None,
-            },
+            config_rule("resource:test://static-binary", gatehouse_core::policy::Action::Block),
+            config_rule("prompt:ev__test_prompt_with_*", gatehouse_core::policy::Action::Block),
         ]
     })
     .await;

@@ -37,7 +37,8 @@ pub fn PoliciesPage() -> impl IntoView {
             <h1>"Policies"</h1>
             <p class="hint">
                 "A rule names a tool exactly, by prefix (" <code>"fs_*"</code> ") or all of them (" <code>"*"</code>
-                "). Among the rules that match a call the strictest wins; with none, the tool's own annotations decide."
+                "), and may hold only for some agents, owners or upstreams, or when a condition on the call is true ("
+                <code>"args.branch == \"main\""</code> "). Among the rules that match a call the strictest wins; with none, the tool's own annotations decide."
             </p>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || policies.get().map(|result| match result {
@@ -111,18 +112,27 @@ fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerActi
 #[component]
 fn RuleRow(rule: Rule, is_admin: bool, unmatched: bool, remove: ServerAction<RemoveRule>) -> impl IntoView {
     let from_config = rule.source == "config";
-    let edit = format!(
-        "{}?pattern={}&action={}{}",
-        routes::POLICIES,
-        encode(&rule.pattern),
-        rule.action.as_str(),
-        if rule.human_only { "&human_only=on" } else { "" }
-    );
-    let pattern = rule.pattern.clone();
+    let edit = edit_link(&rule);
+    let name = rule.name.clone();
+    let named = rule.name != rule.pattern;
+    let mut only: Vec<String> = [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)]
+        .into_iter()
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(label, list)| format!("{label}: {}", list.join(", ")))
+        .collect();
+    if let Some(when) = &rule.when {
+        only.push(format!("when {when}"));
+    }
     view! {
-        <tr data-pattern=rule.pattern.clone() data-source=rule.source.clone()>
+        <tr data-pattern=rule.pattern.clone() data-name=rule.name.clone() data-source=rule.source.clone()>
             <td data-label="Pattern">
+                {named.then(|| view! { <strong class="rule-name"><Name text=rule.name.clone()/></strong> " " })}
                 <code><Name text=rule.pattern.clone()/></code>
+                {(!only.is_empty()).then(|| view! {
+                    <ul class="rule-scope" aria-label="Only calls">
+                        {only.into_iter().map(|o| view! { <li><code><Name text=o/></code></li> }).collect_view()}
+                    </ul>
+                })}
                 {unmatched.then(|| view! {
                     <span class="hint unmatched" data-unmatched="true">
                         " matches no tool right now (upstream tools are named with their upstream's prefix)"
@@ -136,7 +146,7 @@ fn RuleRow(rule: Rule, is_admin: bool, unmatched: bool, remove: ServerAction<Rem
                 {(is_admin && !from_config).then(|| view! {
                     <a href=edit class="button-link">"Edit"</a>
                     <ActionForm action=remove attr:class="revoke-form">
-                        <input type="hidden" name="pattern" value=pattern.clone()/>
+                        <input type="hidden" name="name" value=name/>
                         <button type="submit" class="danger quiet">"Remove"</button>
                     </ActionForm>
                 })}
@@ -155,39 +165,108 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
+/// The editor's fields, as they travel in the query string and the forms.
+const FIELDS: [&str; 8] = ["name", "pattern", "action", "human_only", "agents", "owners", "upstreams", "when"];
+
+/// The link that opens `rule` in the editor.
+fn edit_link(rule: &Rule) -> String {
+    let mut link = format!(
+        "{}?name={}&pattern={}&action={}",
+        routes::POLICIES,
+        encode(&rule.name),
+        encode(&rule.pattern),
+        rule.action.as_str()
+    );
+    if rule.human_only {
+        link.push_str("&human_only=on");
+    }
+    for (key, list) in [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)] {
+        if !list.is_empty() {
+            link.push_str(&format!("&{key}={}", encode(&list.join(", "))));
+        }
+    }
+    if let Some(when) = &rule.when {
+        link.push_str(&format!("&when={}", encode(when)));
+    }
+    link
+}
+
 /// The rule being edited, the preview of what it would do, and Save.
 #[component]
 fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     let query = use_query_map();
     let initial = |key: &str| query.with_untracked(|q| q.get(key)).unwrap_or_default();
-    let pattern = RwSignal::new(initial("pattern"));
-    let action = RwSignal::new(
-        Some(initial("action")).filter(|a| Action::parse(a).is_some()).unwrap_or_else(|| "require_approval".into()),
-    );
-    let human_only = RwSignal::new(!initial("human_only").is_empty());
+    // One signal per field, in FIELDS order.
+    let fields: [RwSignal<String>; 8] = std::array::from_fn(|i| RwSignal::new(initial(FIELDS[i])));
+    let [name, pattern, action, human_only, agents, owners, upstreams, when] = fields;
+    if Action::parse(&action.get_untracked()).is_none() {
+        action.set("require_approval".into());
+    }
     // A link to another rule's Edit (client-side navigation) refills the form.
     Effect::new(move |_| {
         let q = query.get();
-        if let Some(p) = q.get("pattern") {
-            pattern.set(p);
-            action.set(q.get("action").unwrap_or_else(|| "require_approval".into()));
-            human_only.set(q.get("human_only").is_some_and(|v| !v.is_empty()));
+        if q.get("pattern").is_some() {
+            for (signal, key) in fields.iter().zip(FIELDS) {
+                signal.set(q.get(key).unwrap_or_default());
+            }
+            if Action::parse(&action.get_untracked()).is_none() {
+                action.set("require_approval".into());
+            }
         }
     });
     let preview = crate::json::resource(
-        move || (pattern.get().trim().to_string(), action.get(), human_only.get()),
-        |(pattern, action, human_only)| async move {
-            if pattern.is_empty() { Ok(None) } else { preview_rule(pattern, action, human_only).await.map(Some) }
+        move || fields.map(|f| f.get()),
+        |[name, pattern, action, human_only, agents, owners, upstreams, when]| async move {
+            if pattern.trim().is_empty() {
+                return Ok(None);
+            }
+            let some = |s: String| Some(s).filter(|s| !s.trim().is_empty());
+            preview_rule(
+                some(name),
+                pattern,
+                action,
+                some(human_only),
+                some(agents),
+                some(owners),
+                some(upstreams),
+                some(when),
+            )
+            .await
+            .map(Some)
         },
     );
+    // A refused Save says which field: its message is shown next to it.
+    let save_error = move |field: &'static str| {
+        move || {
+            save.value()
+                .get()
+                .and_then(|r| r.err())
+                .map(|e| e.to_string())
+                .filter(|e| e.contains(&format!("invalid {field}:")))
+        }
+    };
+    let text = move |label: &'static str,
+                     key: &'static str,
+                     signal: RwSignal<String>,
+                     placeholder: &'static str,
+                     hint: &'static str| {
+        let id = format!("rule-{key}");
+        let error = save_error(key);
+        view! {
+            <label>{label}
+                <input id=id name=key autocomplete="off" placeholder=placeholder
+                    value=signal.get_untracked() prop:value=signal on:input=move |e| signal.set(event_target_value(&e))/>
+                {(!hint.is_empty()).then(|| view! { <span class="hint">{hint}</span> })}
+                {move || error().map(|e| view! { <span role="alert" class="error field-error">{e}</span> })}
+            </label>
+        }
+    };
+    let when_error = save_error("when");
     view! {
         <section aria-labelledby="edit-h" class="panel">
             <h2 id="edit-h">"Add or edit a rule"</h2>
             <form method="get" action=routes::POLICIES class="rule-form" aria-label="Rule">
-                <label>"Pattern"
-                    <input name="pattern" required autocomplete="off" placeholder="fs_* or a tool name"
-                        value=pattern.get_untracked() prop:value=pattern on:input=move |e| pattern.set(event_target_value(&e))/>
-                </label>
+                {text("Pattern", "pattern", pattern, "fs_* or a tool name", "")}
                 <label>"Action"
                     <select name="action" on:change=move |e| action.set(event_target_value(&e))>
                         {Action::ALL.iter().map(|a| {
@@ -197,25 +276,44 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                     </select>
                 </label>
                 <label class="check">
-                    <input type="checkbox" name="human_only" value="on" checked=human_only.get_untracked() prop:checked=human_only
-                        on:change=move |e| human_only.set(event_target_checked(&e))/>
+                    <input type="checkbox" name="human_only" value="on" checked=!human_only.get_untracked().is_empty()
+                        prop:checked=move || !human_only.get().is_empty()
+                        on:change=move |e| human_only.set(if event_target_checked(&e) { "on".into() } else { String::new() })/>
                     "Human only: never a model's or a client form's decision"
                 </label>
+                <details class="conditions" open=!(agents.get_untracked().is_empty() && owners.get_untracked().is_empty()
+                    && upstreams.get_untracked().is_empty() && when.get_untracked().is_empty() && name.get_untracked().is_empty())>
+                    <summary>"Only some calls: agents, owners, upstreams, a condition"</summary>
+                    {text("Name", "name", name, "default: the pattern", "A rule of the same name is replaced.")}
+                    {text("Agents", "agents", agents, "cursor, claude-*", "Comma-separated; empty: every agent.")}
+                    {text("Owners", "owners", owners, "alice", "Comma-separated user names; empty: every owner.")}
+                    {text("Upstreams", "upstreams", upstreams, "git", "Comma-separated; empty: every tool.")}
+                    <label for="rule-when">"When (CEL)"
+                        <textarea id="rule-when" name="when" rows="2" autocomplete="off" spellcheck="false"
+                            placeholder="args.branch == \"main\""
+                            prop:value=when on:input=move |e| when.set(event_target_value(&e))>{when.get_untracked()}</textarea>
+                        <span class="hint">"Over " <code>"tool"</code> ", " <code>"upstream"</code> ", " <code>"agent"</code> ", "
+                            <code>"owner"</code> ", " <code>"thread"</code> ", " <code>"args"</code> ", " <code>"annotations"</code>
+                            " and " <code>"now"</code> ". A condition that cannot be evaluated blocks the call."</span>
+                        {move || when_error().map(|e| view! { <span role="alert" class="error field-error" data-testid="when-error">{e}</span> })}
+                    </label>
+                </details>
                 <button type="submit" class="quiet">"Preview"</button>
             </form>
             <Transition fallback=|| ()>
                 {move || preview.get().map(|result| match result {
                     Ok(None) => view! { <p class="hint">"Type a pattern to see the tools it matches."</p> }.into_any(),
                     Ok(Some(previews)) => view! { <Preview previews/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">{e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error" data-testid="preview-error">{e.to_string()}</p> }.into_any(),
                 })}
             </Transition>
             <ActionForm action=save attr:class="save-form">
                 // Attributes, not properties: the server renders them, so the
                 // form works before hydration too.
-                <input type="hidden" name="pattern" value=move || pattern.get()/>
-                <input type="hidden" name="action" value=move || action.get()/>
-                {move || human_only.get().then(|| view! { <input type="hidden" name="human_only" value="on"/> })}
+                {fields.iter().zip(FIELDS).map(|(signal, key)| {
+                    let signal = *signal;
+                    view! { <input type="hidden" name=key value=move || signal.get()/> }
+                }).collect_view()}
                 <button type="submit" class="primary" disabled=move || pattern.get().trim().is_empty()>"Save rule"</button>
             </ActionForm>
         </section>

@@ -43,7 +43,7 @@ pub struct RulePreview {
 pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
     let catalog = ctx::tool_catalog()?;
     ctx::blocking(move |user, core| {
-        let rules = core.policy.rules()?.as_ref().clone();
+        let rules = core.policy.rules()?.rules().to_vec();
         let tools = catalog.exposed_tools();
         let unmatched = gatehouse_core::policy::unmatched(&rules, tools.iter().map(|t| t.name.as_str()))
             .into_iter()
@@ -60,36 +60,93 @@ pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
     .await
 }
 
-/// The exposed tools `pattern` matches, and what the gate would do with
-/// each if the rule `{pattern, action, human_only}` were saved.
+/// A rule as the editor sends it: scopes as comma-separated patterns, the
+/// condition as typed; the same for the preview and for Save.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RuleDraft {
+    /// Its name (default: the pattern).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The tool-name pattern.
+    pub pattern: String,
+    /// `allow`, `require_approval` or `block`.
+    pub action: String,
+    /// A checkbox: present (and not `false`) means on.
+    #[serde(default)]
+    pub human_only: Option<String>,
+    /// Agents, comma-separated patterns.
+    #[serde(default)]
+    pub agents: Option<String>,
+    /// Owners, comma-separated patterns.
+    #[serde(default)]
+    pub owners: Option<String>,
+    /// Upstreams, comma-separated patterns.
+    #[serde(default)]
+    pub upstreams: Option<String>,
+    /// The condition, in CEL.
+    #[serde(default)]
+    pub when: Option<String>,
+}
+
+#[cfg(feature = "ssr")]
+impl RuleDraft {
+    /// The rule it describes, normalised and checked as Save would.
+    fn rule(self) -> Result<Rule, gatehouse_core::error::CoreError> {
+        use gatehouse_core::policy::{normalise_rule, parse_action, validate_rule};
+        let list = |s: Option<String>| -> Vec<String> {
+            s.unwrap_or_default().split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
+        };
+        let rule = normalise_rule(Rule {
+            name: self.name.unwrap_or_default(),
+            human_only: self.human_only.is_some_and(|v| !v.is_empty() && v != "false"),
+            agents: list(self.agents),
+            owners: list(self.owners),
+            upstreams: list(self.upstreams),
+            when: self.when,
+            ..Rule::new(self.pattern, parse_action(&self.action)?)
+        });
+        validate_rule(&rule)?;
+        Ok(rule)
+    }
+}
+
+/// The exposed tools the rule being edited matches, and what the gate would
+/// do with each if it were saved. For a rule with a scope or a condition,
+/// "then" is what it does to the calls it matches.
 #[server(prefix = "/api/fn", endpoint = "policy_preview")]
+#[allow(clippy::too_many_arguments)] // one per field of the form
 pub async fn preview_rule(
+    name: Option<String>,
     pattern: String,
     action: String,
-    human_only: bool,
+    human_only: Option<String>,
+    agents: Option<String>,
+    owners: Option<String>,
+    upstreams: Option<String>,
+    when: Option<String>,
 ) -> Result<Vec<RulePreview>, ServerFnError> {
+    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when };
     use gatehouse_core::approvals::AccessError;
-    use gatehouse_core::policy::{gate_for, matches, parse_action, validate_pattern};
+    use gatehouse_core::policy::{RuleSet, gate_for, matches};
     let catalog = ctx::tool_catalog()?;
     ctx::blocking(move |_user, core| {
-        let pattern = pattern.trim().to_string();
-        validate_pattern(&pattern)?;
-        let action = parse_action(&action)?;
+        let rule = draft.rule()?;
         let now = core.policy.rules()?;
-        // Saving replaces the database's rule for the pattern, if there is one.
+        // Saving replaces the database's rule of that name, if there is one.
         let mut then: Vec<Rule> =
-            now.iter().filter(|r| !(r.pattern == pattern && r.source == "database")).cloned().collect();
-        then.push(Rule {
-            pattern: pattern.clone(),
-            action,
-            human_only,
-            source: "database".into(),
-            approval_ttl_secs: None,
-        });
+            now.iter().filter(|r| !(r.name == rule.name && r.source == "database")).cloned().collect();
+        // As it acts on the calls it matches: its agents, owners and
+        // condition met (the tool's upstream is known, so that scope stays).
+        then.push(Rule { agents: Vec::new(), owners: Vec::new(), when: None, ..rule.clone() });
+        let then = RuleSet::new(then);
         let previews = catalog
             .exposed_tools()
             .into_iter()
-            .filter(|t| matches(&pattern, &t.name))
+            .filter(|t| matches(&rule.pattern, &t.name))
+            .filter(|t| {
+                rule.upstreams.is_empty()
+                    || t.upstream.as_deref().is_some_and(|u| rule.upstreams.iter().any(|p| matches(p, u)))
+            })
             .map(|tool| {
                 let after = gate_for(&then, tool.clone());
                 RulePreview {
@@ -105,32 +162,39 @@ pub async fn preview_rule(
     .await
 }
 
-/// Adds or replaces the database rule for `pattern` (admins only); the
-/// change log records who. `human_only` is a checkbox: present means on.
+/// Adds or replaces the database rule of the draft's name (admins only);
+/// the change log records who.
 #[server(prefix = "/api/fn", endpoint = "policy_save")]
-pub async fn save_rule(pattern: String, action: String, human_only: Option<String>) -> Result<(), ServerFnError> {
+#[allow(clippy::too_many_arguments)] // one per field of the form
+pub async fn save_rule(
+    name: Option<String>,
+    pattern: String,
+    action: String,
+    human_only: Option<String>,
+    agents: Option<String>,
+    owners: Option<String>,
+    upstreams: Option<String>,
+    when: Option<String>,
+) -> Result<(), ServerFnError> {
+    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when };
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::changes::Change;
-    use gatehouse_core::policy::parse_action;
     let catalog = ctx::tool_catalog()?;
     ctx::blocking(move |user, core| {
         if !user.is_admin {
             return Err(AccessError::Forbidden);
         }
-        let pattern = pattern.trim();
-        let action = parse_action(&action)?;
-        let human_only = human_only.is_some_and(|v| !v.is_empty() && v != "false");
-        core.policy.set(pattern, action, human_only)?;
-        let detail = format!("{}{}", action.as_str(), if human_only { ", human only" } else { "" });
+        let rule = core.policy.set(draft.rule()?)?;
+        let detail = describe(&rule);
         let actor = format!("user:{}", user.username);
         core.changes.record(Change {
             actor: &actor,
             subject: "policy",
-            target: pattern,
+            target: &rule.name,
             action: "set",
             detail: Some(&detail),
         })?;
-        tracing::info!(pattern, action = action.as_str(), human_only, by = %user.username, "policy rule saved");
+        tracing::info!(rule = %rule.name, pattern = %rule.pattern, detail, by = %user.username, "policy rule saved");
         Ok(())
     })
     .await?;
@@ -138,9 +202,31 @@ pub async fn save_rule(pattern: String, action: String, human_only: Option<Strin
     Ok(())
 }
 
-/// Removes the database rule for `pattern` (admins only).
+/// What the change log says a saved rule does.
+#[cfg(feature = "ssr")]
+fn describe(rule: &Rule) -> String {
+    let mut parts = vec![rule.action.as_str().to_string()];
+    if rule.name != rule.pattern {
+        parts.push(format!("tools {}", rule.pattern));
+    }
+    if rule.human_only {
+        parts.push("human only".into());
+    }
+    for (label, list) in [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)] {
+        if !list.is_empty() {
+            parts.push(format!("{label} {}", list.join(", ")));
+        }
+    }
+    if let Some(when) = &rule.when {
+        parts.push(format!("when {when}"));
+    }
+    parts.join(", ")
+}
+
+/// Removes the database rule named `name` (admins only); `pattern` names a
+/// rule saved without a name.
 #[server(prefix = "/api/fn", endpoint = "policy_remove")]
-pub async fn remove_rule(pattern: String) -> Result<bool, ServerFnError> {
+pub async fn remove_rule(name: Option<String>, pattern: Option<String>) -> Result<bool, ServerFnError> {
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::changes::Change;
     let catalog = ctx::tool_catalog()?;
@@ -148,6 +234,7 @@ pub async fn remove_rule(pattern: String) -> Result<bool, ServerFnError> {
         if !user.is_admin {
             return Err(AccessError::Forbidden);
         }
+        let pattern = name.or(pattern).unwrap_or_default();
         let removed = core.policy.remove(&pattern)?;
         if removed {
             let actor = format!("user:{}", user.username);

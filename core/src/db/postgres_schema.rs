@@ -327,4 +327,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX sign_in_failures_forget ON sign_in_failures(forget_at);
     "#,
+    // 20: rules with a name, scopes and a condition (SQLite's 20).
+    r#"
+    ALTER TABLE policy_rules ADD COLUMN name TEXT;
+    UPDATE policy_rules SET name = pattern;
+    ALTER TABLE policy_rules ALTER COLUMN name SET NOT NULL;
+    ALTER TABLE policy_rules DROP CONSTRAINT policy_rules_pkey;
+    ALTER TABLE policy_rules ADD PRIMARY KEY (name);
+    ALTER TABLE policy_rules ADD COLUMN agents TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE policy_rules ADD COLUMN owners TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE policy_rules ADD COLUMN upstreams TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE policy_rules ADD COLUMN when_expr TEXT;
+    "#,
 ];

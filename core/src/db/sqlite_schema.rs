@@ -325,4 +325,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX sign_in_failures_forget ON sign_in_failures(forget_at);
     "#,
+    // 20: rules with a name, scopes (agents, owners, upstreams, as JSON
+    // lists of patterns) and a condition (`when`, CEL): several rules may
+    // share a pattern, so the name is the key (an old rule is named by its
+    // pattern).
+    r#"
+    CREATE TABLE policy_rules_named (
+        name        TEXT PRIMARY KEY,
+        pattern     TEXT NOT NULL,
+        action      TEXT NOT NULL,
+        human_only  INTEGER NOT NULL DEFAULT 0,
+        agents      TEXT NOT NULL DEFAULT '[]',
+        owners      TEXT NOT NULL DEFAULT '[]',
+        upstreams   TEXT NOT NULL DEFAULT '[]',
+        when_expr   TEXT,
+        updated_at  INTEGER NOT NULL
+    );
+    INSERT INTO policy_rules_named (name, pattern, action, human_only, updated_at)
+        SELECT pattern, pattern, action, human_only, updated_at FROM policy_rules;
+    DROP TABLE policy_rules;
+    ALTER TABLE policy_rules_named RENAME TO policy_rules;
+    "#,
 ];

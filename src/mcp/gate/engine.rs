@@ -3,7 +3,8 @@
 //! decided or settled is [`super::outcome`].
 
 use gatehouse_core::approvals::{NewExecution, OpenError};
-use gatehouse_core::policy::{self, Action, Rule};
+use gatehouse_core::credentials::Credential;
+use gatehouse_core::policy::{self, Action, CallDetail, Facts, RuleSet};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, ErrorData, Tool};
 use rmcp::service::RequestContext;
@@ -17,23 +18,32 @@ use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::input_required as upstream_input;
 use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
-/// Every tool a client may see: built-ins and upstream tools, minus blocked ones.
-pub async fn list(state: &McpState) -> Vec<Tool> {
+/// Every tool a client may see: built-ins and upstream tools, minus the
+/// ones blocked for it (by rules for every call, or scoped to it).
+pub async fn list(state: &McpState, credential: Option<&Credential>) -> Vec<Tool> {
     // The rules once for the whole list (on PostgreSQL each read checks the
     // shared version: one round trip, not one per tool). Unreadable, every
     // tool but `resume` is hidden: fail closed.
     let rules =
         state.core.policy.current().await.inspect_err(|e| tracing::error!(error = %e, "policy unreadable")).ok();
-    let upstream = state.upstreams.tools().into_iter().map(|u| u.tool);
-    tools::all().iter().cloned().chain(upstream).filter(|t| visible(rules.as_ref().map(|r| r.as_slice()), t)).collect()
+    let upstream = state.upstreams.tools().into_iter().map(|u| (Some(u.upstream), u.tool));
+    tools::all()
+        .iter()
+        .map(|t| (None, t.clone()))
+        .chain(upstream)
+        .filter(|(upstream, t)| visible(rules.as_deref(), credential, upstream.as_deref(), t))
+        .map(|(_, t)| t)
+        .collect()
 }
 
-/// Whether a tool is visible in `tools/list` (blocked ones are hidden).
-fn visible(rules: Option<&[Rule]>, tool: &Tool) -> bool {
+/// Whether a tool is visible in `tools/list` (blocked ones are hidden; a
+/// rule with a condition is decided when the call is made).
+fn visible(rules: Option<&RuleSet>, credential: Option<&Credential>, upstream: Option<&str>, tool: &Tool) -> bool {
     if tool.name == tools::RESUME {
         return true;
     }
-    rules.is_some_and(|rules| policy::decide_with(rules, &tool.name, tools::hints(tool)).action != Action::Block)
+    let facts = Facts { who: credential.map(tools::who), ..Facts::tool(&tool.name, upstream, tools::hints(tool)) };
+    rules.is_some_and(|rules| policy::decide_with(rules, &facts).action != Action::Block)
 }
 
 /// Handles one `tools/call`. Gatehouse's own answers (a pause, a refusal,
@@ -71,7 +81,18 @@ pub async fn call(
             return url_elicitation::continue_after_url_error(state, caller, &execution, shape).await;
         }
     }
-    let verdict = state.core.policy.decide(call.name, tools::hints(target.tool())).await.map_err(|e| {
+    let annotations = tools::annotations(target.tool());
+    let upstream = target.upstream();
+    let facts = Facts {
+        who: Some(tools::who(&caller.credential)),
+        call: Some(CallDetail {
+            arguments: &call.arguments,
+            annotations: &annotations,
+            now_ms: state.core.clock.now_ms(),
+        }),
+        ..Facts::tool(call.name, upstream.as_deref(), tools::hints(target.tool()))
+    };
+    let verdict = state.core.policy.decide(&facts).await.map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
@@ -83,7 +104,7 @@ pub async fn call(
             Ok(shape
                 .fit(error_result(
                     ToolErrorCode::BlockedByPolicy,
-                    format!("{} is blocked by policy rule {:?}", call.name, verdict.rule.unwrap_or_default()),
+                    blocked_message(call.name, &verdict),
                     json!({"tool": call.name}),
                 ))
                 .into())
@@ -143,5 +164,17 @@ pub async fn call(
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
             announce::announce(state, caller, &execution, call.mode, shape, ctx).await
         }
+    }
+}
+
+/// What an agent reads when a rule blocks its call: the rule, and why its
+/// condition counted as a match if it could not be evaluated.
+pub fn blocked_message(tool: &str, verdict: &policy::Verdict) -> String {
+    let rule = verdict.rule.as_deref().unwrap_or_default();
+    match &verdict.condition_error {
+        Some(why) => format!(
+            "{tool} is blocked by policy rule {rule:?}: its condition could not be evaluated ({why}), which blocks"
+        ),
+        None => format!("{tool} is blocked by policy rule {rule:?}"),
     }
 }

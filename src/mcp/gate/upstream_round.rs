@@ -3,7 +3,7 @@
 //! checks it against what runs now before the answers go upstream.
 
 use gatehouse_core::approvals::digest;
-use gatehouse_core::policy::Action;
+use gatehouse_core::policy::{Action, CallDetail, Facts};
 use rmcp::model::{CallToolResponse, ErrorData, InputResponses};
 use serde_json::{Value, json};
 
@@ -60,13 +60,19 @@ pub async fn retry_call(
     }
     // The rules may have changed between rounds: a block now holds, and a
     // call that did not need approval then needs it (or a grant) now.
-    let verdict = state.core.policy.decide(&exposed, tools::hints(&tool.tool)).await.map_err(|e| {
+    let annotations = tools::annotations(&tool.tool);
+    let facts = Facts {
+        who: Some(tools::who(&caller.credential)),
+        call: Some(CallDetail { arguments: &arguments, annotations: &annotations, now_ms: state.core.clock.now_ms() }),
+        ..Facts::tool(&exposed, Some(&tool.upstream), tools::hints(&tool.tool))
+    };
+    let verdict = state.core.policy.decide(&facts).await.map_err(|e| {
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     match verdict.action {
         Action::Block => {
-            return refuse(ToolErrorCode::BlockedByPolicy, format!("{exposed} is blocked by policy"));
+            return refuse(ToolErrorCode::BlockedByPolicy, super::engine::blocked_message(&exposed, &verdict));
         }
         Action::RequireApproval
             if execution.is_none()

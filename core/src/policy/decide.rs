@@ -1,0 +1,228 @@
+//! The decision procedure: which rules match a call, and what the strictest
+//! of them (or the tool's annotations, when none does) says. One procedure
+//! for the gate, `tools/list`, the console's view of a tool and a rule's
+//! preview.
+//!
+//! A rule matches when its pattern matches the tool, each scope it states
+//! (`agents`, `owners`, `upstreams`) matches the caller, and its `when`
+//! holds. A condition that cannot be evaluated counts as a match that
+//! blocks: an error is never a way through.
+
+use std::ops::Deref;
+
+use serde_json::Value;
+
+use super::condition::{CallView, Condition};
+use super::matches;
+use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
+
+/// What the tool itself says, and whether it changes the gate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hints {
+    /// `readOnlyHint`
+    pub read_only: Option<bool>,
+    /// `destructiveHint`
+    pub destructive: Option<bool>,
+    /// It changes the gate for everyone (Gatehouse's own rule tools): never
+    /// allowed without a person, whatever the rules say.
+    pub changes_gate: bool,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, Copy)]
+pub struct Who<'a> {
+    /// The agent's name.
+    pub agent: &'a str,
+    /// Its owner's user name.
+    pub owner: Option<&'a str>,
+    /// Its thread.
+    pub thread: Option<&'a str>,
+}
+
+/// The call itself, when there is one (not for a listing).
+#[derive(Debug, Clone, Copy)]
+pub struct CallDetail<'a> {
+    /// Its arguments.
+    pub arguments: &'a Value,
+    /// The tool's annotations as sent.
+    pub annotations: &'a Value,
+    /// When it is decided (Unix ms).
+    pub now_ms: i64,
+}
+
+/// What rules are matched against.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    /// The exposed tool name.
+    pub tool: &'a str,
+    /// Its upstream (none: Gatehouse's own).
+    pub upstream: Option<&'a str>,
+    /// What the tool says of itself.
+    pub hints: Hints,
+    /// Who calls; none for the console's view of a tool, where only rules
+    /// for every agent apply.
+    pub who: Option<Who<'a>>,
+    /// The call; none for a listing, where rules with a condition do not
+    /// apply (the call is checked when it is made).
+    pub call: Option<CallDetail<'a>>,
+}
+
+impl<'a> Facts<'a> {
+    /// A tool as anyone sees it, with no call: the console's view.
+    pub fn tool(tool: &'a str, upstream: Option<&'a str>, hints: Hints) -> Self {
+        Facts { tool, upstream, hints, who: None, call: None }
+    }
+}
+
+/// The verdict for one call (or one tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// What happens.
+    pub action: Action,
+    /// Whether a matching rule insists on a human decision.
+    pub human_only: bool,
+    /// Which rule decided, by name (`None`: the annotation default).
+    pub rule: Option<String>,
+    /// Why, as the console says it.
+    pub basis: Basis,
+    /// How long a call held for approval may stay pending, when a matching
+    /// rule says (the shortest such rule's `approval_ttl`).
+    pub approval_ttl: Option<std::time::Duration>,
+    /// Why the deciding rule's condition could not be evaluated, if that is
+    /// why it matched (it then blocks).
+    pub condition_error: Option<String>,
+}
+
+/// Rules with their conditions compiled: what the gate holds.
+#[derive(Debug, Default)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    // By index; `Err` is a stored condition that no longer compiles (it
+    // matches every call it could, and blocks: fail closed).
+    conditions: Vec<Option<Result<Condition, String>>>,
+}
+
+impl RuleSet {
+    /// Compiles each rule's condition.
+    pub fn new(rules: Vec<Rule>) -> Self {
+        let conditions = rules
+            .iter()
+            .map(|rule| rule.when.as_deref().map(|when| Condition::compile(when).map_err(|e| e.to_string())))
+            .collect();
+        RuleSet { rules, conditions }
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+}
+
+impl Deref for RuleSet {
+    type Target = [Rule];
+
+    fn deref(&self) -> &[Rule] {
+        &self.rules
+    }
+}
+
+enum Match {
+    No,
+    Yes,
+    /// The condition could not be evaluated.
+    Failed(String),
+}
+
+fn any(patterns: &[String], value: Option<&str>) -> bool {
+    value.is_some_and(|value| patterns.iter().any(|p| matches(p, value)))
+}
+
+fn applies(rule: &Rule, condition: Option<&Result<Condition, String>>, facts: &Facts<'_>) -> Match {
+    if !matches(&rule.pattern, facts.tool)
+        || (!rule.upstreams.is_empty() && !any(&rule.upstreams, facts.upstream))
+        || (!rule.agents.is_empty() && !any(&rule.agents, facts.who.map(|w| w.agent)))
+        || (!rule.owners.is_empty() && !any(&rule.owners, facts.who.and_then(|w| w.owner)))
+    {
+        return Match::No;
+    }
+    let Some(condition) = condition else {
+        return Match::Yes;
+    };
+    let Some(call) = facts.call else {
+        return Match::No;
+    };
+    let condition = match condition {
+        Ok(condition) => condition,
+        Err(why) => return Match::Failed(why.clone()),
+    };
+    let who = facts.who.unwrap_or(Who { agent: "", owner: None, thread: None });
+    let view = CallView {
+        tool: facts.tool,
+        upstream: facts.upstream,
+        agent: who.agent,
+        owner: who.owner,
+        thread: who.thread,
+        arguments: call.arguments,
+        annotations: call.annotations,
+        now_ms: call.now_ms,
+    };
+    match condition.eval(&view) {
+        Ok(true) => Match::Yes,
+        Ok(false) => Match::No,
+        Err(why) => Match::Failed(why),
+    }
+}
+
+/// The decision procedure (pure; unit-tested).
+pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
+    // (rule, action it takes, why its condition failed)
+    let mut matching: Vec<(&Rule, Action, Option<String>)> = Vec::new();
+    for (rule, condition) in rules.rules.iter().zip(&rules.conditions) {
+        match applies(rule, condition.as_ref(), facts) {
+            Match::No => {}
+            Match::Yes => matching.push((rule, rule.action, None)),
+            Match::Failed(why) => matching.push((rule, Action::Block, Some(why))),
+        }
+    }
+    let hints = facts.hints;
+    let human_only = matching.iter().any(|(r, ..)| r.human_only) || hints.changes_gate;
+    // The strictest TTL wins, as the strictest action does.
+    let approval_ttl =
+        matching.iter().filter_map(|(r, ..)| r.approval_ttl_secs).min().map(std::time::Duration::from_secs);
+    // The last of equally strict rules names the reason (as it always has).
+    let strictest = matching.iter().max_by_key(|(_, action, _)| *action);
+    let verdict = if let Some((rule, action, failed)) = strictest {
+        Verdict {
+            action: *action,
+            human_only,
+            rule: Some(rule.name.clone()),
+            basis: Basis::Rule(rule.name.clone()),
+            approval_ttl,
+            condition_error: failed.clone(),
+        }
+    } else {
+        let (action, basis) = if hints.read_only == Some(true) {
+            (Action::Allow, Basis::ReadOnly)
+        } else if hints.destructive.unwrap_or(true) {
+            (Action::RequireApproval, Basis::MayDestroy)
+        } else {
+            (Action::Allow, Basis::NotDestructive)
+        };
+        Verdict { action, human_only, rule: None, basis, approval_ttl, condition_error: None }
+    };
+    // No rule lets an agent change the gate for everyone without a person
+    // (a rule may still block it).
+    if hints.changes_gate && verdict.action == Action::Allow {
+        return Verdict { action: Action::RequireApproval, basis: Basis::ChangesGate, ..verdict };
+    }
+    verdict
+}
+
+/// What the gate does with `tool` for any agent and any call, and why:
+/// what the console shows, by the same procedure the gate uses. Rules
+/// scoped to some agents or owners, or with a condition, are not in it.
+pub fn gate_for(rules: &RuleSet, tool: ToolInfo) -> ToolGate {
+    let hints = Hints { read_only: tool.read_only, destructive: tool.destructive, changes_gate: tool.changes_gate };
+    let verdict = decide_with(rules, &Facts::tool(&tool.name, tool.upstream.as_deref(), hints));
+    ToolGate { tool, action: verdict.action, human_only: verdict.human_only, basis: verdict.basis }
+}

@@ -1,0 +1,556 @@
+//! Policy: for each tool call, `allow`, `require_approval` or `block`.
+//!
+//! Defaults come from the tool's annotations (`readOnlyHint: true` → allow;
+//! `destructiveHint` true or absent → require approval, the spec's default).
+//! Rules from the config file and the database override the default; among
+//! matching rules the most restrictive wins ([`decide`]). A rule may be
+//! scoped to agents, owners or upstreams and carry a condition
+//! ([`condition`]).
+
+use std::sync::Arc;
+
+pub mod condition;
+pub mod decide;
+
+pub use condition::{Condition, ConditionError};
+pub use decide::{CallDetail, Facts, Hints, RuleSet, Verdict, Who, decide_with, gate_for};
+
+use crate::args;
+use crate::clock::Clock;
+use crate::db::{Db, Versioned};
+use crate::error::{CoreError, Result};
+
+pub use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
+
+/// An action from its wire name, or why not.
+pub fn parse_action(s: &str) -> Result<Action> {
+    Action::parse(s).ok_or_else(|| CoreError::Invalid {
+        field: "action",
+        reason: format!("{s:?} is not one of allow, require_approval, block"),
+    })
+}
+
+/// Whether `pattern` matches the exposed tool name.
+pub fn matches(pattern: &str, tool: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => pattern == tool,
+    }
+}
+
+/// The tool rules whose pattern matches none of `tools` (the exposed
+/// names): a rule written with an upstream's own, unprefixed tool name, or
+/// for a tool that is gone, does nothing, and its author should be told.
+/// `resource:` and `prompt:` rules are not tool rules and are never listed.
+pub fn unmatched<'a, 't>(rules: &'a [Rule], tools: impl IntoIterator<Item = &'t str>) -> Vec<&'a Rule> {
+    let tools: Vec<&str> = tools.into_iter().collect();
+    rules
+        .iter()
+        .filter(|rule| !rule.pattern.starts_with("resource:") && !rule.pattern.starts_with("prompt:"))
+        .filter(|rule| !tools.iter().any(|tool| matches(&rule.pattern, tool)))
+        .collect()
+}
+
+/// Checks a pattern's shape: `*`, exact, or `prefix*` (one trailing star).
+pub fn validate_pattern(pattern: &str) -> Result<()> {
+    let body = pattern.strip_suffix('*').unwrap_or(pattern);
+    if pattern.is_empty() || pattern.len() > 200 || body.contains('*') || pattern.chars().any(char::is_control) {
+        return Err(CoreError::Invalid {
+            field: "pattern",
+            reason: "use `*`, an exact tool name, or `prefix*`".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The most patterns one scope (`agents`, `owners`, `upstreams`) may list.
+pub const MAX_SCOPE_PATTERNS: usize = 50;
+
+/// Checks a rule before it is saved, or loaded from the config file: its
+/// name, pattern, scopes and condition (compiled). The error names the field.
+pub fn validate_rule(rule: &Rule) -> Result<()> {
+    validate_pattern(&rule.pattern)?;
+    if rule.name.trim().is_empty() || rule.name.chars().count() > 100 || rule.name.chars().any(char::is_control) {
+        return Err(CoreError::Invalid { field: "name", reason: "a rule's name is 1 to 100 characters".into() });
+    }
+    for (field, patterns) in [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)] {
+        if patterns.len() > MAX_SCOPE_PATTERNS {
+            return Err(CoreError::Invalid { field, reason: format!("at most {MAX_SCOPE_PATTERNS} patterns") });
+        }
+        for pattern in patterns {
+            validate_pattern(pattern).map_err(|_| CoreError::Invalid {
+                field,
+                reason: format!("{pattern:?}: use `*`, an exact name, or `prefix*`"),
+            })?;
+        }
+    }
+    let subject = rule.pattern.starts_with("resource:") || rule.pattern.starts_with("prompt:");
+    if subject && (rule.is_conditional() || !rule.upstreams.is_empty()) {
+        return Err(CoreError::Invalid {
+            field: "pattern",
+            reason: "agents, owners, upstreams and when apply to tool rules only".into(),
+        });
+    }
+    if let Some(when) = &rule.when {
+        Condition::compile(when).map_err(|e| CoreError::Invalid { field: "when", reason: e.to_string() })?;
+    }
+    Ok(())
+}
+
+/// A rule as it is saved: trimmed, named by its pattern when unnamed,
+/// empty scope patterns and an empty condition dropped.
+pub fn normalise_rule(mut rule: Rule) -> Rule {
+    rule.pattern = rule.pattern.trim().to_string();
+    rule.name = rule.name.trim().to_string();
+    if rule.name.is_empty() {
+        rule.name = rule.pattern.clone();
+    }
+    for list in [&mut rule.agents, &mut rule.owners, &mut rule.upstreams] {
+        *list = list.iter().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
+    }
+    rule.when = rule.when.map(|w| w.trim().to_string()).filter(|w| !w.is_empty());
+    rule
+}
+
+/// Rules from the config file (fixed) and the database (changeable).
+#[derive(Clone)]
+pub struct PolicyStore {
+    db: Db,
+    clock: Arc<dyn Clock>,
+    config_rules: Arc<Vec<Rule>>,
+    // Every call consults the rules; they change only through this store
+    // (on any replica), so a copy is kept, compiled, until they change.
+    cache: Arc<Versioned<RuleSet>>,
+}
+
+impl PolicyStore {
+    /// A store with the config file's rules.
+    pub fn new(db: Db, clock: Arc<dyn Clock>, config_rules: Vec<Rule>) -> Self {
+        let config_rules =
+            config_rules.into_iter().map(|r| normalise_rule(Rule { source: "config".into(), ..r })).collect();
+        Self { db, clock, config_rules: Arc::new(config_rules), cache: Arc::default() }
+    }
+
+    /// Every rule: config first, then the database's.
+    pub fn rules(&self) -> Result<Arc<RuleSet>> {
+        self.cache.get(&self.db, || self.load().map(RuleSet::new))
+    }
+
+    fn invalidate(&self) {
+        self.cache.invalidate();
+    }
+
+    fn load(&self) -> Result<Vec<Rule>> {
+        let list = |text: String| serde_json::from_str::<Vec<String>>(&text).unwrap_or_default();
+        let mut db_rules = self.db.conn()?.query(
+            "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr FROM policy_rules",
+            args![],
+            |r| {
+                Ok(Rule {
+                    name: r.get(0)?,
+                    pattern: r.get(1)?,
+                    // An action this version does not know blocks: fail closed.
+                    action: Action::parse(&r.get::<String>(2)?).unwrap_or(Action::Block),
+                    human_only: r.get(3)?,
+                    source: "database".into(),
+                    approval_ttl_secs: None,
+                    agents: list(r.get(4)?),
+                    owners: list(r.get(5)?),
+                    upstreams: list(r.get(6)?),
+                    when: r.get(7)?,
+                })
+            },
+        )?;
+        // Byte order, as SQLite's `ORDER BY` gave it: a PostgreSQL collation
+        // could order differently, and which of equally strict rules is
+        // named as the reason depends on the order.
+        db_rules.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut all: Vec<Rule> = self.config_rules.as_ref().clone();
+        all.extend(db_rules);
+        Ok(all)
+    }
+
+    /// Adds the database rule `rule.name` (its pattern if unnamed), or
+    /// replaces it; checked first ([`validate_rule`]). Returns it as saved.
+    pub fn set(&self, rule: Rule) -> Result<Rule> {
+        let rule = normalise_rule(Rule { source: "database".into(), approval_ttl_secs: None, ..rule });
+        validate_rule(&rule)?;
+        let json = |list: &Vec<String>| serde_json::to_string(list).unwrap_or_else(|_| "[]".into());
+        self.db.conn()?.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO policy_rules (name, pattern, action, human_only, agents, owners, upstreams, when_expr, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(name) DO UPDATE SET pattern = excluded.pattern, action = excluded.action,
+                   human_only = excluded.human_only, agents = excluded.agents, owners = excluded.owners,
+                   upstreams = excluded.upstreams, when_expr = excluded.when_expr, updated_at = excluded.updated_at",
+                args![
+                    rule.name.as_str(),
+                    rule.pattern.as_str(),
+                    rule.action.as_str(),
+                    rule.human_only,
+                    json(&rule.agents),
+                    json(&rule.owners),
+                    json(&rule.upstreams),
+                    rule.when.clone(),
+                    self.clock.now_ms()
+                ],
+            )?;
+            Db::bump_config(tx)
+        })?;
+        self.invalidate();
+        Ok(rule)
+    }
+
+    /// Removes the database rule named `name`; `false` if there was none.
+    pub fn remove(&self, name: &str) -> Result<bool> {
+        let removed = self.db.conn()?.transaction(|tx| {
+            let n = tx.execute("DELETE FROM policy_rules WHERE name = ?1", args![name.trim()])?;
+            Db::bump_config(tx)?;
+            Ok(n > 0)
+        })?;
+        self.invalidate();
+        Ok(removed)
+    }
+
+    /// [`PolicyStore::rules`] for async code (the gate, lists), where it
+    /// costs least ([`Db::quick`]): at once on SQLite, where the copy is this
+    /// process's own and no query runs unless it was dropped; in the stores'
+    /// lane on PostgreSQL, where every read checks the shared version.
+    pub async fn current(&self) -> Result<Arc<RuleSet>> {
+        let store = self.clone();
+        self.db.quick(move || store.rules()).await?
+    }
+
+    /// Decides for one call (or tool).
+    pub async fn decide(&self, facts: &Facts<'_>) -> Result<Verdict> {
+        let rules = self.current().await?;
+        Ok(decide_with(&rules, facts))
+    }
+}
+
+/// What a request other than `tools/call` touches, as rules name it.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    /// A resource URI (`resources/read`, `resources/subscribe`, a template completion).
+    Resource(&'a str),
+    /// An exposed prompt name (`prompts/get`, a prompt argument completion).
+    Prompt(&'a str),
+}
+
+impl Subject<'_> {
+    /// The rule prefix of its kind.
+    pub fn prefix(&self) -> &'static str {
+        match self {
+            Subject::Resource(_) => "resource:",
+            Subject::Prompt(_) => "prompt:",
+        }
+    }
+
+    /// The name rules match: `resource:<uri>` or `prompt:<name>`.
+    pub fn name(&self) -> String {
+        match self {
+            Subject::Resource(uri) => format!("resource:{uri}"),
+            Subject::Prompt(name) => format!("prompt:{name}"),
+        }
+    }
+}
+
+/// The verdict for a resource or prompt: only rules written for its kind
+/// (`resource:<uri pattern>`, `prompt:<name pattern>`) apply, so a tool rule
+/// such as `*` never hides resources; without one, it is allowed. Nothing
+/// but a tool call can wait for a person, so `require_approval` refuses too.
+pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
+    let name = subject.name();
+    let matching: Vec<&Rule> = rules
+        .iter()
+        .filter(|r| r.pattern.starts_with(subject.prefix()) && subject_matches(&r.pattern, &name))
+        .collect();
+    match matching.iter().max_by_key(|r| r.action) {
+        Some(strictest) => Verdict {
+            action: strictest.action,
+            human_only: matching.iter().any(|r| r.human_only),
+            rule: Some(strictest.name.clone()),
+            basis: Basis::Rule(strictest.name.clone()),
+            approval_ttl: None,
+            condition_error: None,
+        },
+        None => Verdict {
+            action: Action::Allow,
+            human_only: false,
+            rule: None,
+            basis: Basis::NotDestructive,
+            approval_ttl: None,
+            condition_error: None,
+        },
+    }
+}
+
+/// Whether rule `pattern` matches subject `name` (`resource:<uri>` with the
+/// URI already in its normal spelling, or `prompt:<name>`): as written, or,
+/// for a `resource:` rule written in another spelling (`FILE:///etc/./*`),
+/// as the normal spelling of its URI (`crate::normalise::resource_uri`).
+/// A rule matching more can only make the verdict stricter: the strictest
+/// matching rule wins and the default is allow.
+fn subject_matches(pattern: &str, name: &str) -> bool {
+    if matches(pattern, name) {
+        return true;
+    }
+    let Some(body) = pattern.strip_prefix("resource:") else {
+        return false;
+    };
+    let (uri, star) = match body.strip_suffix('*') {
+        Some(uri) => (uri, "*"),
+        None => (body, ""),
+    };
+    match crate::normalise::resource_uri(uri) {
+        Ok(normal) if normal != uri => matches(&format!("resource:{normal}{star}"), name),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_that_match_no_exposed_tool_are_found() {
+        let rule = |pattern: &str| Rule::new(pattern, Action::Allow);
+        let rules = [
+            rule("fs__read_file"),
+            rule("read_file"),
+            rule("fs__*"),
+            rule("git__*"),
+            rule("*"),
+            rule("resource:file:///etc/*"),
+            rule("prompt:secret_*"),
+        ];
+        let tools = ["gatehouse_status", "fs__read_file", "fs__write_file"];
+        let unmatched: Vec<&str> = unmatched(&rules, tools).iter().map(|r| r.pattern.as_str()).collect();
+        assert_eq!(unmatched, ["read_file", "git__*"]);
+        assert_eq!(super::unmatched(&rules, []).len(), 5, "with no tool, no tool rule matches");
+    }
+
+    fn rule(pattern: &str, action: Action) -> Rule {
+        Rule::new(pattern, action)
+    }
+
+    fn set(rules: &[Rule]) -> RuleSet {
+        RuleSet::new(rules.to_vec())
+    }
+
+    fn tool(name: &str, hints: Hints) -> Facts<'_> {
+        Facts::tool(name, None, hints)
+    }
+
+    #[test]
+    fn the_shortest_matching_approval_ttl_is_carried_out() {
+        let with_ttl =
+            |pattern: &str, secs| Rule { approval_ttl_secs: Some(secs), ..rule(pattern, Action::RequireApproval) };
+        let rules = [with_ttl("files__*", 1800), with_ttl("files__write", 120), rule("*", Action::RequireApproval)];
+        let ttl = |name| decide_with(&set(&rules), &tool(name, Hints::default())).approval_ttl;
+        assert_eq!(ttl("files__write"), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(ttl("files__read"), Some(std::time::Duration::from_secs(1800)));
+        assert_eq!(ttl("other"), None, "the global TTL applies");
+    }
+
+    #[test]
+    fn annotations_give_the_default() {
+        let ro = Hints { read_only: Some(true), ..Default::default() };
+        assert_eq!(decide_with(&set(&[]), &tool("t", ro)).action, Action::Allow);
+        assert_eq!(
+            decide_with(&set(&[]), &tool("t", Hints::default())).action,
+            Action::RequireApproval,
+            "destructive by default"
+        );
+        let safe = Hints { read_only: Some(false), destructive: Some(false), ..Default::default() };
+        assert_eq!(decide_with(&set(&[]), &tool("t", safe)).action, Action::Allow);
+    }
+
+    #[test]
+    fn most_restrictive_matching_rule_wins_and_allow_overrides_defaults() {
+        let rules = [rule("files__*", Action::Allow), rule("files__write_*", Action::Block), rule("*", Action::Allow)];
+        assert_eq!(decide_with(&set(&rules), &tool("files__write_file", Hints::default())).action, Action::Block);
+        assert_eq!(decide_with(&set(&rules), &tool("files__read_file", Hints::default())).action, Action::Allow);
+        assert_eq!(decide_with(&set(&rules[2..]), &tool("anything", Hints::default())).action, Action::Allow);
+    }
+
+    #[test]
+    fn resource_and_prompt_rules_apply_only_to_their_kind() {
+        let rules = [
+            rule("*", Action::Block),
+            rule("resource:file:///etc/*", Action::Block),
+            rule("prompt:secret_*", Action::RequireApproval),
+        ];
+        let etc = Subject::Resource("file:///etc/passwd");
+        assert_eq!(subject_verdict(&rules, &etc).action, Action::Block);
+        assert_eq!(subject_verdict(&rules, &Subject::Resource("file:///srv/a")).action, Action::Allow);
+        assert_eq!(subject_verdict(&rules, &Subject::Prompt("secret_plan")).action, Action::RequireApproval);
+        assert_eq!(subject_verdict(&rules, &Subject::Prompt("hello")).action, Action::Allow, "`*` is a tool rule");
+        assert_eq!(
+            decide_with(&set(&rules[1..]), &tool("resource_tool", Hints::default())).action,
+            Action::RequireApproval
+        );
+    }
+
+    #[test]
+    fn a_resource_rule_in_another_spelling_matches_the_normal_uri() {
+        // Subjects arrive normalised (`normalise::resource_uri`); rules may not be.
+        for pattern in ["resource:FILE:///etc/*", "resource:file:///srv/../etc/*", "resource:file:////etc/passwd"] {
+            let rules = [rule(pattern, Action::Block)];
+            let verdict = subject_verdict(&rules, &Subject::Resource("file:///etc/passwd"));
+            assert_eq!(verdict.action, Action::Block, "{pattern}");
+        }
+        let rules = [rule("resource:FILE:///etc/*", Action::Block)];
+        assert_eq!(subject_verdict(&rules, &Subject::Resource("file:///srv/a")).action, Action::Allow);
+        assert_eq!(
+            subject_verdict(&[rule("resource:*", Action::Block)], &Subject::Resource("x:y")).action,
+            Action::Block
+        );
+    }
+
+    #[test]
+    fn patterns() {
+        assert!(matches("*", "x"));
+        assert!(matches("a__*", "a__b"));
+        assert!(!matches("a__*", "b__a"));
+        assert!(matches("exact", "exact"));
+        assert!(!matches("exact", "exactly"));
+        assert!(validate_pattern("a*b*").is_err());
+        assert!(validate_pattern("").is_err());
+        assert!(validate_pattern("files__*").is_ok());
+    }
+
+    #[test]
+    fn a_tool_that_changes_the_gate_always_asks_a_person_but_can_be_blocked() {
+        let gate = Hints { changes_gate: true, read_only: Some(true), ..Default::default() };
+        let v = decide_with(&set(&[rule("*", Action::Allow)]), &tool("gatehouse_policy_set", gate));
+        assert_eq!((v.action, v.human_only, v.basis), (Action::RequireApproval, true, Basis::ChangesGate));
+        let v = decide_with(&set(&[rule("gatehouse_*", Action::Block)]), &tool("gatehouse_policy_set", gate));
+        assert_eq!((v.action, v.basis), (Action::Block, Basis::Rule("gatehouse_*".into())));
+        let v = decide_with(&set(&[]), &tool("fs_write", Hints::default()));
+        assert_eq!((v.action, v.basis), (Action::RequireApproval, Basis::MayDestroy));
+    }
+
+    fn call<'a>(name: &'a str, who: Who<'a>, arguments: &'a serde_json::Value) -> Facts<'a> {
+        static ANNOTATIONS: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| serde_json::json!({}));
+        Facts {
+            tool: name,
+            upstream: Some("git"),
+            hints: Hints { read_only: Some(false), destructive: Some(false), changes_gate: false },
+            who: Some(who),
+            call: Some(CallDetail { arguments, annotations: &ANNOTATIONS, now_ms: 0 }),
+        }
+    }
+
+    const CURSOR: Who<'static> = Who { agent: "cursor", owner: Some("alice"), thread: None };
+
+    #[test]
+    fn a_condition_narrows_a_rule_to_the_calls_it_names() {
+        let push_main = Rule {
+            name: "no push to main".into(),
+            when: Some(r#"args.branch == "main""#.into()),
+            ..rule("git__push", Action::Block)
+        };
+        let rules = set(&[push_main]);
+        let main = serde_json::json!({"branch": "main"});
+        let dev = serde_json::json!({"branch": "dev"});
+        let v = decide_with(&rules, &call("git__push", CURSOR, &main));
+        assert_eq!((v.action, v.basis), (Action::Block, Basis::Rule("no push to main".into())));
+        assert_eq!(
+            decide_with(&rules, &call("git__push", CURSOR, &dev)).action,
+            Action::Allow,
+            "the annotation default"
+        );
+        // A listing has no call: the conditional block does not hide the tool.
+        assert_eq!(
+            decide_with(&rules, &Facts { call: None, ..call("git__push", CURSOR, &main) }).action,
+            Action::Allow
+        );
+    }
+
+    #[test]
+    fn a_condition_that_cannot_be_evaluated_blocks_and_never_allows() {
+        let pay_small = Rule {
+            name: "small payments".into(),
+            when: Some("args.amount < 100".into()),
+            ..rule("pay", Action::Allow)
+        };
+        let rules = set(&[pay_small, rule("pay", Action::RequireApproval)]);
+        let small = serde_json::json!({"amount": 20});
+        let large = serde_json::json!({"amount": 500});
+        let absent = serde_json::json!({});
+        let text = serde_json::json!({"amount": "20"});
+        // The strictest matching rule wins: the allow rule does not beat the pause.
+        assert_eq!(decide_with(&rules, &call("pay", CURSOR, &small)).action, Action::RequireApproval);
+        assert_eq!(decide_with(&rules, &call("pay", CURSOR, &large)).action, Action::RequireApproval);
+        for broken in [&absent, &text] {
+            let v = decide_with(&rules, &call("pay", CURSOR, broken));
+            assert_eq!(v.action, Action::Block, "{broken}");
+            assert_eq!(v.rule.as_deref(), Some("small payments"));
+            assert!(v.condition_error.is_some());
+        }
+        // A stored condition that no longer compiles blocks the calls it could match.
+        let stale = Rule { when: Some("args.".into()), ..rule("pay", Action::Allow) };
+        assert_eq!(decide_with(&set(&[stale]), &call("pay", CURSOR, &small)).action, Action::Block);
+    }
+
+    #[test]
+    fn scopes_name_agents_owners_and_upstreams() {
+        let scoped = |agents: &[&str], owners: &[&str], upstreams: &[&str]| Rule {
+            agents: agents.iter().map(|s| s.to_string()).collect(),
+            owners: owners.iter().map(|s| s.to_string()).collect(),
+            upstreams: upstreams.iter().map(|s| s.to_string()).collect(),
+            ..rule("*", Action::Block)
+        };
+        let args = serde_json::json!({});
+        let bob = Who { agent: "claude", owner: Some("bob"), thread: None };
+        let action = |r: Rule, who| decide_with(&set(&[r]), &call("git__push", who, &args)).action;
+        assert_eq!(action(scoped(&["cur*"], &[], &[]), CURSOR), Action::Block);
+        assert_eq!(action(scoped(&["cur*"], &[], &[]), bob), Action::Allow);
+        assert_eq!(action(scoped(&[], &["bob"], &[]), bob), Action::Block);
+        assert_eq!(action(scoped(&[], &["bob"], &[]), CURSOR), Action::Allow);
+        assert_eq!(action(scoped(&[], &[], &["git"]), CURSOR), Action::Block);
+        assert_eq!(action(scoped(&[], &[], &["fs"]), CURSOR), Action::Allow);
+        // Every stated scope must match.
+        assert_eq!(action(scoped(&["cursor"], &["bob"], &[]), CURSOR), Action::Allow);
+        // An agent with no owner is not any owner's.
+        let ownerless = Who { agent: "ci", owner: None, thread: None };
+        assert_eq!(action(scoped(&[], &["*"], &[]), ownerless), Action::Allow);
+        // The console's view (no caller) leaves scoped rules out.
+        assert_eq!(
+            decide_with(&set(&[scoped(&["*"], &[], &[])]), &tool("git__push", Hints::default())).action,
+            Action::RequireApproval
+        );
+    }
+
+    #[test]
+    fn the_gate_changing_floor_and_human_only_hold_on_conditional_rules() {
+        let args = serde_json::json!({"pattern": "*"});
+        let allow_all =
+            Rule { when: Some("true".into()), agents: vec!["*".into()], ..rule("gatehouse_*", Action::Allow) };
+        let facts = Facts {
+            hints: Hints { changes_gate: true, ..Default::default() },
+            ..call("gatehouse_policy_set", CURSOR, &args)
+        };
+        let v = decide_with(&set(&[allow_all]), &facts);
+        assert_eq!((v.action, v.human_only, v.basis), (Action::RequireApproval, true, Basis::ChangesGate));
+        let human =
+            Rule { human_only: true, when: Some("args.size() > 0".into()), ..rule("git__*", Action::RequireApproval) };
+        assert!(decide_with(&set(&[human]), &call("git__push", CURSOR, &args)).human_only);
+    }
+
+    #[test]
+    fn rules_are_checked_before_they_are_saved() {
+        let field = |r: Rule| match validate_rule(&normalise_rule(r)) {
+            Err(CoreError::Invalid { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(Rule { when: Some("args.x ==".into()), ..rule("t", Action::Block) }), "when");
+        assert_eq!(field(Rule { agents: vec!["a*b*".into()], ..rule("t", Action::Block) }), "agents");
+        assert_eq!(field(Rule { when: Some("true".into()), ..rule("resource:file:///*", Action::Block) }), "pattern");
+        assert_eq!(field(Rule { name: "x\u{7}y".into(), ..rule("t", Action::Block) }), "name");
+        let named =
+            normalise_rule(Rule { name: " ".into(), when: Some("  ".into()), ..rule(" git__* ", Action::Block) });
+        assert_eq!((named.name.as_str(), named.pattern.as_str(), named.when), ("git__*", "git__*", None));
+    }
+}
