@@ -49,6 +49,27 @@ fn policy_rules_are_checked() {
 }
 
 #[test]
+fn conditional_rules_are_read_and_a_broken_condition_stops_the_start() {
+    let resolve = |toml: &str| {
+        Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default())
+            .map_err(|e| e.to_string())
+    };
+    let ok = resolve(
+        "[[policy]]\nname = \"no push to main\"\npattern = \"git__push\"\naction = \"block\"\n\
+         agents = [\"cursor\"]\nowners = [\"alice\"]\nupstreams = [\"git\"]\nwhen = 'args.branch == \"main\"'\n",
+    )
+    .unwrap();
+    let rule = &ok.policy_rules[0];
+    assert_eq!((rule.name.as_str(), rule.when.as_deref()), ("no push to main", Some(r#"args.branch == "main""#)));
+    assert_eq!((rule.agents.len(), rule.owners.len(), rule.upstreams.len()), (1, 1, 1));
+    let err =
+        resolve("[[policy]]\nname = \"r\"\npattern = \"x\"\naction = \"block\"\nwhen = \"args.a >\"\n").unwrap_err();
+    assert!(err.contains("policy[0].when") && err.contains(r#"rule "r""#) && err.contains("line:column 1:"), "{err}");
+    let err = resolve("[[policy]]\npattern = \"x\"\naction = \"block\"\nagents = [\"a*b*\"]\n").unwrap_err();
+    assert!(err.contains("policy[0].agents"), "{err}");
+}
+
+#[test]
 fn upstream_tls_and_paging_settings_are_checked() {
     let resolve = |toml: &str| {
         Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default())

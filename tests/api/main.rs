@@ -4,6 +4,7 @@ mod admin_api;
 mod approvals;
 mod browser;
 mod cli;
+mod conditional_rules;
 mod connection_limits;
 mod console;
 mod durable;
