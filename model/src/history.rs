@@ -55,6 +55,10 @@ pub struct HistoryFilter {
     /// Exact upstream name (`gatehouse` for Gatehouse's own tools).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub upstream: String,
+    /// `gated` (calls that waited for a person) or `at_once` (calls that
+    /// ran, or were refused, without a pause).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
     /// A state name (`approved`, `declined`, `completed`, …).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub outcome: String,

@@ -72,13 +72,13 @@ async fn a_grant_lets_the_agents_next_calls_through_audited_until_revoked() {
     let approved = app.core.approvals.audit().timeline(&eid).unwrap();
     assert!(approved[1].detail.as_deref().unwrap().contains(&format!("grant:{id}")), "{approved:?}");
 
-    // The next identical call runs at once, audited as allowed by the grant.
+    // The next identical call runs at once, audited (when it ends) as let through by the grant.
     assert!(!paused(&app.tool_call(&token, &sid, TOOL, json!({})).await));
     let scope = gatehouse_core::audit::HistoryScope::Owner("carol".into());
     let newest = app.core.approvals.audit().search(&Default::default(), &scope, 1).unwrap().remove(0);
     assert_eq!(
         (newest.state.as_str(), newest.actor.as_deref(), newest.tool.as_str(), newest.upstream.as_deref()),
-        ("allowed", Some(format!("grant:{id}").as_str()), TOOL, Some("everything"))
+        ("completed", Some(format!("grant:{id}").as_str()), TOOL, Some("everything"))
     );
 
     // It covers the agent: another credential of claude owned by carol, in

@@ -8,6 +8,7 @@ mod conditional_rules;
 mod connection_limits;
 mod console;
 mod durable;
+mod every_call;
 mod gate_holds;
 mod grants;
 mod helpers;

@@ -28,7 +28,7 @@ pub fn HistoryPage() -> impl IntoView {
         <Header/>
         <main class="page">
             <h1>"History"</h1>
-            <p class="hint">"Every gated call, its decision and its outcome, newest first."</p>
+            <p class="hint">"Every call: those that waited for a person, with their decision, and those that ran or were refused at once — newest first."</p>
             {move || filter.get().ok().map(|f| view! { <Filters filter=f/> })}
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || history.get().map(|result| match (result.map_err(|e| e.to_string()), filter.get()) {
@@ -50,11 +50,19 @@ pub fn HistoryPage() -> impl IntoView {
 fn Filters(filter: HistoryFilter) -> impl IntoView {
     let narrowed = filter.is_narrowed();
     let outcome = filter.outcome.clone();
+    let kind = filter.kind.clone();
     view! {
         <form method="get" action=routes::HISTORY class="filters" aria-label="Filter the history">
             <label>"Agent" <input name="agent" value=filter.agent.clone() autocomplete="off"/></label>
             <label>"Tool" <input name="tool" value=filter.tool.clone() autocomplete="off"/></label>
             <label>"Upstream" <input name="upstream" value=filter.upstream.clone() placeholder="gatehouse = built-in" autocomplete="off"/></label>
+            <label>"Calls"
+                <select name="kind">
+                    {[("", "All"), ("gated", "Waited for a person"), ("at_once", "Ran or refused at once")].into_iter().map(|(value, label)| view! {
+                        <option value=value selected=kind == value>{label}</option>
+                    }).collect_view()}
+                </select>
+            </label>
             <label>"Outcome"
                 <select name="outcome">
                     <option value="" selected=outcome.is_empty()>"Any"</option>

@@ -37,6 +37,10 @@ pub struct Entry<'a> {
     pub detail: Option<&'a str>,
 }
 
+/// The id prefix of a call that ran (or was refused) at once, without a
+/// pause: one entry per call. A paused call's executions are `exec_…`.
+pub const AT_ONCE_PREFIX: &str = "call";
+
 /// Entries in flight past which [`AuditLog::append`] waits for room.
 pub use crate::db::WRITE_CAPACITY as QUEUE_CAPACITY;
 
@@ -220,6 +224,14 @@ impl AuditLog {
         }
         if !filter.agent.is_empty() {
             add("agent = ?", Value::Text(filter.agent.clone()));
+        }
+        match filter.kind.as_str() {
+            "" => {}
+            "gated" => add("substr(execution_id, 1, 5) = ?", Value::Text("exec_".into())),
+            "at_once" => add("substr(execution_id, 1, 5) = ?", Value::Text(format!("{AT_ONCE_PREFIX}_"))),
+            other => {
+                return Err(CoreError::Invalid { field: "kind", reason: format!("{other:?} is not gated or at_once") });
+            }
         }
         if !filter.tool.is_empty() {
             add("tool = ?", Value::Text(filter.tool.clone()));

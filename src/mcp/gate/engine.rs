@@ -11,6 +11,7 @@ use rmcp::service::RequestContext;
 use serde_json::json;
 
 use super::outcome::{Target, held_back, held_shape, run_target, tool_digest};
+use super::record::{self, AtOnce};
 use super::tool_call::Call;
 use super::{Mode, announce, granted, input_required, resume, upstream_round, url_elicitation};
 use crate::mcp::McpState;
@@ -98,27 +99,30 @@ pub async fn call(
     })?;
     let changes_gate = tools::changes_gate(call.name);
     match verdict.action {
-        Action::Allow => run_target(state, caller, &target, &call.arguments, shape, None).await,
+        Action::Allow => {
+            let record =
+                AtOnce::start(state, caller, call.name, upstream, &call.arguments, record::decided_by(&verdict));
+            record
+                .end(run_target(state, caller, &target, &call.arguments, shape, None).await, ctx.ct.is_cancelled())
+                .await
+        }
         Action::Block => {
-            tracing::warn!(tool = call.name, agent = %caller.credential.agent, "call blocked by policy");
-            Ok(shape
-                .fit(error_result(
-                    ToolErrorCode::BlockedByPolicy,
-                    blocked_message(call.name, &verdict),
-                    json!({"tool": call.name}),
-                ))
-                .into())
+            tracing::warn!(tool = call.name, agent = %caller.credential.agent, rule = ?verdict.rule, "call blocked by policy");
+            let message = blocked_message(call.name, &verdict);
+            record::refused(state, caller, call.name, upstream.as_deref(), &call.arguments, &verdict, &message).await;
+            Ok(shape.fit(error_result(ToolErrorCode::BlockedByPolicy, message, json!({"tool": call.name}))).into())
         }
         Action::RequireApproval => {
             // A person's grant lets it run now — never for a human_only call
             // (gate-changing tools are human_only too).
             if !verdict.human_only
                 && !changes_gate
-                && granted::lookup(state, caller, call.name, target.upstream().as_deref(), &call.arguments)
-                    .await
-                    .is_some()
+                && let Some(grant) = granted::lookup(state, caller, call.name, &call.arguments).await
             {
-                return run_target(state, caller, &target, &call.arguments, shape, None).await;
+                let record = AtOnce::start(state, caller, call.name, upstream, &call.arguments, grant);
+                return record
+                    .end(run_target(state, caller, &target, &call.arguments, shape, None).await, ctx.ct.is_cancelled())
+                    .await;
             }
             let limit = state.config.max_gated_arguments_bytes;
             let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);

@@ -1,25 +1,17 @@
 //! Calls a person allowed in advance: a grant ([`gatehouse_core::grants`])
 //! for this agent and tool lets a gated call run without a pause, audited
-//! as `allowed` by `grant:<id>`.
+//! when it ends ([`super::record`]) with `grant:<id>` as what let it through.
 
-use gatehouse_core::approvals::{State, digest};
-use gatehouse_core::audit;
 use serde_json::Value;
 
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
 
 /// The grant that lets this call through, as the audit's actor
-/// (`grant:<id>`), once the call is audited as allowed; `None`: it waits
+/// (`grant:<id>`); `None`: it waits
 /// for a person as usual. The caller has checked that no rule makes the
 /// call `human_only` (a grant never covers one, whenever it was made).
-pub async fn lookup(
-    state: &McpState,
-    caller: &Caller,
-    tool: &str,
-    upstream: Option<&str>,
-    arguments: &Value,
-) -> Option<String> {
+pub async fn lookup(state: &McpState, caller: &Caller, tool: &str, arguments: &Value) -> Option<String> {
     let grants = &state.core.grants;
     let credential = &caller.credential;
     if state.core.db.backend() == gatehouse_core::db::Backend::Postgres {
@@ -43,27 +35,6 @@ pub async fn lookup(
                 Err(e) => tracing::error!(error = %e, "could not write grant use counts"),
             }
         });
-    }
-    let recorded = state
-        .core
-        .approvals
-        .audit()
-        .append(audit::Entry {
-            execution_id: &gatehouse_core::secret::new_id("exec"),
-            state: State::Allowed,
-            tool,
-            upstream,
-            arguments_digest: &digest(arguments),
-            agent: &credential.agent,
-            owner: credential.owner.as_deref(),
-            credential_id: Some(&credential.id),
-            thread: credential.thread.as_deref(),
-            actor: Some(&actor),
-            detail: Some("allowed without a pause by a grant"),
-        })
-        .await;
-    if let Err(e) = recorded {
-        tracing::error!(error = %e, "audit write failed");
     }
     tracing::info!(tool, agent = %credential.agent, grant = %matched.id, "call allowed by a grant");
     Some(actor)

@@ -7,7 +7,8 @@
 //! waits for the decision and returns the real result; a retry of a call
 //! whose upstream asked for input is checked again ([`upstream_round`]). What becomes of a
 //! call once decided or settled ([`outcome`]) is shared by the engine and
-//! every mode, and imports neither.
+//! every mode, and imports neither. Calls that run or are refused at once
+//! are audited too ([`record`]).
 
 pub mod agent_decides;
 pub mod announce;
@@ -18,6 +19,7 @@ pub mod granted;
 pub mod input_required;
 pub mod mode;
 pub mod outcome;
+pub mod record;
 pub mod resume;
 pub mod task;
 pub mod tool_call;

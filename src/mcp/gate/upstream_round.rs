@@ -76,8 +76,7 @@ pub async fn retry_call(
         }
         Action::RequireApproval
             if execution.is_none()
-                && (verdict.human_only
-                    || granted::lookup(state, caller, &exposed, Some(&tool.upstream), &arguments).await.is_none()) =>
+                && (verdict.human_only || granted::lookup(state, caller, &exposed, &arguments).await.is_none()) =>
         {
             let why = format!("{exposed} now needs approval; make the call again without the requestState");
             return refuse(ToolErrorCode::InvalidRequestState, why);
