@@ -26,6 +26,8 @@ pub enum ToolErrorCode {
     ToolChanged,
     /// A policy rule blocks the tool.
     BlockedByPolicy,
+    /// A rule's rate limit is reached (`retryAfter` seconds in the details).
+    RateLimited,
     /// A gated call's arguments exceed `max_gated_arguments_bytes`.
     ArgumentsTooLarge,
     /// The credential holds `max_executions_per_credential` calls already.

@@ -195,7 +195,9 @@ impl Target {
     /// socket), two agents' tokens, and the first one's session.
     fn new() -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let test_app = runtime.block_on(helpers::spawn_app());
+        // Conditional rules on the tools fuzzed, so every call's arguments
+        // go through a condition too (any failure must block, never panic).
+        let test_app = runtime.block_on(helpers::spawn_app_with(|c| c.policy_rules = fuzzed_rules()));
         let router = app(test_app.state.clone());
         let token = test_app.issue("fuzz", None);
         let other_token = test_app.issue("other", None);
@@ -288,6 +290,116 @@ impl Target {
         };
         self.run(request).0
     }
+}
+
+/// Rules whose conditions read the fuzzed arguments every way CEL allows.
+fn fuzzed_rules() -> Vec<gatehouse_core::policy::Rule> {
+    use gatehouse_core::policy::{Action, Rule};
+    let when = |name: &str, pattern: &str, action, when: &str| Rule {
+        name: name.into(),
+        source: "config".into(),
+        when: Some(when.into()),
+        agents: vec!["fuzz*".into()],
+        ..Rule::new(pattern, action)
+    };
+    vec![
+        when("big limits", "gatehouse_audit_*", Action::Block, "has(args.limit) && args.limit > 150"),
+        when(
+            "strings",
+            "*",
+            Action::RequireApproval,
+            r#"(has(args.x) && args.x.startsWith("a")) || (has(args.y) && args.y.matches("^[0-9]+$"))"#,
+        ),
+        when("shapes", "resume", Action::Block, "size(args) > 3 && args.exists(k, k.size() > 8)"),
+        when("time", "gatehouse_status", Action::Allow, "now.getHours() >= 0 && type(args) == map"),
+    ]
+}
+
+/// CEL source from tokens a rule author might write, in any order.
+fn cel_source() -> impl Strategy<Value = String> {
+    let token = prop::sample::select(vec![
+        "args",
+        "args.a",
+        "args.b.c",
+        ".",
+        "&&",
+        "||",
+        "!",
+        "==",
+        "!=",
+        "<",
+        ">",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        ":",
+        ",",
+        "?",
+        "1",
+        "0",
+        "-1",
+        "1.5",
+        "\"s\"",
+        "'t'",
+        "true",
+        "null",
+        "has(args.a)",
+        "size(args)",
+        "in",
+        "args.all(k, k == 'a')",
+        "args.exists(k, true)",
+        "matches",
+        ".startsWith('x')",
+        "tool",
+        "agent",
+        "owner",
+        "thread",
+        "upstream",
+        "annotations",
+        "now",
+        "int(",
+        "string(",
+        "type(",
+        "9223372036854775807",
+        "duration('1h')",
+        "timestamp('2026-01-01T00:00:00Z')",
+    ]);
+    prop::collection::vec(token, 1..14).prop_map(|t| t.join(" "))
+}
+
+#[test]
+fn no_condition_panics_when_compiled_or_evaluated() {
+    use gatehouse_core::policy::condition::{CallView, Condition};
+    let cases: u32 = std::env::var("GATEHOUSE_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000);
+    let mut runner = TestRunner::new(ProptestConfig { cases, ..ProptestConfig::default() });
+    runner
+        .run(&(cel_source(), json_value()), |(source, arguments)| {
+            if let Ok(condition) = Condition::compile(&source) {
+                let annotations = json!({"readOnlyHint": true});
+                let view = CallView {
+                    tool: "t",
+                    upstream: None,
+                    agent: "a",
+                    owner: None,
+                    thread: None,
+                    arguments: &arguments,
+                    annotations: &annotations,
+                    now_ms: 0,
+                };
+                // Ok or Err, never a panic.
+                let _ = condition.eval(&view);
+            }
+            Ok(())
+        })
+        .unwrap();
 }
 
 #[test]

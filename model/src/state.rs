@@ -29,11 +29,13 @@ pub enum State {
     Allowed,
     /// Audit only: a request the policy refused at once.
     Blocked,
+    /// Audit only: a call refused because a rule's rate limit was reached.
+    Limited,
 }
 
 impl State {
     /// Every state, in the order an execution can move through them.
-    pub const ALL: [State; 11] = [
+    pub const ALL: [State; 12] = [
         State::Pending,
         State::Approved,
         State::Running,
@@ -45,6 +47,7 @@ impl State {
         State::Revoked,
         State::Allowed,
         State::Blocked,
+        State::Limited,
     ];
 
     /// The wire name.
@@ -61,6 +64,7 @@ impl State {
             State::Revoked => "revoked",
             State::Allowed => "allowed",
             State::Blocked => "blocked",
+            State::Limited => "limited",
         }
     }
 
@@ -78,6 +82,7 @@ impl State {
             "revoked" => State::Revoked,
             "allowed" => State::Allowed,
             "blocked" => State::Blocked,
+            "limited" => State::Limited,
             _ => return None,
         })
     }

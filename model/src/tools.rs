@@ -92,6 +92,13 @@ pub struct Rule {
     /// A condition on the call in CEL (`args.branch == "main"`); none: every call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,
+    /// At most this many of the calls it matches (`10/min`), counted per
+    /// [`Rule::rate_per`]; none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    /// Whom the rate counts: `agent` (the default), `owner` or `tool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per: Option<String>,
 }
 
 impl Rule {
@@ -109,6 +116,8 @@ impl Rule {
             owners: Vec::new(),
             upstreams: Vec::new(),
             when: None,
+            rate: None,
+            rate_per: None,
         }
     }
 

@@ -270,6 +270,12 @@ pub struct PolicyRule {
     /// A condition on the call, in CEL (`args.branch == "main"`).
     #[serde(default)]
     pub when: Option<String>,
+    /// At most this many matching calls (`"10/min"`), across replicas.
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Whom the rate counts: `"agent"` (default), `"owner"` or `"tool"`.
+    #[serde(default)]
+    pub rate_per: Option<String>,
 }
 
 /// A duration written as humantime text (`"90s"`, `"10m"`, `"24h"`), longer than zero.

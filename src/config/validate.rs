@@ -100,6 +100,8 @@ fn policy_rules(t: &FileConfig) -> Result<Vec<gatehouse_core::policy::Rule>, Con
             owners: rule.owners.clone(),
             upstreams: rule.upstreams.clone(),
             when: rule.when.clone(),
+            rate: rule.rate.clone(),
+            rate_per: rule.rate_per.clone(),
             ..gatehouse_core::policy::Rule::new(rule.pattern.clone(), action)
         });
         // The error names the rule's key and field (and, for `when`, where in it).

@@ -69,6 +69,12 @@ pub struct PolicySetArgs {
     /// annotations and now, e.g. `args.branch == "main"`.
     #[serde(default)]
     pub when: Option<String>,
+    /// At most this many matching calls, e.g. `10/min` (units s, min, hour, day).
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Whom the rate counts: `agent` (default), `owner` or `tool`.
+    #[serde(default)]
+    pub rate_per: Option<String>,
 }
 
 /// `allow | require_approval | block`.
@@ -228,6 +234,8 @@ pub fn rule_json(rule: &Rule) -> Value {
         "owners": rule.owners,
         "upstreams": rule.upstreams,
         "when": rule.when,
+        "rate": rule.rate,
+        "ratePer": rule.rate_per,
         "source": rule.source,
     })
 }
@@ -300,6 +308,8 @@ fn run_with_stores(state: &McpState, caller: &Caller, name: &str, arguments: &Va
                     owners: args.owners,
                     upstreams: args.upstreams,
                     when: args.when,
+                    rate: args.rate,
+                    rate_per: args.rate_per,
                     ..Rule::new(args.pattern, args.action.into())
                 };
                 state

@@ -26,6 +26,7 @@ mod output_schema;
 mod page_guards;
 mod pinning;
 mod proxy;
+mod rate_limits;
 mod relay_stress;
 mod replicas;
 mod resource_rules;

@@ -123,6 +123,9 @@ fn RuleRow(rule: Rule, is_admin: bool, unmatched: bool, remove: ServerAction<Rem
     if let Some(when) = &rule.when {
         only.push(format!("when {when}"));
     }
+    if let Some(rate) = &rule.rate {
+        only.push(format!("at most {rate} per {}", rule.rate_per.as_deref().unwrap_or("agent")));
+    }
     view! {
         <tr data-pattern=rule.pattern.clone() data-name=rule.name.clone() data-source=rule.source.clone()>
             <td data-label="Pattern">
@@ -166,7 +169,8 @@ fn encode(s: &str) -> String {
 }
 
 /// The editor's fields, as they travel in the query string and the forms.
-const FIELDS: [&str; 8] = ["name", "pattern", "action", "human_only", "agents", "owners", "upstreams", "when"];
+const FIELDS: [&str; 10] =
+    ["name", "pattern", "action", "human_only", "agents", "owners", "upstreams", "when", "rate", "rate_per"];
 
 /// The link that opens `rule` in the editor.
 fn edit_link(rule: &Rule) -> String {
@@ -188,6 +192,11 @@ fn edit_link(rule: &Rule) -> String {
     if let Some(when) = &rule.when {
         link.push_str(&format!("&when={}", encode(when)));
     }
+    for (key, value) in [("rate", &rule.rate), ("rate_per", &rule.rate_per)] {
+        if let Some(value) = value {
+            link.push_str(&format!("&{key}={}", encode(value)));
+        }
+    }
     link
 }
 
@@ -197,8 +206,8 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     let query = use_query_map();
     let initial = |key: &str| query.with_untracked(|q| q.get(key)).unwrap_or_default();
     // One signal per field, in FIELDS order.
-    let fields: [RwSignal<String>; 8] = std::array::from_fn(|i| RwSignal::new(initial(FIELDS[i])));
-    let [name, pattern, action, human_only, agents, owners, upstreams, when] = fields;
+    let fields: [RwSignal<String>; 10] = std::array::from_fn(|i| RwSignal::new(initial(FIELDS[i])));
+    let [name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per] = fields;
     if Action::parse(&action.get_untracked()).is_none() {
         action.set("require_approval".into());
     }
@@ -216,7 +225,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     });
     let preview = crate::json::resource(
         move || fields.map(|f| f.get()),
-        |[name, pattern, action, human_only, agents, owners, upstreams, when]| async move {
+        |[name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per]| async move {
             if pattern.trim().is_empty() {
                 return Ok(None);
             }
@@ -230,6 +239,8 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 some(owners),
                 some(upstreams),
                 some(when),
+                some(rate),
+                some(rate_per),
             )
             .await
             .map(Some)
@@ -282,8 +293,9 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                     "Human only: never a model's or a client form's decision"
                 </label>
                 <details class="conditions" open=!(agents.get_untracked().is_empty() && owners.get_untracked().is_empty()
-                    && upstreams.get_untracked().is_empty() && when.get_untracked().is_empty() && name.get_untracked().is_empty())>
-                    <summary>"Only some calls: agents, owners, upstreams, a condition"</summary>
+                    && upstreams.get_untracked().is_empty() && when.get_untracked().is_empty() && name.get_untracked().is_empty()
+                    && rate.get_untracked().is_empty())>
+                    <summary>"Only some calls: agents, owners, upstreams, a condition, a rate limit"</summary>
                     {text("Name", "name", name, "default: the pattern", "A rule of the same name is replaced.")}
                     {text("Agents", "agents", agents, "cursor, claude-*", "Comma-separated; empty: every agent.")}
                     {text("Owners", "owners", owners, "alice", "Comma-separated user names; empty: every owner.")}
@@ -297,6 +309,8 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                             " and " <code>"now"</code> ". A condition that cannot be evaluated blocks the call."</span>
                         {move || when_error().map(|e| view! { <span role="alert" class="error field-error" data-testid="when-error">{e}</span> })}
                     </label>
+                    {text("Rate limit", "rate", rate, "10/min", "At most this many matching calls (units s, min, hour, day), across replicas.")}
+                    {text("Counted per", "rate_per", rate_per, "agent", "agent (default), owner or tool.")}
                 </details>
                 <button type="submit" class="quiet">"Preview"</button>
             </form>

@@ -31,6 +31,7 @@ fn state_label(state: State) -> &'static str {
         // Never the state of a paused call; only of a request in the history.
         State::Allowed => "Allowed by policy",
         State::Blocked => "Blocked by policy",
+        State::Limited => "Over a rate limit",
     }
 }
 

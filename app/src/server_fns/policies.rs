@@ -86,6 +86,12 @@ pub struct RuleDraft {
     /// The condition, in CEL.
     #[serde(default)]
     pub when: Option<String>,
+    /// The rate limit (`10/min`).
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Whom it counts (`agent`, `owner`, `tool`).
+    #[serde(default)]
+    pub rate_per: Option<String>,
 }
 
 #[cfg(feature = "ssr")]
@@ -103,6 +109,8 @@ impl RuleDraft {
             owners: list(self.owners),
             upstreams: list(self.upstreams),
             when: self.when,
+            rate: self.rate,
+            rate_per: self.rate_per,
             ..Rule::new(self.pattern, parse_action(&self.action)?)
         });
         validate_rule(&rule)?;
@@ -124,8 +132,10 @@ pub async fn preview_rule(
     owners: Option<String>,
     upstreams: Option<String>,
     when: Option<String>,
+    rate: Option<String>,
+    rate_per: Option<String>,
 ) -> Result<Vec<RulePreview>, ServerFnError> {
-    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when };
+    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per };
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::policy::{RuleSet, gate_for, matches};
     let catalog = ctx::tool_catalog()?;
@@ -137,7 +147,7 @@ pub async fn preview_rule(
             now.iter().filter(|r| !(r.name == rule.name && r.source == "database")).cloned().collect();
         // As it acts on the calls it matches: its agents, owners and
         // condition met (the tool's upstream is known, so that scope stays).
-        then.push(Rule { agents: Vec::new(), owners: Vec::new(), when: None, ..rule.clone() });
+        then.push(Rule { agents: Vec::new(), owners: Vec::new(), when: None, rate: None, ..rule.clone() });
         let then = RuleSet::new(then);
         let previews = catalog
             .exposed_tools()
@@ -175,8 +185,10 @@ pub async fn save_rule(
     owners: Option<String>,
     upstreams: Option<String>,
     when: Option<String>,
+    rate: Option<String>,
+    rate_per: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when };
+    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per };
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::changes::Change;
     let catalog = ctx::tool_catalog()?;
@@ -219,6 +231,9 @@ fn describe(rule: &Rule) -> String {
     }
     if let Some(when) = &rule.when {
         parts.push(format!("when {when}"));
+    }
+    if let Some(rate) = &rule.rate {
+        parts.push(format!("at most {rate} per {}", rule.rate_per.as_deref().unwrap_or("agent")));
     }
     parts.join(", ")
 }

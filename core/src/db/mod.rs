@@ -88,6 +88,10 @@ pub struct Db {
     lane: lane::Lane,
     /// The one ordered writer ([`Db::queue`]), started at its first use.
     writes: Arc<OnceLock<writer::Writer>>,
+    /// The SQLite file, when there is one: the writer opens its own
+    /// connection to it, so its commits never hold the connection every
+    /// request reads through (WAL lets reads go on beside one writer).
+    file: Option<Arc<Path>>,
 }
 
 #[derive(Clone)]
@@ -124,6 +128,7 @@ impl Db {
         if let Inner::Sqlite(_, _, index) = &mut db.inner {
             *index = WalIndex::open(&path).map(Arc::new);
         }
+        db.file = Some(path.into());
         Ok(db)
     }
 
@@ -138,7 +143,8 @@ impl Db {
         let pool = postgres::connect(url)?;
         let (before, after) = postgres::migrate(&mut *pool.get()?)?;
         let lane = lane::Lane::new(postgres::POOL_SIZE as usize);
-        Ok((Self { inner: Inner::Postgres { pool, url: url.into() }, lane, writes: Arc::default() }, before, after))
+        let db = Self { inner: Inner::Postgres { pool, url: url.into() }, lane, writes: Arc::default(), file: None };
+        Ok((db, before, after))
     }
 
     /// A private in-memory SQLite database.
@@ -176,6 +182,7 @@ impl Db {
             inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), credential_writes, None),
             lane: lane::Lane::new(lane::SQLITE_LANE),
             writes: Arc::default(),
+            file: None,
         })
     }
 
@@ -203,7 +210,34 @@ impl Db {
     /// The same database without its writer: the writer thread's own
     /// handle (holding the queue it reads would keep the queue open forever).
     fn without_writer(&self) -> Self {
-        Self { inner: self.inner.clone(), lane: self.lane.clone(), writes: Arc::default() }
+        Self { inner: self.inner.clone(), lane: self.lane.clone(), writes: Arc::default(), file: None }
+    }
+
+    /// The writer thread's handle: [`Db::without_writer`], on a connection
+    /// of its own when the database is a SQLite file (an in-memory one has
+    /// only the one connection).
+    fn for_writer(&self) -> Self {
+        let (Inner::Sqlite(_, writes, _), Some(file)) = (&self.inner, &self.file) else {
+            return self.without_writer();
+        };
+        let opened = Connection::open(file).and_then(|conn| {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))?;
+            Ok(conn)
+        });
+        match opened {
+            Ok(conn) => Self {
+                inner: Inner::Sqlite(Arc::new(Mutex::new(conn)), writes.clone(), None),
+                lane: self.lane.clone(),
+                writes: Arc::default(),
+                file: None,
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "the writer shares the one connection: no second one could be opened");
+                self.without_writer()
+            }
+        }
     }
 
     /// Which database this is.

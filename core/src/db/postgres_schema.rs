@@ -339,4 +339,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE policy_rules ADD COLUMN upstreams TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE policy_rules ADD COLUMN when_expr TEXT;
     "#,
+    // 21: rate limits on rules (SQLite's 21).
+    r#"
+    ALTER TABLE policy_rules ADD COLUMN rate TEXT;
+    ALTER TABLE policy_rules ADD COLUMN rate_per TEXT;
+    CREATE TABLE rate_counts (
+        rule         TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        window_start BIGINT NOT NULL,
+        count        BIGINT NOT NULL,
+        PRIMARY KEY (rule, subject, window_start)
+    );
+    "#,
 ];

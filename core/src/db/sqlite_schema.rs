@@ -346,4 +346,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE policy_rules;
     ALTER TABLE policy_rules_named RENAME TO policy_rules;
     "#,
+    // 21: rate limits on rules (`rate = "10/min"`, counted per agent,
+    // owner or tool), counted here so the limit holds across replicas: one
+    // row per rule, subject and window.
+    r#"
+    ALTER TABLE policy_rules ADD COLUMN rate TEXT;
+    ALTER TABLE policy_rules ADD COLUMN rate_per TEXT;
+    CREATE TABLE rate_counts (
+        rule         TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        window_start INTEGER NOT NULL,
+        count        INTEGER NOT NULL,
+        PRIMARY KEY (rule, subject, window_start)
+    );
+    "#,
 ];

@@ -41,6 +41,13 @@ const BATCH: usize = 256;
 /// stuck on a broken database must not hang every reader with it).
 const FLUSH_WAIT: Duration = Duration::from_secs(10);
 
+/// How long the writer holds a batch of request-path writes (audit entries
+/// of calls that ran at once) open for more, unless someone waits for one:
+/// one commit for many calls instead of one each. On SQLite every commit
+/// holds the one connection every request also needs, so fewer commits is
+/// what keeps the gate path fast under load.
+const LINGER: Duration = Duration::from_millis(5);
+
 /// One write the writer applies, inside its transaction.
 pub trait Write: Send {
     /// Applies it on `conn` (inside the batch's transaction).
@@ -48,7 +55,10 @@ pub trait Write: Send {
 }
 
 /// A queued write and its number.
-type Job = (u64, Box<dyn Write>);
+/// A queued write: its number, the write, and whether someone acts on it
+/// soon (a transition under a lock: the store waits for it), so it is not
+/// held back to share a transaction ([`LINGER`]).
+type Job = (u64, Box<dyn Write>, bool);
 
 /// How far the writer has got (the number of the last write applied or
 /// given up on), with a signal for threads and one for tasks.
@@ -59,6 +69,8 @@ struct Progress {
     stopped: AtomicBool,
     /// The same number for async waiters (`u64::MAX` once stopped).
     watch: watch::Sender<u64>,
+    /// Callers waiting for a flush right now: the writer stops lingering.
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 /// The queue to the writer thread.
@@ -88,6 +100,7 @@ impl Writer {
             moved: Condvar::new(),
             stopped: AtomicBool::new(false),
             watch: watch::channel(0).0,
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         });
         let writing = progress.clone();
         // A plain thread, not a runtime task: the writes block on the
@@ -122,12 +135,12 @@ impl Writer {
         }
         let Some(sender) = tx.as_ref() else { return Err(write) };
         let number = self.last.load(Ordering::SeqCst) + 1;
-        match sender.send((number, write)) {
+        match sender.send((number, write, !bounded)) {
             Ok(()) => {
                 self.last.store(number, Ordering::SeqCst);
                 Ok(())
             }
-            Err(mpsc::SendError((_, write))) => {
+            Err(mpsc::SendError((_, write, _))) => {
                 *tx = None;
                 Err(write)
             }
@@ -152,6 +165,7 @@ impl Writer {
     /// Waits until every write queued before this call is applied.
     fn flush(&self) {
         let target = self.last.load(Ordering::SeqCst);
+        let _waiting = Waiting::new(&self.progress);
         if !self.wait_until(|done| done >= target) {
             tracing::error!(queued = target, "the database writer is behind; reading without it");
         }
@@ -161,25 +175,57 @@ impl Writer {
     async fn flushed(&self) {
         let target = self.last.load(Ordering::SeqCst);
         let mut done = self.progress.watch.subscribe();
+        let _waiting = Waiting::new(&self.progress);
         if tokio::time::timeout(FLUSH_WAIT, done.wait_for(|d| *d >= target)).await.is_err() {
             tracing::error!(queued = target, "the database writer is behind; going on without it");
         }
     }
 }
 
+/// Counts a flush caller while it waits (the writer stops lingering).
+struct Waiting<'a>(&'a Progress);
+
+impl<'a> Waiting<'a> {
+    fn new(progress: &'a Progress) -> Self {
+        progress.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(progress)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn write_loop(db: &Db, rx: &mpsc::Receiver<Job>, progress: &Progress) {
     // `recv` fails once the sender is gone and the queue is empty.
     while let Ok(first) = rx.recv() {
+        let started = Instant::now();
         let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match rx.try_recv() {
+        loop {
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            // Only request-path writes that nobody waits for linger.
+            let urgent = batch.iter().any(|(_, _, urgent)| *urgent) || progress.waiting.load(Ordering::SeqCst) > 0;
+            let left = LINGER.saturating_sub(started.elapsed());
+            if urgent || batch.len() >= BATCH || left.is_zero() {
+                break;
+            }
+            match rx.recv_timeout(left.min(Duration::from_millis(1))) {
                 Ok(job) => batch.push(job),
-                Err(_) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        let last = batch.last().map_or(0, |(number, _)| *number);
-        let written =
-            db.conn().and_then(|mut conn| conn.transaction(|tx| batch.iter().try_for_each(|(_, job)| job.write(tx))));
+        let last = batch.last().map_or(0, |(number, ..)| *number);
+        let written = db
+            .conn()
+            .and_then(|mut conn| conn.transaction(|tx| batch.iter().try_for_each(|(_, job, _)| job.write(tx))));
         if let Err(e) = written {
             tracing::error!(error = %e, writes = batch.len(), "a batch of queued writes failed");
         }
@@ -193,7 +239,7 @@ fn write_loop(db: &Db, rx: &mpsc::Receiver<Job>, progress: &Progress) {
 
 impl Db {
     fn writer(&self) -> &Writer {
-        self.writes.get_or_init(|| Writer::start(self.without_writer()))
+        self.writes.get_or_init(|| Writer::start(self.for_writer()))
     }
 
     /// Writes `write` at once (no writer could be started).

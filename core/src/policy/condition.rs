@@ -277,6 +277,10 @@ mod tests {
         assert_eq!(eval("now.getHours() == 12", json!({})), Ok(true), "the time of day, UTC");
         assert_eq!(eval("args.files.exists(f, f.endsWith('.env'))", json!({"files": ["a", "b.env"]})), Ok(true));
         assert_eq!(eval("thread == null", json!({})), Ok(true));
+        // What the README shows.
+        assert_eq!(eval("has(args.amount) && args.amount < 100", json!({})), Ok(false), "absent: false, not an error");
+        assert_eq!(eval("has(args.amount) && args.amount < 100", json!({"amount": 5})), Ok(true));
+        assert_eq!(eval(r#"now.getHours("Europe/Paris") == 13"#, json!({})), Ok(true), "a zone");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::condition::{CallView, Condition};
 use super::matches;
+use super::rate::{Limit, Per, Rate};
 use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
 
 /// What the tool itself says, and whether it changes the gate.
@@ -91,6 +92,9 @@ pub struct Verdict {
     /// Why the deciding rule's condition could not be evaluated, if that is
     /// why it matched (it then blocks).
     pub condition_error: Option<String>,
+    /// The rate limits of the matching rules the call counts against
+    /// (only for a call, with a caller).
+    pub limits: Vec<Limit>,
 }
 
 /// Rules with their conditions compiled: what the gate holds.
@@ -184,6 +188,7 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
             Match::Failed(why) => matching.push((rule, Action::Block, Some(why))),
         }
     }
+    let limits = limits(&matching, facts);
     let hints = facts.hints;
     let human_only = matching.iter().any(|(r, ..)| r.human_only) || hints.changes_gate;
     // The strictest TTL wins, as the strictest action does.
@@ -199,6 +204,7 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
             basis: Basis::Rule(rule.name.clone()),
             approval_ttl,
             condition_error: failed.clone(),
+            limits,
         }
     } else {
         let (action, basis) = if hints.read_only == Some(true) {
@@ -208,7 +214,7 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
         } else {
             (Action::Allow, Basis::NotDestructive)
         };
-        Verdict { action, human_only, rule: None, basis, approval_ttl, condition_error: None }
+        Verdict { action, human_only, rule: None, basis, approval_ttl, condition_error: None, limits }
     };
     // No rule lets an agent change the gate for everyone without a person
     // (a rule may still block it).
@@ -216,6 +222,25 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
         return Verdict { action: Action::RequireApproval, basis: Basis::ChangesGate, ..verdict };
     }
     verdict
+}
+
+/// The rate limits of the rules that match a call (parsed when they were
+/// saved; a rate that no longer parses counts nothing here).
+fn limits(matching: &[(&Rule, Action, Option<String>)], facts: &Facts<'_>) -> Vec<Limit> {
+    let (Some(who), Some(_)) = (facts.who, facts.call) else { return Vec::new() };
+    matching
+        .iter()
+        .filter_map(|(rule, ..)| {
+            let rate = Rate::parse(rule.rate.as_deref()?).ok()?;
+            let subject = match Per::parse(rule.rate_per.as_deref()).unwrap_or_default() {
+                Per::Owner if who.owner.is_some() => format!("owner:{}", who.owner.unwrap_or_default()),
+                // An agent's name is unique per owner: both name it.
+                Per::Agent | Per::Owner => format!("agent:{}/{}", who.owner.unwrap_or_default(), who.agent),
+                Per::Tool => format!("tool:{}", facts.tool),
+            };
+            Some(Limit { rule: rule.name.clone(), rate, subject })
+        })
+        .collect()
 }
 
 /// What the gate does with `tool` for any agent and any call, and why:

@@ -11,9 +11,11 @@ use std::sync::Arc;
 
 pub mod condition;
 pub mod decide;
+pub mod rate;
 
 pub use condition::{Condition, ConditionError};
 pub use decide::{CallDetail, Facts, Hints, RuleSet, Verdict, Who, decide_with, gate_for};
+pub use rate::{Limit, Limited, Per, Rate};
 
 use crate::args;
 use crate::clock::Clock;
@@ -94,6 +96,13 @@ pub fn validate_rule(rule: &Rule) -> Result<()> {
     if let Some(when) = &rule.when {
         Condition::compile(when).map_err(|e| CoreError::Invalid { field: "when", reason: e.to_string() })?;
     }
+    if let Some(rate) = &rule.rate {
+        Rate::parse(rate)?;
+    }
+    Per::parse(rule.rate_per.as_deref())?;
+    if subject && rule.rate.is_some() {
+        return Err(CoreError::Invalid { field: "rate", reason: "a rate applies to tool rules only".into() });
+    }
     Ok(())
 }
 
@@ -109,6 +118,8 @@ pub fn normalise_rule(mut rule: Rule) -> Rule {
         *list = list.iter().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
     }
     rule.when = rule.when.map(|w| w.trim().to_string()).filter(|w| !w.is_empty());
+    rule.rate = rule.rate.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    rule.rate_per = rule.rate_per.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
     rule
 }
 
@@ -143,7 +154,7 @@ impl PolicyStore {
     fn load(&self) -> Result<Vec<Rule>> {
         let list = |text: String| serde_json::from_str::<Vec<String>>(&text).unwrap_or_default();
         let mut db_rules = self.db.conn()?.query(
-            "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr FROM policy_rules",
+            "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr, rate, rate_per FROM policy_rules",
             args![],
             |r| {
                 Ok(Rule {
@@ -158,6 +169,8 @@ impl PolicyStore {
                     owners: list(r.get(5)?),
                     upstreams: list(r.get(6)?),
                     when: r.get(7)?,
+                    rate: r.get(8)?,
+                    rate_per: r.get(9)?,
                 })
             },
         )?;
@@ -178,11 +191,12 @@ impl PolicyStore {
         let json = |list: &Vec<String>| serde_json::to_string(list).unwrap_or_else(|_| "[]".into());
         self.db.conn()?.transaction(|tx| {
             tx.execute(
-                "INSERT INTO policy_rules (name, pattern, action, human_only, agents, owners, upstreams, when_expr, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                "INSERT INTO policy_rules (name, pattern, action, human_only, agents, owners, upstreams, when_expr, updated_at, rate, rate_per)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT(name) DO UPDATE SET pattern = excluded.pattern, action = excluded.action,
                    human_only = excluded.human_only, agents = excluded.agents, owners = excluded.owners,
-                   upstreams = excluded.upstreams, when_expr = excluded.when_expr, updated_at = excluded.updated_at",
+                   upstreams = excluded.upstreams, when_expr = excluded.when_expr, updated_at = excluded.updated_at,
+                   rate = excluded.rate, rate_per = excluded.rate_per",
                 args![
                     rule.name.as_str(),
                     rule.pattern.as_str(),
@@ -192,7 +206,9 @@ impl PolicyStore {
                     json(&rule.owners),
                     json(&rule.upstreams),
                     rule.when.clone(),
-                    self.clock.now_ms()
+                    self.clock.now_ms(),
+                    rule.rate.clone(),
+                    rule.rate_per.clone()
                 ],
             )?;
             Db::bump_config(tx)
@@ -219,6 +235,14 @@ impl PolicyStore {
     pub async fn current(&self) -> Result<Arc<RuleSet>> {
         let store = self.clone();
         self.db.quick(move || store.rules()).await?
+    }
+
+    /// Counts a call against the rate limits its verdict carries; the
+    /// first one it is over, if any. A database error is an error: the
+    /// caller refuses the call (fail closed).
+    pub async fn take_rates(&self, limits: Vec<Limit>) -> Result<Option<Limited>> {
+        let (db, now_ms) = (self.db.clone(), self.clock.now_ms());
+        self.db.run(move || rate::take(&db, now_ms, &limits)).await?
     }
 
     /// Decides for one call (or tool).
@@ -273,6 +297,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             basis: Basis::Rule(strictest.name.clone()),
             approval_ttl: None,
             condition_error: None,
+            limits: Vec::new(),
         },
         None => Verdict {
             action: Action::Allow,
@@ -281,6 +306,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             basis: Basis::NotDestructive,
             approval_ttl: None,
             condition_error: None,
+            limits: Vec::new(),
         },
     }
 }

@@ -2,7 +2,7 @@
 //! pause the session's way ([`super::announce`]); what becomes of it once
 //! decided or settled is [`super::outcome`].
 
-use gatehouse_core::approvals::{NewExecution, OpenError};
+use gatehouse_core::approvals::{NewExecution, OpenError, State};
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::policy::{self, Action, CallDetail, Facts, RuleSet};
 use rmcp::RoleServer;
@@ -98,6 +98,34 @@ pub async fn call(
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     let changes_gate = tools::changes_gate(call.name);
+    if verdict.action != Action::Block && !verdict.limits.is_empty() {
+        // Counted across every session, credential and replica (the database).
+        let limited = state.core.policy.take_rates(verdict.limits.clone()).await.map_err(|e| {
+            tracing::error!(error = %e, "rate limit count failed");
+            ErrorData::internal_error("rate limit count failed", None)
+        })?;
+        if let Some(limited) = limited {
+            let message = format!(
+                "{} is over the rate limit of policy rule {:?}; try again in {} s",
+                call.name, limited.rule, limited.retry_after_secs
+            );
+            tracing::warn!(tool = call.name, agent = %caller.credential.agent, rule = %limited.rule, "call over a rate limit");
+            let by = policy::Verdict { basis: policy::Basis::Rule(limited.rule.clone()), ..verdict.clone() };
+            record::refused(
+                state,
+                State::Limited,
+                caller,
+                call.name,
+                upstream.as_deref(),
+                &call.arguments,
+                &by,
+                &message,
+            )
+            .await;
+            let details = json!({"tool": call.name, "rule": limited.rule, "retryAfter": limited.retry_after_secs});
+            return Ok(shape.fit(error_result(ToolErrorCode::RateLimited, message, details)).into());
+        }
+    }
     match verdict.action {
         Action::Allow => {
             let record =
@@ -109,7 +137,17 @@ pub async fn call(
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, rule = ?verdict.rule, "call blocked by policy");
             let message = blocked_message(call.name, &verdict);
-            record::refused(state, caller, call.name, upstream.as_deref(), &call.arguments, &verdict, &message).await;
+            record::refused(
+                state,
+                State::Blocked,
+                caller,
+                call.name,
+                upstream.as_deref(),
+                &call.arguments,
+                &verdict,
+                &message,
+            )
+            .await;
             Ok(shape.fit(error_result(ToolErrorCode::BlockedByPolicy, message, json!({"tool": call.name}))).into())
         }
         Action::RequireApproval => {

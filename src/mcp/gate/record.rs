@@ -124,9 +124,12 @@ impl Drop for AtOnce<'_> {
     }
 }
 
-/// Records a call refused at once (a rule blocks it).
+/// Records a call refused at once: `blocked` by a rule, or `limited` by a
+/// rule's rate.
+#[allow(clippy::too_many_arguments)] // what the entry holds
 pub async fn refused(
     state: &McpState,
+    outcome: State,
     caller: &Caller,
     tool: &str,
     upstream: Option<&str>,
@@ -138,7 +141,7 @@ pub async fn refused(
     let actor = decided_by(verdict);
     let entry = audit::Entry {
         execution_id: &gatehouse_core::secret::new_id(AT_ONCE_PREFIX),
-        state: State::Blocked,
+        state: outcome,
         tool,
         upstream,
         arguments_digest: &digest(arguments),
