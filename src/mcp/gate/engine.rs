@@ -136,7 +136,7 @@ pub async fn call(
         }
         Action::Block => {
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, rule = ?verdict.rule, "call blocked by policy");
-            let message = blocked_message(call.name, &verdict);
+            let message = record::blocked_message(call.name, &verdict);
             record::refused(
                 state,
                 State::Blocked,
@@ -206,17 +206,5 @@ pub async fn call(
             tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
             announce::announce(state, caller, &execution, call.mode, shape, ctx).await
         }
-    }
-}
-
-/// What an agent reads when a rule blocks its call: the rule, and why its
-/// condition counted as a match if it could not be evaluated.
-pub fn blocked_message(tool: &str, verdict: &policy::Verdict) -> String {
-    let rule = verdict.rule.as_deref().unwrap_or_default();
-    match &verdict.condition_error {
-        Some(why) => format!(
-            "{tool} is blocked by policy rule {rule:?}: its condition could not be evaluated ({why}), which blocks"
-        ),
-        None => format!("{tool} is blocked by policy rule {rule:?}"),
     }
 }

@@ -156,3 +156,15 @@ pub async fn refused(
         tracing::error!(error = %e, "audit write failed");
     }
 }
+
+/// What an agent reads when a rule blocks its call: the rule, and why its
+/// condition counted as a match if it could not be evaluated.
+pub fn blocked_message(tool: &str, verdict: &Verdict) -> String {
+    let rule = verdict.rule.as_deref().unwrap_or_default();
+    match &verdict.condition_error {
+        Some(why) => format!(
+            "{tool} is blocked by policy rule {rule:?}: its condition could not be evaluated ({why}), which blocks"
+        ),
+        None => format!("{tool} is blocked by policy rule {rule:?}"),
+    }
+}

@@ -72,7 +72,7 @@ pub async fn retry_call(
     })?;
     match verdict.action {
         Action::Block => {
-            return refuse(ToolErrorCode::BlockedByPolicy, super::engine::blocked_message(&exposed, &verdict));
+            return refuse(ToolErrorCode::BlockedByPolicy, super::record::blocked_message(&exposed, &verdict));
         }
         Action::RequireApproval
             if execution.is_none()
