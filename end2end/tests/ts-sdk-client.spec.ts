@@ -48,3 +48,58 @@ test("a revoked token stops working", async () => {
   await expect(client.listTools()).rejects.toThrow();
   await client.close();
 });
+
+test("rules on arguments, rate limits and shadow rules decide each call, for the SDK as for any client", async () => {
+  const config = [
+    "[[policy]]",
+    'name = "no long audits"',
+    'pattern = "gatehouse_audit_recent"',
+    'action = "block"',
+    'when = "has(args.limit) && args.limit > 50"',
+    "",
+    "[[policy]]",
+    'name = "two statuses a day"',
+    'pattern = "gatehouse_status"',
+    'action = "allow"',
+    'rate = "2/day"',
+    "",
+    "[[policy]]",
+    'name = "try: no audits at all"',
+    'pattern = "gatehouse_audit_recent"',
+    'action = "block"',
+    "shadow = true",
+    "",
+  ].join("\n");
+  const g = await spawnGatehouse({}, config);
+  try {
+    const issued = g.issueToken("ts-rules");
+    const { client } = await connectClient(issued.endpoint, issued.token);
+    const short = await client.callTool({ name: "gatehouse_audit_recent", arguments: { limit: 5 } });
+    expect(short.isError).toBe(false); // the shadow rule blocks nothing
+    const long = await client.callTool({ name: "gatehouse_audit_recent", arguments: { limit: 100 } });
+    expect(long.isError).toBe(true);
+    expect(JSON.stringify(long.content)).toContain('policy rule \\"no long audits\\"');
+
+    for (let i = 0; i < 2; i++) {
+      expect((await client.callTool({ name: "gatehouse_status", arguments: {} })).isError).toBe(false);
+    }
+    const over = await client.callTool({ name: "gatehouse_status", arguments: {} });
+    expect(over.isError).toBe(true);
+    const details = over.structuredContent as Record<string, unknown>;
+    expect(details.error).toBe("rate_limited");
+    expect(details.rule).toBe("two statuses a day");
+    expect(details.retryAfter as number).toBeGreaterThan(0);
+
+    // What ran at once, what was refused and what the shadow rule would have done are on the record.
+    const recent = await client.callTool({ name: "gatehouse_audit_recent", arguments: { limit: 20 } });
+    const entries = (recent.structuredContent as { entries: { state: string; actor: string | null }[] }).entries;
+    const states = entries.map((e) => `${e.state} ${e.actor}`);
+    expect(states).toContain("blocked rule:no long audits");
+    expect(states).toContain("limited rule:two statuses a day");
+    expect(states).toContain("shadow shadow:try: no audits at all");
+    expect(states).toContain("completed annotation:readOnlyHint");
+    await client.close();
+  } finally {
+    g.stop();
+  }
+});

@@ -31,11 +31,14 @@ pub enum State {
     Blocked,
     /// Audit only: a call refused because a rule's rate limit was reached.
     Limited,
+    /// Audit only: what a shadow rule would have done to a call (the call
+    /// itself is recorded as it went).
+    Shadow,
 }
 
 impl State {
     /// Every state, in the order an execution can move through them.
-    pub const ALL: [State; 12] = [
+    pub const ALL: [State; 13] = [
         State::Pending,
         State::Approved,
         State::Running,
@@ -48,6 +51,7 @@ impl State {
         State::Allowed,
         State::Blocked,
         State::Limited,
+        State::Shadow,
     ];
 
     /// The wire name.
@@ -65,6 +69,7 @@ impl State {
             State::Allowed => "allowed",
             State::Blocked => "blocked",
             State::Limited => "limited",
+            State::Shadow => "shadow",
         }
     }
 
@@ -83,6 +88,7 @@ impl State {
             "allowed" => State::Allowed,
             "blocked" => State::Blocked,
             "limited" => State::Limited,
+            "shadow" => State::Shadow,
             _ => return None,
         })
     }

@@ -99,6 +99,10 @@ pub struct Rule {
     /// Whom the rate counts: `agent` (the default), `owner` or `tool`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_per: Option<String>,
+    /// Shadow mode: it decides nothing; each call it would have changed is
+    /// audited as `shadow:<name>` with what it would have done.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 impl Rule {
@@ -118,6 +122,7 @@ impl Rule {
             when: None,
             rate: None,
             rate_per: None,
+            shadow: false,
         }
     }
 

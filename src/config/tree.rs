@@ -276,6 +276,10 @@ pub struct PolicyRule {
     /// Whom the rate counts: `"agent"` (default), `"owner"` or `"tool"`.
     #[serde(default)]
     pub rate_per: Option<String>,
+    /// `shadow = true`: decides nothing; each call it would have changed is
+    /// audited as `shadow:<name>`.
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 /// A duration written as humantime text (`"90s"`, `"10m"`, `"24h"`), longer than zero.

@@ -102,6 +102,7 @@ fn policy_rules(t: &FileConfig) -> Result<Vec<gatehouse_core::policy::Rule>, Con
             when: rule.when.clone(),
             rate: rule.rate.clone(),
             rate_per: rule.rate_per.clone(),
+            shadow: rule.shadow,
             ..gatehouse_core::policy::Rule::new(rule.pattern.clone(), action)
         });
         // The error names the rule's key and field (and, for `when`, where in it).

@@ -75,6 +75,9 @@ pub struct PolicySetArgs {
     /// Whom the rate counts: `agent` (default), `owner` or `tool`.
     #[serde(default)]
     pub rate_per: Option<String>,
+    /// Shadow mode: decides nothing; records what it would have done.
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 /// `allow | require_approval | block`.
@@ -236,6 +239,7 @@ pub fn rule_json(rule: &Rule) -> Value {
         "when": rule.when,
         "rate": rule.rate,
         "ratePer": rule.rate_per,
+        "shadow": rule.shadow,
         "source": rule.source,
     })
 }
@@ -310,6 +314,7 @@ fn run_with_stores(state: &McpState, caller: &Caller, name: &str, arguments: &Va
                     when: args.when,
                     rate: args.rate,
                     rate_per: args.rate_per,
+                    shadow: args.shadow,
                     ..Rule::new(args.pattern, args.action.into())
                 };
                 state

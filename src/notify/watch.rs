@@ -148,7 +148,7 @@ fn notice_state(state: State) -> bool {
         | State::Cancelled
         | State::Revoked
         | State::Failed => true,
-        State::Running | State::Completed | State::Allowed | State::Blocked | State::Limited => false,
+        State::Running | State::Completed | State::Allowed | State::Blocked | State::Limited | State::Shadow => false,
     }
 }
 

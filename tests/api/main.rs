@@ -30,6 +30,7 @@ mod rate_limits;
 mod relay_stress;
 mod replicas;
 mod resource_rules;
+mod shadow_rules;
 mod shutdown;
 mod starvation;
 mod tasks;

@@ -14,7 +14,7 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
-use crate::server_fns::{PoliciesView, RemoveRule, SaveRule, list_policies, preview_rule};
+use crate::server_fns::{PoliciesView, PromoteRule, RemoveRule, SaveRule, list_policies, preview_rule};
 
 /// `/policies`
 #[component]
@@ -22,10 +22,11 @@ pub fn PoliciesPage() -> impl IntoView {
     let policies = crate::json::resource(|| (), |_| list_policies());
     let save = ServerAction::<SaveRule>::new();
     let remove = ServerAction::<RemoveRule>::new();
+    let promote = ServerAction::<PromoteRule>::new();
     // A saved or removed rule shows at once (and on other pages' streams, as
     // the tools it hides come and go).
     Effect::new(move |_| {
-        if save.version().get() + remove.version().get() > 0 {
+        if save.version().get() + remove.version().get() + promote.version().get() > 0 {
             policies.refetch();
         }
     });
@@ -42,7 +43,7 @@ pub fn PoliciesPage() -> impl IntoView {
             </p>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || policies.get().map(|result| match result {
-                    Ok(view) => view! { <Policies view save remove/> }.into_any(),
+                    Ok(view) => view! { <Policies view save remove promote/> }.into_any(),
                     Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
                 })}
             </Suspense>
@@ -52,13 +53,19 @@ pub fn PoliciesPage() -> impl IntoView {
 }
 
 #[component]
-fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerAction<RemoveRule>) -> impl IntoView {
-    let PoliciesView { now_ms, is_admin, rules, changes, unmatched } = view;
+fn Policies(
+    view: PoliciesView,
+    save: ServerAction<SaveRule>,
+    remove: ServerAction<RemoveRule>,
+    promote: ServerAction<PromoteRule>,
+) -> impl IntoView {
+    let PoliciesView { now_ms, is_admin, rules, changes, unmatched, shadow_counts } = view;
     let error = move || {
         save.value()
             .get()
             .and_then(|r| r.err())
             .or_else(|| remove.value().get().and_then(|r| r.err()))
+            .or_else(|| promote.value().get().and_then(|r| r.err()))
             .map(|e| e.to_string())
     };
     view! {
@@ -79,7 +86,8 @@ fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerActi
                         <tbody>
                         {rules.into_iter().map(|r| {
                             let unmatched = unmatched.contains(&r.pattern);
-                            view! { <RuleRow rule=r is_admin unmatched remove/> }
+                            let shadow_count = shadow_counts.iter().find(|(name, _)| *name == r.name).map(|(_, n)| *n);
+                            view! { <RuleRow rule=r is_admin unmatched shadow_count remove promote/> }
                         }).collect_view()}
                         </tbody>
                     </table>
@@ -110,10 +118,19 @@ fn Policies(view: PoliciesView, save: ServerAction<SaveRule>, remove: ServerActi
 }
 
 #[component]
-fn RuleRow(rule: Rule, is_admin: bool, unmatched: bool, remove: ServerAction<RemoveRule>) -> impl IntoView {
+fn RuleRow(
+    rule: Rule,
+    is_admin: bool,
+    unmatched: bool,
+    shadow_count: Option<i64>,
+    remove: ServerAction<RemoveRule>,
+    promote: ServerAction<PromoteRule>,
+) -> impl IntoView {
+    let shadow = rule.shadow;
     let from_config = rule.source == "config";
     let edit = edit_link(&rule);
     let name = rule.name.clone();
+    let promote_name = rule.name.clone();
     let named = rule.name != rule.pattern;
     let mut only: Vec<String> = [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)]
         .into_iter()
@@ -142,10 +159,24 @@ fn RuleRow(rule: Rule, is_admin: bool, unmatched: bool, remove: ServerAction<Rem
                     </span>
                 })}
             </td>
-            <td data-label="Action"><span class=format!("action {}", rule.action)>{rule.action.label()}</span></td>
+            <td data-label="Action"><span class=format!("action {}", rule.action)>{rule.action.label()}</span>
+                {shadow.then(|| view! {
+                    <div class="shadow-rule" data-shadow-count=shadow_count.unwrap_or(0).to_string()>
+                        <strong>"Shadow: decides nothing."</strong>
+                        {format!(" Would have changed {} call{} since it was saved.", shadow_count.unwrap_or(0), if shadow_count == Some(1) { "" } else { "s" })}
+                        " " <a href=format!("{}?decider={}", routes::HISTORY, encode(&format!("shadow:{}", rule.name)))>"See them"</a>
+                    </div>
+                })}
+            </td>
             <td data-label="Human only">{if rule.human_only { "yes" } else { "no" }}</td>
             <td data-label="Source">{if from_config { "config file (read-only)" } else { "database" }}</td>
             <td data-label="Actions" class="actions">
+                {(is_admin && !from_config && shadow).then(|| view! {
+                    <ActionForm action=promote attr:class="promote-form">
+                        <input type="hidden" name="name" value=promote_name/>
+                        <button type="submit" class="primary">"Enforce"</button>
+                    </ActionForm>
+                })}
                 {(is_admin && !from_config).then(|| view! {
                     <a href=edit class="button-link">"Edit"</a>
                     <ActionForm action=remove attr:class="revoke-form">
@@ -169,8 +200,8 @@ fn encode(s: &str) -> String {
 }
 
 /// The editor's fields, as they travel in the query string and the forms.
-const FIELDS: [&str; 10] =
-    ["name", "pattern", "action", "human_only", "agents", "owners", "upstreams", "when", "rate", "rate_per"];
+const FIELDS: [&str; 11] =
+    ["name", "pattern", "action", "human_only", "agents", "owners", "upstreams", "when", "rate", "rate_per", "shadow"];
 
 /// The link that opens `rule` in the editor.
 fn edit_link(rule: &Rule) -> String {
@@ -183,6 +214,9 @@ fn edit_link(rule: &Rule) -> String {
     );
     if rule.human_only {
         link.push_str("&human_only=on");
+    }
+    if rule.shadow {
+        link.push_str("&shadow=on");
     }
     for (key, list) in [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)] {
         if !list.is_empty() {
@@ -206,8 +240,8 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     let query = use_query_map();
     let initial = |key: &str| query.with_untracked(|q| q.get(key)).unwrap_or_default();
     // One signal per field, in FIELDS order.
-    let fields: [RwSignal<String>; 10] = std::array::from_fn(|i| RwSignal::new(initial(FIELDS[i])));
-    let [name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per] = fields;
+    let fields: [RwSignal<String>; 11] = std::array::from_fn(|i| RwSignal::new(initial(FIELDS[i])));
+    let [name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow] = fields;
     if Action::parse(&action.get_untracked()).is_none() {
         action.set("require_approval".into());
     }
@@ -225,7 +259,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     });
     let preview = crate::json::resource(
         move || fields.map(|f| f.get()),
-        |[name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per]| async move {
+        |[name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow]| async move {
             if pattern.trim().is_empty() {
                 return Ok(None);
             }
@@ -241,6 +275,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 some(when),
                 some(rate),
                 some(rate_per),
+                some(shadow),
             )
             .await
             .map(Some)
@@ -291,6 +326,12 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                         prop:checked=move || !human_only.get().is_empty()
                         on:change=move |e| human_only.set(if event_target_checked(&e) { "on".into() } else { String::new() })/>
                     "Human only: never a model's or a client form's decision"
+                </label>
+                <label class="check">
+                    <input type="checkbox" name="shadow" value="on" checked=!shadow.get_untracked().is_empty()
+                        prop:checked=move || !shadow.get().is_empty()
+                        on:change=move |e| shadow.set(if event_target_checked(&e) { "on".into() } else { String::new() })/>
+                    "Shadow: decide nothing yet; record each call it would have changed"
                 </label>
                 <details class="conditions" open=!(agents.get_untracked().is_empty() && owners.get_untracked().is_empty()
                     && upstreams.get_untracked().is_empty() && when.get_untracked().is_empty() && name.get_untracked().is_empty()

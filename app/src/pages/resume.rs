@@ -32,6 +32,7 @@ fn state_label(state: State) -> &'static str {
         State::Allowed => "Allowed by policy",
         State::Blocked => "Blocked by policy",
         State::Limited => "Over a rate limit",
+        State::Shadow => "What a shadow rule would have done",
     }
 }
 

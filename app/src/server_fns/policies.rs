@@ -23,6 +23,9 @@ pub struct PoliciesView {
     /// Patterns of the rules that match no exposed tool right now (for
     /// example an upstream's own tool name, without its prefix).
     pub unmatched: Vec<String>,
+    /// Each shadow rule (by name): how many calls it would have changed
+    /// since it was saved (a config rule: since the log began).
+    pub shadow_counts: Vec<(String, i64)>,
 }
 
 /// One tool a rule being edited matches: what the gate does now, and would do.
@@ -49,12 +52,19 @@ pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
             .into_iter()
             .map(|rule| rule.pattern.clone())
             .collect();
+        let mut shadow_counts = Vec::new();
+        for rule in rules.iter().filter(|r| r.shadow) {
+            let since = if rule.source == "database" { core.policy.saved_at(&rule.name)?.unwrap_or(0) } else { 0 };
+            let count = core.approvals.audit().count_by_actor_since(&format!("shadow:{}", rule.name), since)?;
+            shadow_counts.push((rule.name.clone(), count));
+        }
         Ok(PoliciesView {
             now_ms: core.clock.now_ms(),
             is_admin: user.is_admin,
             rules,
             changes: core.changes.recent("policy", 20)?,
             unmatched,
+            shadow_counts,
         })
     })
     .await
@@ -92,6 +102,9 @@ pub struct RuleDraft {
     /// Whom it counts (`agent`, `owner`, `tool`).
     #[serde(default)]
     pub rate_per: Option<String>,
+    /// A checkbox: shadow mode.
+    #[serde(default)]
+    pub shadow: Option<String>,
 }
 
 #[cfg(feature = "ssr")]
@@ -111,6 +124,7 @@ impl RuleDraft {
             when: self.when,
             rate: self.rate,
             rate_per: self.rate_per,
+            shadow: self.shadow.is_some_and(|v| !v.is_empty() && v != "false"),
             ..Rule::new(self.pattern, parse_action(&self.action)?)
         });
         validate_rule(&rule)?;
@@ -134,8 +148,10 @@ pub async fn preview_rule(
     when: Option<String>,
     rate: Option<String>,
     rate_per: Option<String>,
+    shadow: Option<String>,
 ) -> Result<Vec<RulePreview>, ServerFnError> {
-    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per };
+    let draft =
+        RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow };
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::policy::{RuleSet, gate_for, matches};
     let catalog = ctx::tool_catalog()?;
@@ -147,7 +163,15 @@ pub async fn preview_rule(
             now.iter().filter(|r| !(r.name == rule.name && r.source == "database")).cloned().collect();
         // As it acts on the calls it matches: its agents, owners and
         // condition met (the tool's upstream is known, so that scope stays).
-        then.push(Rule { agents: Vec::new(), owners: Vec::new(), when: None, rate: None, ..rule.clone() });
+        // A shadow rule's preview shows what it would do once enforced.
+        then.push(Rule {
+            agents: Vec::new(),
+            owners: Vec::new(),
+            when: None,
+            rate: None,
+            shadow: false,
+            ..rule.clone()
+        });
         let then = RuleSet::new(then);
         let previews = catalog
             .exposed_tools()
@@ -187,8 +211,10 @@ pub async fn save_rule(
     when: Option<String>,
     rate: Option<String>,
     rate_per: Option<String>,
+    shadow: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let draft = RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per };
+    let draft =
+        RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow };
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::changes::Change;
     let catalog = ctx::tool_catalog()?;
@@ -235,7 +261,39 @@ fn describe(rule: &Rule) -> String {
     if let Some(rate) = &rule.rate {
         parts.push(format!("at most {rate} per {}", rule.rate_per.as_deref().unwrap_or("agent")));
     }
+    if rule.shadow {
+        parts.push("shadow (decides nothing)".into());
+    }
     parts.join(", ")
+}
+
+/// Makes the database shadow rule `name` enforcing (admins only): one step,
+/// in the change log as `promote`.
+#[server(prefix = "/api/fn", endpoint = "policy_promote")]
+pub async fn promote_rule(name: String) -> Result<(), ServerFnError> {
+    use gatehouse_core::approvals::AccessError;
+    use gatehouse_core::changes::Change;
+    let catalog = ctx::tool_catalog()?;
+    ctx::blocking(move |user, core| {
+        if !user.is_admin {
+            return Err(AccessError::Forbidden);
+        }
+        let rules = core.policy.rules()?;
+        let Some(rule) = rules.iter().find(|r| r.name == name && r.source == "database" && r.shadow) else {
+            return Err(AccessError::Invalid(format!("{name:?} is not a shadow rule saved here")));
+        };
+        let rule = core.policy.set(Rule { shadow: false, ..rule.clone() })?;
+        let actor = format!("user:{}", user.username);
+        let detail = describe(&rule);
+        let change =
+            Change { actor: &actor, subject: "policy", target: &rule.name, action: "promote", detail: Some(&detail) };
+        core.changes.record(change)?;
+        tracing::info!(rule = %rule.name, by = %user.username, "shadow rule promoted");
+        Ok(())
+    })
+    .await?;
+    catalog.lists_changed();
+    Ok(())
 }
 
 /// Removes the database rule named `name` (admins only); `pattern` names a

@@ -145,6 +145,18 @@ impl AuditLog {
         self.db.flush_writes();
     }
 
+    /// How many entries `actor` caused at or after `since_ms` (a shadow
+    /// rule's calls since it was saved). A scan of the log: for a page,
+    /// not for the request path.
+    pub fn count_by_actor_since(&self, actor: &str, since_ms: i64) -> Result<i64> {
+        self.flush();
+        self.db.conn()?.query_one(
+            "SELECT COUNT(*) FROM audit_events WHERE actor = ?1 AND at >= ?2",
+            args![actor, since_ms],
+            |r| r.get(0),
+        )
+    }
+
     /// The latest entry of an execution.
     pub fn latest(&self, execution_id: &ExecutionId) -> Result<Option<AuditEntry>> {
         self.flush();

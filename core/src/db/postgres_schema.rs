@@ -351,4 +351,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (rule, subject, window_start)
     );
     "#,
+    // 22: shadow rules (SQLite's 22).
+    r#"
+    ALTER TABLE policy_rules ADD COLUMN shadow BIGINT NOT NULL DEFAULT 0;
+    "#,
 ];

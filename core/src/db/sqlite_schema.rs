@@ -360,4 +360,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (rule, subject, window_start)
     );
     "#,
+    // 22: shadow rules: saved, matched and audited, deciding nothing.
+    r#"
+    ALTER TABLE policy_rules ADD COLUMN shadow INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];

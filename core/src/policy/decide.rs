@@ -95,6 +95,8 @@ pub struct Verdict {
     /// The rate limits of the matching rules the call counts against
     /// (only for a call, with a caller).
     pub limits: Vec<Limit>,
+    /// The shadow rules that would have changed what happens.
+    pub shadow: Vec<ShadowHit>,
 }
 
 /// Rules with their conditions compiled: what the gate holds.
@@ -177,18 +179,49 @@ fn applies(rule: &Rule, condition: Option<&Result<Condition, String>>, facts: &F
     }
 }
 
-/// The decision procedure (pure; unit-tested).
+/// What a shadow rule would have done to a call, where that differs from
+/// what was done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowHit {
+    /// The shadow rule's name.
+    pub rule: String,
+    /// What the call would have met with the rule enforced.
+    pub would: Action,
+}
+
+/// A rule that matches a call: the rule, the action it takes, and why its
+/// condition failed (then the action is `block`).
+type Matched<'r> = (&'r Rule, Action, Option<String>);
+
+/// The decision procedure (pure; unit-tested). Shadow rules decide
+/// nothing: each one that matches and would have changed the action is
+/// listed in [`Verdict::shadow`].
 pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
-    // (rule, action it takes, why its condition failed)
-    let mut matching: Vec<(&Rule, Action, Option<String>)> = Vec::new();
+    let mut matching: Vec<Matched<'_>> = Vec::new();
+    let mut shadows: Vec<Matched<'_>> = Vec::new();
     for (rule, condition) in rules.rules.iter().zip(&rules.conditions) {
+        let to = if rule.shadow { &mut shadows } else { &mut matching };
         match applies(rule, condition.as_ref(), facts) {
             Match::No => {}
-            Match::Yes => matching.push((rule, rule.action, None)),
-            Match::Failed(why) => matching.push((rule, Action::Block, Some(why))),
+            Match::Yes => to.push((rule, rule.action, None)),
+            Match::Failed(why) => to.push((rule, Action::Block, Some(why))),
         }
     }
-    let limits = limits(&matching, facts);
+    let mut verdict = verdict_of(&matching, facts);
+    for shadow in shadows {
+        let mut with = matching.clone();
+        with.push(shadow.clone());
+        let would = verdict_of(&with, facts).action;
+        if would != verdict.action {
+            verdict.shadow.push(ShadowHit { rule: shadow.0.name.clone(), would });
+        }
+    }
+    verdict
+}
+
+/// The verdict of the enforced rules that match.
+fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>) -> Verdict {
+    let limits = limits(matching, facts);
     let hints = facts.hints;
     let human_only = matching.iter().any(|(r, ..)| r.human_only) || hints.changes_gate;
     // The strictest TTL wins, as the strictest action does.
@@ -205,6 +238,7 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
             approval_ttl,
             condition_error: failed.clone(),
             limits,
+            shadow: Vec::new(),
         }
     } else {
         let (action, basis) = if hints.read_only == Some(true) {
@@ -214,7 +248,16 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
         } else {
             (Action::Allow, Basis::NotDestructive)
         };
-        Verdict { action, human_only, rule: None, basis, approval_ttl, condition_error: None, limits }
+        Verdict {
+            action,
+            human_only,
+            rule: None,
+            basis,
+            approval_ttl,
+            condition_error: None,
+            limits,
+            shadow: Vec::new(),
+        }
     };
     // No rule lets an agent change the gate for everyone without a person
     // (a rule may still block it).
@@ -226,7 +269,7 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
 
 /// The rate limits of the rules that match a call (parsed when they were
 /// saved; a rate that no longer parses counts nothing here).
-fn limits(matching: &[(&Rule, Action, Option<String>)], facts: &Facts<'_>) -> Vec<Limit> {
+fn limits(matching: &[Matched<'_>], facts: &Facts<'_>) -> Vec<Limit> {
     let (Some(who), Some(_)) = (facts.who, facts.call) else { return Vec::new() };
     matching
         .iter()

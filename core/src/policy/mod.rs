@@ -14,7 +14,7 @@ pub mod decide;
 pub mod rate;
 
 pub use condition::{Condition, ConditionError};
-pub use decide::{CallDetail, Facts, Hints, RuleSet, Verdict, Who, decide_with, gate_for};
+pub use decide::{CallDetail, Facts, Hints, RuleSet, ShadowHit, Verdict, Who, decide_with, gate_for};
 pub use rate::{Limit, Limited, Per, Rate};
 
 use crate::args;
@@ -87,10 +87,10 @@ pub fn validate_rule(rule: &Rule) -> Result<()> {
         }
     }
     let subject = rule.pattern.starts_with("resource:") || rule.pattern.starts_with("prompt:");
-    if subject && (rule.is_conditional() || !rule.upstreams.is_empty()) {
+    if subject && (rule.is_conditional() || !rule.upstreams.is_empty() || rule.shadow) {
         return Err(CoreError::Invalid {
             field: "pattern",
-            reason: "agents, owners, upstreams and when apply to tool rules only".into(),
+            reason: "agents, owners, upstreams, when and shadow apply to tool rules only".into(),
         });
     }
     if let Some(when) = &rule.when {
@@ -154,7 +154,7 @@ impl PolicyStore {
     fn load(&self) -> Result<Vec<Rule>> {
         let list = |text: String| serde_json::from_str::<Vec<String>>(&text).unwrap_or_default();
         let mut db_rules = self.db.conn()?.query(
-            "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr, rate, rate_per FROM policy_rules",
+            "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr, rate, rate_per, shadow FROM policy_rules",
             args![],
             |r| {
                 Ok(Rule {
@@ -171,6 +171,7 @@ impl PolicyStore {
                     when: r.get(7)?,
                     rate: r.get(8)?,
                     rate_per: r.get(9)?,
+                    shadow: r.get(10)?,
                 })
             },
         )?;
@@ -191,12 +192,12 @@ impl PolicyStore {
         let json = |list: &Vec<String>| serde_json::to_string(list).unwrap_or_else(|_| "[]".into());
         self.db.conn()?.transaction(|tx| {
             tx.execute(
-                "INSERT INTO policy_rules (name, pattern, action, human_only, agents, owners, upstreams, when_expr, updated_at, rate, rate_per)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                "INSERT INTO policy_rules (name, pattern, action, human_only, agents, owners, upstreams, when_expr, updated_at, rate, rate_per, shadow)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT(name) DO UPDATE SET pattern = excluded.pattern, action = excluded.action,
                    human_only = excluded.human_only, agents = excluded.agents, owners = excluded.owners,
                    upstreams = excluded.upstreams, when_expr = excluded.when_expr, updated_at = excluded.updated_at,
-                   rate = excluded.rate, rate_per = excluded.rate_per",
+                   rate = excluded.rate, rate_per = excluded.rate_per, shadow = excluded.shadow",
                 args![
                     rule.name.as_str(),
                     rule.pattern.as_str(),
@@ -208,13 +209,19 @@ impl PolicyStore {
                     rule.when.clone(),
                     self.clock.now_ms(),
                     rule.rate.clone(),
-                    rule.rate_per.clone()
+                    rule.rate_per.clone(),
+                    rule.shadow
                 ],
             )?;
             Db::bump_config(tx)
         })?;
         self.invalidate();
         Ok(rule)
+    }
+
+    /// When the database rule `name` was last saved (Unix ms), if it exists.
+    pub fn saved_at(&self, name: &str) -> Result<Option<i64>> {
+        self.db.conn()?.query_opt("SELECT updated_at FROM policy_rules WHERE name = ?1", args![name], |r| r.get(0))
     }
 
     /// Removes the database rule named `name`; `false` if there was none.
@@ -298,6 +305,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             approval_ttl: None,
             condition_error: None,
             limits: Vec::new(),
+            shadow: Vec::new(),
         },
         None => Verdict {
             action: Action::Allow,
@@ -307,6 +315,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             approval_ttl: None,
             condition_error: None,
             limits: Vec::new(),
+            shadow: Vec::new(),
         },
     }
 }
@@ -578,5 +587,30 @@ mod tests {
         let named =
             normalise_rule(Rule { name: " ".into(), when: Some("  ".into()), ..rule(" git__* ", Action::Block) });
         assert_eq!((named.name.as_str(), named.pattern.as_str(), named.when), ("git__*", "git__*", None));
+    }
+
+    #[test]
+    fn a_shadow_rule_decides_nothing_and_says_what_it_would_have_done() {
+        let args = serde_json::json!({"branch": "main"});
+        let shadow = Rule {
+            name: "try: no pushes to main".into(),
+            shadow: true,
+            when: Some(r#"args.branch == "main""#.into()),
+            ..rule("git__*", Action::Block)
+        };
+        let v = decide_with(&set(std::slice::from_ref(&shadow)), &call("git__push", CURSOR, &args));
+        assert_eq!(v.action, Action::Allow, "the annotations decide, as without it");
+        assert_eq!(v.shadow, [ShadowHit { rule: "try: no pushes to main".into(), would: Action::Block }]);
+        // One that would change nothing is not a hit.
+        let dev = serde_json::json!({"branch": "dev"});
+        assert!(decide_with(&set(std::slice::from_ref(&shadow)), &call("git__push", CURSOR, &dev)).shadow.is_empty());
+        let already = decide_with(&set(&[shadow, rule("git__*", Action::Block)]), &call("git__push", CURSOR, &args));
+        assert_eq!((already.action, already.shadow.len()), (Action::Block, 0));
+        // A shadow allow beside an enforced pause: it would have let the call run.
+        let ask = rule("git__*", Action::RequireApproval);
+        let lenient = Rule { shadow: true, name: "lenient".into(), ..rule("git__push", Action::Allow) };
+        let v = decide_with(&set(&[ask, lenient]), &call("git__push", CURSOR, &args));
+        assert_eq!(v.action, Action::RequireApproval);
+        assert!(v.shadow.is_empty(), "the strictest wins: an allow rule would not have changed it");
     }
 }

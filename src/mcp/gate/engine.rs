@@ -98,6 +98,7 @@ pub async fn call(
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     let changes_gate = tools::changes_gate(call.name);
+    record::shadows(state, caller, call.name, upstream.as_deref(), &call.arguments, &verdict).await;
     if verdict.action != Action::Block && !verdict.limits.is_empty() {
         // Counted across every session, credential and replica (the database).
         let limited = state.core.policy.take_rates(verdict.limits.clone()).await.map_err(|e| {

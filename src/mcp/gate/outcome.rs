@@ -294,6 +294,6 @@ async fn settled(state: &McpState, caller: &Caller, id: &ExecutionId) -> CallToo
         // Audit-only states of requests that never pause (a grant's or the
         // policy's at once): no execution an agent holds ends in them.
         // Answered as before.
-        State::Allowed | State::Blocked | State::Limited => cancelled(),
+        State::Allowed | State::Blocked | State::Limited | State::Shadow => cancelled(),
     }
 }

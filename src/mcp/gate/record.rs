@@ -124,6 +124,43 @@ impl Drop for AtOnce<'_> {
     }
 }
 
+/// Records what each shadow rule would have done to this call, where that
+/// differs from what is done (`shadow`, by `shadow:<rule>`).
+pub async fn shadows(
+    state: &McpState,
+    caller: &Caller,
+    tool: &str,
+    upstream: Option<&str>,
+    arguments: &Value,
+    verdict: &Verdict,
+) {
+    if verdict.shadow.is_empty() {
+        return;
+    }
+    let credential = &caller.credential;
+    let digest = digest(arguments);
+    for hit in &verdict.shadow {
+        let actor = format!("shadow:{}", hit.rule);
+        let detail = format!("would have: {} (it was: {})", hit.would.label(), verdict.action.label());
+        let entry = audit::Entry {
+            execution_id: &gatehouse_core::secret::new_id(AT_ONCE_PREFIX),
+            state: State::Shadow,
+            tool,
+            upstream,
+            arguments_digest: &digest,
+            agent: &credential.agent,
+            owner: credential.owner.as_deref(),
+            credential_id: Some(&credential.id),
+            thread: credential.thread.as_deref(),
+            actor: Some(&actor),
+            detail: Some(&detail),
+        };
+        if let Err(e) = state.core.approvals.audit().append(entry).await {
+            tracing::error!(error = %e, "audit write failed");
+        }
+    }
+}
+
 /// Records a call refused at once: `blocked` by a rule, or `limited` by a
 /// rule's rate.
 #[allow(clippy::too_many_arguments)] // what the entry holds
