@@ -111,7 +111,7 @@ pub async fn call(
                 call.name, limited.rule, limited.retry_after_secs
             );
             tracing::warn!(tool = call.name, agent = %caller.credential.agent, rule = %limited.rule, "call over a rate limit");
-            let by = policy::Verdict { basis: policy::Basis::Rule(limited.rule.clone()), ..verdict.clone() };
+            let by = format!("rule:{}", limited.rule);
             record::refused(
                 state,
                 State::Limited,
@@ -129,8 +129,14 @@ pub async fn call(
     }
     match verdict.action {
         Action::Allow => {
-            let record =
-                AtOnce::start(state, caller, call.name, upstream, &call.arguments, record::decided_by(&verdict));
+            let record = AtOnce::start(
+                state,
+                caller,
+                call.name,
+                upstream.as_deref(),
+                &call.arguments,
+                record::decided_by(&verdict),
+            );
             record
                 .end(run_target(state, caller, &target, &call.arguments, shape, None).await, ctx.ct.is_cancelled())
                 .await
@@ -145,7 +151,7 @@ pub async fn call(
                 call.name,
                 upstream.as_deref(),
                 &call.arguments,
-                &verdict,
+                &record::decided_by(&verdict),
                 &message,
             )
             .await;
@@ -158,7 +164,7 @@ pub async fn call(
                 && !changes_gate
                 && let Some(grant) = granted::lookup(state, caller, call.name, &call.arguments).await
             {
-                let record = AtOnce::start(state, caller, call.name, upstream, &call.arguments, grant);
+                let record = AtOnce::start(state, caller, call.name, upstream.as_deref(), &call.arguments, grant);
                 return record
                     .end(run_target(state, caller, &target, &call.arguments, shape, None).await, ctx.ct.is_cancelled())
                     .await;

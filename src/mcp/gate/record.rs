@@ -30,14 +30,52 @@ pub fn decided_by(verdict: &Verdict) -> String {
     }
 }
 
+/// What every audit entry of one call holds: who made it, the tool, its
+/// upstream and the arguments' digest.
+struct CallOf<'a> {
+    caller: &'a Caller,
+    tool: &'a str,
+    upstream: Option<&'a str>,
+    digest: String,
+}
+
+impl<'a> CallOf<'a> {
+    fn new(caller: &'a Caller, tool: &'a str, upstream: Option<&'a str>, arguments: &Value) -> Self {
+        CallOf { caller, tool, upstream, digest: digest(arguments) }
+    }
+
+    /// Its entry: `state`, caused by `actor`, under execution id `id`.
+    fn entry<'e>(&'e self, id: &'e str, state: State, actor: &'e str, detail: &'e str) -> audit::Entry<'e> {
+        let credential = &self.caller.credential;
+        audit::Entry {
+            execution_id: id,
+            state,
+            tool: self.tool,
+            upstream: self.upstream,
+            arguments_digest: &self.digest,
+            agent: &credential.agent,
+            owner: credential.owner.as_deref(),
+            credential_id: Some(&credential.id),
+            thread: credential.thread.as_deref(),
+            actor: Some(actor),
+            detail: Some(detail),
+        }
+    }
+
+    /// Appends a one-entry record of it (a fresh `call_…` id).
+    async fn append(&self, state: &McpState, outcome: State, actor: &str, detail: &str) {
+        let id = gatehouse_core::secret::new_id(AT_ONCE_PREFIX);
+        if let Err(e) = state.core.approvals.audit().append(self.entry(&id, outcome, actor, detail)).await {
+            tracing::error!(error = %e, "audit write failed");
+        }
+    }
+}
+
 /// One call that runs at once, from the decision until it ends.
 pub struct AtOnce<'a> {
     id: String,
     state: &'a McpState,
-    caller: &'a Caller,
-    tool: &'a str,
-    upstream: Option<String>,
-    digest: String,
+    call: CallOf<'a>,
     decided_by: String,
     started: Instant,
     ended: bool,
@@ -49,17 +87,14 @@ impl<'a> AtOnce<'a> {
         state: &'a McpState,
         caller: &'a Caller,
         tool: &'a str,
-        upstream: Option<String>,
+        upstream: Option<&'a str>,
         arguments: &Value,
         decided_by: String,
     ) -> Self {
         AtOnce {
             id: gatehouse_core::secret::new_id(AT_ONCE_PREFIX),
             state,
-            caller,
-            tool,
-            upstream,
-            digest: digest(arguments),
+            call: CallOf::new(caller, tool, upstream, arguments),
             decided_by,
             started: Instant::now(),
             ended: false,
@@ -87,28 +122,11 @@ impl<'a> AtOnce<'a> {
             Err(e) => (State::Failed, format!("JSON-RPC error {}: {}", e.code.0, e.message)),
         };
         let detail = format!("ran at once · {} ms · {outcome}", self.started.elapsed().as_millis());
-        let entry = self.entry(state, &detail);
+        let entry = self.call.entry(&self.id, state, &self.decided_by, &detail);
         if let Err(e) = self.state.core.approvals.audit().append(entry).await {
             tracing::error!(error = %e, "audit write failed");
         }
         answer
-    }
-
-    fn entry<'e>(&'e self, state: State, detail: &'e str) -> audit::Entry<'e> {
-        let credential = &self.caller.credential;
-        audit::Entry {
-            execution_id: &self.id,
-            state,
-            tool: self.tool,
-            upstream: self.upstream.as_deref(),
-            arguments_digest: &self.digest,
-            agent: &credential.agent,
-            owner: credential.owner.as_deref(),
-            credential_id: Some(&credential.id),
-            thread: credential.thread.as_deref(),
-            actor: Some(&self.decided_by),
-            detail: Some(detail),
-        }
     }
 }
 
@@ -120,7 +138,12 @@ impl Drop for AtOnce<'_> {
         // The request was dropped mid-call (its client went away): `record`
         // only queues, so it is fit for a destructor.
         let detail = format!("ran at once · {} ms · the client went away first", self.started.elapsed().as_millis());
-        self.state.core.approvals.audit().record(self.entry(State::Cancelled, &detail));
+        self.state.core.approvals.audit().record(self.call.entry(
+            &self.id,
+            State::Cancelled,
+            &self.decided_by,
+            &detail,
+        ));
     }
 }
 
@@ -137,32 +160,16 @@ pub async fn shadows(
     if verdict.shadow.is_empty() {
         return;
     }
-    let credential = &caller.credential;
-    let digest = digest(arguments);
+    let call = CallOf::new(caller, tool, upstream, arguments);
     for hit in &verdict.shadow {
-        let actor = format!("shadow:{}", hit.rule);
         let detail = format!("would have: {} (it was: {})", hit.would.label(), verdict.action.label());
-        let entry = audit::Entry {
-            execution_id: &gatehouse_core::secret::new_id(AT_ONCE_PREFIX),
-            state: State::Shadow,
-            tool,
-            upstream,
-            arguments_digest: &digest,
-            agent: &credential.agent,
-            owner: credential.owner.as_deref(),
-            credential_id: Some(&credential.id),
-            thread: credential.thread.as_deref(),
-            actor: Some(&actor),
-            detail: Some(&detail),
-        };
-        if let Err(e) = state.core.approvals.audit().append(entry).await {
-            tracing::error!(error = %e, "audit write failed");
-        }
+        call.append(state, State::Shadow, &format!("shadow:{}", hit.rule), &detail).await;
     }
 }
 
 /// Records a call refused at once: `blocked` by a rule, or `limited` by a
-/// rule's rate.
+/// rule's rate; `actor` is what refused it ([`decided_by`], or
+/// `rule:<name>` for a rate).
 #[allow(clippy::too_many_arguments)] // what the entry holds
 pub async fn refused(
     state: &McpState,
@@ -171,27 +178,10 @@ pub async fn refused(
     tool: &str,
     upstream: Option<&str>,
     arguments: &Value,
-    verdict: &Verdict,
+    actor: &str,
     why: &str,
 ) {
-    let credential = &caller.credential;
-    let actor = decided_by(verdict);
-    let entry = audit::Entry {
-        execution_id: &gatehouse_core::secret::new_id(AT_ONCE_PREFIX),
-        state: outcome,
-        tool,
-        upstream,
-        arguments_digest: &digest(arguments),
-        agent: &credential.agent,
-        owner: credential.owner.as_deref(),
-        credential_id: Some(&credential.id),
-        thread: credential.thread.as_deref(),
-        actor: Some(&actor),
-        detail: Some(why),
-    };
-    if let Err(e) = state.core.approvals.audit().append(entry).await {
-        tracing::error!(error = %e, "audit write failed");
-    }
+    CallOf::new(caller, tool, upstream, arguments).append(state, outcome, actor, why).await;
 }
 
 /// What an agent reads when a rule blocks its call: the rule, and why its
