@@ -1,14 +1,43 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test Gatehouse. Idempotent:
 # every step checks first, so later runs on the same machine take seconds.
+#   .ci/install.sh           everything the tests need
+#   .ci/install.sh --build   only what building and running need (scripts/run.sh):
+#                            the wasm target, the wasm-bindgen CLI and wasm-opt
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 WASM_BINDGEN_VERSION=0.2.129
+build_only=false
+[ "${1:-}" = "--build" ] && build_only=true
 
 log() { printf '\n== %s\n' "$*"; }
 
+# npm_install DIR: the packages of DIR's lock file, unless already there.
+npm_install() {
+  local dir=$1
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    # `npm install` follows the lock file like `npm ci`, but tolerates an
+    # optional dependency the registry lacks (vite's, pulled in by the
+    # inspector), which makes `npm ci` refuse the whole lock.
+    (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund)
+  fi
+}
+
 log "rust wasm target"
 rustup target list --installed | grep -q wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+
+log "wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION\$"; then
+  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked
+fi
+
+log "node packages to build (tools/build: binaryen's wasm-opt)"
+npm_install "$root/tools/build"
+
+if $build_only; then
+  log "install done (build only)"
+  exit 0
+fi
 
 log "debian packages (chromium, wrk, postgresql, haproxy)"
 need=()
@@ -25,20 +54,9 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -q "${need[@]}"
 fi
 
-log "wasm-bindgen-cli $WASM_BINDGEN_VERSION"
-if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION\$"; then
-  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --locked
-fi
-
-log "node packages (tools: node 22, binaryen, conformance; end2end: Playwright, MCP TS SDK)"
-for dir in "$root/tools" "$root/end2end"; do
-  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-    # `npm install` follows the lock file like `npm ci`, but tolerates an
-    # optional dependency the registry lacks (vite's, pulled in by the
-    # inspector), which makes `npm ci` refuse the whole lock.
-    (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund)
-  fi
-done
+log "node packages to test (tools: node 22, conformance; end2end: Playwright, MCP TS SDK)"
+npm_install "$root/tools"
+npm_install "$root/end2end"
 
 log "python MCP SDK (virtualenv in tools/.venv)"
 if [ ! -x "$root/tools/.venv/bin/python" ]; then

@@ -6,16 +6,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 target=${CARGO_TARGET_DIR:-$root/target}
-export PATH="$root/tools/node_modules/.bin:$PATH"
+export PATH="$root/tools/build/node_modules/.bin:$PATH"
 
 # The wasm-bindgen CLI must equal the crate in Cargo.lock, or the bundle breaks.
 want=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')
 if [ "$want" != "$have" ]; then
-  echo "wasm-bindgen CLI is ${have:-missing}, Cargo.lock has $want: run .ci/install.sh" >&2
+  echo "wasm-bindgen CLI is ${have:-missing}, Cargo.lock has $want: run .ci/install.sh --build" >&2
   exit 1
 fi
-command -v wasm-opt >/dev/null || { echo "wasm-opt missing (npm binaryen in tools/): run .ci/install.sh" >&2; exit 1; }
+command -v wasm-opt >/dev/null || { echo "wasm-opt missing (npm binaryen in tools/build/): run .ci/install.sh --build" >&2; exit 1; }
 
 site="$root/dist/site"
 pkg="$site/pkg"
@@ -35,9 +35,21 @@ for f in gatehouse.js gatehouse.wasm gatehouse.css; do
   cmp -s "$tmp/$f" "$pkg/$f" || cp "$tmp/$f" "$pkg/$f"
 done
 cmp -s public/favicon.svg "$site/favicon.svg" || cp public/favicon.svg "$site/favicon.svg"
+# Each file beside its brotli (quality 11) and gzip (level 9) forms: the
+# server sends the one a browser accepts as it is (src/site.rs). Node's zlib
+# does both; node is already here for wasm-opt.
+for f in "$pkg/gatehouse.js" "$pkg/gatehouse.wasm" "$pkg/gatehouse.css" "$site/favicon.svg"; do
+  if [ "$f" -nt "$f.br" ] || [ "$f" -nt "$f.gz" ] || [ ! -e "$f.br" ] || [ ! -e "$f.gz" ]; then
+    node -e '
+      const fs = require("fs"), zlib = require("zlib"), f = process.argv[1], data = fs.readFileSync(f);
+      fs.writeFileSync(f + ".br", zlib.brotliCompressSync(data, { params: {
+        [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: data.length } }));
+      fs.writeFileSync(f + ".gz", zlib.gzipSync(data, { level: 9 }));' "$f"
+  fi
+done
 # What a browser downloads (BENCHMARKS.md, "The front end's size").
 for f in gatehouse.wasm gatehouse.js gatehouse.css; do
-  echo "front end: $f $(wc -c <"$pkg/$f") bytes, $(gzip -9 -c "$pkg/$f" | wc -c) gzipped"
+  echo "front end: $f $(wc -c <"$pkg/$f") bytes, $(wc -c <"$pkg/$f.gz") gzipped, $(wc -c <"$pkg/$f.br") brotli"
 done
 
 echo "== server (release, site embedded)"

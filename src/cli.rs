@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
@@ -177,9 +177,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         log_format: cli.log_format,
         metrics_listen: cli.metrics_listen,
     };
-    let config = Config::load(cli.config.as_deref(), &overrides)?;
+    let file = config_file(cli.config);
+    let config = Config::load(file.as_deref(), &overrides)?;
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(config),
+        Command::Serve => serve(config, file),
         Command::Token(cmd) => token(&config, cmd),
         Command::User(cmd) => user(&config, cmd),
         Command::ApiToken(cmd) => api_token(&config, cmd),
@@ -188,24 +189,87 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn serve(config: Config) -> anyhow::Result<()> {
+/// The file named by `--config` (or `GATEHOUSE_CONFIG`), else
+/// `gatehouse.toml` in the working folder if there is one: a file left
+/// there is what a newcomer expects to be read.
+fn config_file(named: Option<PathBuf>) -> Option<PathBuf> {
+    named.or_else(|| {
+        let here = PathBuf::from(DEFAULT_CONFIG_FILE);
+        here.is_file().then_some(here)
+    })
+}
+
+/// The configuration file read from the working folder when none is named.
+pub const DEFAULT_CONFIG_FILE: &str = "gatehouse.toml";
+
+fn serve(config: Config, file: Option<PathBuf>) -> anyhow::Result<()> {
     telemetry::init(config.log_format);
+    match &file {
+        Some(path) => tracing::info!(config = %path.display(), "configuration read"),
+        None => tracing::info!("no configuration file: defaults, GATEHOUSE_* and flags"),
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         let app = Application::build(&config, shutdown.clone()).await?;
         crate::shutdown::cancel_on_signal(shutdown, &app.state().mcp.tasks);
-        print_banner(&config, &app)?;
-        app.run().await
+        let record = ServingAt::new(&config.data_dir);
+        record.write(&app.state().mcp.base_url);
+        print_banner(&config, file.as_deref(), &app)?;
+        let served = app.run().await;
+        record.remove();
+        served
     })
 }
 
-fn print_banner(config: &Config, app: &Application) -> anyhow::Result<()> {
+/// Where a running server is reached, kept in its data folder
+/// (`<data_dir>/serving-at`), so `gatehouse token issue` against the same
+/// data prints the address agents must use, not the default port.
+struct ServingAt(PathBuf);
+
+impl ServingAt {
+    fn new(data_dir: &Path) -> Self {
+        Self(data_dir.join("serving-at"))
+    }
+
+    fn write(&self, base_url: &str) {
+        if let Err(e) = std::fs::write(&self.0, base_url) {
+            tracing::warn!(path = %self.0.display(), error = %e, "cannot record the address served at");
+        }
+    }
+
+    fn remove(&self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+
+    /// What a server on this data folder recorded, if one is running.
+    fn read(data_dir: &Path) -> Option<String> {
+        let text = std::fs::read_to_string(Self::new(data_dir).0).ok()?;
+        let url = text.trim();
+        url.starts_with("http").then(|| url.to_string())
+    }
+}
+
+/// The base URL a credential minted here is used at: the public URL if
+/// set, else what the server on this data folder recorded, else the
+/// configured listen address.
+fn endpoint_base(config: &Config) -> String {
+    match config.public_url {
+        Some(_) => config.base_url(config.listen),
+        None => ServingAt::read(&config.data_dir).unwrap_or_else(|| config.base_url(config.listen)),
+    }
+}
+
+fn print_banner(config: &Config, file: Option<&Path>, app: &Application) -> anyhow::Result<()> {
     let base = &app.state().mcp.base_url;
     let mut out = format!(
-        "Gatehouse {} is listening on http://{}\n  MCP endpoint: {base}/mcp\n  Console:      {base}/\n",
+        "Gatehouse {} is listening on http://{}\n  MCP endpoint: {base}/mcp\n  Console:      {base}/\n  Config:       {}\n",
         env!("CARGO_PKG_VERSION"),
-        app.address()
+        app.address(),
+        match file {
+            Some(path) => path.display().to_string(),
+            None => format!("none (no --config, no ./{DEFAULT_CONFIG_FILE}): defaults, GATEHOUSE_* and flags"),
+        }
     );
     if let Some(metrics) = app.metrics_address() {
         out.push_str(&format!("  Metrics:      http://{metrics}/metrics (no authentication on this address)\n"));
@@ -217,8 +281,8 @@ fn print_banner(config: &Config, app: &Application) -> anyhow::Result<()> {
     }
     let data_dir = config.data_dir.display();
     out.push_str(&format!(
-        "\nMint a token for an agent:\n  gatehouse --data-dir {data_dir} token issue --agent NAME\n\
-         It prints the token and ready-to-paste configs for Claude Code, Codex and Cursor.\n"
+        "\nMint a token for an agent on the Agents page ({base}/agents), or:\n  gatehouse --data-dir {data_dir} token issue --agent NAME\n\
+         Either gives the token and ready-to-paste configs for Claude Code, Codex and Cursor.\n"
     ));
     println!("{out}");
     Ok(())
@@ -263,7 +327,7 @@ fn token(config: &Config, cmd: TokenCommand) -> anyhow::Result<()> {
                 via: gatehouse_core::credentials::IssuedVia::Cli,
                 oauth_client: None,
             })?;
-            let out = IssuedCredential::new(issued, &config.base_url(config.listen));
+            let out = IssuedCredential::new(issued, &endpoint_base(config));
             if json {
                 println!("{}", serde_json::to_string(&out)?);
             } else {

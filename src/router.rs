@@ -77,6 +77,11 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::admin_metrics))
         .layer(from_fn_with_state(state.clone(), auth::load_user))
+        // Pages and JSON compressed as the browser accepts (brotli, gzip).
+        // Not the live stream (tower-http leaves `text/event-stream` alone),
+        // nor the bundle, which is stored compressed (it already carries a
+        // `Content-Encoding`, which the layer respects).
+        .layer(tower_http::compression::CompressionLayer::new().br(true).gzip(true))
         .layer(CookieManagerLayer::new())
         .layer(axum::extract::DefaultBodyLimit::max(state.mcp.config.max_body_bytes))
         .with_state(state.clone());

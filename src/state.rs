@@ -130,8 +130,13 @@ impl FromRef<AppState> for LeptosOptions {
 }
 
 /// Leptos settings from the top-level `Leptos.toml`, compiled in.
+/// The bundle's name is this build's content-hashed one
+/// ([`crate::site::bundle_name`]), so pages link files a browser may keep.
 pub fn leptos_options() -> LeptosOptions {
-    leptos::config::get_config_from_str(include_str!("../Leptos.toml")).expect("Leptos.toml is valid")
+    let mut options =
+        leptos::config::get_config_from_str(include_str!("../Leptos.toml")).expect("Leptos.toml is valid");
+    options.output_name = crate::site::bundle_name().into();
+    options
 }
 
 /// A state over an in-memory database and a temporary data dir, for the

@@ -6,6 +6,7 @@
 
 pub mod components;
 pub mod json;
+pub mod outcome;
 pub mod pages;
 pub mod redirect;
 pub mod reveal;
@@ -13,7 +14,7 @@ pub mod server_fns;
 pub mod time_fmt;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::{
     ParamSegment, SsrMode, StaticSegment,
     components::{Route, Router, Routes},
@@ -22,6 +23,9 @@ use leptos_router::{
 /// The HTML document around the app (server side only).
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     use_response_nonce();
+    // The bundle's name carries its content hash (the server's `site`
+    // module), so the stylesheet is linked here, beside the scripts.
+    let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -29,6 +33,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="color-scheme" content="light dark"/>
+                <link rel="stylesheet" id="gatehouse" href=stylesheet/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -63,7 +68,6 @@ pub fn App() -> impl IntoView {
         _ => text,
     };
     view! {
-        <Stylesheet id="gatehouse" href="/pkg/gatehouse.css"/>
         <Title formatter/>
         <Router>
             <Routes fallback=pages::not_found::NotFound>

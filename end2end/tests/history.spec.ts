@@ -16,7 +16,7 @@ test.afterAll(() => gh.stop());
 test("decisions arrive live, filters make a link, a row opens its timeline, the view downloads", async ({ page }) => {
   await signInPage(page, gh, "ada", PW, "/history");
   await expect(page.locator(".live-status")).toHaveText("Live");
-  await expect(page.getByText("Nothing has been audited yet")).toBeVisible();
+  await expect(page.getByText("No call yet")).toBeVisible();
 
   const ada = await gh.signIn("ada", PW);
   const issued = gh.issueToken("history-agent", ["--owner", "ada"]);
@@ -31,6 +31,13 @@ test("decisions arrive live, filters make a link, a row opens its timeline, the 
     body: JSON.stringify({ action: "decline" }),
   });
   await expect(table.locator(`tr[data-execution-id="${eid}"][data-state="declined"]`)).toBeVisible();
+  // One row per call: the pending step is folded into it, not a row of its own.
+  await expect(table.locator(`tr[data-execution-id="${eid}"]`)).toHaveCount(1);
+  const row = table.locator(`tr[data-execution-id="${eid}"]`);
+  await expect(row.getByRole("cell").nth(3)).toHaveText("ada");
+  await row.getByText("2 steps").click();
+  await expect(row.getByRole("listitem")).toHaveCount(2);
+  await expect(row.getByRole("listitem").nth(1)).toContainText("declined by ada");
 
   await page.getByLabel("Outcome").selectOption("declined");
   await page.getByRole("button", { name: "Filter" }).click();

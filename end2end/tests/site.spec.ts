@@ -16,7 +16,7 @@ async function signIn(page: Page) {
   await page.getByLabel("Username").fill(ADMIN.username);
   await page.getByLabel("Password").fill(ADMIN.password);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Connected MCP sessions" })).toBeVisible();
+  await expect(page.getByRole("heading", { name: "At a glance" })).toBeVisible();
 }
 
 test.describe.configure({ mode: "serial" });
@@ -29,7 +29,7 @@ test("the setup link creates the admin and signs them in", async ({ page }) => {
   await page.getByLabel(/^Password/).fill(ADMIN.password);
   await page.getByRole("button", { name: "Create admin" }).click();
   await expect(page).toHaveURL(`${gh.url}/`);
-  await expect(page.getByRole("heading", { name: "Connected MCP sessions" })).toBeVisible();
+  await expect(page.getByRole("heading", { name: "At a glance" })).toBeVisible();
 
   // The link works once.
   await page.context().clearCookies();
@@ -61,7 +61,10 @@ test("the home page hydrates and shows a new MCP session without reload", async 
   // Hydrated and subscribed: the live status line only says "Live" once the
   // wasm has taken over and the SSE stream is open.
   await expect(page.locator(".live-status")).toHaveText("Live");
-  await expect(page.getByText("No MCP session is connected.")).toBeVisible();
+  await expect(page.getByText("No agent is connected.")).toBeVisible();
+  // The first-run checklist: nothing minted, nothing connected yet.
+  const checklist = page.getByTestId("checklist");
+  await expect(checklist.locator('li[data-done="false"]')).toHaveCount(4);
   await page.evaluate(() => ((window as any).__noReload = true));
 
   const issued = gh.issueToken("playwright-agent", ["--thread", "pw-1", "--owner", ADMIN.username]);
@@ -71,8 +74,11 @@ test("the home page hydrates and shows a new MCP session without reload", async 
   await expect(card).toBeVisible();
   await expect(card).toContainText("pw-client");
   await expect(card).toContainText(transport.sessionId!);
-  const row = page.getByRole("table", { name: "Agent credentials" }).getByRole("row").filter({ hasText: "playwright-agent" });
-  await expect(row).toContainText("active");
+  // Minting and connecting tick their steps, live; the others wait.
+  await expect(checklist.getByRole("listitem").nth(0)).toHaveAttribute("data-done", "true");
+  await expect(checklist.getByRole("listitem").nth(1)).toHaveAttribute("data-done", "true");
+  await expect(checklist.getByRole("listitem").nth(1)).toContainText("Connected: playwright-agent");
+  await expect(checklist.locator('li[data-done="false"]')).toHaveCount(2);
   expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
 
   // Ending the session removes it live too.

@@ -119,6 +119,55 @@ pub struct HistoryPage {
     pub next_before: Option<i64>,
 }
 
+/// One call as the history page shows it: where it stands now, and, for a
+/// call that waited for a person, every step it took (oldest first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallRow {
+    /// Its latest entry: its state now, who moved it there, when.
+    pub latest: AuditEntry,
+    /// Every entry of the call, oldest first (one, for a call that ran or
+    /// was refused at once).
+    pub steps: Vec<AuditEntry>,
+}
+
+impl CallRow {
+    /// Who decided the call: whoever took it out of pending (a person, a
+    /// client's form, the clock), or, for a call decided at once, the rule,
+    /// annotation or grant that did; `None` while it waits.
+    pub fn decider(&self) -> Option<&str> {
+        self.steps.iter().find(|s| s.state != State::Pending).and_then(|s| s.actor.as_deref())
+    }
+}
+
+/// One page of the history, a row per call, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallsPage {
+    /// Server time when read (Unix ms), for relative times.
+    pub now_ms: i64,
+    /// The calls, newest first (by their latest entry that the filters match).
+    pub calls: Vec<CallRow>,
+    /// The cursor of the next (older) page, if there is one.
+    pub next_before: Option<i64>,
+    /// What each grant named in this page's deciders allows, by grant id
+    /// ("read_file for 8 hours, made by alice"), so a row reads as words.
+    pub grants: Vec<(String, String)>,
+}
+
+/// What the history's filters suggest: the names that exist, as the viewer
+/// sees them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPickers {
+    /// Agent names the viewer may see.
+    pub agents: Vec<String>,
+    /// Tool names exposed now.
+    pub tools: Vec<String>,
+    /// Upstream names.
+    pub upstreams: Vec<String>,
+}
+
 /// How an export is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

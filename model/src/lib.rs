@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod activity;
 pub mod credential;
 pub mod execution;
 pub mod grants;
@@ -20,7 +21,11 @@ pub mod user;
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView};
 pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
-pub use history::{AuditEntry, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
+pub use activity::{ACTIVITY_DAYS, Activity, Busiest, DayDecisions};
+pub use history::{
+    AuditEntry, CallRow, CallsPage, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage,
+    HistoryPickers,
+};
 pub use ids::{CredentialId, ExecutionId, GrantId, UserId};
 pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, StreamEvent, UpstreamInfo};
 pub use note::{MAX_NOTE_CHARS, NoteError, clean_note};

@@ -16,7 +16,60 @@ async fn pages_redirect_to_sign_in_and_carry_framing_guards() {
     assert!(r.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
     let html = r.text().await.unwrap();
     assert!(html.contains(r#"action="/api/auth/sign-in""#));
-    assert!(html.contains("/pkg/gatehouse.js"), "hydration script is linked");
+    assert!(html.contains("/pkg/gatehouse."), "hydration script is linked");
+}
+
+/// The bundle a page links under its content hash, stored compressed and
+/// kept for a year; pages themselves compressed as the browser accepts.
+#[tokio::test]
+async fn the_bundle_is_hashed_precompressed_and_kept_and_pages_are_compressed() {
+    let app = spawn_app().await;
+    let html = app.client.get(app.url("/sign-in")).send().await.unwrap().text().await.unwrap();
+    let linked = |ext: &str| {
+        let at = html.find(&format!(".{ext}\"")).unwrap_or_else(|| panic!("no .{ext} linked in {html}"));
+        let start = html[..at].rfind("/pkg/").unwrap();
+        html[start..at + ext.len() + 1].to_string()
+    };
+    let (js, wasm, css) = (linked("js"), linked("wasm"), linked("css"));
+    let hash = js.trim_start_matches("/pkg/gatehouse.").trim_end_matches(".js").to_string();
+    assert_eq!(hash.len(), 16, "a content hash in {js}");
+    assert_eq!(wasm, format!("/pkg/gatehouse.{hash}.wasm"));
+    assert_eq!(css, format!("/pkg/gatehouse.{hash}.css"));
+
+    let get = |path: String, encoding: &'static str| {
+        app.client.get(app.url(&path)).header("accept-encoding", encoding).send()
+    };
+    let plain = get(wasm.clone(), "identity").await.unwrap();
+    assert_eq!(plain.status(), 200);
+    assert_eq!(plain.headers()["cache-control"], "public, max-age=31536000, immutable");
+    assert!(plain.headers().get("content-encoding").is_none());
+    assert_eq!(plain.headers()["content-type"], "application/wasm");
+    let plain_len = plain.bytes().await.unwrap().len();
+    for (accept, sent) in [("gzip, deflate, br, zstd", "br"), ("gzip", "gzip")] {
+        let r = get(wasm.clone(), accept).await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-encoding"], sent, "{accept}");
+        assert_eq!(r.headers()["vary"], "accept-encoding");
+        assert_eq!(r.headers()["cache-control"], "public, max-age=31536000, immutable");
+        let len = r.bytes().await.unwrap().len();
+        assert!(len * 2 < plain_len, "{sent}: {len} of {plain_len} bytes");
+    }
+    // Another build's name is not this build's file.
+    let stale = get(format!("/pkg/gatehouse.{}.js", "0".repeat(16)), "br").await.unwrap();
+    assert_eq!(stale.status(), 404);
+    // The plain name still works, revalidated.
+    let r = get("/pkg/gatehouse.js".into(), "br").await.unwrap();
+    assert_eq!(r.headers()["cache-control"], "no-cache");
+    let etag = r.headers()["etag"].clone();
+    let again = app.client.get(app.url("/pkg/gatehouse.js")).header("accept-encoding", "br")
+        .header("if-none-match", etag).send().await.unwrap();
+    assert_eq!(again.status(), 304);
+
+    // The HTML: compressed when asked, smaller, and still private.
+    let page = app.client.get(app.url("/sign-in")).header("accept-encoding", "br").send().await.unwrap();
+    assert_eq!(page.headers()["content-encoding"], "br");
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    assert!(page.bytes().await.unwrap().len() * 2 < html.len());
 }
 
 #[tokio::test]
@@ -35,7 +88,7 @@ async fn sign_in_sets_an_http_only_lax_cookie_and_sign_out_ends_it() {
     let home = app.get_as(&session, "/").await;
     assert_eq!(home.status(), 200);
     let html = home.text().await.unwrap();
-    assert!(html.contains("Connected MCP sessions"), "home renders on the server");
+    assert!(html.contains("At a glance"), "home renders on the server");
 
     let out =
         app.same_origin(reqwest::Method::POST, "/api/auth/sign-out").header("cookie", &session).send().await.unwrap();

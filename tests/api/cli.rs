@@ -92,7 +92,15 @@ fn the_binary_prints_a_setup_link_and_logs_rejections_without_tokens() {
         banner.push_str(&line);
     }
     assert!(banner.contains("/setup?token="), "{banner}");
+    assert!(banner.contains("Config:       none (no --config, no ./gatehouse.toml)"), "{banner}");
     let address = banner.split("listening on http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+
+    // A token minted from the command line names the port the server is on,
+    // not the default one.
+    let out = gatehouse(dir.path(), &["token", "issue", "--agent", "cli", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(issued["endpoint"], format!("http://{address}/mcp"));
 
     let secret = "definitely-not-a-real-token-123";
     let client = reqwest::blocking::Client::new();
@@ -117,6 +125,28 @@ fn the_binary_prints_a_setup_link_and_logs_rejections_without_tokens() {
         .collect();
     assert_eq!(reasons, ["missing_bearer_token", "unknown_or_expired_token"], "{logs}");
     assert!(!logs.contains(secret), "the token never reaches the log");
+}
+
+/// A `gatehouse.toml` in the working folder is read without `--config`;
+/// `--config` still wins.
+#[test]
+fn a_gatehouse_toml_in_the_working_folder_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("gatehouse.toml"), "public_url = \"https://gate.example.com\"\n").unwrap();
+    let issue = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .current_dir(dir.path())
+            .args(["--data-dir", "."])
+            .args(extra)
+            .args(["token", "issue", "--agent", "a", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["endpoint"].as_str().unwrap().to_string()
+    };
+    assert_eq!(issue(&[]), "https://gate.example.com/mcp");
+    std::fs::write(dir.path().join("other.toml"), "public_url = \"https://other.example.com\"\n").unwrap();
+    assert_eq!(issue(&["--config", "other.toml"]), "https://other.example.com/mcp");
 }
 
 /// `gatehouse --data-dir DIR ARGS…` (no server).

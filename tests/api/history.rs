@@ -119,9 +119,19 @@ async fn the_history_page_and_an_executions_timeline_render_on_the_server() {
     assert!(page.contains(&format!(r#"href="/resume/{eid}""#)), "and links to its page");
     assert!(page.contains(r#"<option value="declined" selected"#), "the form shows the filter");
     assert!(page.contains("/api/history/export.csv?outcome=declined"), "exports keep the filter");
+    // One row per call: its latest state, who decided, its steps folded in.
+    let all = app.get_as(&root, "/history").await.text().await.unwrap();
+    assert_eq!(all.matches(&format!(r#"<tr data-execution-id="{eid}""#)).count(), 1, "one row for the call");
+    let row = &all[all.find(&format!(r#"<tr data-execution-id="{eid}""#)).unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains(r#"data-state="declined""#), "{row}");
+    assert!(row.contains("2 steps"), "the steps are folded into the row: {row}");
+    let by = &row[row.find(r#"data-label="Decided by""#).unwrap()..];
+    assert!(by[..by.find("</td>").unwrap()].contains("root"), "the decider by name, not user:root: {row}");
+    assert!(!row.contains("user:root"), "{row}");
     let other = app.get_as(&bob, "/history").await.text().await.unwrap();
     assert!(!other.contains(eid.as_str()), "another user's history does not list it");
-    assert!(other.contains("Nothing has been audited yet"), "an empty history says what will appear");
+    assert!(other.contains("No call yet"), "an empty history says what will appear");
 
     let timeline = app.get_as(&ada, &format!("/resume/{eid}")).await.text().await.unwrap();
     let section = &timeline[timeline.find(r#"aria-label="Timeline""#).expect("a timeline")..];

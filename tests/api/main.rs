@@ -13,6 +13,7 @@ mod gate_holds;
 mod grants;
 mod helpers;
 mod history;
+mod home;
 mod identity;
 mod mcp_auth;
 mod mcp_transport;

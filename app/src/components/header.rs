@@ -8,6 +8,7 @@ use gatehouse_model::routes;
 
 use crate::components::live::use_inbox;
 use crate::components::notify::NotifyButton;
+use crate::server_fns::signed_in_as;
 
 /// The console's sections, in the order the navigation shows them.
 const SECTIONS: &[(&str, &str)] = &[
@@ -21,9 +22,13 @@ const SECTIONS: &[(&str, &str)] = &[
     (routes::USERS, "Users"),
 ];
 
-/// Header with the product name, navigation and sign-out.
+/// Header with the product name, navigation, who is signed in and sign-out,
+/// on every page (the name is read once with the page, and serialized
+/// into it, so hydration asks nothing more).
 #[component]
-pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView {
+pub fn Header() -> impl IntoView {
+    let me = crate::json::resource(|| (), |_| signed_in_as());
+    let username = move || me.get().and_then(Result::ok).flatten();
     let inbox = use_inbox();
     let pending = move || inbox.get().map(|i| i.total).filter(|n| *n > 0);
     let path = use_location().pathname;
@@ -51,7 +56,9 @@ pub fn Header(#[prop(optional, into)] username: Option<String>) -> impl IntoView
             </nav>
             <NotifyButton/>
             <form method="post" action=routes::API_SIGN_OUT class="sign-out">
-                {username.map(|u| view! { <span class="who">{u}</span> })}
+                <Suspense fallback=|| ()>
+                    {move || username().map(|u| view! { <span class="who" data-testid="signed-in-as">{u}</span> })}
+                </Suspense>
                 <button type="submit" class="quiet">"Sign out"</button>
             </form>
         </header>

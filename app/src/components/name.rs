@@ -21,9 +21,30 @@ pub fn Name(#[prop(into)] text: String) -> impl IntoView {
     view! {
         <bdi>
             {pieces.into_iter().map(|p| match p {
-                Piece::Text(t) => t.into_any(),
+                Piece::Text(t) => view! { <WordJoints text=t/> }.into_any(),
                 Piece::Hidden(c) => view! { <HiddenChar c/> }.into_any(),
             }).collect_view()}
         </bdi>
     }
+}
+
+/// Text with a line-break opportunity (`<wbr>`) after each `_`, `.`, `-`
+/// and `/`: a long tool or file name wraps at its joints, never mid-word.
+#[component]
+fn WordJoints(text: String) -> impl IntoView {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if matches!(c, '_' | '.' | '-' | '/') {
+            parts.push(text[start..i + 1].to_string());
+            start = i + 1;
+        }
+    }
+    parts.push(text[start..].to_string());
+    let last = parts.len() - 1;
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| view! { {p} {(i < last).then(|| view! { <wbr/> })} })
+        .collect_view()
 }

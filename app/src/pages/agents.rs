@@ -47,7 +47,7 @@ pub fn AgentsPage() -> impl IntoView {
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || agents.get().map(|result| match result {
                     Ok(view) => view! { <MintForm mint is_admin=view.is_admin username=view.username.clone()/> <Agents view revoke/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
             <LiveStatus state=live/>
@@ -58,7 +58,7 @@ pub fn AgentsPage() -> impl IntoView {
 /// The form that mints a credential.
 #[component]
 fn MintForm(mint: ServerAction<MintCredential>, is_admin: bool, username: String) -> impl IntoView {
-    let error = move || mint.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let error = move || mint.value().get().and_then(|r| r.err()).map(|e| crate::outcome::message(&e));
     view! {
         <section aria-labelledby="mint-h" class="panel">
             <h2 id="mint-h">"Mint a credential"</h2>
@@ -115,7 +115,7 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
         groups.entry((c.agent.clone(), c.owner.clone())).or_default().push(c);
     }
     let sessions_of = move |id: &str| sessions.iter().filter(|s| s.credential_id == id).count();
-    let error = move || revoke.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let error = move || revoke.value().get().and_then(|r| r.err()).map(|e| crate::outcome::message(&e));
     view! {
         {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
         {groups.into_iter().map(|((agent, owner), creds)| {

@@ -86,7 +86,7 @@ pub fn ConsentPage() -> impl IntoView {
                         <p role="alert" class="error">{why}</p>
                         <p>"Start connecting from the client again. If it keeps failing, the client may be misconfigured."</p>
                     }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not check the request: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not check the request: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
         </main>

@@ -8,6 +8,7 @@ use leptos_meta::Title;
 use gatehouse_model::{GrantView, GrantsView, LiveEvent, routes};
 
 use crate::components::header::Header;
+use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
@@ -17,11 +18,13 @@ use crate::server_fns::{RevokeGrant, list_grants};
 #[component]
 pub fn GrantsPage() -> impl IntoView {
     let revoke = ServerAction::<RevokeGrant>::new();
-    // Read again after each revocation.
-    let grants = crate::json::resource(move || revoke.version().get(), |_| list_grants());
-    // Made, revoked, ended, expired or used elsewhere: read again.
+    let grants = crate::json::resource(|| (), |_| list_grants());
+    // Read again after each revocation; made, revoked, ended, expired or used
+    // elsewhere: read again too.
+    let outcome: Outcome = RwSignal::new(None);
+    on_success(revoke, move || grants.refetch());
+    report(outcome, revoke, "Grant revoked: the agent's next call to that tool waits for a person.");
     let live = use_changes([refetch_on(&[LiveEvent::GrantsChanged], grants)]);
-    let error = move || revoke.value().get().and_then(|r| r.err()).map(|e| e.to_string());
     view! {
         <Title text="Grants — Gatehouse"/>
         <Header/>
@@ -32,11 +35,11 @@ pub fn GrantsPage() -> impl IntoView {
                 "It covers every credential of that agent (same name and owner), never a rule marked human-only. "
                 "Make one on a waiting call's page; revoke it here, and the next call waits for a person again."
             </p>
-            {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+            <OutcomeLine outcome/>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || grants.get().map(|result| match result {
                     Ok(view) => view! { <GrantsTable view revoke/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
             <LiveStatus state=live/>

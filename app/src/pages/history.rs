@@ -1,4 +1,5 @@
-//! `/history`: the audit log, newest first. The filters live in the query
+//! `/history`: every call, a row each (a paused call's steps folded in),
+//! newest first. The filters live in the query
 //! string, so a view can be shared as a link; pages go back by cursor; new
 //! entries arrive live on the first page.
 
@@ -6,20 +7,21 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_location;
 
-use gatehouse_model::{ExportFormat, HistoryFilter, HistoryPage, LiveEvent, State, routes};
+use gatehouse_model::{CallRow, CallsPage, ExportFormat, HistoryFilter, HistoryPickers, LiveEvent, State, routes};
 
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
-use crate::server_fns::get_history;
+use crate::server_fns::{get_calls, history_pickers};
 
 /// `/history`
 #[component]
 pub fn HistoryPage() -> impl IntoView {
     let search = use_location().search;
     let filter = Memo::new(move |_| search.with(|q| HistoryFilter::from_query(q)));
-    let history = crate::json::resource(move || search.get(), get_history);
+    let history = crate::json::resource(move || search.get(), get_calls);
+    let pickers = crate::json::resource(|| (), |_| history_pickers());
     // Only the newest page grows; an older page stays as it was asked for.
     let first_page = move || filter.with_untracked(|f| f.as_ref().is_ok_and(|f| f.before.is_none()));
     let live = use_changes([refetch_on(&[LiveEvent::ApprovalsChanged], history).when(first_page)]);
@@ -29,10 +31,14 @@ pub fn HistoryPage() -> impl IntoView {
         <main class="page">
             <h1>"History"</h1>
             <p class="hint">"Every call: those that waited for a person, with their decision, and those that ran or were refused at once — newest first."</p>
-            {move || filter.get().ok().map(|f| view! { <Filters filter=f/> })}
+            // Apart from the calls, so a live update never resets a filter
+            // being typed; its suggestions are read once.
+            <Suspense fallback=|| ()>
+                {move || filter.get().ok().map(|f| view! { <Filters filter=f pickers=pickers.get().and_then(Result::ok).unwrap_or_default()/> })}
+            </Suspense>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
-                {move || history.get().map(|result| match (result.map_err(|e| e.to_string()), filter.get()) {
-                    (Ok(page), Ok(filter)) => view! { <Entries page filter/> }.into_any(),
+                {move || history.get().map(|result| match (result.map_err(|e| crate::outcome::message(&e)), filter.get()) {
+                    (Ok(page), Ok(filter)) => view! { <Calls page filter/> }.into_any(),
                     (Err(e), _) | (_, Err(e)) => view! {
                         <p role="alert" class="error">"Could not load the history: " {e}</p>
                         <p><a href=routes::HISTORY>"Show all history"</a></p>
@@ -47,15 +53,22 @@ pub fn HistoryPage() -> impl IntoView {
 /// The filter form: a plain GET form, so it works before hydration and its
 /// result is a link.
 #[component]
-fn Filters(filter: HistoryFilter) -> impl IntoView {
+fn Filters(filter: HistoryFilter, pickers: HistoryPickers) -> impl IntoView {
+    // Suggestions for the free-text filters: what exists, as the viewer sees it.
+    let suggest = |id: &'static str, names: Vec<String>| view! {
+        <datalist id=id>{names.into_iter().map(|n| view! { <option value=n/> }).collect_view()}</datalist>
+    };
     let narrowed = filter.is_narrowed();
     let outcome = filter.outcome.clone();
     let kind = filter.kind.clone();
     view! {
         <form method="get" action=routes::HISTORY class="filters" aria-label="Filter the history">
-            <label>"Agent" <input name="agent" value=filter.agent.clone() autocomplete="off"/></label>
-            <label>"Tool" <input name="tool" value=filter.tool.clone() autocomplete="off"/></label>
-            <label>"Upstream" <input name="upstream" value=filter.upstream.clone() placeholder="gatehouse = built-in" autocomplete="off"/></label>
+            <label>"Agent" <input name="agent" list="agents-known" value=filter.agent.clone() autocomplete="off"/></label>
+            <label>"Tool" <input name="tool" list="tools-known" value=filter.tool.clone() autocomplete="off"/></label>
+            <label>"Upstream" <input name="upstream" list="upstreams-known" value=filter.upstream.clone() placeholder="gatehouse = built-in" autocomplete="off"/></label>
+            {suggest("agents-known", pickers.agents)}
+            {suggest("tools-known", pickers.tools)}
+            {suggest("upstreams-known", pickers.upstreams)}
             <label>"Calls"
                 <select name="kind">
                     {[("", "All"), ("gated", "Waited for a person"), ("at_once", "Ran or refused at once")].into_iter().map(|(value, label)| view! {
@@ -87,15 +100,41 @@ fn Filters(filter: HistoryFilter) -> impl IntoView {
     }
 }
 
-/// One page of entries, with the way to older ones.
+/// Who decided a call, in words: a person by name, a rule or annotation by
+/// what it is, a grant by what it allows (`grants`: id → words).
+fn decider_words(actor: &str, grants: &[(String, String)]) -> String {
+    if let Some(user) = actor.strip_prefix("user:") {
+        return user.to_string();
+    }
+    if let Some(rule) = actor.strip_prefix("rule:") {
+        return format!("rule {rule}");
+    }
+    if let Some(shadow) = actor.strip_prefix("shadow:") {
+        return format!("shadow rule {shadow}");
+    }
+    if let Some(id) = actor.strip_prefix("grant:") {
+        return grants
+            .iter()
+            .find(|(g, _)| g == id)
+            .map(|(_, words)| words.clone())
+            .unwrap_or_else(|| "a grant".to_string());
+    }
+    match actor {
+        "annotation:readOnlyHint" => "the tool says it is read-only".into(),
+        "annotation:destructiveHint" => "the tool says it is destructive".into(),
+        other => other.to_string(),
+    }
+}
+
+/// One page of calls, a row each, with the way to older ones.
 #[component]
-fn Entries(page: HistoryPage, filter: HistoryFilter) -> impl IntoView {
-    let HistoryPage { now_ms, entries, next_before } = page;
-    if entries.is_empty() {
+fn Calls(page: CallsPage, filter: HistoryFilter) -> impl IntoView {
+    let CallsPage { now_ms, calls, next_before, grants, .. } = page;
+    if calls.is_empty() {
         let text = if filter.is_narrowed() || filter.before.is_some() {
-            "No entry matches these filters."
+            "No call matches these filters."
         } else {
-            "Nothing has been audited yet. Every call the gate pauses, and what became of it, appears here."
+            "No call yet. Every call an agent makes through Gatehouse, and what became of it, appears here."
         };
         return view! { <p class="empty">{text}</p> }.into_any();
     }
@@ -103,28 +142,59 @@ fn Entries(page: HistoryPage, filter: HistoryFilter) -> impl IntoView {
     let older = next_before.map(|b| routes::history(&filter.at_page(Some(b))));
     view! {
         <div class="table-wrap" tabindex="0" role="region" aria-label="History (scrolls sideways)">
-        <table class="responsive" aria-label="History">
+        <table class="responsive history" aria-label="History">
             <thead><tr>
-                <th scope="col">"When"</th><th scope="col">"Agent"</th><th scope="col">"Tool"</th>
-                <th scope="col">"Upstream"</th><th scope="col">"Outcome"</th><th scope="col">"By"</th>
-                <th scope="col">"Detail"</th>
+                <th scope="col">"When"</th><th scope="col">"Call"</th><th scope="col">"Outcome"</th>
+                <th scope="col">"Decided by"</th><th scope="col">"Detail"</th>
             </tr></thead>
             <tbody>
-            {entries.into_iter().map(|e| {
-                let by = e.actor.clone().unwrap_or_default();
-                let by = by.strip_prefix("user:").map(str::to_string).unwrap_or(by);
+            {calls.into_iter().map(|call| {
+                let decided = call.decider().map(|a| decider_words(a, &grants));
+                let CallRow { latest, steps } = call;
+                let gated = latest.execution_id.as_str().starts_with("exec_");
+                let id = latest.execution_id.to_string();
+                let tool = view! { <Name text=latest.tool.clone()/> };
+                let folded = (steps.len() > 1).then(|| {
+                    let n = steps.len();
+                    let grants = grants.clone();
+                    view! {
+                        <details class="steps">
+                            <summary>{format!("{n} steps")}</summary>
+                            <ol>
+                                {steps.into_iter().map(|step| view! {
+                                    <li data-state=step.state.as_str()>
+                                        <When ms=step.at_ms now_ms/> " " <strong>{step.state.as_str()}</strong>
+                                        {step.actor.map(|a| view! { " by " <Name text=decider_words(&a, &grants)/> })}
+                                        {step.detail.map(|d| view! { <span class="hint">" — " <Name text=d/></span> })}
+                                    </li>
+                                }).collect_view()}
+                            </ol>
+                        </details>
+                    }
+                });
                 view! {
-                <tr data-execution-id=e.execution_id.to_string() data-state=e.state.as_str()>
-                    <td data-label="When"><When ms=e.at_ms now_ms/></td>
-                    <td data-label="Agent"><Name text=e.agent/></td>
-                    <td data-label="Tool"><a class="tool-link" href=routes::resume(&e.execution_id, None)><Name text=e.tool/></a></td>
-                    <td data-label="Upstream">{match e.upstream {
-                        Some(u) => view! { <Name text=u/> }.into_any(),
-                        None => view! { <span class="hint">"gatehouse"</span> }.into_any(),
-                    }}</td>
-                    <td data-label="Outcome"><span class=format!("badge {}", e.state)>{e.state.as_str()}</span></td>
-                    <td data-label="By"><Name text=by/></td>
-                    <td data-label="Detail" class="detail-cell">{e.detail.map(|d| view! { <Name text=d/> })}</td>
+                <tr data-execution-id=id.clone() data-state=latest.state.as_str()>
+                    <td data-label="When"><When ms=latest.at_ms now_ms/></td>
+                    <td data-label="Call" class="call-cell">
+                        {if gated {
+                            view! { <a class="tool-link" href=routes::resume(&id, None)>{tool}</a> }.into_any()
+                        } else {
+                            view! { <code class="tool-link">{tool}</code> }.into_any()
+                        }}
+                        <div class="meta">
+                            <Name text=latest.agent.clone()/> " · "
+                            {match latest.upstream.clone() {
+                                Some(u) => view! { <Name text=u/> }.into_any(),
+                                None => view! { <span>"gatehouse"</span> }.into_any(),
+                            }}
+                        </div>
+                    </td>
+                    <td data-label="Outcome"><span class=format!("badge {}", latest.state)>{latest.state.as_str()}</span></td>
+                    <td data-label="Decided by" class="by-cell">{decided.map(|d| view! { <Name text=d/> })}</td>
+                    <td data-label="Detail" class="detail-cell">
+                        {latest.detail.clone().map(|d| view! { <Name text=d/> })}
+                        {folded}
+                    </td>
                 </tr>
             }}).collect_view()}
             </tbody>
@@ -132,7 +202,7 @@ fn Entries(page: HistoryPage, filter: HistoryFilter) -> impl IntoView {
         </div>
         <nav class="pager" aria-label="Pages">
             {newer.map(|href| view! { <a href=href>"← Newest"</a> })}
-            {older.map(|href| view! { <a href=href class="older">"Older entries →"</a> })}
+            {older.map(|href| view! { <a href=href class="older">"Older calls →"</a> })}
         </nav>
     }
     .into_any()

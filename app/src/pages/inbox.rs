@@ -30,7 +30,7 @@ pub fn InboxPage() -> impl IntoView {
                         let current = Signal::derive(move || latest.get().unwrap_or_else(|| first.clone()));
                         view! { <Pending current/> }.into_any()
                     }
-                    Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
             <LiveStatus state=live/>

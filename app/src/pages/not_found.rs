@@ -3,6 +3,9 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
+use crate::components::header::Header;
+use crate::server_fns::signed_in_as;
+
 /// Unknown path.
 #[component]
 pub fn NotFound() -> impl IntoView {
@@ -12,8 +15,17 @@ pub fn NotFound() -> impl IntoView {
             response.set_status(http::StatusCode::NOT_FOUND);
         }
     }
+    let me = crate::json::resource(|| (), |_| signed_in_as());
     view! {
         <Title text="Not found — Gatehouse"/>
-        <main class="narrow"><h1>"Not found"</h1><p><a href="/">"Home"</a></p></main>
+        // The console's header for someone signed in: the way back is one click.
+        <Suspense fallback=|| ()>
+            {move || me.get().and_then(Result::ok).flatten().map(|_| view! { <Header/> })}
+        </Suspense>
+        <main class="narrow">
+            <h1>"Not found"</h1>
+            <p>"There is no page at this address. Check the link, or start from the home page."</p>
+            <p><a href="/">"Home"</a></p>
+        </main>
     }
 }

@@ -12,6 +12,7 @@ use gatehouse_model::{Action, LiveEvent, Rule, routes};
 
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
+use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{PoliciesView, PromoteRule, RemoveRule, SaveRule, list_policies, preview_rule};
@@ -24,12 +25,14 @@ pub fn PoliciesPage() -> impl IntoView {
     let remove = ServerAction::<RemoveRule>::new();
     let promote = ServerAction::<PromoteRule>::new();
     // A saved or removed rule shows at once (and on other pages' streams, as
-    // the tools it hides come and go).
-    Effect::new(move |_| {
-        if save.version().get() + remove.version().get() + promote.version().get() > 0 {
-            policies.refetch();
-        }
-    });
+    // the tools it hides come and go); a refused one leaves the form as typed.
+    let outcome: Outcome = RwSignal::new(None);
+    on_success(save, move || policies.refetch());
+    on_success(remove, move || policies.refetch());
+    on_success(promote, move || policies.refetch());
+    report(outcome, save, "Rule saved.");
+    report(outcome, remove, "Rule removed.");
+    report(outcome, promote, "The shadow rule now decides.");
     let live = use_changes([refetch_on(&[LiveEvent::UpstreamsChanged], policies)]);
     view! {
         <Title text="Policies — Gatehouse"/>
@@ -43,8 +46,8 @@ pub fn PoliciesPage() -> impl IntoView {
             </p>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || policies.get().map(|result| match result {
-                    Ok(view) => view! { <Policies view save remove promote/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                    Ok(view) => view! { <Policies view save remove promote outcome/> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
             <LiveStatus state=live/>
@@ -58,19 +61,12 @@ fn Policies(
     save: ServerAction<SaveRule>,
     remove: ServerAction<RemoveRule>,
     promote: ServerAction<PromoteRule>,
+    outcome: Outcome,
 ) -> impl IntoView {
     let PoliciesView { now_ms, is_admin, rules, changes, unmatched, shadow_counts } = view;
-    let error = move || {
-        save.value()
-            .get()
-            .and_then(|r| r.err())
-            .or_else(|| remove.value().get().and_then(|r| r.err()))
-            .or_else(|| promote.value().get().and_then(|r| r.err()))
-            .map(|e| e.to_string())
-    };
     view! {
         {is_admin.then(|| view! { <Editor save/> })}
-        {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+        <OutcomeLine outcome/>
         <section aria-labelledby="rules-h">
             <h2 id="rules-h">"Rules"</h2>
             {if rules.is_empty() {
@@ -287,7 +283,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             save.value()
                 .get()
                 .and_then(|r| r.err())
-                .map(|e| e.to_string())
+                .map(|e| crate::outcome::message(&e))
                 .filter(|e| e.contains(&format!("invalid {field}:")))
         }
     };
@@ -359,7 +355,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 {move || preview.get().map(|result| match result {
                     Ok(None) => view! { <p class="hint">"Type a pattern to see the tools it matches."</p> }.into_any(),
                     Ok(Some(previews)) => view! { <Preview previews/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error" data-testid="preview-error">{e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error" data-testid="preview-error">{crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Transition>
             <ActionForm action=save attr:class="save-form">

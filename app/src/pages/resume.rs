@@ -53,6 +53,7 @@ pub fn ResumePage() -> impl IntoView {
         }
     });
     view! {
+        <Header/>
         <Suspense fallback=|| view! { <main class="page"><p>"Loading…"</p></main> }>
             {move || execution.get().map(|result| match result {
                 Ok(Lookup::Found { execution, now_ms, is_admin }) => {
@@ -72,10 +73,11 @@ pub fn ResumePage() -> impl IntoView {
                 Ok(Lookup::NotFound) => view! {
                     <Title text="Not found — Gatehouse"/>
                     <main class="narrow"><h1>"404 — no such call"</h1>
-                    <p>"There is no paused call with this id. It may be from before a restart."</p>
+                    <p>"No call has this id. Check the link: paused calls keep their page across restarts, and the history keeps every call once it is settled."</p>
+                    <p><a href="/history">"The history"</a></p>
                     <p><a href="/approvals">"Your approvals"</a></p></main>
                 }.into_any(),
-                Err(e) => view! { <main class="narrow"><p role="alert">"Could not load: " {e.to_string()}</p></main> }.into_any(),
+                Err(e) => view! { <main class="narrow"><p role="alert">"Could not load: " {crate::outcome::message(&e)}</p></main> }.into_any(),
             })}
         </Suspense>
     }
@@ -95,7 +97,6 @@ fn Resume(
     let id = current.with_untracked(|c| c.execution_id.clone());
     let state = Memo::new(move |_| current.get().state);
     view! {
-        <Header/>
         <main class="page resume">
             {move || view! { <ResumeBody execution=current.get() now is_admin decide grant/> }.into_any()}
             <Timeline id state now/>
@@ -143,7 +144,7 @@ fn ResumeBody(
     let error = move || {
         let decided = decide.value().get().and_then(|r| r.err());
         let granted = grant.value().get().and_then(|r| r.err());
-        decided.or(granted).map(|e| e.to_string())
+        decided.or(granted).map(|e| crate::outcome::message(&e))
     };
     let id_a = execution_id.clone();
     let id_d = execution_id.clone();
@@ -320,7 +321,7 @@ fn Timeline(id: ExecutionId, state: Memo<State>, now: ReadSignal<i64>) -> impl I
                             }).collect_view()}
                         </ol>
                     }.into_any(),
-                    Err(e) => view! { <p class="hint">"The timeline could not be read: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p class="hint">"The timeline could not be read: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Transition>
         </section>

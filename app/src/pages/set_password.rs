@@ -45,7 +45,7 @@ pub fn SetPasswordPage() -> impl IntoView {
                         <p role="alert" class="error">{why}</p>
                         <p>"Ask an admin for a new link, or " <a href=routes::SIGN_IN>"sign in"</a> " if you have a password."</p>
                     }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not check the link: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not check the link: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
         </main>

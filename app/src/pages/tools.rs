@@ -17,6 +17,7 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
+use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::server_fns::{ReviewToolChange, ToolsView, list_tools};
 
 /// `/tools`
@@ -25,11 +26,9 @@ pub fn ToolsPage() -> impl IntoView {
     let tools = crate::json::resource(|| (), |_| list_tools());
     let live = use_changes([refetch_on(&[LiveEvent::UpstreamsChanged], tools)]);
     let review = ServerAction::<ReviewToolChange>::new();
-    Effect::new(move |_| {
-        if review.version().get() > 0 {
-            tools.refetch();
-        }
-    });
+    let outcome: Outcome = RwSignal::new(None);
+    on_success(review, move || tools.refetch());
+    report(outcome, review, "Reviewed: the tool's definition is settled as you chose.");
     view! {
         <Title text="Tools — Gatehouse"/>
         <Header/>
@@ -44,8 +43,8 @@ pub fn ToolsPage() -> impl IntoView {
             </p>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || tools.get().map(|result| match result {
-                    Ok(view) => view! { <Tools view review/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                    Ok(view) => view! { <Tools view review outcome/> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
             <LiveStatus state=live/>
@@ -54,12 +53,11 @@ pub fn ToolsPage() -> impl IntoView {
 }
 
 #[component]
-fn Tools(view: ToolsView, review: ServerAction<ReviewToolChange>) -> impl IntoView {
+fn Tools(view: ToolsView, review: ServerAction<ReviewToolChange>, outcome: Outcome) -> impl IntoView {
     let ToolsView { now_ms, is_admin, tools, held, reviews } = view;
-    let error = move || review.value().get().and_then(|r| r.err()).map(|e| e.to_string());
     let held_count = held.len();
     view! {
-        {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
+        <OutcomeLine outcome/>
         {(!held.is_empty()).then(|| view! {
             <section class="panel held" aria-labelledby="held-h">
                 <h2 id="held-h">"Held back for review (" {held_count} ")"</h2>
@@ -74,9 +72,70 @@ fn Tools(view: ToolsView, review: ServerAction<ReviewToolChange>) -> impl IntoVi
         })}
         <section aria-labelledby="exposed-h">
             <h2 id="exposed-h">"Exposed tools (" {tools.len()} ")"</h2>
-            <ExposedTools tools/>
+            <ToolSearch tools/>
         </section>
         {(!reviews.is_empty()).then(|| view! { <Reviews reviews now_ms/> })}
+    }
+}
+
+/// Whether `gate` is one the search asks for: `text` in its name, title,
+/// upstream or description (any case), and `action` its gate (empty: any).
+fn matches(gate: &ToolGate, text: &str, action: &str) -> bool {
+    let text = text.trim().to_lowercase();
+    let t = &gate.tool;
+    let found = text.is_empty()
+        || [Some(&t.name), t.title.as_ref(), t.upstream.as_ref(), t.description.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|field| field.to_lowercase().contains(&text));
+    found && (action.is_empty() || gate.action.as_str() == action)
+}
+
+/// The search over the exposed tools: a form that works without JavaScript
+/// (`?q=…&gate=…`), and filters as the person types once the page is live.
+#[component]
+fn ToolSearch(tools: Vec<ToolGate>) -> impl IntoView {
+    let query = leptos_router::hooks::use_query_map();
+    let text = RwSignal::new(query.read_untracked().get("q").unwrap_or_default());
+    let action = RwSignal::new(query.read_untracked().get("gate").unwrap_or_default());
+    let total = tools.len();
+    let tools = StoredValue::new(tools);
+    let shown = move || {
+        tools.with_value(|all| all.iter().filter(|g| matches(g, &text.get(), &action.get())).cloned().collect::<Vec<_>>())
+    };
+    view! {
+        <form method="get" action=gatehouse_model::routes::TOOLS class="tool-search" role="search" aria-label="Find a tool">
+            <label>"Find"
+                <input type="search" name="q" autocomplete="off" placeholder="name, upstream or description"
+                    value=text.get_untracked() prop:value=text on:input=move |e| text.set(event_target_value(&e))/>
+            </label>
+            <label>"Gate"
+                <select name="gate" on:change=move |e| action.set(event_target_value(&e))>
+                    <option value="" selected=action.get_untracked().is_empty()>"any"</option>
+                    {Action::ALL.iter().map(|a| {
+                        let value = a.as_str();
+                        view! { <option value=value selected=action.get_untracked() == value>{a.label()}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
+            <button type="submit" class="quiet">"Search"</button>
+        </form>
+        {move || {
+            let shown = shown();
+            let n = shown.len();
+            view! {
+                <p class="hint" role="status" data-testid="tools-shown">{if n == total {
+                    format!("All {total} tools.")
+                } else {
+                    format!("{n} of {total} tools match.")
+                }}</p>
+                {if shown.is_empty() {
+                    view! { <p class="empty">"No tool matches: try part of its name, or any gate."</p> }.into_any()
+                } else {
+                    view! { <ExposedTools tools=shown/> }.into_any()
+                }}
+            }
+        }}
     }
 }
 
@@ -99,7 +158,7 @@ fn ExposedTools(tools: Vec<ToolGate>) -> impl IntoView {
                 view! {
                 <tr data-tool=t.name.clone() data-action=gate.action.as_str()>
                     <td data-label="Tool">
-                        <code class="tool-link"><Name text=t.name.clone()/></code>
+                        <code class="tool-link tool-name-cell"><Name text=t.name.clone()/></code>
                         {t.title.clone().map(|title| view! { <div class="meta"><Name text=title/></div> })}
                     </td>
                     <td data-label="Upstream">{match t.upstream.clone() {

@@ -60,7 +60,7 @@ pub fn UpstreamsPage() -> impl IntoView {
                         {(!list.elsewhere.is_empty()).then(|| view! { <Elsewhere replicas=list.elsewhere show_errors=show_errors/> })}
                     }.into_any()
                     }
-                    Err(e) => view! { <p role="alert">"Could not load: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
             <Suspense fallback=|| ()>

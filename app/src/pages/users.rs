@@ -13,6 +13,8 @@ use crate::components::copy::CopyButton;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::when::When;
+use crate::outcome::{Outcome, OutcomeLine, on_success, report};
+use crate::time_fmt::{exact, iso};
 use crate::server_fns::{
     ChangePassword, InviteUser, RemoveUser, ResetLink, SetUserAdmin, SetUserDisabled, SignOutOthers, UsersView,
     list_users, take_link,
@@ -21,6 +23,8 @@ use crate::server_fns::{
 /// The actions the page's forms post to.
 #[derive(Clone, Copy)]
 struct Actions {
+    /// What came of the last of these, shown above the list.
+    outcome: Outcome,
     reset: ServerAction<ResetLink>,
     disable: ServerAction<SetUserDisabled>,
     admin: ServerAction<SetUserAdmin>,
@@ -32,6 +36,7 @@ struct Actions {
 pub fn UsersPage() -> impl IntoView {
     let invite = ServerAction::<InviteUser>::new();
     let actions = Actions {
+        outcome: RwSignal::new(None),
         reset: ServerAction::new(),
         disable: ServerAction::new(),
         admin: ServerAction::new(),
@@ -39,18 +44,19 @@ pub fn UsersPage() -> impl IntoView {
     };
     let password = ServerAction::<ChangePassword>::new();
     let sign_out = ServerAction::<SignOutOthers>::new();
-    let users = crate::json::resource(
-        move || {
-            (
-                invite.version().get(),
-                actions.disable.version().get(),
-                actions.admin.version().get(),
-                actions.remove.version().get(),
-                sign_out.version().get(),
-            )
-        },
-        |_| list_users(),
-    );
+    let users = crate::json::resource(|| (), |_| list_users());
+    // Read again after a change that succeeded; a refused form keeps what
+    // was typed, and the list says what came of the last change.
+    on_success(invite, move || users.refetch());
+    on_success(actions.disable, move || users.refetch());
+    on_success(actions.admin, move || users.refetch());
+    on_success(actions.remove, move || users.refetch());
+    on_success(sign_out, move || users.refetch());
+    let outcome = actions.outcome;
+    report(outcome, actions.reset, "Link made: it is shown above, this once.");
+    report(outcome, actions.disable, "Saved.");
+    report(outcome, actions.admin, "Saved.");
+    report(outcome, actions.remove, "User removed.");
     let live = use_changes([refetch_on(&[LiveEvent::UsersChanged], users)]);
     let query = use_query_map();
     let link = crate::json::resource(
@@ -86,7 +92,7 @@ pub fn UsersPage() -> impl IntoView {
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || users.get().map(|result| match result {
                     Ok(view) => view! { <UsersBody view invite actions password sign_out/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {e.to_string()}</p> }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
             <LiveStatus state=live/>
@@ -121,7 +127,7 @@ fn UsersBody(
 /// The form that invites a user.
 #[component]
 fn InviteForm(invite: ServerAction<InviteUser>) -> impl IntoView {
-    let error = move || invite.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let error = move || invite.value().get().and_then(|r| r.err()).map(|e| crate::outcome::message(&e));
     view! {
         <section aria-labelledby="invite-h" class="panel">
             <h2 id="invite-h">"Add a user"</h2>
@@ -153,7 +159,8 @@ fn LinkShown(link: PasswordLink) -> impl IntoView {
                 <code data-testid="password-link">{url.clone()}</code>
                 <CopyButton text=url label="Copy the link"/>
             </div>
-            <p class="hint">"It works once, until " <When ms=link.expires_ms now_ms=link.expires_ms/> "; a newer link for the same user replaces it."</p>
+            <p class="hint">"It works once, until " <time datetime=iso(link.expires_ms) data-testid="link-expires">{exact(link.expires_ms)}</time>
+                "; a newer link for the same user replaces it."</p>
         </section>
     }
 }
@@ -161,23 +168,14 @@ fn LinkShown(link: PasswordLink) -> impl IntoView {
 /// Every user with what an admin can do to them.
 #[component]
 fn UserList(users: Vec<UserView>, now_ms: i64, me: String, actions: Actions) -> impl IntoView {
-    let errors = move || {
-        [
-            actions.reset.value().get().and_then(|r| r.err()),
-            actions.disable.value().get().and_then(|r| r.err()),
-            actions.admin.value().get().and_then(|r| r.err()),
-            actions.remove.value().get().and_then(|r| r.err()),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|e| e.to_string())
-        .collect::<Vec<_>>()
-    };
     let only_me = users.len() <= 1;
+    // The server refuses to demote, disable or remove the last admin who can
+    // sign in: the page does not offer it.
+    let sign_in_admins = users.iter().filter(|u| u.is_admin && u.status == UserStatus::Active).count();
     view! {
         <section aria-labelledby="users-h">
             <h2 id="users-h">"Everyone"</h2>
-            {move || errors().into_iter().map(|e| view! { <p role="alert" class="error">{e}</p> }).collect_view()}
+            <OutcomeLine outcome=actions.outcome/>
             <div class="table-wrap" tabindex="0" role="region" aria-label="Users (scrolls sideways)">
             <table class="responsive users" aria-label="Users">
                 <thead><tr>
@@ -186,7 +184,10 @@ fn UserList(users: Vec<UserView>, now_ms: i64, me: String, actions: Actions) -> 
                     <th scope="col"><span class="visually-hidden">"Actions"</span></th>
                 </tr></thead>
                 <tbody>
-                {users.into_iter().map(|u| view! { <UserRow user=u now_ms me=me.clone() actions/> }).collect_view()}
+                {users.into_iter().map(|u| {
+                    let last_admin = sign_in_admins == 1 && u.is_admin && u.status == UserStatus::Active;
+                    view! { <UserRow user=u now_ms me=me.clone() last_admin actions/> }
+                }).collect_view()}
                 </tbody>
             </table>
             </div>
@@ -199,7 +200,7 @@ fn UserList(users: Vec<UserView>, now_ms: i64, me: String, actions: Actions) -> 
 
 /// One user's row.
 #[component]
-fn UserRow(user: UserView, now_ms: i64, me: String, actions: Actions) -> impl IntoView {
+fn UserRow(user: UserView, now_ms: i64, me: String, last_admin: bool, actions: Actions) -> impl IntoView {
     let name = user.username.clone();
     let is_me = name == me;
     let status = match (user.status, user.link_expires_ms) {
@@ -242,24 +243,30 @@ fn UserRow(user: UserView, now_ms: i64, me: String, actions: Actions) -> impl In
             <td data-label="Sessions">{user.sessions}</td>
             <td data-label="Actions" class="actions">
                 {reset_form}
-                <ActionForm action=actions.admin attr:class="row-form">
-                    <input type="hidden" name="username" value=for_admin/>
-                    <input type="hidden" name="admin" value=admin_value/>
-                    <button type="submit" class="quiet" aria-label=admin_label>{admin_text}</button>
-                </ActionForm>
-                <ActionForm action=actions.disable attr:class="row-form">
-                    <input type="hidden" name="username" value=for_disable/>
-                    <input type="hidden" name="disabled" value=disable_value/>
-                    <button type="submit" class=disable_class aria-label=disable_label>{disable_text}</button>
-                </ActionForm>
-                <details class="confirm">
-                    <summary aria-label=remove_label>"Remove"</summary>
-                    <ActionForm action=actions.remove attr:class="row-form">
-                        <input type="hidden" name="username" value=for_remove/>
-                        <p class="hint">"Their sessions end and their agents' credentials are revoked."</p>
-                        <button type="submit" class="danger quiet">{remove_text}</button>
+                {if last_admin {
+                    view! { <p class="hint" data-testid="last-admin">"The only admin who can sign in: make another user an admin before you demote, disable or remove them."</p> }.into_any()
+                } else {
+                    view! {
+                    <ActionForm action=actions.admin attr:class="row-form">
+                        <input type="hidden" name="username" value=for_admin/>
+                        <input type="hidden" name="admin" value=admin_value/>
+                        <button type="submit" class="quiet" aria-label=admin_label>{admin_text}</button>
                     </ActionForm>
-                </details>
+                    <ActionForm action=actions.disable attr:class="row-form">
+                        <input type="hidden" name="username" value=for_disable/>
+                        <input type="hidden" name="disabled" value=disable_value/>
+                        <button type="submit" class=disable_class aria-label=disable_label>{disable_text}</button>
+                    </ActionForm>
+                    <details class="confirm">
+                        <summary aria-label=remove_label>"Remove"</summary>
+                        <ActionForm action=actions.remove attr:class="row-form">
+                            <input type="hidden" name="username" value=for_remove/>
+                            <p class="hint">"Their sessions end and their agents' credentials are revoked."</p>
+                            <button type="submit" class="danger quiet">{remove_text}</button>
+                        </ActionForm>
+                    </details>
+                    }.into_any()
+                }}
             </td>
         </tr>
     }
@@ -294,8 +301,8 @@ fn Account(
     password: ServerAction<ChangePassword>,
     sign_out: ServerAction<SignOutOthers>,
 ) -> impl IntoView {
-    let error = move || password.value().get().and_then(|r| r.err()).map(|e| e.to_string());
-    let sign_out_error = move || sign_out.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let error = move || password.value().get().and_then(|r| r.err()).map(|e| crate::outcome::message(&e));
+    let sign_out_error = move || sign_out.value().get().and_then(|r| r.err()).map(|e| crate::outcome::message(&e));
     let others = my_sessions.saturating_sub(1);
     view! {
         <section aria-labelledby="account-h" class="panel">

@@ -2,7 +2,7 @@
 
 #[cfg(feature = "ssr")]
 use super::context as ctx;
-use gatehouse_model::{AuditEntry, ExecutionId, HistoryPage};
+use gatehouse_model::{AuditEntry, CallsPage, ExecutionId, HistoryPage, HistoryPickers};
 use leptos::prelude::*;
 
 /// One page of the history the signed-in user may read, newest first;
@@ -15,6 +15,60 @@ pub async fn get_history(query: String) -> Result<HistoryPage, ServerFnError> {
     })?;
     ctx::blocking(move |user, core| core.approvals.history_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE))
         .await
+}
+
+/// One page of the history as the page shows it: a row per call (its steps
+/// folded in), with what each grant that decided a call on it allows.
+/// `query` as for [`get_history`].
+#[server(prefix = "/api/fn", endpoint = "calls")]
+pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
+    let filter = gatehouse_model::HistoryFilter::from_query(&query).map_err(|e| {
+        ctx::set_status(400);
+        ServerFnError::new(format!("these filters do not parse: {e}"))
+    })?;
+    ctx::blocking(move |user, core| {
+        let mut page = core.approvals.calls_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE)?;
+        // Grants in words: a live one says what it allows and who made it.
+        let named: Vec<String> = page
+            .calls
+            .iter()
+            .filter_map(|c| c.decider()?.strip_prefix("grant:").map(str::to_string))
+            .collect();
+        if !named.is_empty() {
+            let live = core.grants.list_for(&user)?;
+            page.grants = named
+                .into_iter()
+                .map(|id| {
+                    let words = match live.iter().find(|g| g.id.to_string() == id) {
+                        Some(g) => format!("grant: {}, made by {}", gatehouse_core::grants::describe(g), g.created_by.trim_start_matches("user:")),
+                        None => "a grant that has since ended".to_string(),
+                    };
+                    (id, words)
+                })
+                .collect();
+        }
+        Ok(page)
+    })
+    .await
+}
+
+/// What the history's filters suggest: the agents the viewer may see, the
+/// tools exposed now and their upstreams.
+#[server(prefix = "/api/fn", endpoint = "history_pickers")]
+pub async fn history_pickers() -> Result<HistoryPickers, ServerFnError> {
+    let exposed = ctx::tool_catalog()?.exposed_tools();
+    ctx::blocking(move |user, core| {
+        let visible = |owner: &Option<String>| user.is_admin || owner.as_deref() == Some(user.username.as_str());
+        let mut agents: Vec<String> =
+            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).map(|c| c.agent).collect();
+        agents.sort();
+        agents.dedup();
+        let mut upstreams: Vec<String> = exposed.iter().filter_map(|t| t.upstream.clone()).collect();
+        upstreams.sort();
+        upstreams.dedup();
+        Ok(HistoryPickers { agents, tools: exposed.into_iter().map(|t| t.name).collect(), upstreams })
+    })
+    .await
 }
 
 /// Every audit entry of one execution, oldest first.

@@ -2,7 +2,9 @@
 //! admins only for calls that change the gate), and the views they get. The
 //! decision itself is [`ApprovalStore::decide`] (in `decide.rs`).
 
-use gatehouse_model::{AuditEntry, DecisionView, ExecutionId, ExecutionView, HistoryFilter, HistoryPage, State};
+use gatehouse_model::{
+    AuditEntry, CallRow, CallsPage, DecisionView, ExecutionId, ExecutionView, HistoryFilter, HistoryPage, State,
+};
 
 use super::Execution;
 use super::answers::{DecideError, Snapshot};
@@ -152,6 +154,44 @@ impl ApprovalStore {
             entries.last().map(|e| e.id)
         });
         Ok(HistoryPage { now_ms: self.now_ms(), entries, next_before: next_before.flatten() })
+    }
+
+    /// One page (`limit` calls, newest first) of the history `user` may
+    /// read, a row per call with its steps folded in (see
+    /// [`crate::audit::AuditLog::search_calls`]). The grants' words are
+    /// left for the caller. Reads the database: call it off the
+    /// async runtime's threads.
+    pub fn calls_for(
+        &self,
+        user: &User,
+        filter: &HistoryFilter,
+        limit: usize,
+    ) -> std::result::Result<CallsPage, AccessError> {
+        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::User(user.id) };
+        let mut found = self.inner.audit.search_calls(filter, &scope, limit + 1)?;
+        let next_before = (found.len() > limit).then(|| {
+            found.truncate(limit);
+            found.last().map(|e| e.id)
+        });
+        let ids: Vec<ExecutionId> = found.iter().map(|e| e.execution_id.clone()).collect();
+        let mut steps: std::collections::HashMap<ExecutionId, Vec<AuditEntry>> = std::collections::HashMap::new();
+        for entry in self.inner.audit.timelines(&ids)? {
+            steps.entry(entry.execution_id.clone()).or_default().push(entry);
+        }
+        let calls = found
+            .into_iter()
+            .map(|matched| {
+                let steps = steps.remove(&matched.execution_id).unwrap_or_else(|| vec![matched.clone()]);
+                let latest = steps.last().cloned().unwrap_or(matched);
+                CallRow { latest, steps }
+            })
+            .collect();
+        Ok(CallsPage {
+            now_ms: self.now_ms(),
+            calls,
+            next_before: next_before.flatten(),
+            grants: Vec::new(),
+        })
     }
 
     /// Every audit entry of one execution, oldest first, if `user` may see

@@ -44,6 +44,8 @@ pub const AT_ONCE_PREFIX: &str = "call";
 /// Entries in flight past which [`AuditLog::append`] waits for room.
 pub use crate::db::WRITE_CAPACITY as QUEUE_CAPACITY;
 
+mod activity;
+
 /// An entry as it is written (owned, stamped when it happened).
 struct Row {
     execution_id: String,
@@ -212,76 +214,129 @@ impl AuditLog {
     /// newest first (older than `filter.before`, when set).
     pub fn search(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
         self.flush();
-        let mut clauses: Vec<&str> = Vec::new();
-        let mut values: Vec<Value> = Vec::new();
-        let mut add = |clause, value: Value| {
-            clauses.push(clause);
-            values.push(value);
-        };
-        match scope {
-            HistoryScope::All => {}
-            // By the user's id: a removed user's entries are no one's.
-            HistoryScope::User(id) => add("owner_id = ?", Value::Int(id.get())),
-            HistoryScope::Owner(owner) => {
-                add("owner_id = (SELECT id FROM users WHERE username = ?)", Value::Text(owner.clone()))
-            }
-            // Another credential is someone else, whatever its agent name
-            // and owner; only a thread's successor continues its line.
-            HistoryScope::Agent(id) => add(
-                "credential_id IN (SELECT c.id FROM credentials c, credentials me WHERE me.id = ?
-                 AND (c.id = me.id OR (me.thread IS NOT NULL AND c.thread = me.thread
-                                       AND c.owner IS NOT DISTINCT FROM me.owner)))",
-                Value::Text(id.to_string()),
-            ),
-        }
-        if !filter.agent.is_empty() {
-            add("agent = ?", Value::Text(filter.agent.clone()));
-        }
-        match filter.kind.as_str() {
-            "" => {}
-            "gated" => add("substr(execution_id, 1, 5) = ?", Value::Text("exec_".into())),
-            "at_once" => add("substr(execution_id, 1, 5) = ?", Value::Text(format!("{AT_ONCE_PREFIX}_"))),
-            other => {
-                return Err(CoreError::Invalid { field: "kind", reason: format!("{other:?} is not gated or at_once") });
-            }
-        }
-        if !filter.tool.is_empty() {
-            add("tool = ?", Value::Text(filter.tool.clone()));
-        }
-        match filter.upstream.as_str() {
-            "" => {}
-            // Gatehouse's own tools have no upstream.
-            "gatehouse" => add("upstream IS NOT DISTINCT FROM ?", Value::Null),
-            name => add("upstream = ?", Value::Text(name.to_string())),
-        }
-        if !filter.outcome.is_empty() {
-            let state = filter.outcome_state().ok_or_else(|| CoreError::Invalid {
-                field: "outcome",
-                reason: format!("{:?} is not a state", filter.outcome),
-            })?;
-            // What a restart left open is stored as `abandoned` and reads as cancelled.
-            let clause = if state == State::Cancelled { "state IN (?, 'abandoned')" } else { "state = ?" };
-            add(clause, state.value());
-        }
-        if !filter.decider.is_empty() {
-            let actor =
-                if filter.decider.contains(':') { filter.decider.clone() } else { format!("user:{}", filter.decider) };
-            add("actor = ?", Value::Text(actor));
-        }
-        if !filter.from.is_empty() {
-            add("at >= ?", Value::Int(day_start_ms("from", &filter.from)?));
-        }
-        if !filter.to.is_empty() {
-            add("at < ?", Value::Int(day_start_ms("to", &filter.to)? + DAY_MS));
-        }
+        let (mut clauses, mut values) = matching(filter, scope, "")?;
         if let Some(before) = filter.before {
-            add("id < ?", Value::Int(before));
+            clauses.push("id < ?".into());
+            values.push(Value::Int(before));
         }
         values.push(Value::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
-        let filter_sql = if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
-        let sql = format!("SELECT {COLUMNS} FROM audit_events {filter_sql} ORDER BY id DESC LIMIT ?");
+        let sql = format!("SELECT {COLUMNS} FROM audit_events {} ORDER BY id DESC LIMIT ?", where_sql(&clauses));
         self.db.conn()?.query(&sql, &values, row)
     }
+
+    /// Up to `limit` calls `scope` may read with an entry `filter` lets
+    /// through, newest first: each call once, by its latest such entry
+    /// (older than `filter.before`, when set, which is then the cursor).
+    pub fn search_calls(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
+        self.flush();
+        let (mut clauses, mut values) = matching(filter, scope, "e.")?;
+        // A call is listed at its latest matching entry: none later matches.
+        let (later, later_values) = matching(filter, scope, "later.")?;
+        let mut not_later = vec!["later.execution_id = e.execution_id".to_string(), "later.id > e.id".to_string()];
+        not_later.extend(later);
+        clauses.push(format!("NOT EXISTS (SELECT 1 FROM audit_events later {})", where_sql(&not_later)));
+        values.extend(later_values);
+        if let Some(before) = filter.before {
+            clauses.push("e.id < ?".into());
+            values.push(Value::Int(before));
+        }
+        values.push(Value::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let columns: Vec<String> = COLUMNS.split(", ").map(|c| format!("e.{c}")).collect();
+        let sql = format!(
+            "SELECT {} FROM audit_events e {} ORDER BY e.id DESC LIMIT ?",
+            columns.join(", "),
+            where_sql(&clauses)
+        );
+        self.db.conn()?.query(&sql, &values, row)
+    }
+
+    /// Every entry of each of `executions`, oldest first.
+    pub fn timelines(&self, executions: &[ExecutionId]) -> Result<Vec<AuditEntry>> {
+        if executions.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.flush();
+        let marks = vec!["?"; executions.len()].join(", ");
+        let values: Vec<Value> = executions.iter().map(|id| Value::Text(id.to_string())).collect();
+        let sql = format!("SELECT {COLUMNS} FROM audit_events WHERE execution_id IN ({marks}) ORDER BY id");
+        self.db.conn()?.query(&sql, &values, row)
+    }
+}
+
+/// `WHERE a AND b`, or nothing.
+fn where_sql(clauses: &[String]) -> String {
+    if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) }
+}
+
+/// The clauses (over the columns of table alias `t`, `""` or `"e."`) and
+/// their values that keep what `scope` may read and `filter` lets through,
+/// its cursor aside.
+fn matching(filter: &HistoryFilter, scope: &HistoryScope, t: &str) -> Result<(Vec<String>, Vec<Value>)> {
+    let mut clauses: Vec<String> = Vec::new();
+    let mut values: Vec<Value> = Vec::new();
+    let mut add = |clause: String, value: Value| {
+        clauses.push(clause);
+        values.push(value);
+    };
+    match scope {
+        HistoryScope::All => {}
+        // By the user's id: a removed user's entries are no one's.
+        HistoryScope::User(id) => add(format!("{t}owner_id = ?"), Value::Int(id.get())),
+        HistoryScope::Owner(owner) => {
+            add(format!("{t}owner_id = (SELECT id FROM users WHERE username = ?)"), Value::Text(owner.clone()))
+        }
+        // Another credential is someone else, whatever its agent name
+        // and owner; only a thread's successor continues its line.
+        HistoryScope::Agent(id) => add(
+            format!(
+                "{t}credential_id IN (SELECT c.id FROM credentials c, credentials me WHERE me.id = ?
+                 AND (c.id = me.id OR (me.thread IS NOT NULL AND c.thread = me.thread
+                                       AND c.owner IS NOT DISTINCT FROM me.owner)))"
+            ),
+            Value::Text(id.to_string()),
+        ),
+    }
+    if !filter.agent.is_empty() {
+        add(format!("{t}agent = ?"), Value::Text(filter.agent.clone()));
+    }
+    match filter.kind.as_str() {
+        "" => {}
+        "gated" => add(format!("substr({t}execution_id, 1, 5) = ?"), Value::Text("exec_".into())),
+        "at_once" => add(format!("substr({t}execution_id, 1, 5) = ?"), Value::Text(format!("{AT_ONCE_PREFIX}_"))),
+        other => {
+            return Err(CoreError::Invalid { field: "kind", reason: format!("{other:?} is not gated or at_once") });
+        }
+    }
+    if !filter.tool.is_empty() {
+        add(format!("{t}tool = ?"), Value::Text(filter.tool.clone()));
+    }
+    match filter.upstream.as_str() {
+        "" => {}
+        // Gatehouse's own tools have no upstream.
+        "gatehouse" => add(format!("{t}upstream IS NOT DISTINCT FROM ?"), Value::Null),
+        name => add(format!("{t}upstream = ?"), Value::Text(name.to_string())),
+    }
+    if !filter.outcome.is_empty() {
+        let state = filter.outcome_state().ok_or_else(|| CoreError::Invalid {
+            field: "outcome",
+            reason: format!("{:?} is not a state", filter.outcome),
+        })?;
+        // What a restart left open is stored as `abandoned` and reads as cancelled.
+        let clause =
+            if state == State::Cancelled { format!("{t}state IN (?, 'abandoned')") } else { format!("{t}state = ?") };
+        add(clause, state.value());
+    }
+    if !filter.decider.is_empty() {
+        let actor = if filter.decider.contains(':') { filter.decider.clone() } else { format!("user:{}", filter.decider) };
+        add(format!("{t}actor = ?"), Value::Text(actor));
+    }
+    if !filter.from.is_empty() {
+        add(format!("{t}at >= ?"), Value::Int(day_start_ms("from", &filter.from)?));
+    }
+    if !filter.to.is_empty() {
+        add(format!("{t}at < ?"), Value::Int(day_start_ms("to", &filter.to)? + DAY_MS));
+    }
+    Ok((clauses, values))
 }
 
 impl AuditLog {
