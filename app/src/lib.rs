@@ -12,6 +12,7 @@ pub mod redirect;
 pub mod reveal;
 pub mod server_fns;
 pub mod time_fmt;
+pub mod words;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
@@ -26,9 +27,10 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     // The bundle's name carries its content hash (the server's `site`
     // module), so the stylesheet is linked here, beside the scripts.
     let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
+    let theme = requested_theme();
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang="en" data-theme=theme.as_str()>
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
@@ -42,6 +44,16 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             </body>
         </html>
     }
+}
+
+/// The theme the request's cookie chose (the system's when none).
+fn requested_theme() -> gatehouse_model::Theme {
+    #[cfg(feature = "ssr")]
+    if let Some(parts) = use_context::<http::request::Parts>() {
+        let header = parts.headers.get(http::header::COOKIE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        return gatehouse_model::Theme::from_cookie_header(header);
+    }
+    gatehouse_model::Theme::System
 }
 
 /// Hands the nonce the server put in the request (and in the response's

@@ -15,6 +15,7 @@ pub mod note;
 pub mod oauth;
 pub mod routes;
 pub mod state;
+pub mod theme;
 pub mod tools;
 pub mod user;
 
@@ -31,6 +32,7 @@ pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, StreamEvent, Upstrea
 pub use note::{MAX_NOTE_CHARS, NoteError, clean_note};
 pub use oauth::{ConsentInfo, ConsentView};
 pub use state::{Decision, State};
+pub use theme::{THEME_COOKIE, Theme};
 pub use tools::{
     Action, Basis, DiffLine, PINNED_FIELDS, PinView, Rule, ToolChange, ToolGate, ToolInfo, definition_field,
     definition_fields, line_diff,

@@ -133,3 +133,6 @@ mod tests {
         assert_eq!(history_export(crate::ExportFormat::Csv, &f), "/api/history/export.csv?tool=rm");
     }
 }
+
+/// The theme form's target (the header's System / Light / Dark).
+pub const API_THEME: &str = "/api/theme";

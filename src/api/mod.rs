@@ -7,6 +7,7 @@ pub mod grants;
 pub mod history;
 pub mod live;
 pub mod sign_in;
+pub mod theme;
 
 use axum::Router;
 use axum::routing::{delete, get, post};
@@ -20,6 +21,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route(routes::API_SIGN_IN, post(sign_in::sign_in))
         .route(routes::API_SIGN_OUT, post(sign_in::sign_out))
+        .route(routes::API_THEME, post(theme::set))
         .route(routes::API_SETUP, post(sign_in::setup))
         .route(routes::API_SET_PASSWORD, post(sign_in::set_password))
         .route("/api/credentials", post(credentials::issue).get(credentials::list))

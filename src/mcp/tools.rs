@@ -266,20 +266,35 @@ fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToo
 }
 
 /// Runs a built-in tool (not `resume`) for `caller`: `gatehouse_status`
-/// at once (it reads no store), the others in the stores' lane.
-pub async fn run(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
+/// at once (it reads no store), the others in the stores' lane. `approved`:
+/// the paused call this run was approved as, whose decider the change log
+/// names.
+pub async fn run(
+    state: &McpState,
+    caller: &Caller,
+    name: &str,
+    arguments: &Value,
+    approved: Option<&str>,
+) -> CallToolResult {
     if name == STATUS {
         return status(state, &caller.credential, caller.session_id.as_deref());
     }
     let (on, by, tool, args) = (state.clone(), caller.clone(), name.to_string(), arguments.clone());
-    state.core.run(move |_| run_with_stores(&on, &by, &tool, &args)).await.unwrap_or_else(|e| {
+    let approved = approved.map(gatehouse_core::approvals::ExecutionId::from);
+    state.core.run(move |_| run_with_stores(&on, &by, &tool, &args, approved.as_ref())).await.unwrap_or_else(|e| {
         tracing::error!(tool = name, error = %e, "built-in tool failed");
         error_result(ToolErrorCode::ToolFailed, format!("{name} failed: {e}"), json!({"message": e.to_string()}))
     })
 }
 
 /// A built-in tool that reads or writes the stores (blocking).
-fn run_with_stores(state: &McpState, caller: &Caller, name: &str, arguments: &Value) -> CallToolResult {
+fn run_with_stores(
+    state: &McpState,
+    caller: &Caller,
+    name: &str,
+    arguments: &Value,
+    approved: Option<&gatehouse_core::approvals::ExecutionId>,
+) -> CallToolResult {
     let result = match name {
         STATUS => Ok(status(state, &caller.credential, caller.session_id.as_deref())),
         POLICIES_LIST => state
@@ -340,8 +355,14 @@ fn run_with_stores(state: &McpState, caller: &Caller, name: &str, arguments: &Va
         other => Err(format!("{other} is not a built-in tool")),
     };
     if result.is_ok() && (name == POLICY_SET || name == POLICY_REMOVE) {
-        // The change log says who; the audit log says which person approved it.
-        let actor = format!("agent:{} (approved)", caller.credential.agent);
+        // The change log says who asked and which person approved it.
+        let approver = approved
+            .and_then(|id| state.core.approvals.audit().decided_by(id).ok().flatten())
+            .map(|by| by.trim_start_matches("user:").to_string());
+        let actor = match approver {
+            Some(by) => format!("agent:{} (approved by {by})", caller.credential.agent),
+            None => format!("agent:{} (approved)", caller.credential.agent),
+        };
         let named = ["name", "pattern"].iter().find_map(|k| arguments.get(*k).and_then(Value::as_str));
         let pattern = named.map(str::trim).unwrap_or_default();
         let (action, detail) = if name == POLICY_SET {

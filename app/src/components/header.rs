@@ -8,7 +8,8 @@ use gatehouse_model::routes;
 
 use crate::components::live::use_inbox;
 use crate::components::notify::NotifyButton;
-use crate::server_fns::signed_in_as;
+use crate::server_fns::viewer;
+use gatehouse_model::Theme;
 
 /// The console's sections, in the order the navigation shows them.
 const SECTIONS: &[(&str, &str)] = &[
@@ -27,11 +28,18 @@ const SECTIONS: &[(&str, &str)] = &[
 /// into it, so hydration asks nothing more).
 #[component]
 pub fn Header() -> impl IntoView {
-    let me = crate::json::resource(|| (), |_| signed_in_as());
-    let username = move || me.get().and_then(Result::ok).flatten();
+    let me = crate::json::resource(|| (), |_| viewer());
+    let username = move || me.get().and_then(Result::ok).and_then(|v| v.username);
+    let theme = move || me.get().and_then(Result::ok).map(|v| v.theme).unwrap_or_default();
     let inbox = use_inbox();
     let pending = move || inbox.get().map(|i| i.total).filter(|n| *n > 0);
-    let path = use_location().pathname;
+    let location = use_location();
+    let path = location.pathname;
+    // Where the theme form comes back to: this page, as it is.
+    let here = move || match location.search.get() {
+        q if q.is_empty() => path.get(),
+        q => format!("{}?{q}", path.get()),
+    };
     view! {
         <header class="top">
             <a class="brand" href=routes::HOME>"Gatehouse"</a>
@@ -55,6 +63,17 @@ pub fn Header() -> impl IntoView {
                 }).collect_view()}
             </nav>
             <NotifyButton/>
+            // A plain form: it works before the script, and the choice is
+            // kept in a cookie so every page is drawn in it from the start.
+            <form method="post" action=routes::API_THEME class="theme" aria-label="Colours">
+                <input type="hidden" name="next" value=here/>
+                <Suspense fallback=|| ()>
+                    {move || Theme::ALL.into_iter().map(|t| view! {
+                        <button type="submit" name="theme" value=t.as_str() class="quiet"
+                            aria-pressed=move || (theme() == t).to_string()>{t.label()}</button>
+                    }).collect_view()}
+                </Suspense>
+            </form>
             <form method="post" action=routes::API_SIGN_OUT class="sign-out">
                 <Suspense fallback=|| ()>
                     {move || username().map(|u| view! { <span class="who" data-testid="signed-in-as">{u}</span> })}

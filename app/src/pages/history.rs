@@ -13,7 +13,7 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
-use crate::server_fns::{get_calls, history_pickers};
+use crate::server_fns::{get_calls, get_history_pickers};
 
 /// `/history`
 #[component]
@@ -21,7 +21,7 @@ pub fn HistoryPage() -> impl IntoView {
     let search = use_location().search;
     let filter = Memo::new(move |_| search.with(|q| HistoryFilter::from_query(q)));
     let history = crate::json::resource(move || search.get(), get_calls);
-    let pickers = crate::json::resource(|| (), |_| history_pickers());
+    let pickers = crate::json::resource(|| (), |_| get_history_pickers());
     // Only the newest page grows; an older page stays as it was asked for.
     let first_page = move || filter.with_untracked(|f| f.as_ref().is_ok_and(|f| f.before.is_none()));
     let live = use_changes([refetch_on(&[LiveEvent::ApprovalsChanged], history).when(first_page)]);
@@ -100,32 +100,6 @@ fn Filters(filter: HistoryFilter, pickers: HistoryPickers) -> impl IntoView {
     }
 }
 
-/// Who decided a call, in words: a person by name, a rule or annotation by
-/// what it is, a grant by what it allows (`grants`: id → words).
-fn decider_words(actor: &str, grants: &[(String, String)]) -> String {
-    if let Some(user) = actor.strip_prefix("user:") {
-        return user.to_string();
-    }
-    if let Some(rule) = actor.strip_prefix("rule:") {
-        return format!("rule {rule}");
-    }
-    if let Some(shadow) = actor.strip_prefix("shadow:") {
-        return format!("shadow rule {shadow}");
-    }
-    if let Some(id) = actor.strip_prefix("grant:") {
-        return grants
-            .iter()
-            .find(|(g, _)| g == id)
-            .map(|(_, words)| words.clone())
-            .unwrap_or_else(|| "a grant".to_string());
-    }
-    match actor {
-        "annotation:readOnlyHint" => "the tool says it is read-only".into(),
-        "annotation:destructiveHint" => "the tool says it is destructive".into(),
-        other => other.to_string(),
-    }
-}
-
 /// One page of calls, a row each, with the way to older ones.
 #[component]
 fn Calls(page: CallsPage, filter: HistoryFilter) -> impl IntoView {
@@ -149,7 +123,7 @@ fn Calls(page: CallsPage, filter: HistoryFilter) -> impl IntoView {
             </tr></thead>
             <tbody>
             {calls.into_iter().map(|call| {
-                let decided = call.decider().map(|a| decider_words(a, &grants));
+                let decided = call.decider().map(|a| crate::words::actor(a, &grants));
                 let CallRow { latest, steps } = call;
                 let gated = latest.execution_id.as_str().starts_with("exec_");
                 let id = latest.execution_id.to_string();
@@ -164,7 +138,7 @@ fn Calls(page: CallsPage, filter: HistoryFilter) -> impl IntoView {
                                 {steps.into_iter().map(|step| view! {
                                     <li data-state=step.state.as_str()>
                                         <When ms=step.at_ms now_ms/> " " <strong>{step.state.as_str()}</strong>
-                                        {step.actor.map(|a| view! { " by " <Name text=decider_words(&a, &grants)/> })}
+                                        {step.actor.map(|a| view! { " by " <Name text=crate::words::actor(&a, &grants)/> })}
                                         {step.detail.map(|d| view! { <span class="hint">" — " <Name text=d/></span> })}
                                     </li>
                                 }).collect_view()}

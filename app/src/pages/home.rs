@@ -121,11 +121,11 @@ fn Tiles(
 ) -> impl IntoView {
     let approved: u64 = activity.days.iter().map(|d| d.approved).sum();
     let declined: u64 = activity.days.iter().map(|d| d.declined).sum();
-    let healthy = upstreams.iter().filter(|u| u.health == "healthy").count();
+    let healthy = upstreams.iter().filter(|u| u.health == "up").count();
     let oldest = oldest_pending_ms.map(|ms| duration(u64::try_from((now_ms - ms).max(0) / 1000).unwrap_or(0)));
     view! {
         <section class="tiles" aria-label="At a glance">
-            <a class="tile" class:attention=pending > 0 href=routes::APPROVALS data-testid="tile-pending">
+            <a class="tile" class:attention={pending > 0} href=routes::APPROVALS data-testid="tile-pending">
                 <span class="tile-label">"Waiting for you"</span>
                 <span class="tile-value">{pending}</span>
                 <span class="tile-note">{match oldest {
@@ -151,10 +151,10 @@ fn Tiles(
                 <span class="tile-value">{activity.calls}</span>
                 <span class="tile-note">"every call, gated or not"</span>
             </a>
-            <a class="tile" class:attention=healthy < upstreams.len() href=routes::UPSTREAMS data-testid="tile-upstreams">
+            <a class="tile" class:attention={healthy < upstreams.len()} href=routes::UPSTREAMS data-testid="tile-upstreams">
                 <span class="tile-label">"Upstreams"</span>
                 <span class="tile-value">{if upstreams.is_empty() { "none".to_string() } else { format!("{healthy} of {}", upstreams.len()) }}</span>
-                <span class="tile-note">{if upstreams.is_empty() { "only Gatehouse's own tools" } else { "healthy" }}</span>
+                <span class="tile-note">{if upstreams.is_empty() { "only Gatehouse's own tools" } else { "up" }}</span>
             </a>
             {(held > 0).then(|| view! {
                 <a class="tile attention" href=routes::TOOLS data-testid="tile-held">

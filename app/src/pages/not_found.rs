@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::components::header::Header;
-use crate::server_fns::signed_in_as;
+use crate::server_fns::viewer;
 
 /// Unknown path.
 #[component]
@@ -15,12 +15,12 @@ pub fn NotFound() -> impl IntoView {
             response.set_status(http::StatusCode::NOT_FOUND);
         }
     }
-    let me = crate::json::resource(|| (), |_| signed_in_as());
+    let me = crate::json::resource(|| (), |_| viewer());
     view! {
         <Title text="Not found — Gatehouse"/>
         // The console's header for someone signed in: the way back is one click.
         <Suspense fallback=|| ()>
-            {move || me.get().and_then(Result::ok).flatten().map(|_| view! { <Header/> })}
+            {move || me.get().and_then(Result::ok).and_then(|v| v.username).map(|_| view! { <Header/> })}
         </Suspense>
         <main class="narrow">
             <h1>"Not found"</h1>

@@ -151,7 +151,7 @@ fn ResumeBody(
     let id_g = execution_id.clone();
     view! {
         <Title text=title/>
-            <p class="eyebrow">"Agent " <strong class="agent"><Name text=agent.clone()/></strong> " wants to run"</p>
+            <p class="eyebrow" data-testid="wants">"Agent " <strong class="agent"><Name text=agent.clone()/></strong> " " {crate::words::wants(state)}</p>
             <h1 class="tool-name"><Name text=tool.clone()/></h1>
             <dl class="facts">
                 <div><dt>"Agent"</dt><dd><Name text=agent/></dd></div>
@@ -171,7 +171,12 @@ fn ResumeBody(
                 <span class=format!("badge {state}")>{
                     if pending && !can_decide { "Waiting for an admin's decision" } else { state_label(state) }
                 }</span>
-                {decided_by.map(|by| view! { <span class="by">" by " <Name text=by.trim_start_matches("user:").to_string()/></span> })}
+                // What took it out of pending, and who: "approved by alice"
+                // even once it has run (the badge says where it is now).
+                {decided_by.map(|by| {
+                    let what = crate::words::decision(state).unwrap_or("decided");
+                    view! { <span class="by" data-testid="decided-by">" · " {what} " by " <Name text=crate::words::actor(&by, &[])/></span> }
+                })}
             </p>
             <h2>"Arguments"</h2>
             {match arguments {
@@ -219,7 +224,7 @@ fn ResumeBody(
                 </div>
             })}
             {(pending && can_decide && human_only).then(|| view! {
-                <p class="hint">"A rule says a person decides every call to this tool: it cannot be allowed in advance."</p>
+                <p class="hint">"A person decides every call to this tool: it cannot be allowed in advance."</p>
             })}
     }
 }
@@ -308,8 +313,7 @@ fn Timeline(id: ExecutionId, state: Memo<State>, now: ReadSignal<i64>) -> impl I
                     Ok(entries) => view! {
                         <ol class="timeline" aria-label="Timeline">
                             {entries.into_iter().map(|e| {
-                                let by = e.actor.clone().unwrap_or_default();
-                                let by = by.strip_prefix("user:").map(str::to_string).unwrap_or(by);
+                                let by = e.actor.as_deref().map(|a| crate::words::actor(a, &[])).unwrap_or_default();
                                 view! {
                                     <li data-state=e.state.as_str()>
                                         <When ms=e.at_ms now_ms=now.get_untracked()/>

@@ -55,7 +55,7 @@ pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
 /// What the history's filters suggest: the agents the viewer may see, the
 /// tools exposed now and their upstreams.
 #[server(prefix = "/api/fn", endpoint = "history_pickers")]
-pub async fn history_pickers() -> Result<HistoryPickers, ServerFnError> {
+pub async fn get_history_pickers() -> Result<HistoryPickers, ServerFnError> {
     let exposed = ctx::tool_catalog()?.exposed_tools();
     ctx::blocking(move |user, core| {
         let visible = |owner: &Option<String>| user.is_admin || owner.as_deref() == Some(user.username.as_str());

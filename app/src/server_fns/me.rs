@@ -1,11 +1,27 @@
-//! Who is signed in, for the header every page carries.
+//! Who is signed in and the theme they chose, for the header every page
+//! carries.
 
+use gatehouse_model::Theme;
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
 
-/// The signed-in user's name, or `None` for nobody (a not-found page is
-/// drawn for anyone; this never redirects or sets a status).
+/// The viewer, as the header shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Viewer {
+    /// Who is signed in; `None` for nobody.
+    pub username: Option<String>,
+    /// The theme their browser keeps.
+    pub theme: Theme,
+}
+
+/// The viewer of this request (a not-found page is drawn for anyone: this
+/// never redirects or sets a status).
 #[server(prefix = "/api/fn", endpoint = "me")]
-pub async fn signed_in_as() -> Result<Option<String>, ServerFnError> {
+pub async fn viewer() -> Result<Viewer, ServerFnError> {
     let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
-    Ok(parts.extensions.get::<gatehouse_core::users::User>().map(|u| u.username.clone()))
+    let cookies = parts.headers.get(http::header::COOKIE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    Ok(Viewer {
+        username: parts.extensions.get::<gatehouse_core::users::User>().map(|u| u.username.clone()),
+        theme: Theme::from_cookie_header(cookies),
+    })
 }

@@ -12,7 +12,7 @@ pub enum GrantError {
     #[error("this belongs to another user's agent")]
     Forbidden,
     /// The call is `human_only`: a person decides each one.
-    #[error("a rule says a person decides every call to {0}: it cannot be allowed in advance")]
+    #[error("a person decides every call to {0}: it cannot be allowed in advance")]
     HumanOnly(String),
     /// Only an admin decides this tool, so only an admin may grant it.
     #[error("this call changes the gate for everyone: only an admin can grant it")]

@@ -82,7 +82,7 @@ pub(super) async fn run_target(
     execution: Option<&str>,
 ) -> Result<CallToolResponse, ErrorData> {
     match target {
-        Target::Builtin(tool) => Ok(tools::run(state, caller, &tool.name, arguments).await.into()),
+        Target::Builtin(tool) => Ok(tools::run(state, caller, &tool.name, arguments, execution).await.into()),
         Target::Upstream(tool) => {
             let answer = state.upstreams.call(tool, arguments, &caller.origin, shape, Default::default()).await?;
             let execution = execution.map(String::from);
