@@ -8,7 +8,7 @@ use gatehouse_model::routes;
 
 use crate::components::live::use_inbox;
 use crate::components::notify::NotifyButton;
-use crate::server_fns::viewer;
+use crate::server_fns::get_viewer;
 use gatehouse_model::Theme;
 
 /// The console's sections, in the order the navigation shows them.
@@ -28,7 +28,7 @@ const SECTIONS: &[(&str, &str)] = &[
 /// into it, so hydration asks nothing more).
 #[component]
 pub fn Header() -> impl IntoView {
-    let me = crate::json::resource(|| (), |_| viewer());
+    let me = crate::json::resource(|| (), |_| get_viewer());
     let username = move || me.get().and_then(Result::ok).and_then(|v| v.username);
     let theme = move || me.get().and_then(Result::ok).map(|v| v.theme).unwrap_or_default();
     let inbox = use_inbox();

@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::components::header::Header;
-use crate::server_fns::viewer;
+use crate::server_fns::get_viewer;
 
 /// Unknown path.
 #[component]
@@ -15,7 +15,7 @@ pub fn NotFound() -> impl IntoView {
             response.set_status(http::StatusCode::NOT_FOUND);
         }
     }
-    let me = crate::json::resource(|| (), |_| viewer());
+    let me = crate::json::resource(|| (), |_| get_viewer());
     view! {
         <Title text="Not found — Gatehouse"/>
         // The console's header for someone signed in: the way back is one click.

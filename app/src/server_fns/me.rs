@@ -17,7 +17,7 @@ pub struct Viewer {
 /// The viewer of this request (a not-found page is drawn for anyone: this
 /// never redirects or sets a status).
 #[server(prefix = "/api/fn", endpoint = "me")]
-pub async fn viewer() -> Result<Viewer, ServerFnError> {
+pub async fn get_viewer() -> Result<Viewer, ServerFnError> {
     let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
     let cookies = parts.headers.get(http::header::COOKIE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     Ok(Viewer {
