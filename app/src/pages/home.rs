@@ -256,12 +256,12 @@ fn UpstreamHealth(upstreams: Vec<UpstreamInfo>) -> impl IntoView {
             <section class="panel" aria-labelledby="upstreams-h">
                 <h2 id="upstreams-h">"Upstreams"</h2>
                 <ul class="health">
-                    {upstreams.into_iter().map(|u| view! {
-                        <li data-upstream=u.name.clone()>
+                    {upstreams.into_iter().map(|u| { let key = u.name.clone(); view! {
+                        <li data-upstream=key>
                             <span class=format!("dot {}", u.health) aria-hidden="true"></span>
                             <Name text=u.name/> " " <span class="hint">{format!("{} · {} tools", u.health, u.tools)}</span>
                         </li>
-                    }).collect_view()}
+                    }}).collect_view()}
                 </ul>
             </section>
         }

@@ -60,6 +60,66 @@ pub(super) fn summary(items: &[String], separator: &str) -> String {
     text
 }
 
+/// An upstream's failure as a person reads it: what failed and where, not
+/// the Rust types of the transport it failed in. `at` is where the upstream
+/// is (`127.0.0.1:8931`, or its command); `stderr` its last stderr line,
+/// for a stdio upstream.
+pub(crate) fn in_words(text: &str, at: &str, stderr: Option<&str>) -> String {
+    let lower = text.to_lowercase();
+    let said = if lower.contains("connection refused") {
+        format!("connection refused at {at}")
+    } else if lower.contains("timed out") || lower.contains("deadline has elapsed") {
+        format!("no answer from {at} in time")
+    } else if lower.contains("dns error") || lower.contains("failed to lookup address") {
+        format!("cannot find the host of {at}")
+    } else if lower.contains("certificate") {
+        format!("the TLS certificate of {at} is not trusted: {}", plain(text))
+    } else {
+        plain(text)
+    };
+    match stderr {
+        Some(line) if !line.is_empty() => format!("{said}; its last stderr line: {line}"),
+        _ => said,
+    }
+}
+
+/// `text` without bracketed Rust type paths (`[a::b::C<D>]`), `(os error
+/// N)` suffixes and the blank runs they leave.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        // The bracket's own end, nested brackets and generics included.
+        let mut depth = 0usize;
+        let close = rest[open..].char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(open + i);
+                    }
+                }
+                _ => {}
+            }
+            None
+        });
+        let Some(close) = close else { break };
+        let inside = &rest[open + 1..close];
+        out.push_str(&rest[..open]);
+        if !inside.contains("::") {
+            out.push_str(&rest[open..=close]);
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    while let Some(at) = out.find(" (os error ") {
+        let end = out[at..].find(')').map_or(out.len(), |e| at + e + 1);
+        out.replace_range(at..end, "");
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// A name from an upstream as it may be quoted: escaped and cut short.
 pub(super) fn quoted(name: &str) -> String {
     let cut: String = name.chars().take(64).collect();
@@ -69,6 +129,17 @@ pub(super) fn quoted(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_read_as_words() {
+        let rmcp = "Send message error Transport [gatehouse::mcp::upstream::relay::InOrder<rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>>] error: Client error: error sending request for url (http://127.0.0.1:1/mcp): tcp connect error: Connection refused (os error 111)";
+        assert_eq!(in_words(rmcp, "127.0.0.1:1", None), "connection refused at 127.0.0.1:1");
+        assert_eq!(
+            plain("Transport [a::B<c::D>] closed (os error 32) [kept]"),
+            "Transport closed [kept]"
+        );
+        assert_eq!(in_words("ended: Closed", "server.js", Some("boom")), "ended: Closed; its last stderr line: boom");
+    }
 
     #[test]
     fn sanitize_removes_url_credentials_queries_and_fragments() {

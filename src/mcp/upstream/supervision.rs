@@ -12,7 +12,7 @@ use rmcp::model::{ClientCapabilities, ElicitationCapability, RootsCapabilities, 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::errors::{error_chain, sanitize};
+use super::errors::{error_chain, in_words, sanitize};
 use super::link::{self, Link};
 use super::listing::{UpstreamLists, list_upstream};
 use super::relay::{Relay, RelayState};
@@ -126,9 +126,16 @@ impl Upstreams {
         all
     }
 
-    /// Records why upstream `name` failed (sanitized) and logs it.
-    fn fail(&self, name: &str, what: &str, error: String) {
-        let error = sanitize(&error);
+    /// Records why upstream `name` failed (in words, sanitized) and logs it.
+    fn fail(&self, config: &UpstreamConfig, watch: Option<&ChildWatch>, what: &str, error: String) {
+        let name = &config.name;
+        let at = match (&config.url, &config.command) {
+            (Some(url), _) => format!("{}:{}", url.host_str().unwrap_or("?"), url.port_or_known_default().unwrap_or(0)),
+            (None, Some(command)) => format!("{command:?}"),
+            (None, None) => name.clone(),
+        };
+        let stderr = watch.and_then(ChildWatch::last_line);
+        let error = sanitize(&in_words(&error, &at, stderr.as_deref()));
         tracing::warn!(upstream = %name, %error, "{what}");
         self.update(name, |s| s.last_error = Some(error));
     }
@@ -206,19 +213,19 @@ impl Upstreams {
                             tokio::select! {
                                 quit = service.waiting() => {
                                     let reason = watch.as_ref().and_then(ChildWatch::violation).unwrap_or_else(|| format!("{quit:?}"));
-                                    self.fail(&config.name, "upstream ended", format!("ended: {reason}"));
+                                    self.fail(&config, watch.as_ref(), "upstream ended", format!("ended: {reason}"));
                                 }
                                 _ = shutdown.cancelled() => return,
                             }
                         }
                         Err(e) => {
-                            self.fail(&config.name, "upstream listing failed", e.to_string());
+                            self.fail(&config, watch.as_ref(), "upstream listing failed", e.to_string());
                             let _ = service.cancel().await;
                         }
                     }
                 }
                 Err(e) => {
-                    self.fail(&config.name, "upstream failed to start", error_chain(&e));
+                    self.fail(&config, watch.as_ref(), "upstream failed to start", error_chain(&e));
                     lifecycle = lifecycle.other();
                 }
             }
