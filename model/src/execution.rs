@@ -44,6 +44,25 @@ pub struct ExecutionView {
     /// Only a person may decide it, each time: no grant covers it.
     #[serde(default)]
     pub human_only: bool,
+    /// Its arguments on one line, cut at [`PREVIEW_CHARS`] (the inbox shows
+    /// it in place of the arguments, which only the call's page shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+}
+
+/// How much of a call's arguments the inbox shows.
+pub const PREVIEW_CHARS: usize = 120;
+
+/// `arguments` as compact JSON on one line, cut at [`PREVIEW_CHARS`]
+/// characters with "…" (`{}` for none).
+pub fn preview_of(arguments: &Value) -> String {
+    let text = serde_json::to_string(arguments).unwrap_or_default();
+    if text.chars().count() <= PREVIEW_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(PREVIEW_CHARS).collect();
+    cut.push('…');
+    cut
 }
 
 /// A pending call "expires soon" within this long of its expiry…
@@ -116,6 +135,14 @@ pub struct DecisionView {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_preview_is_one_short_line() {
+        assert_eq!(preview_of(&serde_json::json!({"path": "/tmp/a"})), r#"{"path":"/tmp/a"}"#);
+        let long = preview_of(&serde_json::json!({"text": "x\n".repeat(200)}));
+        assert_eq!(long.chars().count(), PREVIEW_CHARS + 1);
+        assert!(long.ends_with('…') && !long.contains('\n'));
+    }
+
     fn view(created: i64, expires: i64) -> ExecutionView {
         ExecutionView {
             execution_id: "exec_1".into(),
@@ -134,6 +161,7 @@ mod tests {
             decision: None,
             admin_only: false,
             human_only: false,
+            preview: None,
         }
     }
 

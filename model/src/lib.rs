@@ -20,7 +20,7 @@ pub mod tools;
 pub mod user;
 
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
-pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView};
+pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView, PREVIEW_CHARS, preview_of};
 pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
 pub use activity::{ACTIVITY_DAYS, Activity, Busiest, DayDecisions};
 pub use history::{

@@ -366,7 +366,9 @@ fn run_with_stores(
         let named = ["name", "pattern"].iter().find_map(|k| arguments.get(*k).and_then(Value::as_str));
         let pattern = named.map(str::trim).unwrap_or_default();
         let (action, detail) = if name == POLICY_SET {
-            ("set", arguments.get("action").and_then(Value::as_str).map(str::to_string))
+            // The action as every page says it ("asks a person"), not its wire name.
+            let action = arguments.get("action").and_then(Value::as_str);
+            ("set", action.map(|a| gatehouse_core::policy::Action::parse(a).map_or(a.to_string(), |a| a.label().to_string())))
         } else {
             ("remove", None)
         };

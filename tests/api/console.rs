@@ -61,3 +61,65 @@ async fn a_plain_user_mints_only_for_themselves_and_changes_no_rule() {
     assert!(twice.is_null(), "only once");
     assert_eq!(app.mcp(&token).json(&initialize_request("2025-11-25")).send().await.unwrap().status(), 200);
 }
+
+/// Deciding several calls at once from the inbox follows each call's own
+/// rules: a plain user decides their own agents' calls, never an admin-only
+/// one nor another user's, and what was refused says so.
+#[tokio::test]
+async fn deciding_many_at_once_keeps_each_calls_rules() {
+    let app = spawn_app().await;
+    app.add_user("root", true).await;
+    app.add_user("ada", false).await;
+    app.add_user("bob", false).await;
+    let (ada, bob) = (app.sign_in("ada").await, app.sign_in("bob").await);
+    let token = app.issue_owned("ada-bot", "ada");
+    let sid = app.open_session(&token).await;
+    // Two of ada's calls that wait: a rule makes a plain tool ask.
+    app.core.policy.set(gatehouse_core::policy::Rule::new("gatehouse_audit_recent", gatehouse_core::policy::Action::RequireApproval)).unwrap();
+    let mine: Vec<_> = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 2).await;
+    // And one only an admin decides.
+    let admin_only = execution_id(
+        &app.tool_call(&token, &sid, "gatehouse_policy_set", serde_json::json!({"pattern": "z_*", "action": "allow"})).await,
+    );
+    let many = |cookie: &str, ids: &[&str]| {
+        let mut form: Vec<(&str, &str)> = ids.iter().map(|id| ("ids[]", *id)).collect();
+        form.push(("action", "decline"));
+        form.push(("reason", "not today"));
+        app.same_origin(reqwest::Method::POST, "/api/fn/decide_many").header("cookie", cookie).form(&form).send()
+    };
+    // Bob's try on ada's calls: nothing decided.
+    let r: Value = many(&bob, &[mine[0].as_str()]).await.unwrap().json().await.unwrap();
+    assert_eq!(r["decided"], 0, "{r}");
+    assert_eq!(r["refused"].as_array().unwrap().len(), 1, "{r}");
+    // Ada's: her two, not the admin-only one.
+    let r: Value = many(&ada, &[mine[0].as_str(), mine[1].as_str(), admin_only.as_str()]).await.unwrap().json().await.unwrap();
+    assert_eq!(r["decided"], 2, "{r}");
+    let refused = r["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "{r}");
+    assert_eq!(refused[0][0], admin_only.as_str());
+    for id in &mine {
+        let latest = app.core.approvals.audit().latest(&id.as_str().into()).unwrap().unwrap();
+        assert_eq!(latest.state, gatehouse_core::approvals::State::Declined);
+        assert_eq!(latest.actor.as_deref(), Some("user:ada"));
+        assert!(latest.detail.unwrap_or_default().contains("not today"), "one reason for all");
+    }
+    // Nothing selected, or an unknown action: a 400 with a sentence.
+    let r = app
+        .same_origin(reqwest::Method::POST, "/api/fn/decide_many")
+        .header("cookie", &ada)
+        .form(&[("action", "decline")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("Select the calls"));
+}
+
+/// `n` calls of `tool` that pause, their execution ids.
+async fn paused_calls(app: &TestApp, token: &str, sid: &str, tool: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(execution_id(&app.tool_call(token, sid, tool, serde_json::json!({}))).to_string());
+    }
+    ids
+}

@@ -116,3 +116,28 @@ async fn an_upstream_urls_credentials_and_query_never_show_in_its_last_error() {
     let shown = live.last_error.expect("published");
     assert!(shown.contains("127.0.0.1:1/mcp") && !shown.contains("secret"), "{shown}");
 }
+
+/// An upstream that cannot be reached, and one that exits at once, fail in
+/// words a person reads: where, and what it said, never Rust type names.
+#[tokio::test]
+async fn an_upstreams_failure_reads_as_words() {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let unreachable =
+        UpstreamConfig { url: Some(format!("http://127.0.0.1:{closed}/mcp").parse().unwrap()), ..upstream_named("away") };
+    let crashing = UpstreamConfig {
+        command: Some("sh".into()),
+        args: vec!["-c".into(), "echo boom-on-stderr >&2; exit 3".into()],
+        ..upstream_named("crashing")
+    };
+    let app = spawn_app_with(move |c| c.upstream = vec![unreachable, crashing]).await;
+    let away = last_error(&app, "away").await;
+    assert!(away.starts_with(&format!("connection refused at 127.0.0.1:{closed}")), "{away}");
+    let crashed = last_error(&app, "crashing").await;
+    assert!(crashed.contains("boom-on-stderr"), "its last stderr line: {crashed}");
+    for error in [&away, &crashed] {
+        assert!(!error.contains("::") && !error.contains("os error"), "no Rust types or errno: {error}");
+    }
+}

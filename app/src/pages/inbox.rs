@@ -1,26 +1,56 @@
-//! `/approvals`: the inbox.
+//! `/approvals`: the inbox, for triage. Each waiting call with what it asks
+//! (its arguments on one line), how long it has waited and how long it has
+//! left; Approve or Decline it from the list, or select several and decide
+//! them at once with one reason. From the keyboard: `j`/`k` move, `a`/`d`
+//! ask to approve or decline the call in focus (`a`/`d` again or Enter
+//! confirms, Escape cancels), `?` lists the keys. Live: the stream's `inbox`
+//! events replace the list the server rendered.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use gatehouse_model::{InboxView, routes};
+use gatehouse_model::{ExecutionView, InboxView, routes};
 
 use crate::components::clock::use_now;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, use_inbox, use_live_events};
 use crate::components::name::Name;
-use crate::server_fns::list_pending;
-use crate::time_fmt::{exact, iso, relative};
+use crate::outcome::{Outcome, OutcomeLine, report};
+use crate::server_fns::{DecideExecution, DecideMany, list_pending};
+use crate::time_fmt::{duration, exact, iso, relative};
 
-/// `/approvals`: pending calls, arriving and leaving live (the stream's
-/// `inbox` events replace the list the server rendered).
+/// A decision asked for from the keyboard, waiting for its confirmation:
+/// the call's id and `accept` or `decline`.
+type Asked = Option<(String, &'static str)>;
+
+/// `/approvals`
 #[component]
 pub fn InboxPage() -> impl IntoView {
     let rendered = crate::json::resource(|| (), |_| list_pending());
     let latest = use_inbox();
     let live = use_live_events(routes::APPROVAL_EVENTS.to_string(), |_| {});
+    let decide = ServerAction::<DecideExecution>::new();
+    let many = ServerAction::<DecideMany>::new();
+    let outcome: Outcome = RwSignal::new(None);
+    report(outcome, decide, "Decided.");
+    // Several at once: say how many, and which could not be.
+    Effect::new(move |_| {
+        if let Some(result) = many.value().get() {
+            outcome.set(Some(match result {
+                Ok(done) if done.refused.is_empty() => Ok(format!("Decided {}.", done.decided)),
+                Ok(done) => Err(format!(
+                    "Decided {}; {} could not be: {}",
+                    done.decided,
+                    done.refused.len(),
+                    done.refused.iter().map(|(id, why)| format!("{id} ({why})")).collect::<Vec<_>>().join("; ")
+                )),
+                Err(e) => Err(crate::outcome::message(&e)),
+            }));
+        }
+    });
     view! {
         <Title text="Approvals — Gatehouse"/>
+        <a class="skip" href="#pending">"Skip to the waiting calls"</a>
         <Header/>
         <main class="page">
             <h1>"Waiting for approval"</h1>
@@ -28,7 +58,7 @@ pub fn InboxPage() -> impl IntoView {
                 {move || rendered.get().map(|result| match result {
                     Ok(first) => {
                         let current = Signal::derive(move || latest.get().unwrap_or_else(|| first.clone()));
-                        view! { <Pending current/> }.into_any()
+                        view! { <Pending current decide many outcome/> }.into_any()
                     }
                     Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
@@ -39,11 +69,20 @@ pub fn InboxPage() -> impl IntoView {
 }
 
 #[component]
-fn Pending(current: Signal<InboxView>) -> impl IntoView {
+fn Pending(
+    current: Signal<InboxView>,
+    decide: ServerAction<DecideExecution>,
+    many: ServerAction<DecideMany>,
+    outcome: Outcome,
+) -> impl IntoView {
     // Ticks once hydrated, so "expires soon" and the relative times move
     // with the clock without refetching; the server renders its own now.
     let now = use_now(current.get_untracked().now_ms);
-    move || {
+    let focused = RwSignal::new(None::<usize>);
+    let asked = RwSignal::new(None as Asked);
+    let help = RwSignal::new(false);
+    keyboard(current, focused, asked, help, decide);
+    let list = move || {
         let inbox = current.get();
         if inbox.pending.is_empty() {
             return view! { <p class="empty">"No call is waiting for a decision. When an agent's call needs you, it appears here at once."</p> }.into_any();
@@ -57,34 +96,194 @@ fn Pending(current: Signal<InboxView>) -> impl IntoView {
             );
             view! { <p class="more" data-testid="inbox-more">{text}</p> }
         });
+        let is_admin = inbox.is_admin;
         view! {
             {more}
-            <ul class="cards" aria-label="Pending approvals">
-                {inbox.pending.into_iter().map(|e| {
-                    let soon = {
-                        let e = e.clone();
-                        move || e.expires_soon(now.get())
-                    };
-                    let soon_class = soon.clone();
-                    let expires = e.expires_at_ms;
-                    view! {
-                    <li class="card" class:expiring=soon_class data-execution-id=e.execution_id.to_string()
-                        data-expiring=move || soon().to_string()>
-                        <a class="tool-link" href=routes::resume(&e.execution_id, None)>
-                            <strong><Name text=e.tool.clone()/></strong>
-                        </a>
-                        {e.admin_only.then(|| view! {
-                            <span class="tag admin-only" title="It changes the gate for everyone">
-                                {if e.decidable_by(inbox.is_admin) { "admin decision" } else { "needs an admin" }}
-                            </span>
-                        })}
-                        <div class="meta">"from " <Name text=e.agent.clone()/>
-                            {expires.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{move || relative(x, now.get())}</time> })}
-                        </div>
-                    </li>
-                    }
+            <ActionForm action=many attr:id="bulk-form" attr:class="bulk panel">
+                <label>"Reason for the selected (optional; on a decline the agents see it)"
+                    <input name="reason" maxlength=gatehouse_model::MAX_NOTE_CHARS.to_string() autocomplete="off"/>
+                </label>
+                <div class="bulk-buttons">
+                    <button type="submit" name="action" value="decline" class="decline">"Decline selected"</button>
+                    <button type="submit" name="action" value="accept" class="approve">"Approve selected"</button>
+                </div>
+            </ActionForm>
+            <ul class="cards inbox" aria-label="Pending approvals">
+                {inbox.pending.into_iter().enumerate().map(|(i, e)| {
+                    view! { <Card i e now is_admin focused asked decide/> }
                 }).collect_view()}
             </ul>
-        }.into_any()
+        }
+        .into_any()
+    };
+    view! {
+        <OutcomeLine outcome/>
+        <p class="hint keys-hint">"Keys: " <kbd>"j"</kbd> " " <kbd>"k"</kbd> " move, " <kbd>"a"</kbd> " approve, "
+            <kbd>"d"</kbd> " decline (each asks you to confirm), " <kbd>"?"</kbd> " all keys."</p>
+        <Show when=move || help.get()>
+            <section class="panel keys" aria-labelledby="keys-h" data-testid="keys-help">
+                <h2 id="keys-h">"Keys"</h2>
+                <dl>
+                    <dt><kbd>"j"</kbd> " / " <kbd>"k"</kbd></dt><dd>"next / previous call"</dd>
+                    <dt><kbd>"a"</kbd></dt><dd>"approve the call in focus: press " <kbd>"a"</kbd> " again or " <kbd>"Enter"</kbd> " to confirm"</dd>
+                    <dt><kbd>"d"</kbd></dt><dd>"decline it: " <kbd>"d"</kbd> " again or " <kbd>"Enter"</kbd> " to confirm"</dd>
+                    <dt><kbd>"Esc"</kbd></dt><dd>"cancel, close this list"</dd>
+                    <dt><kbd>"?"</kbd></dt><dd>"show or hide this list"</dd>
+                </dl>
+            </section>
+        </Show>
+        <div id="pending" tabindex="-1">{list}</div>
+    }
+}
+
+/// One waiting call: what it asks, its ages, its own buttons, its box for
+/// deciding several at once, and a keyboard decision's confirmation.
+#[component]
+fn Card(
+    i: usize,
+    e: ExecutionView,
+    now: ReadSignal<i64>,
+    is_admin: bool,
+    focused: RwSignal<Option<usize>>,
+    asked: RwSignal<Asked>,
+    decide: ServerAction<DecideExecution>,
+) -> impl IntoView {
+    let id = e.execution_id.to_string();
+    let soon = {
+        let e = e.clone();
+        move || e.expires_soon(now.get())
+    };
+    let soon_class = soon.clone();
+    let expires = e.expires_at_ms;
+    let created = e.created_at_ms;
+    let decidable = e.decidable_by(is_admin);
+    let confirm = {
+        let id = id.clone();
+        move || asked.get().filter(|(a, _)| *a == id).map(|(_, action)| action)
+    };
+    let (id_a, id_d, id_box) = (id.clone(), id.clone(), id.clone());
+    let tool = e.tool.clone();
+    view! {
+        <li class="card" class:expiring=soon_class class:focused=move || focused.get() == Some(i)
+            id=format!("call-{i}") tabindex="-1" data-execution-id=id.clone()
+            data-expiring=move || soon().to_string() on:focus=move |_| focused.set(Some(i))>
+            <div class="card-head">
+                {decidable.then(|| view! {
+                    <input type="checkbox" name="ids[]" value=id_box form="bulk-form"
+                        aria-label=format!("Select {}", tool)/>
+                })}
+                <a class="tool-link" href=routes::resume(&e.execution_id, None)>
+                    <strong><Name text=e.tool.clone()/></strong>
+                </a>
+                {e.admin_only.then(|| view! {
+                    <span class="tag admin-only" title="It changes the gate for everyone">
+                        {if decidable { "admin decision" } else { "needs an admin" }}
+                    </span>
+                })}
+            </div>
+            <div class="meta">"from " <Name text=e.agent.clone()/>
+                {created.map(|c| view! { " · waiting " <span data-testid="waited">{move || duration(u64::try_from((now.get() - c).max(0) / 1000).unwrap_or(0))}</span> })}
+                {expires.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{move || relative(x, now.get())}</time> })}
+            </div>
+            {e.preview.clone().map(|p| view! { <code class="preview" data-testid="preview"><Name text=p/></code> })}
+            {decidable.then(|| view! {
+                <div class="card-actions">
+                    <ActionForm action=decide attr:class="row-form">
+                        <input type="hidden" name="id" value=id_d/>
+                        <input type="hidden" name="action" value="decline"/>
+                        <button type="submit" class="quiet danger">"Decline"</button>
+                    </ActionForm>
+                    <ActionForm action=decide attr:class="row-form">
+                        <input type="hidden" name="id" value=id_a/>
+                        <input type="hidden" name="action" value="accept"/>
+                        <button type="submit" class="quiet">"Approve"</button>
+                    </ActionForm>
+                </div>
+            })}
+            {move || confirm().map(|action| view! {
+                <p class="confirm-line" role="alert" data-testid="confirm">
+                    {if action == "accept" { "Approve this call? " } else { "Decline this call? " }}
+                    <kbd>{if action == "accept" { "a" } else { "d" }}</kbd> " or " <kbd>"Enter"</kbd> " to confirm, "
+                    <kbd>"Esc"</kbd> " to cancel."
+                </p>
+            })}
+        </li>
+    }
+}
+
+/// The inbox's keys, once the page is live (nothing to do on the server).
+#[allow(unused_variables)]
+fn keyboard(
+    current: Signal<InboxView>,
+    focused: RwSignal<Option<usize>>,
+    asked: RwSignal<Asked>,
+    help: RwSignal<bool>,
+    decide: ServerAction<DecideExecution>,
+) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        let focus = |i: usize| {
+            if let Some(el) = document().get_element_by_id(&format!("call-{i}"))
+                && let Ok(el) = el.dyn_into::<web_sys::HtmlElement>()
+            {
+                let _ = el.focus();
+            }
+        };
+        let handle = window_event_listener(leptos::ev::keydown, move |ev| {
+            // Never while typing, nor a browser's or the system's shortcut.
+            let typing = ev
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+                .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"));
+            if typing || ev.ctrl_key() || ev.meta_key() || ev.alt_key() {
+                return;
+            }
+            let inbox = current.get_untracked();
+            let n = inbox.pending.len();
+            let at = focused.get_untracked();
+            let decidable = |i: usize| inbox.pending.get(i).filter(|e| e.decidable_by(inbox.is_admin));
+            let key = ev.key();
+            match key.as_str() {
+                "j" | "k" if n > 0 => {
+                    let next = match (key.as_str(), at) {
+                        ("j", Some(i)) => (i + 1).min(n - 1),
+                        ("k", Some(i)) => i.saturating_sub(1),
+                        _ => 0,
+                    };
+                    asked.set(None);
+                    focused.set(Some(next));
+                    focus(next);
+                }
+                "a" | "d" | "Enter" => {
+                    let Some(e) = at.and_then(decidable) else { return };
+                    let id = e.execution_id.to_string();
+                    let action = match key.as_str() {
+                        "a" => "accept",
+                        "d" => "decline",
+                        _ => match asked.get_untracked() {
+                            Some((_, action)) => action,
+                            None => return,
+                        },
+                    };
+                    match asked.get_untracked() {
+                        Some((asked_id, asked_action)) if asked_id == id && asked_action == action => {
+                            ev.prevent_default();
+                            asked.set(None);
+                            decide.dispatch(DecideExecution { id: e.execution_id.clone(), action: action.into(), reason: None });
+                        }
+                        _ if key != "Enter" => asked.set(Some((id, action))),
+                        _ => {}
+                    }
+                }
+                "Escape" => {
+                    asked.set(None);
+                    help.set(false);
+                }
+                "?" => help.update(|h| *h = !*h),
+                _ => {}
+            }
+        });
+        on_cleanup(move || handle.remove());
     }
 }

@@ -101,7 +101,7 @@ fn Policies(
                     <ul class="changes" aria-label="Recent rule changes">
                         {changes.into_iter().map(|c| view! {
                             <li>
-                                <When ms=c.at_ms now_ms/> " " <Name text=c.actor.trim_start_matches("user:").to_string()/>
+                                <When ms=c.at_ms now_ms/> " " <Name text=crate::words::actor(&c.actor, &[])/>
                                 " " {c.action} " " <code><Name text=c.target/></code>
                                 {c.detail.map(|d| view! { " → " {d} })}
                             </li>

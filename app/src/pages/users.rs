@@ -282,7 +282,7 @@ fn Changes(changes: Vec<ChangeEntry>, now_ms: i64) -> impl IntoView {
                 <ul class="changes">
                     {changes.into_iter().map(|c| view! {
                         <li>
-                            <When ms=c.at_ms now_ms/> " " <span class="mono">{c.actor}</span> " "
+                            <When ms=c.at_ms now_ms/> " " <span>{crate::words::actor(&c.actor, &[])}</span> " "
                             <strong>{c.action}</strong> " " <span class="mono">{c.target}</span>
                             {c.detail.map(|d| view! { <span class="hint">" — " {d}</span> })}
                         </li>

@@ -84,6 +84,58 @@ pub async fn list_pending() -> Result<InboxView, ServerFnError> {
     Ok(core.approvals.inbox(&user).await)
 }
 
+/// What deciding several calls at once came to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecidedMany {
+    /// How many were decided as asked.
+    pub decided: usize,
+    /// Those that could not be, each with why (no longer waiting, not the
+    /// viewer's to decide, …).
+    pub refused: Vec<(ExecutionId, String)>,
+}
+
+/// Approves (`accept`) or declines (`decline`) each of `ids`, with one
+/// optional `reason` for all, each under the same rules as on its own page
+/// (a call the viewer may not decide is refused, the others still are
+/// decided). At most [`gatehouse_model::INBOX_LIMIT`] at a time.
+#[server(prefix = "/api/fn", endpoint = "decide_many")]
+pub async fn decide_many(
+    #[server(default)] ids: Vec<ExecutionId>,
+    action: String,
+    #[server(default)] reason: Option<String>,
+) -> Result<DecidedMany, ServerFnError> {
+    let (user, core) = ctx::context()?;
+    use gatehouse_model::Decision;
+    let decision = match Decision::parse(&action) {
+        Some(d @ (Decision::Accept | Decision::Decline)) => d,
+        _ => {
+            ctx::set_status(400);
+            return Err(ServerFnError::new(format!("unknown action {action:?}: accept or decline")));
+        }
+    };
+    if ids.is_empty() {
+        ctx::set_status(400);
+        return Err(ServerFnError::new("Select the calls to decide first."));
+    }
+    if ids.len() > gatehouse_model::INBOX_LIMIT {
+        ctx::set_status(400);
+        return Err(ServerFnError::new(format!("At most {} calls at a time.", gatehouse_model::INBOX_LIMIT)));
+    }
+    let reason = gatehouse_model::clean_note(reason.as_deref().unwrap_or_default()).map_err(|e| {
+        ctx::set_status(400);
+        ServerFnError::new(e.to_string())
+    })?;
+    use gatehouse_core::approvals::Decide;
+    let mut outcome = DecidedMany::default();
+    for id in ids {
+        match core.approvals.decide(Decide::person(&id, decision, &user).note(reason.as_deref())).await {
+            Ok(_) => outcome.decided += 1,
+            Err(e) => outcome.refused.push((id, e.to_string())),
+        }
+    }
+    Ok(outcome)
+}
+
 /// Approves an execution and allows its tool for its agent from now on
 /// (`scope`: `session`, `1h`, `8h`, `24h`, `forever`), optionally only when
 /// named string arguments are exactly this call's (`exact[NAME]`) or start

@@ -243,7 +243,7 @@ pub async fn save_rule(
 /// What the change log says a saved rule does.
 #[cfg(feature = "ssr")]
 fn describe(rule: &Rule) -> String {
-    let mut parts = vec![rule.action.as_str().to_string()];
+    let mut parts = vec![rule.action.label().to_string()];
     if rule.name != rule.pattern {
         parts.push(format!("tools {}", rule.pattern));
     }

@@ -95,6 +95,7 @@ pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> Execution
         decision: snapshot.decided_by.clone().map(|by| DecisionView { state: snapshot.state, by }),
         admin_only: execution.admin_only,
         human_only: execution.human_only,
+        preview: None,
     }
 }
 
@@ -134,6 +135,7 @@ impl ApprovalStore {
             decision: self.inner.audit.decided_by(id).ok().flatten().map(|by| DecisionView { state, by }),
             admin_only: false,
             human_only: false,
+            preview: None,
         })
     }
 

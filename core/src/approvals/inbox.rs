@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use gatehouse_model::{ExecutionView, INBOX_LIMIT, InboxView, State};
+use gatehouse_model::{ExecutionView, INBOX_LIMIT, InboxView, State, preview_of};
 
 use super::access::{live_view, may_decide};
 use super::inbox_cache::Listing;
@@ -72,14 +72,22 @@ impl ApprovalStore {
             .filter(|e| may_decide(user, e.execution.owner.as_deref()))
             .filter(|e| e.tx.borrow().state == State::Pending)
             // The inbox lists many calls: arguments are shown on each call's own page.
-            .map(|e| ExecutionView { arguments: None, ..live_view(&e.execution, &e.tx.borrow()) })
+            .map(|e| ExecutionView {
+                arguments: None,
+                preview: Some(preview_of(&e.execution.arguments)),
+                ..live_view(&e.execution, &e.tx.borrow())
+            })
             .collect();
         drop(entries);
         // On a cluster, the other replicas' too (read from the database).
         all.extend(
             self.remote_pending_for(user)
                 .iter()
-                .map(|(e, snapshot)| ExecutionView { arguments: None, ..live_view(e, snapshot) }),
+                .map(|(e, snapshot)| ExecutionView {
+                    arguments: None,
+                    preview: Some(preview_of(&e.arguments)),
+                    ..live_view(e, snapshot)
+                }),
         );
         all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
         all

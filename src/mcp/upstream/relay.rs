@@ -198,7 +198,7 @@ impl RelayState {
             (None, None) if busy => {
                 Err("no single agent to answer it (several agents have calls in flight at this shared upstream)")
             }
-            (None, None) => Err("no agent has a call in flight at this shared upstream"),
+            (None, None) => Err(NO_AGENT_IN_FLIGHT),
         }
     }
 
@@ -340,6 +340,10 @@ impl Relay {
         self.state.deliver(target, request, ctx.ct.clone(), what, declared).await
     }
 }
+
+/// Why a request of a shared connection's has no agent to go to: none has
+/// a call in flight there.
+const NO_AGENT_IN_FLIGHT: &str = "no agent has a call in flight at this shared upstream";
 
 /// The agent a relayed request goes to: its session, the agent request it
 /// is about (none: the standalone stream), and the agent's calls whose
@@ -542,6 +546,13 @@ impl ClientHandler for Relay {
     }
 
     async fn list_roots(&self, ctx: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        // Asked on a shared connection with no agent's call in flight (an
+        // upstream asks at start): Gatehouse itself has no roots, and says
+        // so, rather than an error the upstream logs as a failure.
+        if self.state.route(&ctx.extensions).err() == Some(NO_AGENT_IN_FLIGHT) {
+            tracing::debug!(upstream = %self.state.upstream, "roots/list with no agent in flight: no roots");
+            return Ok(ListRootsResult::default());
+        }
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
         match self.ask(request, &ctx, "roots/list", |c| c.roots.is_some()).await? {
             ClientResult::ListRootsResult(r) => Ok(r),

@@ -1,0 +1,74 @@
+// The approvals inbox for triage: each call with its arguments on one line
+// and how long it has waited; several declined at once with one reason;
+// one approved from the keyboard (j to move, a to ask, a again to confirm;
+// Escape cancels; ? lists the keys); a skip link first.
+import { test, expect } from "@playwright/test";
+import { spawnGatehouse, connectClient, signInPage, type Gatehouse } from "./gatehouse";
+
+const PW = "a long enough password";
+let gh: Gatehouse;
+
+test.beforeAll(async () => {
+  gh = await spawnGatehouse();
+  gh.addUser("ada", PW, true);
+});
+test.afterAll(() => gh.stop());
+
+test("triage: bulk decline with one reason, approve from the keyboard", async ({ page }) => {
+  const issued = gh.issueToken("triage-agent", ["--owner", "ada"]);
+  const { client } = await connectClient(issued.endpoint, issued.token, "triage-client");
+  const ids: string[] = [];
+  for (const pattern of ["t1_*", "t2_*", "t3_*"]) {
+    const r = await client.callTool({ name: "gatehouse_policy_set", arguments: { pattern, action: "allow" } });
+    ids.push((r.structuredContent as any).executionId as string);
+  }
+  await signInPage(page, gh, "ada", PW, "/approvals");
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  const list = page.getByRole("list", { name: "Pending approvals" });
+  const card = (id: string) => list.locator(`li[data-execution-id="${id}"]`);
+  await expect(list.getByRole("listitem")).toHaveCount(3);
+  await expect(card(ids[0]).getByTestId("preview")).toContainText('"pattern":"t1_*"');
+  await expect(card(ids[0]).getByTestId("waited")).toContainText("second");
+
+  // Two at once, one reason.
+  await card(ids[0]).getByRole("checkbox").check();
+  await card(ids[1]).getByRole("checkbox").check();
+  await page.getByLabel(/Reason for the selected/).fill("not this week");
+  await page.getByRole("button", { name: "Decline selected" }).click();
+  await expect(page.getByTestId("outcome")).toHaveText("Decided 2.");
+  await expect(list.getByRole("listitem")).toHaveCount(1);
+
+  // The last one from the keyboard: ask, cancel, ask again, confirm.
+  await page.keyboard.press("?");
+  await expect(page.getByTestId("keys-help")).toBeVisible();
+  await page.keyboard.press("Escape");
+  await expect(page.getByTestId("keys-help")).toBeHidden();
+  await page.keyboard.press("j");
+  await expect(card(ids[2])).toBeFocused();
+  await page.keyboard.press("a");
+  await expect(card(ids[2]).getByTestId("confirm")).toContainText("Approve this call?");
+  await page.keyboard.press("Escape");
+  await expect(card(ids[2]).getByTestId("confirm")).toHaveCount(0);
+  await page.keyboard.press("a");
+  await page.keyboard.press("a");
+  await expect(list.getByRole("listitem")).toHaveCount(0);
+  await expect(page.getByText("No call is waiting for a decision.")).toBeVisible();
+
+  // What each became, with who and why.
+  const history = await page.request.get(`${gh.url}/api/history?tool=gatehouse_policy_set`);
+  const entries = (await history.json()).entries as { executionId: string; state: string; actor: string; detail: string }[];
+  const of = (id: string) => entries.find((e) => e.executionId === id && e.state !== "pending")!;
+  expect(of(ids[0]).state).toBe("declined");
+  expect(of(ids[0]).detail).toContain("not this week");
+  expect(of(ids[1]).state).toBe("declined");
+  expect(of(ids[2]).actor).toBe("user:ada");
+  await client.close();
+});
+
+test("the skip link is the first stop and leads to the calls", async ({ page }) => {
+  await signInPage(page, gh, "ada", PW, "/approvals");
+  await page.keyboard.press("Tab");
+  const skip = page.getByRole("link", { name: "Skip to the waiting calls" });
+  await expect(skip).toBeFocused();
+  await expect(skip).toBeVisible();
+});
