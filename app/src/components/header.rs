@@ -31,6 +31,7 @@ pub fn Header() -> impl IntoView {
     let me = crate::json::resource(|| (), |_| get_viewer());
     let username = move || me.get().and_then(Result::ok).and_then(|v| v.username);
     let theme = move || me.get().and_then(Result::ok).map(|v| v.theme).unwrap_or_default();
+    let held = move || me.get().and_then(Result::ok).map(|v| v.held).filter(|n| *n > 0);
     let inbox = use_inbox();
     let pending = move || inbox.get().map(|i| i.total).filter(|n| *n > 0);
     let location = use_location();
@@ -47,6 +48,7 @@ pub fn Header() -> impl IntoView {
                 {SECTIONS.iter().map(|(href, label)| {
                     let current = move || path.with(|p| p.starts_with(href)).then_some("page");
                     let is_approvals = *href == routes::APPROVALS;
+                    let is_tools = *href == routes::TOOLS;
                     view! {
                         <a href=*href aria-current=current>
                             {*label}
@@ -57,6 +59,14 @@ pub fn Header() -> impl IntoView {
                                         {move || pending().unwrap_or(0)}
                                     </span>
                                 </Show>
+                            })}
+                            // An admin learns here that a tool waits for their review.
+                            {is_tools.then(|| view! {
+                                <Suspense fallback=|| ()>
+                                    {move || held().map(|n| view! {
+                                        <span class="count held" data-testid="held-count" aria-label=format!("{n} held back for review")>{n}</span>
+                                    })}
+                                </Suspense>
                             })}
                         </a>
                     }

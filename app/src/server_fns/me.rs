@@ -12,6 +12,8 @@ pub struct Viewer {
     pub username: Option<String>,
     /// The theme their browser keeps.
     pub theme: Theme,
+    /// Upstream tools held back for review (admins only: they decide them).
+    pub held: usize,
 }
 
 /// The viewer of this request (a not-found page is drawn for anyone: this
@@ -20,8 +22,10 @@ pub struct Viewer {
 pub async fn get_viewer() -> Result<Viewer, ServerFnError> {
     let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
     let cookies = parts.headers.get(http::header::COOKIE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    Ok(Viewer {
-        username: parts.extensions.get::<gatehouse_core::users::User>().map(|u| u.username.clone()),
-        theme: Theme::from_cookie_header(cookies),
-    })
+    let user = parts.extensions.get::<gatehouse_core::users::User>();
+    let held = match user {
+        Some(u) if u.is_admin => super::context::tool_catalog().map(|c| c.held_tools().len()).unwrap_or(0),
+        _ => 0,
+    };
+    Ok(Viewer { username: user.map(|u| u.username.clone()), theme: Theme::from_cookie_header(cookies), held })
 }
