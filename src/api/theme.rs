@@ -17,7 +17,7 @@ pub struct ThemeForm {
     next: Option<String>,
 }
 
-/// Sets the theme cookie (System clears it) and goes back to `next` (a path
+/// Sets the theme cookie (System expires it) and goes back to `next` (a path
 /// on this site only).
 pub async fn set(cookies: Cookies, Form(form): Form<ThemeForm>) -> Response {
     let Some(theme) = Theme::parse(&form.theme) else {
@@ -26,12 +26,10 @@ pub async fn set(cookies: Cookies, Form(form): Form<ThemeForm>) -> Response {
     let mut cookie = Cookie::new(THEME_COOKIE, theme.as_str().to_string());
     cookie.set_path("/");
     cookie.set_same_site(SameSite::Lax);
-    if theme == Theme::System {
-        cookies.remove(cookie);
-    } else {
-        cookie.set_max_age(tower_cookies::cookie::time::Duration::days(365));
-        cookies.add(cookie);
-    }
+    // System forgets the choice: the cookie expires at once.
+    let days = if theme == Theme::System { 0 } else { 365 };
+    cookie.set_max_age(tower_cookies::cookie::time::Duration::days(days));
+    cookies.add(cookie);
     let next = form.next.as_deref().and_then(gatehouse_app::redirect::safe_next).unwrap_or("/");
     Redirect::to(next).into_response()
 }

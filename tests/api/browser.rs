@@ -279,3 +279,39 @@ async fn the_inbox_lists_the_soonest_to_expire_without_arguments_and_coalesces_e
     let page = app.get_as(&ada, &format!("/resume/{eid}")).await;
     assert!(page.text().await.unwrap().contains("ARGUMENT-MARKER-0-0"), "the call's own page shows them");
 }
+
+/// The header's theme form: a cookie for a year (none for System), the page
+/// drawn in it, back to a path on this site only; a theme that is not one is
+/// a 400 with a sentence.
+#[tokio::test]
+async fn the_theme_is_kept_in_a_cookie_and_goes_back_only_to_this_site() {
+    let app = spawn_app().await;
+    let post = |form: &[(&str, &str)]| app.same_origin(reqwest::Method::POST, "/api/theme").form(form).send();
+    let r = post(&[("theme", "dark"), ("next", "/history?agent=x")]).await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/history?agent=x");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.starts_with("gatehouse_theme=dark") && cookie.contains("Max-Age=31536000"), "{cookie}");
+    let page = app.client.get(app.url("/sign-in")).header("cookie", "gatehouse_theme=dark").send().await.unwrap();
+    assert!(page.text().await.unwrap().contains(r#"<html lang="en" data-theme="dark""#));
+    let page = app.client.get(app.url("/sign-in")).header("cookie", "gatehouse_theme=<x>").send().await.unwrap();
+    assert!(page.text().await.unwrap().contains(r#"data-theme="system""#), "an unknown value is the system's");
+
+    let r = post(&[("theme", "dark"), ("next", "//evil.example/")]).await.unwrap();
+    assert_eq!(r.headers()["location"], "/", "never another site");
+    let r = post(&[("theme", "system")]).await.unwrap();
+    assert!(r.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"), "System forgets the choice");
+    let r = post(&[("theme", "purple")]).await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("is not a theme"));
+    // From another site: refused like every other form.
+    let r = app
+        .client
+        .post(app.url("/api/theme"))
+        .header("origin", "https://evil.example")
+        .form(&[("theme", "dark")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+}
