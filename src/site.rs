@@ -77,9 +77,8 @@ fn accepts(headers: &HeaderMap, token: &str) -> bool {
     value.split(',').any(|item| {
         let mut parts = item.split(';').map(str::trim);
         let name = parts.next().unwrap_or_default();
-        let refused = parts.any(|p| {
-            p.strip_prefix("q=").and_then(|q| q.trim().parse::<f32>().ok()).is_some_and(|q| q <= 0.0)
-        });
+        let refused =
+            parts.any(|p| p.strip_prefix("q=").and_then(|q| q.trim().parse::<f32>().ok()).is_some_and(|q| q <= 0.0));
         (name.eq_ignore_ascii_case(token) || name == "*") && !refused
     })
 }

@@ -31,6 +31,8 @@ pub struct ApiToken {
     pub name: String,
     /// RFC 3339 issue time.
     pub created_at: String,
+    /// The same, in Unix ms.
+    pub created_ms: i64,
     /// Whether it was revoked.
     pub revoked: bool,
 }
@@ -84,7 +86,16 @@ impl ApiTokenStore {
         self.db.conn()?.query(
             "SELECT id, name, created_at, revoked_at IS NOT NULL FROM api_tokens ORDER BY created_at DESC",
             args![],
-            |r| Ok(ApiToken { id: r.get(0)?, name: r.get(1)?, created_at: rfc3339(r.get(2)?), revoked: r.get(3)? }),
+            |r| {
+                let created_ms: i64 = r.get(2)?;
+                Ok(ApiToken {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    created_at: rfc3339(created_ms),
+                    created_ms,
+                    revoked: r.get(3)?,
+                })
+            },
         )
     }
 }

@@ -60,6 +60,13 @@ impl Shown for PasswordLink {
     }
 }
 
+impl Shown for gatehouse_model::MintedApiToken {
+    const KIND: &'static str = "api_token";
+    fn handle(&self) -> &str {
+        &self.handle
+    }
+}
+
 /// Secrets waiting to be shown, each to one user. Cheap to clone.
 #[derive(Clone)]
 pub struct ShowOnce {

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+pub mod api_token;
 pub mod credential;
 pub mod execution;
 pub mod grants;
@@ -19,10 +20,11 @@ pub mod theme;
 pub mod tools;
 pub mod user;
 
+pub use activity::{ACTIVITY_DAYS, Activity, Busiest, DayDecisions};
+pub use api_token::{ApiTokenView, MintedApiToken};
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView, PREVIEW_CHARS, preview_of};
 pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
-pub use activity::{ACTIVITY_DAYS, Activity, Busiest, DayDecisions};
 pub use history::{
     AuditEntry, CallRow, CallsPage, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage,
     HistoryPickers,

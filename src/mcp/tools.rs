@@ -368,7 +368,11 @@ fn run_with_stores(
         let (action, detail) = if name == POLICY_SET {
             // The action as every page says it ("asks a person"), not its wire name.
             let action = arguments.get("action").and_then(Value::as_str);
-            ("set", action.map(|a| gatehouse_core::policy::Action::parse(a).map_or(a.to_string(), |a| a.label().to_string())))
+            (
+                "set",
+                action
+                    .map(|a| gatehouse_core::policy::Action::parse(a).map_or(a.to_string(), |a| a.label().to_string())),
+            )
         } else {
             ("remove", None)
         };

@@ -61,8 +61,14 @@ async fn the_bundle_is_hashed_precompressed_and_kept_and_pages_are_compressed() 
     let r = get("/pkg/gatehouse.js".into(), "br").await.unwrap();
     assert_eq!(r.headers()["cache-control"], "no-cache");
     let etag = r.headers()["etag"].clone();
-    let again = app.client.get(app.url("/pkg/gatehouse.js")).header("accept-encoding", "br")
-        .header("if-none-match", etag).send().await.unwrap();
+    let again = app
+        .client
+        .get(app.url("/pkg/gatehouse.js"))
+        .header("accept-encoding", "br")
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), 304);
 
     // The HTML: compressed when asked, smaller, and still private.

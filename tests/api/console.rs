@@ -75,11 +75,18 @@ async fn deciding_many_at_once_keeps_each_calls_rules() {
     let token = app.issue_owned("ada-bot", "ada");
     let sid = app.open_session(&token).await;
     // Two of ada's calls that wait: a rule makes a plain tool ask.
-    app.core.policy.set(gatehouse_core::policy::Rule::new("gatehouse_audit_recent", gatehouse_core::policy::Action::RequireApproval)).unwrap();
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new(
+            "gatehouse_audit_recent",
+            gatehouse_core::policy::Action::RequireApproval,
+        ))
+        .unwrap();
     let mine: Vec<_> = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 2).await;
     // And one only an admin decides.
     let admin_only = execution_id(
-        &app.tool_call(&token, &sid, "gatehouse_policy_set", serde_json::json!({"pattern": "z_*", "action": "allow"})).await,
+        &app.tool_call(&token, &sid, "gatehouse_policy_set", serde_json::json!({"pattern": "z_*", "action": "allow"}))
+            .await,
     );
     let many = |cookie: &str, ids: &[&str]| {
         let mut form: Vec<(&str, &str)> = ids.iter().map(|id| ("ids[]", *id)).collect();
@@ -92,7 +99,8 @@ async fn deciding_many_at_once_keeps_each_calls_rules() {
     assert_eq!(r["decided"], 0, "{r}");
     assert_eq!(r["refused"].as_array().unwrap().len(), 1, "{r}");
     // Ada's: her two, not the admin-only one.
-    let r: Value = many(&ada, &[mine[0].as_str(), mine[1].as_str(), admin_only.as_str()]).await.unwrap().json().await.unwrap();
+    let r: Value =
+        many(&ada, &[mine[0].as_str(), mine[1].as_str(), admin_only.as_str()]).await.unwrap().json().await.unwrap();
     assert_eq!(r["decided"], 2, "{r}");
     let refused = r["refused"].as_array().unwrap();
     assert_eq!(refused.len(), 1, "{r}");
@@ -119,7 +127,7 @@ async fn deciding_many_at_once_keeps_each_calls_rules() {
 async fn paused_calls(app: &TestApp, token: &str, sid: &str, tool: &str, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for _ in 0..n {
-        ids.push(execution_id(&app.tool_call(token, sid, tool, serde_json::json!({}))).to_string());
+        ids.push(execution_id(&app.tool_call(token, sid, tool, serde_json::json!({})).await).to_string());
     }
     ids
 }

@@ -53,7 +53,11 @@ async fn the_home_page_counts_what_waits_and_what_was_decided_for_its_viewer() {
     assert_eq!(app.decide(&root, &paused[1], "decline").await.status(), 200);
 
     let home = app.get_as(&root, "/").await.text().await.unwrap();
-    assert!(tile(&home, "tile-pending").starts_with("Waiting for you 1 the oldest for"), "{}", tile(&home, "tile-pending"));
+    assert!(
+        tile(&home, "tile-pending").starts_with("Waiting for you 1 the oldest for"),
+        "{}",
+        tile(&home, "tile-pending")
+    );
     assert_eq!(tile(&home, "tile-decided"), "Decided, 14 days 2 1 approved, 1 declined");
     assert!(tile(&home, "tile-speed").contains("median of 2 decisions"), "{}", tile(&home, "tile-speed"));
     assert!(home.contains("Decisions per day over the last 14 days: 2 in all."), "the chart's summary");

@@ -125,8 +125,10 @@ async fn an_upstreams_failure_reads_as_words() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let unreachable =
-        UpstreamConfig { url: Some(format!("http://127.0.0.1:{closed}/mcp").parse().unwrap()), ..upstream_named("away") };
+    let unreachable = UpstreamConfig {
+        url: Some(format!("http://127.0.0.1:{closed}/mcp").parse().unwrap()),
+        ..upstream_named("away")
+    };
     let crashing = UpstreamConfig {
         command: Some("sh".into()),
         args: vec!["-c".into(), "echo boom-on-stderr >&2; exit 3".into()],

@@ -42,9 +42,5 @@ fn WordJoints(text: String) -> impl IntoView {
     }
     parts.push(text[start..].to_string());
     let last = parts.len() - 1;
-    parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| view! { {p} {(i < last).then(|| view! { <wbr/> })} })
-        .collect_view()
+    parts.into_iter().enumerate().map(|(i, p)| view! { {p} {(i < last).then(|| view! { <wbr/> })} }).collect_view()
 }

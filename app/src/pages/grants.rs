@@ -8,10 +8,10 @@ use leptos_meta::Title;
 use gatehouse_model::{GrantView, GrantsView, LiveEvent, routes};
 
 use crate::components::header::Header;
-use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
+use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::server_fns::{RevokeGrant, list_grants};
 
 /// `/grants`

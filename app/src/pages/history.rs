@@ -55,8 +55,10 @@ pub fn HistoryPage() -> impl IntoView {
 #[component]
 fn Filters(filter: HistoryFilter, pickers: HistoryPickers) -> impl IntoView {
     // Suggestions for the free-text filters: what exists, as the viewer sees it.
-    let suggest = |id: &'static str, names: Vec<String>| view! {
-        <datalist id=id>{names.into_iter().map(|n| view! { <option value=n/> }).collect_view()}</datalist>
+    let suggest = |id: &'static str, names: Vec<String>| {
+        view! {
+            <datalist id=id>{names.into_iter().map(|n| view! { <option value=n/> }).collect_view()}</datalist>
+        }
     };
     let narrowed = filter.is_narrowed();
     let outcome = filter.outcome.clone();

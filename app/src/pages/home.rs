@@ -54,7 +54,17 @@ pub fn HomePage() -> impl IntoView {
 #[component]
 fn Home(overview: Overview) -> impl IntoView {
     let Overview {
-        is_admin, now_ms, pending, oldest_pending_ms, activity, upstreams, held, sessions, credentials, setup, ..
+        is_admin,
+        now_ms,
+        pending,
+        oldest_pending_ms,
+        activity,
+        upstreams,
+        held,
+        sessions,
+        credentials,
+        setup,
+        ..
     } = overview;
     let show_checklist = if is_admin { !setup.done() } else { !(setup.credential && setup.connected) };
     view! {
@@ -271,7 +281,12 @@ fn UpstreamHealth(upstreams: Vec<UpstreamInfo>) -> impl IntoView {
 /// MCP sessions: those whose agent showed a sign of life lately, then the
 /// idle ones (their client may have exited without closing them).
 #[component]
-fn Sessions(sessions: Vec<McpSessionInfo>, credentials: Vec<CredentialView>, now_ms: i64, is_admin: bool) -> impl IntoView {
+fn Sessions(
+    sessions: Vec<McpSessionInfo>,
+    credentials: Vec<CredentialView>,
+    now_ms: i64,
+    is_admin: bool,
+) -> impl IntoView {
     let scope = if is_admin { "all agents" } else { "your agents" };
     let seen = |s: &McpSessionInfo| {
         credentials.iter().find(|c| c.id == s.credential_id).map(|c| c.last_seen_ms).unwrap_or(s.opened_at_ms)

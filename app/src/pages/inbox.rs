@@ -270,7 +270,11 @@ fn keyboard(
                         Some((asked_id, asked_action)) if asked_id == id && asked_action == action => {
                             ev.prevent_default();
                             asked.set(None);
-                            decide.dispatch(DecideExecution { id: e.execution_id.clone(), action: action.into(), reason: None });
+                            decide.dispatch(DecideExecution {
+                                id: e.execution_id.clone(),
+                                action: action.into(),
+                                reason: None,
+                            });
                         }
                         _ if key != "Enter" => asked.set(Some((id, action))),
                         _ => {}

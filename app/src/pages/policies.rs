@@ -12,9 +12,9 @@ use gatehouse_model::{Action, LiveEvent, Rule, routes};
 
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
-use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::components::name::Name;
 use crate::components::when::When;
+use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::server_fns::{PoliciesView, PromoteRule, RemoveRule, SaveRule, list_policies, preview_rule};
 
 /// `/policies`

@@ -101,7 +101,9 @@ fn ToolSearch(tools: Vec<ToolGate>) -> impl IntoView {
     let total = tools.len();
     let tools = StoredValue::new(tools);
     let shown = move || {
-        tools.with_value(|all| all.iter().filter(|g| matches(g, &text.get(), &action.get())).cloned().collect::<Vec<_>>())
+        tools.with_value(|all| {
+            all.iter().filter(|g| matches(g, &text.get(), &action.get())).cloned().collect::<Vec<_>>()
+        })
     };
     view! {
         <form method="get" action=gatehouse_model::routes::TOOLS class="tool-search" role="search" aria-label="Find a tool">

@@ -12,13 +12,14 @@ use gatehouse_model::{ChangeEntry, LinkPurpose, LiveEvent, PasswordLink, UserSta
 use crate::components::copy::CopyButton;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
+use crate::components::name::Name;
 use crate::components::when::When;
 use crate::outcome::{Outcome, OutcomeLine, on_success, report};
-use crate::time_fmt::{exact, iso};
 use crate::server_fns::{
-    ChangePassword, InviteUser, RemoveUser, ResetLink, SetUserAdmin, SetUserDisabled, SignOutOthers, UsersView,
-    list_users, take_link,
+    ChangePassword, InviteUser, MintApiToken, RemoveUser, ResetLink, RevokeApiToken, SetUserAdmin, SetUserDisabled,
+    SignOutOthers, UsersView, list_api_tokens, list_users, take_api_token, take_link,
 };
+use crate::time_fmt::{exact, iso};
 
 /// The actions the page's forms post to.
 #[derive(Clone, Copy)]
@@ -115,6 +116,7 @@ fn UsersBody(
             view! {
                 <InviteForm invite/>
                 <UserList users now_ms me=username.clone() actions/>
+                <ApiTokens now_ms/>
                 <Changes changes now_ms/>
             }.into_any()
         } else {
@@ -269,6 +271,87 @@ fn UserRow(user: UserView, now_ms: i64, me: String, last_admin: bool, actions: A
                 }}
             </td>
         </tr>
+    }
+}
+
+/// Admin API tokens (admins): mint one (its token shown once), the list,
+/// revoke. For scripts that call the admin API without a browser.
+#[component]
+fn ApiTokens(now_ms: i64) -> impl IntoView {
+    let mint = ServerAction::<MintApiToken>::new();
+    let revoke = ServerAction::<RevokeApiToken>::new();
+    let tokens = crate::json::resource(|| (), |_| list_api_tokens());
+    on_success(mint, move || tokens.refetch());
+    on_success(revoke, move || tokens.refetch());
+    let outcome: Outcome = RwSignal::new(None);
+    report(outcome, mint, "Token minted: it is shown above, this once.");
+    report(outcome, revoke, "Token revoked: it no longer signs anything in.");
+    let query = use_query_map();
+    let minted = crate::json::resource(
+        move || query.read().get("api_token"),
+        |handle| async move {
+            match handle {
+                Some(handle) => take_api_token(handle).await.ok().flatten(),
+                None => None,
+            }
+        },
+    );
+    view! {
+        <section aria-labelledby="api-tokens-h" class="panel">
+            <h2 id="api-tokens-h">"Admin API tokens"</h2>
+            <p class="hint">"For scripts and orchestrators that call the admin API without a browser ("
+                <code>"Authorization: Bearer …"</code> "). A token acts as an admin: mint one per script, revoke it when the script goes."</p>
+            <Suspense fallback=|| ()>
+                {move || minted.get().flatten().map(|m| {
+                    let token = m.token.clone();
+                    view! {
+                        <div class="minted" data-testid="api-token-minted">
+                            <p class="warning">"Copy it now: it is shown only this once, and only its hash is kept."</p>
+                            <div class="secret">
+                                <code data-testid="api-token">{token.clone()}</code>
+                                <CopyButton text=token label="Copy the token"/>
+                            </div>
+                            <p class="hint">{format!("{} ({})", m.name, m.id)}</p>
+                        </div>
+                    }
+                })}
+            </Suspense>
+            <ActionForm action=mint attr:class="mint-form">
+                <label>"What it is for" <input name="name" required maxlength="200" autocomplete="off" placeholder="deploy pipeline"/></label>
+                <button type="submit" class="primary">"Mint token"</button>
+            </ActionForm>
+            <OutcomeLine outcome/>
+            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+                {move || tokens.get().map(|result| match result {
+                    Ok(list) if list.is_empty() => view! { <p class="empty">"No API token yet. Mint one above for a script that manages Gatehouse."</p> }.into_any(),
+                    Ok(list) => view! {
+                        <table class="responsive" aria-label="Admin API tokens">
+                            <thead><tr><th scope="col">"For"</th><th scope="col">"Id"</th><th scope="col">"Minted"</th>
+                                <th scope="col">"Status"</th><th scope="col"><span class="visually-hidden">"Actions"</span></th></tr></thead>
+                            <tbody>
+                            {list.into_iter().map(|t| {
+                                let id = t.id.clone();
+                                view! {
+                                <tr data-api-token=t.id.clone()>
+                                    <td data-label="For"><Name text=t.name.clone()/></td>
+                                    <td data-label="Id" class="mono">{t.id.clone()}</td>
+                                    <td data-label="Minted"><When ms=t.created_ms now_ms/></td>
+                                    <td data-label="Status">{if t.revoked { "revoked" } else { "live" }}</td>
+                                    <td data-label="Actions">{(!t.revoked).then(|| view! {
+                                        <ActionForm action=revoke attr:class="row-form">
+                                            <input type="hidden" name="id" value=id.clone()/>
+                                            <button type="submit" class="quiet danger" aria-label=format!("Revoke {}", t.name)>"Revoke"</button>
+                                        </ActionForm>
+                                    })}</td>
+                                </tr>
+                            }}).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any(),
+                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
+                })}
+            </Suspense>
+        </section>
     }
 }
 

@@ -29,18 +29,19 @@ pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
     ctx::blocking(move |user, core| {
         let mut page = core.approvals.calls_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE)?;
         // Grants in words: a live one says what it allows and who made it.
-        let named: Vec<String> = page
-            .calls
-            .iter()
-            .filter_map(|c| c.decider()?.strip_prefix("grant:").map(str::to_string))
-            .collect();
+        let named: Vec<String> =
+            page.calls.iter().filter_map(|c| c.decider()?.strip_prefix("grant:").map(str::to_string)).collect();
         if !named.is_empty() {
             let live = core.grants.list_for(&user)?;
             page.grants = named
                 .into_iter()
                 .map(|id| {
                     let words = match live.iter().find(|g| g.id.to_string() == id) {
-                        Some(g) => format!("grant: {}, made by {}", gatehouse_core::grants::describe(g), g.created_by.trim_start_matches("user:")),
+                        Some(g) => format!(
+                            "grant: {}, made by {}",
+                            gatehouse_core::grants::describe(g),
+                            g.created_by.trim_start_matches("user:")
+                        ),
                         None => "a grant that has since ended".to_string(),
                     };
                     (id, words)

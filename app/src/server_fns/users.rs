@@ -295,3 +295,79 @@ pub async fn password_link_info(token: String) -> Result<LinkInfo, ServerFnError
         other => LinkInfo::Refused(other.check().err().map(|e| e.to_string()).unwrap_or_default()),
     })
 }
+
+/// Every admin API token, newest first (admins only).
+#[server(prefix = "/api/fn", endpoint = "api-tokens")]
+pub async fn list_api_tokens() -> Result<Vec<gatehouse_model::ApiTokenView>, ServerFnError> {
+    server::blocking(true, |_, core| {
+        Ok(core
+            .api_tokens
+            .list()?
+            .into_iter()
+            .map(|t| gatehouse_model::ApiTokenView {
+                id: t.id,
+                name: t.name,
+                created_ms: t.created_ms,
+                revoked: t.revoked,
+            })
+            .collect())
+    })
+    .await
+}
+
+/// Mints an admin API token named `name` (admins only; in the change log);
+/// the browser is sent to `/users?api_token=HANDLE`, where the token is
+/// shown once to this admin.
+#[server(prefix = "/api/fn", endpoint = "api-token-mint")]
+pub async fn mint_api_token(name: String) -> Result<(), ServerFnError> {
+    let handle = server::blocking(true, move |user, core| {
+        let issued = core.api_tokens.issue(name.trim())?;
+        core.changes.record(gatehouse_core::changes::Change {
+            actor: &format!("user:{}", user.username),
+            subject: "user",
+            target: &issued.id,
+            action: "mint API token",
+            detail: Some(&issued.name),
+        })?;
+        // The token itself is never logged.
+        tracing::info!(id = %issued.id, name = %issued.name, by = %user.username, "admin API token minted");
+        let shown = gatehouse_model::MintedApiToken {
+            handle: gatehouse_core::secret::new_id("shown"),
+            id: issued.id,
+            name: issued.name,
+            token: issued.token,
+        };
+        core.show_once.hold(&user.username, &shown)?;
+        Ok(shown.handle)
+    })
+    .await?;
+    leptos_axum::redirect(&format!("{}?api_token={handle}", gatehouse_model::routes::USERS));
+    Ok(())
+}
+
+/// The admin API token minted as `handle`, if this admin minted it and it
+/// was not shown yet.
+#[server(prefix = "/api/fn", endpoint = "api-token-take")]
+pub async fn take_api_token(handle: String) -> Result<Option<gatehouse_model::MintedApiToken>, ServerFnError> {
+    server::blocking(true, move |user, core| core.show_once.take(&handle, &user.username)).await
+}
+
+/// Revokes admin API token `id` at once (admins only; in the change log).
+#[server(prefix = "/api/fn", endpoint = "api-token-revoke")]
+pub async fn revoke_api_token(id: String) -> Result<(), ServerFnError> {
+    server::blocking(true, move |user, core| {
+        if !core.api_tokens.revoke(&id)? {
+            return Err(gatehouse_core::CoreError::NotFound(format!("no live API token {id:?}")));
+        }
+        core.changes.record(gatehouse_core::changes::Change {
+            actor: &format!("user:{}", user.username),
+            subject: "user",
+            target: &id,
+            action: "revoke API token",
+            detail: None,
+        })?;
+        tracing::info!(%id, by = %user.username, "admin API token revoked");
+        Ok(())
+    })
+    .await
+}

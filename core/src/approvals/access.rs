@@ -188,12 +188,7 @@ impl ApprovalStore {
                 CallRow { latest, steps }
             })
             .collect();
-        Ok(CallsPage {
-            now_ms: self.now_ms(),
-            calls,
-            next_before: next_before.flatten(),
-            grants: Vec::new(),
-        })
+        Ok(CallsPage { now_ms: self.now_ms(), calls, next_before: next_before.flatten(), grants: Vec::new() })
     }
 
     /// Every audit entry of one execution, oldest first, if `user` may see

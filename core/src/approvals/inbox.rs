@@ -80,15 +80,11 @@ impl ApprovalStore {
             .collect();
         drop(entries);
         // On a cluster, the other replicas' too (read from the database).
-        all.extend(
-            self.remote_pending_for(user)
-                .iter()
-                .map(|(e, snapshot)| ExecutionView {
-                    arguments: None,
-                    preview: Some(preview_of(&e.arguments)),
-                    ..live_view(e, snapshot)
-                }),
-        );
+        all.extend(self.remote_pending_for(user).iter().map(|(e, snapshot)| ExecutionView {
+            arguments: None,
+            preview: Some(preview_of(&e.arguments)),
+            ..live_view(e, snapshot)
+        }));
         all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));
         all
     }

@@ -63,9 +63,11 @@ impl AuditLog {
         // Each call once: a shadow rule's entry is not a call of its own.
         let counted_calls = format!("{within} AND state <> '{}'", State::Shadow.as_str());
         let calls = conn
-            .query(&format!("SELECT COUNT(DISTINCT execution_id) FROM audit_events WHERE {counted_calls}"), &values, |r| {
-                r.get::<i64>(0)
-            })?
+            .query(
+                &format!("SELECT COUNT(DISTINCT execution_id) FROM audit_events WHERE {counted_calls}"),
+                &values,
+                |r| r.get::<i64>(0),
+            )?
             .first()
             .copied()
             .unwrap_or(0);
@@ -91,4 +93,3 @@ impl AuditLog {
         })
     }
 }
-

@@ -327,7 +327,8 @@ fn matching(filter: &HistoryFilter, scope: &HistoryScope, t: &str) -> Result<(Ve
         add(clause, state.value());
     }
     if !filter.decider.is_empty() {
-        let actor = if filter.decider.contains(':') { filter.decider.clone() } else { format!("user:{}", filter.decider) };
+        let actor =
+            if filter.decider.contains(':') { filter.decider.clone() } else { format!("user:{}", filter.decider) };
         add(format!("{t}actor = ?"), Value::Text(actor));
     }
     if !filter.from.is_empty() {

@@ -134,10 +134,7 @@ mod tests {
     fn failures_read_as_words() {
         let rmcp = "Send message error Transport [gatehouse::mcp::upstream::relay::InOrder<rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>>] error: Client error: error sending request for url (http://127.0.0.1:1/mcp): tcp connect error: Connection refused (os error 111)";
         assert_eq!(in_words(rmcp, "127.0.0.1:1", None), "connection refused at 127.0.0.1:1");
-        assert_eq!(
-            plain("Transport [a::B<c::D>] closed (os error 32) [kept]"),
-            "Transport closed [kept]"
-        );
+        assert_eq!(plain("Transport [a::B<c::D>] closed (os error 32) [kept]"), "Transport closed [kept]");
         assert_eq!(in_words("ended: Closed", "server.js", Some("boom")), "ended: Closed; its last stderr line: boom");
     }
 
