@@ -46,9 +46,16 @@ where
     S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
     S::Output: Send + Sync + 'static,
 {
+    let read = move || action.value().with(|v| v.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(message)));
+    // What the action starts with: a plain form's error, carried back in
+    // the URL, drawn by the server too (effects run only in the browser).
+    if let Some(Err(why)) =
+        action.value().with_untracked(|v| v.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(message)))
+    {
+        outcome.set(Some(Err(why)));
+    }
     Effect::new(move |_| {
-        let result = action.value().with(|v| v.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(message)));
-        if let Some(result) = result {
+        if let Some(result) = read() {
             outcome.set(Some(result.map(|()| done.to_string())));
         }
     });

@@ -49,7 +49,7 @@ async fn the_home_page_counts_what_waits_and_what_was_decided_for_its_viewer() {
             app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern": pattern, "action": "allow"})).await;
         paused.push(execution_id(&reply));
     }
-    assert_eq!(app.decide(&root, &paused[0], "approve").await.status(), 200);
+    assert_eq!(app.decide(&root, &paused[0], "accept").await.status(), 200);
     assert_eq!(app.decide(&root, &paused[1], "decline").await.status(), 200);
 
     let home = app.get_as(&root, "/").await.text().await.unwrap();

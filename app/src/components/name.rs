@@ -15,13 +15,15 @@ pub fn HiddenChar(c: char) -> impl IntoView {
 /// A name from outside (a tool, agent, upstream, client, owner, or an
 /// upstream's error): hidden characters shown as code points, and isolated
 /// (`<bdi>`) so right-to-left letters in it cannot reorder the text around it.
+/// `joints`: a long name (a tool's) may wrap after `_`, `.`, `-` and `/`.
 #[component]
-pub fn Name(#[prop(into)] text: String) -> impl IntoView {
+pub fn Name(#[prop(into)] text: String, #[prop(optional)] joints: bool) -> impl IntoView {
     let pieces = reveal(&text);
     view! {
         <bdi>
             {pieces.into_iter().map(|p| match p {
-                Piece::Text(t) => view! { <WordJoints text=t/> }.into_any(),
+                Piece::Text(t) if joints => view! { <WordJoints text=t/> }.into_any(),
+                Piece::Text(t) => t.into_any(),
                 Piece::Hidden(c) => view! { <HiddenChar c/> }.into_any(),
             }).collect_view()}
         </bdi>

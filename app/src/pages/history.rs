@@ -129,7 +129,7 @@ fn Calls(page: CallsPage, filter: HistoryFilter) -> impl IntoView {
                 let CallRow { latest, steps } = call;
                 let gated = latest.execution_id.as_str().starts_with("exec_");
                 let id = latest.execution_id.to_string();
-                let tool = view! { <Name text=latest.tool.clone()/> };
+                let tool = view! { <Name text=latest.tool.clone() joints=true/> };
                 let folded = (steps.len() > 1).then(|| {
                     let n = steps.len();
                     let grants = grants.clone();

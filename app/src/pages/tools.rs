@@ -160,7 +160,7 @@ fn ExposedTools(tools: Vec<ToolGate>) -> impl IntoView {
                 view! {
                 <tr data-tool=t.name.clone() data-action=gate.action.as_str()>
                     <td data-label="Tool">
-                        <code class="tool-link tool-name-cell"><Name text=t.name.clone()/></code>
+                        <code class="tool-link tool-name-cell"><Name text=t.name.clone() joints=true/></code>
                         {t.title.clone().map(|title| view! { <div class="meta"><Name text=title/></div> })}
                     </td>
                     <td data-label="Upstream">{match t.upstream.clone() {

@@ -72,6 +72,9 @@ pub(crate) fn in_words(text: &str, at: &str, stderr: Option<&str>) -> String {
         format!("no answer from {at} in time")
     } else if lower.contains("dns error") || lower.contains("failed to lookup address") {
         format!("cannot find the host of {at}")
+    } else if lower.contains("error sending request") {
+        // reqwest's own message hides its cause (refused, reset, TLS, DNS).
+        format!("cannot reach {at}: the connection failed")
     } else if lower.contains("certificate") {
         format!("the TLS certificate of {at} is not trusted: {}", plain(text))
     } else {
@@ -134,6 +137,8 @@ mod tests {
     fn failures_read_as_words() {
         let rmcp = "Send message error Transport [gatehouse::mcp::upstream::relay::InOrder<rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>>] error: Client error: error sending request for url (http://127.0.0.1:1/mcp): tcp connect error: Connection refused (os error 111)";
         assert_eq!(in_words(rmcp, "127.0.0.1:1", None), "connection refused at 127.0.0.1:1");
+        let hidden = "http://127.0.0.1:9/mcp: initialize failed: Send message error Transport error: Client error: error sending request for url (http://127.0.0.1:9/mcp), when send discover request";
+        assert_eq!(in_words(hidden, "127.0.0.1:9", None), "cannot reach 127.0.0.1:9: the connection failed");
         assert_eq!(plain("Transport [a::B<c::D>] closed (os error 32) [kept]"), "Transport closed [kept]");
         assert_eq!(in_words("ended: Closed", "server.js", Some("boom")), "ended: Closed; its last stderr line: boom");
     }
