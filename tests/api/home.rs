@@ -10,6 +10,7 @@ use crate::helpers::*;
 fn tile(html: &str, id: &str) -> String {
     let at = html.find(&format!(r#"data-testid="{id}""#)).unwrap_or_else(|| panic!("no {id} in {html}"));
     let rest = &html[at..];
+    let rest = &rest[rest.find('>').unwrap() + 1..];
     let end = rest.find("</a>").or_else(|| rest.find("</div>")).unwrap();
     let mut text = String::new();
     let mut in_tag = false;

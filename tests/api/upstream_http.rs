@@ -137,8 +137,8 @@ async fn an_upstreams_failure_reads_as_words() {
     let app = spawn_app_with(move |c| c.upstream = vec![unreachable, crashing]).await;
     let away = last_error(&app, "away").await;
     assert!(
-        away.starts_with(&format!("connection refused at 127.0.0.1:{closed}"))
-            || away.starts_with(&format!("cannot reach 127.0.0.1:{closed}")),
+        away.starts_with(&format!("connection refused at http://127.0.0.1:{closed}/mcp"))
+            || away.starts_with(&format!("cannot reach http://127.0.0.1:{closed}/mcp")),
         "{away}"
     );
     let crashed = last_error(&app, "crashing").await;

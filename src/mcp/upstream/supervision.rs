@@ -130,7 +130,7 @@ impl Upstreams {
     fn fail(&self, config: &UpstreamConfig, watch: Option<&ChildWatch>, what: &str, error: String) {
         let name = &config.name;
         let at = match (&config.url, &config.command) {
-            (Some(url), _) => format!("{}:{}", url.host_str().unwrap_or("?"), url.port_or_known_default().unwrap_or(0)),
+            (Some(url), _) => sanitize(url.as_str()),
             (None, Some(command)) => format!("{command:?}"),
             (None, None) => name.clone(),
         };
