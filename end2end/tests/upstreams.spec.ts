@@ -21,7 +21,7 @@ test("a killed upstream shows restarting, then up again with a restart, live", a
   await page.getByLabel("Username").fill("ada");
   await page.getByLabel("Password").fill(PW);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("link", { name: "Upstreams" }).click();
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Upstreams" }).click();
   await expect(page).toHaveURL(`${gh.url}/upstreams`);
   await expect(page.locator(".live-status")).toHaveText("Live");
   const row = page.getByRole("table", { name: "Upstreams" }).getByRole("row").filter({ hasText: "slow" });

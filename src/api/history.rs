@@ -123,7 +123,9 @@ async fn export(
             (header::CONTENT_TYPE, content_type.to_string()),
             (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
         ],
-        Body::from_stream(pages),
+        // Fused: a body wrapper (the compression layer) may poll once more
+        // after the end, which an unfold stream panics on.
+        Body::from_stream(futures::StreamExt::fuse(pages)),
     )
         .into_response())
 }

@@ -66,9 +66,12 @@ async fn the_home_page_counts_what_waits_and_what_was_decided_for_its_viewer() {
     assert!(tools[..tools.find("</ol>").unwrap()].contains("gatehouse_policy_set"), "the busiest tool");
     let agents = &home[home.find(r#"data-testid="busiest-agents""#).unwrap()..];
     assert!(agents[..agents.find("</ol>").unwrap()].contains("ada-bot"), "the busiest agent");
-    // Minted, connected, and a rule now exists (the approved call set one);
-    // only the upstream step is left.
-    assert_eq!(home.matches(r#"data-done="false""#).count(), 1, "{home}");
+    // Minted and connected; no upstream and no rule yet (the approved call
+    // sets one only when its agent runs it).
+    assert_eq!(home.matches(r#"data-done="false""#).count(), 2, "{home}");
+    app.core.policy.set(gatehouse_core::policy::Rule::new("x_*", gatehouse_core::policy::Action::Allow)).unwrap();
+    let home = app.get_as(&root, "/").await.text().await.unwrap();
+    assert_eq!(home.matches(r#"data-done="false""#).count(), 1, "only the upstream is left");
 
     // Ada sees her agent's activity (not the admin-only call waiting); Bob
     // sees nothing of it.

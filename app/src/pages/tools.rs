@@ -106,7 +106,7 @@ fn ToolSearch(tools: Vec<ToolGate>) -> impl IntoView {
         })
     };
     view! {
-        <form method="get" action=gatehouse_model::routes::TOOLS class="tool-search" role="search" aria-label="Find a tool">
+        <form method="get" action=gatehouse_model::routes::TOOLS class="tool-search" role="search" aria-label="Search the tools">
             <label>"Find"
                 <input type="search" name="q" autocomplete="off" placeholder="name, upstream or description"
                     value=text.get_untracked() prop:value=text on:input=move |e| text.set(event_target_value(&e))/>

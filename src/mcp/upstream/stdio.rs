@@ -61,6 +61,8 @@ pub(crate) struct ChildWatch {
     /// Set once it wrote a line longer than `max_line_bytes`.
     overlong: Arc<AtomicBool>,
     max_line_bytes: usize,
+    /// Told once its stderr is read to the end (the child closed it).
+    stderr_closed: Arc<tokio::sync::Notify>,
 }
 
 impl ChildWatch {
@@ -70,7 +72,14 @@ impl ChildWatch {
             stderr: Arc::new(Mutex::new(StderrTail::new(config.stderr_tail_bytes))),
             overlong: Arc::new(AtomicBool::new(false)),
             max_line_bytes: config.max_line_bytes,
+            stderr_closed: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// Waits (up to `within`) for its stderr to be read to the end, so a
+    /// child that failed has said its last word before it is reported.
+    pub(crate) async fn stderr_read(&self, within: std::time::Duration) {
+        let _ = tokio::time::timeout(within, self.stderr_closed.notified()).await;
     }
 
     /// The stderr tail as text.
@@ -124,7 +133,7 @@ pub(super) fn spawn_child(
     let stdout = child.stdout.take().ok_or_else(missing)?;
     let stdin = child.stdin.take().ok_or_else(missing)?;
     let stderr = child.stderr.take().ok_or_else(missing)?;
-    tasks.spawn(capture_stderr(config.name.clone(), stderr, watch.stderr.clone()));
+    tasks.spawn(capture_stderr(config.name.clone(), stderr, watch.stderr.clone(), watch.stderr_closed.clone()));
     let stdout = LineLimit { inner: stdout, max: config.max_line_bytes, run: 0, tripped: watch.overlong.clone() };
     // rmcp's own cap (which drops a long line and carries on) stays above
     // ours, so ours decides: a long line fails the connection.
@@ -253,7 +262,12 @@ impl StderrTail {
 
 /// Reads a child's stderr into its bounded tail, and each line (cut short)
 /// to the debug log; never holds more than one chunk and one logged line.
-async fn capture_stderr(name: String, mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<StderrTail>>) {
+async fn capture_stderr(
+    name: String,
+    mut stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<StderrTail>>,
+    closed: Arc<tokio::sync::Notify>,
+) {
     let mut chunk = vec![0u8; 8192];
     let mut line = Vec::new();
     loop {
@@ -275,6 +289,8 @@ async fn capture_stderr(name: String, mut stderr: tokio::process::ChildStderr, t
             }
         }
     }
+    // A permit if nobody waits yet: the supervisor's wait then ends at once.
+    closed.notify_one();
 }
 
 #[cfg(test)]

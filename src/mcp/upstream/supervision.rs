@@ -33,6 +33,10 @@ pub enum Health {
     Disabled,
 }
 
+/// How long a failed stdio child's stderr is waited for, so its last line
+/// is in the error it is reported with.
+const STDERR_GRACE: Duration = Duration::from_millis(500);
+
 impl Health {
     /// The name shown in metrics and pages.
     pub fn as_str(self) -> &'static str {
@@ -212,6 +216,9 @@ impl Upstreams {
                             }
                             tokio::select! {
                                 quit = service.waiting() => {
+                                    if let Some(watch) = &watch {
+                                        watch.stderr_read(STDERR_GRACE).await;
+                                    }
                                     let reason = watch.as_ref().and_then(ChildWatch::violation).unwrap_or_else(|| format!("{quit:?}"));
                                     self.fail(&config, watch.as_ref(), "upstream ended", format!("ended: {reason}"));
                                 }
@@ -225,6 +232,9 @@ impl Upstreams {
                     }
                 }
                 Err(e) => {
+                    if let Some(watch) = &watch {
+                        watch.stderr_read(STDERR_GRACE).await;
+                    }
                     self.fail(&config, watch.as_ref(), "upstream failed to start", error_chain(&e));
                     lifecycle = lifecycle.other();
                 }
