@@ -24,6 +24,16 @@ pub fn duration(secs: u64) -> String {
     format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
+/// A wait in short: "45 s", "4 min", "3 h", "2 d" (for a number tile).
+pub fn short_duration(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3599 => format!("{} min", secs / 60),
+        3600..=86_399 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86_400),
+    }
+}
+
 /// The exact UTC time, e.g. `2026-11-29 10:12:21 UTC`.
 pub fn exact(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
@@ -67,5 +77,7 @@ mod tests {
         assert_eq!(duration(1), "1 second");
         assert_eq!(duration(240), "4 minutes");
         assert_eq!(duration(3600), "60 minutes");
+        assert_eq!(short_duration(42), "42 s");
+        assert_eq!(short_duration(3600 * 5), "5 h");
     }
 }

@@ -13,7 +13,7 @@ use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::server_fns::{Overview, Setup, get_overview};
-use crate::time_fmt::{duration, exact};
+use crate::time_fmt::{duration, exact, short_duration};
 
 /// A session whose agent showed no sign of life for this long reads as idle:
 /// its client may have exited without closing it.
@@ -150,7 +150,7 @@ fn Tiles(
             </a>
             <div class="tile" data-testid="tile-speed">
                 <span class="tile-label">"Time to decide"</span>
-                <span class="tile-value">{activity.median_decision_ms.map(|ms| duration(u64::try_from(ms / 1000).unwrap_or(0))).unwrap_or_else(|| "—".into())}</span>
+                <span class="tile-value">{activity.median_decision_ms.map(|ms| short_duration(u64::try_from(ms / 1000).unwrap_or(0))).unwrap_or_else(|| "—".into())}</span>
                 <span class="tile-note">{match activity.decisions {
                     0 => "no decision yet".to_string(),
                     n => format!("median of {n} decisions"),
