@@ -174,8 +174,12 @@ fn ResumeBody(
                 // What took it out of pending, and who: "approved by alice"
                 // even once it has run (the badge says where it is now).
                 {decided_by.map(|by| {
-                    let what = crate::words::decision(state).unwrap_or("decided");
-                    view! { <span class="by" data-testid="decided-by">" · " {what} " by " <Name text=crate::words::actor(&by, &[])/></span> }
+                    // "Declined by ada"; once it has moved on, "Completed · approved by ada".
+                    let lead = match state {
+                        State::Approved | State::Declined => " by ".to_string(),
+                        _ => format!(" · {} by ", crate::words::decision(state).unwrap_or("decided")),
+                    };
+                    view! { <span class="by" data-testid="decided-by">{lead} <Name text=crate::words::actor(&by, &[])/></span> }
                 })}
             </p>
             <h2>"Arguments"</h2>
