@@ -52,7 +52,7 @@ pub fn decision(state: State) -> Option<&'static str> {
 pub fn wants(state: State) -> &'static str {
     match state {
         State::Pending => "wants to run",
-        State::Approved => "may run, approved:",
+        State::Approved => "may now run",
         State::Running => "is running",
         State::Completed | State::Failed => "ran",
         _ => "asked to run",
