@@ -36,7 +36,7 @@ pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
             page.grants = named
                 .into_iter()
                 .map(|id| {
-                    let words = match live.iter().find(|g| g.id.to_string() == id) {
+                    let words = match live.iter().find(|g| g.id.as_str() == id) {
                         Some(g) => format!(
                             "grant: {}, made by {}",
                             gatehouse_core::grants::describe(g),
