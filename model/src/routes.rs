@@ -61,6 +61,8 @@ pub const SIGN_IN: &str = "/sign-in";
 pub const API_SIGN_IN: &str = "/api/auth/sign-in";
 /// The sign-out form's target.
 pub const API_SIGN_OUT: &str = "/api/auth/sign-out";
+/// The theme form's target (the header's System / Light / Dark).
+pub const API_THEME: &str = "/api/theme";
 /// The first-run setup form's target.
 pub const API_SETUP: &str = "/api/auth/setup";
 /// Every hub change (sessions, credentials, approvals, upstreams) by name,
@@ -133,6 +135,3 @@ mod tests {
         assert_eq!(history_export(crate::ExportFormat::Csv, &f), "/api/history/export.csv?tool=rm");
     }
 }
-
-/// The theme form's target (the header's System / Light / Dark).
-pub const API_THEME: &str = "/api/theme";
