@@ -177,9 +177,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         log_format: cli.log_format,
         metrics_listen: cli.metrics_listen,
     };
+    let named = cli.config.is_some();
     let file = config_file(cli.config);
     let config = Config::load(file.as_deref(), &overrides)?;
-    match cli.command.unwrap_or(Command::Serve) {
+    let command = cli.command.unwrap_or(Command::Serve);
+    // A file picked up from the folder a command runs in decides where a
+    // token's config points and which database it goes to: say so (the
+    // server's banner says it too).
+    if !named && file.is_some() && !matches!(command, Command::Serve) {
+        eprintln!("gatehouse: reading ./{DEFAULT_CONFIG_FILE} from the working folder (--config names another)");
+    }
+    match command {
         Command::Serve => serve(config, file),
         Command::Token(cmd) => token(&config, cmd),
         Command::User(cmd) => user(&config, cmd),

@@ -142,6 +142,8 @@ fn a_gatehouse_toml_in_the_working_folder_is_read() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8_lossy(&out.stderr).contains("reading ./gatehouse.toml from the working folder");
+        assert_eq!(said, extra.is_empty(), "the command says when it read the folder's file");
         serde_json::from_slice::<Value>(&out.stdout).unwrap()["endpoint"].as_str().unwrap().to_string()
     };
     assert_eq!(issue(&[]), "https://gate.example.com/mcp");
