@@ -49,9 +49,7 @@ where
     let read = move || action.value().with(|v| v.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(message)));
     // What the action starts with: a plain form's error, carried back in
     // the URL, drawn by the server too (effects run only in the browser).
-    if let Some(Err(why)) =
-        action.value().with_untracked(|v| v.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(message)))
-    {
+    if let Some(Err(why)) = untrack(read) {
         outcome.set(Some(Err(why)));
     }
     Effect::new(move |_| {

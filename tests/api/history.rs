@@ -129,6 +129,16 @@ async fn the_history_page_and_an_executions_timeline_render_on_the_server() {
     let by = &row[row.find(r#"data-label="Decided by""#).unwrap()..];
     assert!(by[..by.find("</td>").unwrap()].contains("root"), "the decider by name, not user:root: {row}");
     assert!(!row.contains("user:root"), "{row}");
+    // The filters suggest only the agents the viewer may see.
+    let app_ref = &app;
+    let pickers = |cookie: String| async move {
+        app_ref.post_fn(&cookie, "history_pickers", &[]).await.json::<serde_json::Value>().await.unwrap()
+    };
+    assert!(pickers(ada.clone()).await["agents"].as_array().unwrap().contains(&json!("ada-bot")));
+    assert!(
+        !pickers(bob.clone()).await["agents"].as_array().unwrap().contains(&json!("ada-bot")),
+        "not another user's"
+    );
     let other = app.get_as(&bob, "/history").await.text().await.unwrap();
     assert!(!other.contains(eid.as_str()), "another user's history does not list it");
     assert!(other.contains("No call yet"), "an empty history says what will appear");

@@ -27,7 +27,7 @@ pub struct AgentsView {
 #[server(prefix = "/api/fn", endpoint = "agents")]
 pub async fn list_agents() -> Result<AgentsView, ServerFnError> {
     ctx::blocking(|user, core| {
-        let visible = |owner: &Option<String>| user.is_admin || owner.as_deref() == Some(user.username.as_str());
+        let visible = |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref());
         let credentials = core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).collect();
         let sessions = core.live.sessions().into_iter().filter(|s| visible(&s.owner)).collect();
         Ok(AgentsView {

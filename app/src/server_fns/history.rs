@@ -5,14 +5,21 @@ use super::context as ctx;
 use gatehouse_model::{AuditEntry, CallsPage, ExecutionId, HistoryPage, HistoryPickers};
 use leptos::prelude::*;
 
+/// The history's filters from a query string; a 400 with why if they do
+/// not parse.
+#[cfg(feature = "ssr")]
+fn parse_filter(query: &str) -> Result<gatehouse_model::HistoryFilter, ServerFnError> {
+    gatehouse_model::HistoryFilter::from_query(query).map_err(|e| {
+        ctx::set_status(400);
+        ServerFnError::new(format!("these filters do not parse: {e}"))
+    })
+}
+
 /// One page of the history the signed-in user may read, newest first;
 /// `query` is the page's query string (the filters and the cursor).
 #[server(prefix = "/api/fn", endpoint = "history")]
 pub async fn get_history(query: String) -> Result<HistoryPage, ServerFnError> {
-    let filter = gatehouse_model::HistoryFilter::from_query(&query).map_err(|e| {
-        ctx::set_status(400);
-        ServerFnError::new(format!("these filters do not parse: {e}"))
-    })?;
+    let filter = parse_filter(&query)?;
     ctx::blocking(move |user, core| core.approvals.history_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE))
         .await
 }
@@ -22,10 +29,7 @@ pub async fn get_history(query: String) -> Result<HistoryPage, ServerFnError> {
 /// `query` as for [`get_history`].
 #[server(prefix = "/api/fn", endpoint = "calls")]
 pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
-    let filter = gatehouse_model::HistoryFilter::from_query(&query).map_err(|e| {
-        ctx::set_status(400);
-        ServerFnError::new(format!("these filters do not parse: {e}"))
-    })?;
+    let filter = parse_filter(&query)?;
     ctx::blocking(move |user, core| {
         let mut page = core.approvals.calls_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE)?;
         // Grants in words: a live one says what it allows and who made it.
@@ -59,7 +63,7 @@ pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
 pub async fn get_history_pickers() -> Result<HistoryPickers, ServerFnError> {
     let exposed = ctx::tool_catalog()?.exposed_tools();
     ctx::blocking(move |user, core| {
-        let visible = |owner: &Option<String>| user.is_admin || owner.as_deref() == Some(user.username.as_str());
+        let visible = |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref());
         let mut agents: Vec<String> =
             core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).map(|c| c.agent).collect();
         agents.sort();

@@ -68,15 +68,11 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         core.live.upstreams().into_iter().map(|u| UpstreamInfo { last_error: None, ..u }).collect();
     let visible = {
         let user = user.clone();
-        move |owner: &Option<String>| user.is_admin || owner.as_deref() == Some(user.username.as_str())
+        move |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref())
     };
     let sessions: Vec<McpSessionInfo> = core.live.sessions().into_iter().filter(|s| visible(&s.owner)).collect();
     let (activity, credentials, rule) = ctx::blocking(move |user, core| {
-        let scope = if user.is_admin {
-            gatehouse_core::audit::HistoryScope::All
-        } else {
-            gatehouse_core::audit::HistoryScope::User(user.id)
-        };
+        let scope = gatehouse_core::audit::HistoryScope::of(&user);
         let activity = core.approvals.audit().activity(&scope)?;
         let credentials: Vec<CredentialView> =
             core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).collect();

@@ -148,7 +148,7 @@ impl ApprovalStore {
         filter: &HistoryFilter,
         limit: usize,
     ) -> std::result::Result<HistoryPage, AccessError> {
-        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::User(user.id) };
+        let scope = HistoryScope::of(user);
         // One more than shown tells whether an older page exists.
         let mut entries = self.inner.audit.search(filter, &scope, limit + 1)?;
         let next_before = (entries.len() > limit).then(|| {
@@ -169,7 +169,7 @@ impl ApprovalStore {
         filter: &HistoryFilter,
         limit: usize,
     ) -> std::result::Result<CallsPage, AccessError> {
-        let scope = if user.is_admin { HistoryScope::All } else { HistoryScope::User(user.id) };
+        let scope = HistoryScope::of(user);
         let mut found = self.inner.audit.search_calls(filter, &scope, limit + 1)?;
         let next_before = (found.len() > limit).then(|| {
             found.truncate(limit);

@@ -398,6 +398,14 @@ pub enum HistoryScope {
     Agent(CredentialId),
 }
 
+impl HistoryScope {
+    /// What a signed-in person may read: everyone's for an admin, their
+    /// own agents' otherwise.
+    pub fn of(user: &crate::users::User) -> Self {
+        if user.is_admin { HistoryScope::All } else { HistoryScope::User(user.id) }
+    }
+}
+
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
 const COLUMNS: &str =
