@@ -18,8 +18,8 @@
 #
 # Then, if the suite's reference server is at hand (a directory named by
 # GATEHOUSE_CONFORMANCE_REF holding examples/servers/typescript, or that folder
-# itself; else the git mirror GATEHOUSE_CONFORMANCE_MIRROR, by default
-# /work/.mirror/modelcontextprotocol+conformance/repo), it is set up in
+# itself; else a git repository or bare mirror of the suite named by
+# GATEHOUSE_CONFORMANCE_MIRROR; there is no default), it is set up in
 # $HOME/.cache/gatehouse/conformance-ref (npm install once), and both sets run
 # against it directly and through Gatehouse fronting it (prefix ""): a
 # scenario that passes directly and fails through Gatehouse fails the run.
@@ -32,7 +32,7 @@ package="$root/tools/node_modules/conformance-next"
 suite="$package/dist/index.js"
 modern="$rel/everything-modern"
 revisions=(2025-11-25 2026-07-28)
-mirror=${GATEHOUSE_CONFORMANCE_MIRROR:-/work/.mirror/modelcontextprotocol+conformance/repo}
+mirror=${GATEHOUSE_CONFORMANCE_MIRROR:-}
 ref_cache="$HOME/.cache/gatehouse/conformance-ref"
 
 missing=0
@@ -154,8 +154,10 @@ gatehouse_config() {
   local pair pattern
   # The suite's clients all come through one token (the auth proxy's), and
   # many of its scenarios leave a session or a stream open: one credential
-  # stands in for dozens of clients here.
-  printf 'max_sessions_per_credential = 1000\nmax_requests_per_credential = 1000\n'
+  # stands in for dozens of clients here, with as many requests in progress.
+  # The session cap stays at its default: the token's least recently used
+  # session not in use makes room for its next one.
+  printf 'max_requests_per_credential = 1000\n'
   for pair in "$@"; do
     printf '\n[[upstream]]\nname = "%s"\nurl = "%s"\nprefix = ""\n' "${pair%%=*}" "${pair#*=}"
   done
@@ -186,14 +188,14 @@ if [ -n "${GATEHOUSE_CONFORMANCE_REF:-}" ]; then
   done
   [ -n "$ref_source" ] ||
     echo "GATEHOUSE_CONFORMANCE_REF=$GATEHOUSE_CONFORMANCE_REF holds no everything-server.ts and package.json"
-elif git -C "$mirror" cat-file -e HEAD:examples/servers/typescript/everything-server.ts 2>/dev/null; then
+elif [ -n "$mirror" ] && git -C "$mirror" cat-file -e HEAD:examples/servers/typescript/everything-server.ts 2>/dev/null; then
   ref_source="$work/ref-source"
   mkdir -p "$ref_source"
   git -C "$mirror" archive HEAD examples/servers/typescript | tar -x -C "$ref_source" --strip-components=3 ||
     { echo "FAIL: could not extract the reference server from $mirror"; exit 1; }
 fi
 if [ -z "$ref_source" ]; then
-  echo "reference server unavailable (neither GATEHOUSE_CONFORMANCE_REF nor the mirror $mirror):" \
+  echo "reference server unavailable (set GATEHOUSE_CONFORMANCE_REF or GATEHOUSE_CONFORMANCE_MIRROR; see README):" \
     "skipping the direct-versus-Gatehouse comparison"
   [ "$failed" -eq 0 ]
   exit

@@ -23,6 +23,7 @@ pub mod operations;
 pub mod router;
 pub mod security;
 pub mod server;
+pub mod server_fns;
 pub mod shutdown;
 pub mod site;
 pub mod startup;

@@ -50,6 +50,9 @@ pub fn render(state: &AppState) -> String {
          # HELP gatehouse_approval_store_entries Live entries in the approval store (pending, approved, running).\n\
          # TYPE gatehouse_approval_store_entries gauge\n\
          gatehouse_approval_store_entries {}\n\
+         # HELP gatehouse_audit_entries Entries in the audit log at the last housekeeping sweep (bound: audit_max_entries).\n\
+         # TYPE gatehouse_audit_entries gauge\n\
+         gatehouse_audit_entries {}\n\
          # HELP gatehouse_approval_decisions_total Decisions on paused executions.\n\
          # TYPE gatehouse_approval_decisions_total counter\n",
         auth.missing.load(Ordering::Relaxed),
@@ -57,6 +60,7 @@ pub fn render(state: &AppState) -> String {
         state.mcp.core.live.sessions().len(),
         approvals.pending().len(),
         approvals.len(),
+        m.audit_entries.load(Ordering::Relaxed),
     );
     for (name, counter) in
         [("accept", &m.accepted), ("decline", &m.declined), ("cancel", &m.cancelled), ("expire", &m.expired)]
@@ -64,6 +68,20 @@ pub fn render(state: &AppState) -> String {
         let _ = writeln!(
             out,
             "gatehouse_approval_decisions_total{{decision=\"{name}\"}} {}",
+            counter.load(Ordering::Relaxed)
+        );
+    }
+    let closed = state.mcp.mcp_sessions.metrics();
+    out.push_str(
+        "# HELP gatehouse_mcp_sessions_closed_total MCP sessions Gatehouse closed on its own: the least recently \
+         used session not in use of a credential opening one more at its cap (evicted), or a session with no \
+         request or stream for session_idle_timeout (idle).\n\
+         # TYPE gatehouse_mcp_sessions_closed_total counter\n",
+    );
+    for (reason, counter) in [("evicted", &closed.evicted), ("idle", &closed.idle)] {
+        let _ = writeln!(
+            out,
+            "gatehouse_mcp_sessions_closed_total{{reason=\"{reason}\"}} {}",
             counter.load(Ordering::Relaxed)
         );
     }

@@ -76,6 +76,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::admin_metrics))
+        .layer(from_fn(crate::server_fns::bad_arguments_are_400))
         .layer(from_fn_with_state(state.clone(), auth::load_user))
         // Pages and JSON compressed as the browser accepts (brotli, gzip).
         // Not the live stream (tower-http leaves `text/event-stream` alone),

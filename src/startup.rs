@@ -63,8 +63,8 @@ pub struct Application {
     state: AppState,
     /// The unauthenticated `/metrics` listener, if configured.
     metrics_listener: Option<TcpListener>,
-    /// Audit entries older than this are deleted in the background.
-    audit_retention: std::time::Duration,
+    /// How long and how much of the audit log the background sweep keeps.
+    retention: crate::housekeeping::Retention,
     /// The other replicas on the same PostgreSQL, if any.
     cluster: Option<Cluster>,
 }
@@ -110,7 +110,7 @@ impl Application {
             address,
             state,
             metrics_listener,
-            audit_retention: config.audit_retention,
+            retention: crate::housekeeping::Retention::of(config),
             cluster,
         })
     }
@@ -151,7 +151,7 @@ impl Application {
         ));
         state.notify.start(state.core(), &state.mcp.base_url, &tasks, &shutdown);
         let housekeeping =
-            tasks.spawn(crate::housekeeping::run(state.core().clone(), self.audit_retention, shutdown.clone()));
+            tasks.spawn(crate::housekeeping::run(state.core().clone(), self.retention, shutdown.clone()));
         // Other replicas' decisions, hand-overs and executions (none on SQLite).
         let following = {
             let (approvals, stop) = (state.core().approvals.clone(), shutdown.clone());

@@ -72,8 +72,11 @@ impl AppState {
                 upstreams,
                 mcp_sessions: crate::mcp::mcp_sessions::McpSessionBindings::new(
                     crate::mcp::session_manager(config.approval_ttl),
-                    config.max_sessions_per_credential,
-                    config.max_sessions,
+                    crate::mcp::mcp_sessions::SessionLimits {
+                        per_credential: config.max_sessions_per_credential,
+                        total: config.max_sessions,
+                        idle_timeout: config.session_idle_timeout,
+                    },
                 ),
                 slots: crate::mcp::slots::RequestSlots::new(config.max_requests_per_credential, config.mcp_requests()),
                 tasks,

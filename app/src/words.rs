@@ -21,6 +21,9 @@ pub fn actor(actor: &str, grants: &[(String, String)]) -> String {
     if let Some(shadow) = actor.strip_prefix("shadow:") {
         return format!("shadow rule {shadow}");
     }
+    if let Some(id) = actor.strip_prefix("execution:") {
+        return format!("the approval of {id}");
+    }
     if let Some(id) = actor.strip_prefix("grant:") {
         return grants
             .iter()
@@ -30,7 +33,8 @@ pub fn actor(actor: &str, grants: &[(String, String)]) -> String {
     }
     match actor {
         "annotation:readOnlyHint" => "the tool says it is read-only".into(),
-        "annotation:destructiveHint" => "the tool says it is destructive".into(),
+        "annotation:destructiveHint" => "the tool does not say it is read-only".into(),
+        "annotation:untrusted" => "its upstream's annotations are not trusted".into(),
         "system" | "system:expiry" => "Gatehouse".into(),
         other => other.to_string(),
     }

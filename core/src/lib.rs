@@ -24,6 +24,7 @@ pub mod policy;
 pub mod secret;
 pub mod show_once;
 pub mod sign_in_failures;
+pub mod single_use;
 pub mod users;
 
 /// The shared model (states, views, live events, routes), re-exported.
@@ -88,6 +89,8 @@ pub struct Settings {
     pub approval_ttl: Duration,
     /// Policy rules from the config file.
     pub policy_rules: Vec<policy::Rule>,
+    /// Upstreams whose tool annotations the config trusts (`trust_annotations`).
+    pub trusted_upstreams: Vec<String>,
     /// An approved execution must start running within this long.
     pub run_window: Duration,
     /// Live executions one credential may hold.
@@ -128,6 +131,7 @@ impl Default for Settings {
             liveness_window: Duration::from_secs(24 * 3600),
             approval_ttl: Duration::from_secs(600),
             policy_rules: Vec::new(),
+            trusted_upstreams: Vec::new(),
             run_window: Duration::from_secs(300),
             max_executions_per_credential: 20,
             oauth: oauth::Lifetimes {
@@ -179,7 +183,8 @@ impl Core {
                 },
                 live.clone(),
             )?,
-            policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules),
+            policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules)
+                .trusting(settings.trusted_upstreams),
             changes: changes::ChangeLog::new(db.clone(), clock.clone()),
             grants: grants::GrantStore::load(
                 db.clone(),

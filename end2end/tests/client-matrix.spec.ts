@@ -34,7 +34,7 @@ test.beforeAll(async () => {
   const fixture = join(root, "end2end", "fixtures", "everything_server.mjs");
   gh = await spawnGatehouse(
     {},
-    `[[upstream]]\nname = "everything"\nprefix = "ev__"\ncommand = ${JSON.stringify(node)}\nargs = [${JSON.stringify(fixture)}, "--stdio"]\n\n` +
+    `[[upstream]]\nname = "everything"\nprefix = "ev__"\ncommand = ${JSON.stringify(node)}\nargs = [${JSON.stringify(fixture)}, "--stdio"]\ntrust_annotations = true\n\n` +
       `[[policy]]\npattern = "${STRUCTURED}"\naction = "require_approval"\n`,
   );
   gh.addUser("ada", PW, true);

@@ -72,3 +72,35 @@ test("the skip link is the first stop and leads to the calls", async ({ page }) 
   await expect(skip).toBeFocused();
   await expect(skip).toBeVisible();
 });
+
+test("several approved only once confirmed, naming how many and which tools; a preview opens to the whole arguments", async ({ page }) => {
+  const issued = gh.issueToken("bulk-agent", ["--owner", "ada"]);
+  const { client } = await connectClient(issued.endpoint, issued.token, "bulk-client");
+  const ids: string[] = [];
+  for (const pattern of ["b1_*", "b2_*"]) {
+    const r = await client.callTool({ name: "gatehouse_policy_set", arguments: { pattern, action: "allow" } });
+    ids.push((r.structuredContent as any).executionId as string);
+  }
+  await signInPage(page, gh, "ada", PW, "/approvals");
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  const list = page.getByRole("list", { name: "Pending approvals" });
+  const card = (id: string) => list.locator(`li[data-execution-id="${id}"]`);
+  await expect(list.getByRole("listitem")).toHaveCount(2);
+
+  // The one-line preview opens in place to the whole arguments, as on the call's page.
+  await card(ids[0]).getByTestId("preview").click();
+  await expect(card(ids[0]).locator("pre.arguments")).toContainText('"pattern": "b1_*"');
+
+  // The bulk approval only asks: nothing is decided until it is confirmed.
+  await card(ids[0]).getByRole("checkbox").check();
+  await card(ids[1]).getByRole("checkbox").check();
+  await page.getByRole("button", { name: "Approve selected…" }).click();
+  const confirm = page.getByTestId("confirm-bulk");
+  await expect(confirm).toContainText("Approve 2 calls?");
+  await expect(confirm).toContainText("gatehouse_policy_set (×2)");
+  await expect(list.getByRole("listitem")).toHaveCount(2);
+  await confirm.getByRole("button", { name: "Approve 2 calls" }).click();
+  await expect(page.getByTestId("outcome")).toHaveText("Decided 2.");
+  await expect(list.getByRole("listitem")).toHaveCount(0);
+  await client.close();
+});

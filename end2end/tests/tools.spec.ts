@@ -32,7 +32,7 @@ test.beforeAll(async () => {
   const args = [server, "--description-file", descriptionFile, "--overlay-file", overlayFile]
     .map((a) => JSON.stringify(a))
     .join(", ");
-  gh = await spawnGatehouse({}, `[[upstream]]\nname = "shifty"\ncommand = ${JSON.stringify(python)}\nargs = [${args}]\n`);
+  gh = await spawnGatehouse({}, `[[upstream]]\nname = "shifty"\ncommand = ${JSON.stringify(python)}\nargs = [${args}]\ntrust_annotations = true\n`);
   gh.addUser("ada", PW, true);
   gh.addUser("bob", PW);
 });

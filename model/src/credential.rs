@@ -105,6 +105,9 @@ pub struct CredentialView {
     pub issued_via: IssuedVia,
     /// The OAuth client's name, for credentials issued by OAuth.
     pub oauth_client: Option<String>,
+    /// Whether an admin minted it (a rule's bare agent name matches only such agents).
+    #[serde(default)]
+    pub by_admin: bool,
     /// Active, expired or revoked.
     pub status: CredentialStatus,
     /// RFC 3339 issue time.

@@ -173,10 +173,14 @@ pub enum Basis {
     ChangesGate,
     /// No rule; the tool says it only reads (`readOnlyHint`).
     ReadOnly,
-    /// No rule; the tool says it changes nothing that matters (`destructiveHint: false`).
+    /// No rule and nothing to pause for: a resource or prompt no rule names.
     NotDestructive,
-    /// No rule; the tool says it may destroy (`destructiveHint: true`), or says nothing (the spec's default).
+    /// No rule; the tool does not say it only reads (`destructiveHint: false`
+    /// alone still writes), or says nothing (the spec's default).
     MayDestroy,
+    /// No rule; the tool says it is safe, but its upstream's hints are not
+    /// trusted (`trust_annotations`): it asks.
+    UntrustedHints,
 }
 
 impl Basis {
@@ -186,8 +190,9 @@ impl Basis {
             Basis::Rule(pattern) => format!("rule {pattern}"),
             Basis::ChangesGate => "changes the gate: always asks an admin".into(),
             Basis::ReadOnly => "annotation: read-only".into(),
-            Basis::NotDestructive => "annotation: not destructive".into(),
-            Basis::MayDestroy => "annotation or its absence: may destroy".into(),
+            Basis::NotDestructive => "no rule: runs".into(),
+            Basis::MayDestroy => "not read-only (by its annotations, or their absence): asks".into(),
+            Basis::UntrustedHints => "its upstream's annotations are not trusted: asks".into(),
         }
     }
 }

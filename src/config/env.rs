@@ -69,6 +69,7 @@ const VARIABLES: &[(&str, Kind)] = &[
     ("MAX_GATED_ARGUMENTS_BYTES", Kind::Number),
     ("MAX_SESSIONS_PER_CREDENTIAL", Kind::Number),
     ("MAX_SESSIONS", Kind::Number),
+    ("SESSION_IDLE_TIMEOUT", Kind::Duration),
     ("MAX_CONNECTIONS", Kind::Number),
     ("MAX_REQUESTS_PER_CREDENTIAL", Kind::Number),
     ("RESERVED_CONNECTIONS", Kind::Number),
@@ -79,6 +80,7 @@ const VARIABLES: &[(&str, Kind)] = &[
     ("ALLOWED_ORIGINS", Kind::List),
     ("TRUSTED_PROXIES", Kind::List),
     ("AUDIT_RETENTION", Kind::Duration),
+    ("AUDIT_MAX_ENTRIES", Kind::Number),
     ("METRICS_LISTEN", Kind::Address),
 ];
 
@@ -187,6 +189,7 @@ mod tests {
             "MAX_GATED_ARGUMENTS_BYTES",
             "MAX_SESSIONS_PER_CREDENTIAL",
             "MAX_SESSIONS",
+            "SESSION_IDLE_TIMEOUT",
             "MAX_CONNECTIONS",
             "MAX_REQUESTS_PER_CREDENTIAL",
             "RESERVED_CONNECTIONS",
@@ -201,7 +204,7 @@ mod tests {
         ] {
             assert!(names.contains(&expected), "GATEHOUSE_{expected}");
         }
-        assert_eq!(names.len(), 31);
+        assert_eq!(names.len(), 32);
     }
 
     /// Each variable's key is a key of the tree: a variable set to a valid

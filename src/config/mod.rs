@@ -152,6 +152,7 @@ impl Config {
             liveness_window: self.liveness_window,
             approval_ttl: self.approval_ttl,
             policy_rules: self.policy_rules.clone(),
+            trusted_upstreams: self.upstream.iter().filter(|u| u.trust_annotations).map(|u| u.name.clone()).collect(),
             // Never longer than the approval itself may wait.
             run_window: self.run_window.min(self.approval_ttl),
             max_executions_per_credential: self.max_executions_per_credential,

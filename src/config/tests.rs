@@ -83,6 +83,8 @@ fn upstream_tls_and_paging_settings_are_checked() {
     assert!(ws.unwrap_err().contains("http or https"));
     assert!(resolve("list_page_size = 0\n").unwrap_err().contains("list_page_size"));
     assert!(resolve("max_sessions = 0\n").unwrap_err().contains("max_sessions"));
+    assert_eq!(resolve("").unwrap().session_idle_timeout, Duration::from_secs(300));
+    assert_eq!(resolve("session_idle_timeout = \"90s\"\n").unwrap().session_idle_timeout, Duration::from_secs(90));
     let limits = resolve("run_window = \"1m\"\ntrust_client_forms = true\nmax_connections = 3\n").unwrap();
     assert_eq!(
         (limits.run_window, limits.trust_client_forms, limits.max_connections),

@@ -71,6 +71,10 @@ pub struct FileConfig {
     pub max_sessions_per_credential: usize,
     /// `max_sessions = 1024`: MCP sessions open in all.
     pub max_sessions: usize,
+    /// `session_idle_timeout = "5m"`: an MCP session with no request in
+    /// progress and no stream open for this long is closed.
+    #[serde(deserialize_with = "duration")]
+    pub session_idle_timeout: Duration,
     /// `max_connections = 1024`: TCP connections served at once.
     pub max_connections: usize,
     /// `header_read_timeout = "10s"`: time a client has to send its request headers.
@@ -94,6 +98,10 @@ pub struct FileConfig {
     /// `audit_retention = "90d"`: audit entries older than this are deleted.
     #[serde(deserialize_with = "duration")]
     pub audit_retention: Duration,
+    /// `audit_max_entries = 5000000`: past this many entries the oldest are
+    /// deleted (each entry is at most about 3 KB, most near 400 bytes): calls
+    /// that ran or were refused at once first, people's decisions last.
+    pub audit_max_entries: u64,
     /// `metrics_listen = "127.0.0.1:9464"`: serve `/metrics` without
     /// authentication on this separate address.
     pub metrics_listen: Option<SocketAddr>,
@@ -132,6 +140,10 @@ impl Default for FileConfig {
             max_gated_arguments_bytes: 64 * 1024,
             max_sessions_per_credential: 16,
             max_sessions: 1024,
+            // Well under `approval_ttl`: a pause the client waits on keeps its
+            // session busy or belongs to the credential, so nothing waits on
+            // an idle session.
+            session_idle_timeout: Duration::from_secs(5 * 60),
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
@@ -142,6 +154,7 @@ impl Default for FileConfig {
             max_oauth_clients_per_user: core.per_user.oauth_clients,
             max_grants_per_user: core.per_user.grants,
             audit_retention: Duration::from_secs(90 * 24 * 3600),
+            audit_max_entries: 5_000_000,
             metrics_listen: None,
             notify: Vec::new(),
             oauth: OAuthConfig::default(),

@@ -45,6 +45,13 @@ pub struct UpstreamConfig {
     /// Set `false` for a development upstream whose tools change on purpose.
     #[serde(default = "yes")]
     pub pin_tools: bool,
+    /// Let this upstream's tool annotations decide: a tool it calls
+    /// read-only (`readOnlyHint`) runs at once when no rule says otherwise.
+    /// Off by default: an upstream is a server Gatehouse does not control,
+    /// and what it says of its tools is a hint. An admin may change it on
+    /// the upstreams page.
+    #[serde(default)]
+    pub trust_annotations: bool,
     /// Names of Gatehouse's own environment variables a stdio child also gets
     /// (besides [`crate::mcp::upstream::stdio::INHERITED_ENV`] and `env`).
     #[serde(default)]
@@ -134,6 +141,7 @@ impl Default for UpstreamConfig {
             prefix: None,
             enabled: true,
             pin_tools: true,
+            trust_annotations: false,
             inherit_env: Vec::new(),
             max_line_bytes: upstream_defaults::max_line_bytes(),
             max_response_bytes: upstream_defaults::max_response_bytes(),

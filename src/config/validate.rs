@@ -54,6 +54,7 @@ fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
         ("max_oauth_clients_per_user", t.max_oauth_clients_per_user),
         ("max_grants_per_user", t.max_grants_per_user),
         ("oauth.max_unused_registrations_per_address", t.oauth.max_unused_registrations_per_address),
+        ("audit_max_entries", usize::try_from(t.audit_max_entries).unwrap_or(usize::MAX)),
     ] {
         if count == 0 {
             return Err(value(key, "must be at least 1"));
@@ -62,6 +63,7 @@ fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
     for (key, wait) in [
         ("header_read_timeout", t.header_read_timeout),
         ("idle_timeout", t.idle_timeout),
+        ("session_idle_timeout", t.session_idle_timeout),
         ("oauth.unused_registration_ttl", t.oauth.unused_registration_ttl),
     ] {
         if wait.is_zero() {

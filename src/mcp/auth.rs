@@ -1,6 +1,7 @@
 //! Bearer authentication for `/mcp`, binding of sessions to the credential
 //! that opened them, and JSON-RPC errors for bodies rmcp cannot parse.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Body;
@@ -100,12 +101,16 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
     // A session belongs to the credential that opened it, from the moment its
     // id is issued: an unbound or foreign id does not exist for this caller.
     let session = request.headers().get("mcp-session-id").map(|v| v.to_str().unwrap_or_default().to_string());
-    if let Some(sid) = &session
-        && state.mcp_sessions.owner(sid).as_deref() != Some(credential.id.as_str())
-    {
-        tracing::warn!(credential = %credential.id, "session id not bound to this credential");
-        return jsonrpc_error(StatusCode::NOT_FOUND, -32001, "Session not found".into());
-    }
+    let in_use = match &session {
+        Some(sid) => match state.mcp_sessions.enter(sid, &credential.id) {
+            Some(in_use) => Some(Arc::new(in_use)),
+            None => {
+                tracing::warn!(credential = %credential.id, "session id not bound to this credential");
+                return jsonrpc_error(StatusCode::NOT_FOUND, -32001, "Session not found".into());
+            }
+        },
+        None => None,
+    };
     // A request holds a slot until its response has ended (a long-poll or a
     // stream for as long as it is open).
     let slot = match state.slots.claim(&credential.id) {
@@ -121,8 +126,17 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
     };
     let credential_id = credential.id.clone();
     request.extensions_mut().insert(credential);
+    if let Some(in_use) = &in_use {
+        // rmcp hands the request's parts to the handler with the JSON-RPC
+        // request: the session stays in use while the handler still runs it
+        // (a call held inside its request), even if the client dropped the
+        // response stream.
+        request.extensions_mut().insert(in_use.clone());
+    }
     let response = serve_authenticated(&state, session, credential_id, request, next).await;
-    crate::in_flight::hold_until_sent(response, slot)
+    // The session is in use until the response has ended (a GET stream for as
+    // long as the client reads it).
+    crate::in_flight::hold_until_sent(response, (slot, in_use))
 }
 
 /// The rest of an authenticated request: session ends, body limits, session
@@ -169,7 +183,7 @@ async fn serve_authenticated(
     };
     // A new session holds a place from its `initialize` until its id is bound.
     let reservation = match session {
-        None if is_initialize(&bytes) => match state.mcp_sessions.reserve(&credential_id) {
+        None if is_initialize(&bytes) => match state.mcp_sessions.reserve(&credential_id).await {
             Ok(r) => Some(r),
             Err(limit) => {
                 tracing::warn!(credential = %credential_id, %limit, "MCP session refused");

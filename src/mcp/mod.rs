@@ -73,10 +73,12 @@ pub struct McpShared {
     pub shutdown: CancellationToken,
 }
 
-/// rmcp's session manager: an idle session is closed (and its pending calls
-/// cancelled) only after a pending call could have expired anyway, since
-/// clients that open one session per command (the inspector CLI) resume from
-/// a new session meanwhile.
+/// rmcp's session manager. Idle sessions are closed by Gatehouse itself,
+/// sooner and only when nothing is in progress
+/// ([`mcp_sessions::McpSessionBindings::close_idle`], `session_idle_timeout`);
+/// rmcp's own keep-alive, which counts only messages, is the backstop for a
+/// session that is in use but silent (a stream with nothing to say), so it
+/// waits until a pending call could have expired anyway.
 pub fn session_manager(approval_ttl: std::time::Duration) -> Arc<LocalSessionManager> {
     let mut sessions = LocalSessionManager::default();
     let idle = sessions.session_config.keep_alive.unwrap_or_default();

@@ -122,4 +122,35 @@ pub async fn warn_unmatched_rules(state: McpState, wait: std::time::Duration, sh
              (e.g. files__read_file), so a rule with a bare tool name does nothing"
         );
     }
+    // An upstream's annotations decide nothing until an admin trusts them.
+    for status in state.upstreams.status() {
+        let name = status.name.clone();
+        match state.core.run(move |core| core.policy.trust(&name)).await {
+            Ok(Ok(trust)) if !trust.trusted() => tracing::info!(
+                upstream = %status.name,
+                "the upstream's tool annotations are not trusted: its tools ask unless a rule allows them \
+                 (trust_annotations = true in its [[upstream]], or the upstreams page)"
+            ),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) | Err(e) => tracing::warn!(error = %e, "cannot read an upstream's trust"),
+        }
+    }
+    let credentials = match state.core.run(|core| core.credentials.list()).await {
+        Ok(Ok(credentials)) => credentials,
+        Ok(Err(e)) | Err(e) => return tracing::warn!(error = %e, "cannot read the credentials to check the rules' agent names"),
+    };
+    let agents: Vec<_> = credentials
+        .into_iter()
+        .filter(|c| c.status == gatehouse_core::model::CredentialStatus::Active)
+        .map(|c| (c.agent, c.owner, c.by_admin))
+        .collect();
+    for (rule, name, owners) in gatehouse_core::policy::shared_bare_names(&rules, &agents) {
+        tracing::warn!(
+            rule = %rule.name,
+            agent = name,
+            owners = %owners.join(", "),
+            "policy rule names an agent without its owner, and agents of several owners have that name; \
+             write owner/agent (e.g. alice/billing-bot) to name one"
+        );
+    }
 }

@@ -251,7 +251,12 @@ pub fn annotations(tool: &Tool) -> Value {
 
 /// Who is calling, as rules scope it.
 pub fn who(credential: &Credential) -> Who<'_> {
-    Who { agent: &credential.agent, owner: credential.owner.as_deref(), thread: credential.thread.as_deref() }
+    Who {
+        agent: &credential.agent,
+        owner: credential.owner.as_deref(),
+        thread: credential.thread.as_deref(),
+        by_admin: credential.by_admin,
+    }
 }
 
 fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToolResult> {

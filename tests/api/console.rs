@@ -2,7 +2,7 @@
 //! another site, as a plain user reaching for admin actions, or for another
 //! user's agents.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::helpers::*;
 
@@ -121,6 +121,59 @@ async fn deciding_many_at_once_keeps_each_calls_rules() {
         .unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("Select the calls"));
+    // A malformed form (a repeated key where a list is indexed): 400 with a sentence, not 500.
+    let r = app
+        .same_origin(reqwest::Method::POST, "/api/fn/decide_many")
+        .header("cookie", &ada)
+        .form(&[("ids", "exec_a"), ("ids", "exec_b"), ("action", "decline")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("could not be read"));
+}
+
+/// Approving several at once is two steps: the first names how many calls
+/// and which tools and decides nothing; the second, carrying the token that
+/// names exactly those calls, approves them.
+#[tokio::test]
+async fn approving_many_at_once_asks_first_and_decides_only_what_was_confirmed() {
+    let app = spawn_app().await;
+    app.add_user("ada", false).await;
+    let ada = app.sign_in("ada").await;
+    let token = app.issue_owned("ada-bot", "ada");
+    let sid = app.open_session(&token).await;
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new("gatehouse_audit_recent", gatehouse_core::policy::Action::RequireApproval))
+        .unwrap();
+    let ids = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 3).await;
+    let post = |form: Vec<(&str, String)>| {
+        app.same_origin(reqwest::Method::POST, "/api/fn/decide_many").header("cookie", &ada).form(&form).send()
+    };
+    let form = |ids: &[String], confirm: Option<&str>| {
+        let mut form: Vec<(&str, String)> = ids.iter().map(|id| ("ids[]", id.clone())).collect();
+        form.push(("action", "accept".into()));
+        if let Some(token) = confirm {
+            form.push(("confirm", token.into()));
+        }
+        form
+    };
+    let asked: Value = post(form(&ids[..2], None)).await.unwrap().json().await.unwrap();
+    assert_eq!(asked["decided"], 0, "{asked}");
+    let confirm = &asked["to_confirm"];
+    assert_eq!(confirm["ids"].as_array().unwrap().len(), 2, "{asked}");
+    assert_eq!(confirm["tools"], json!([["gatehouse_audit_recent", 2]]), "{asked}");
+    let token = confirm["token"].as_str().unwrap().to_string();
+    for id in &ids {
+        assert_eq!(app.core.approvals.get(&id.as_str().into()).unwrap().1.state.as_str(), "pending", "nothing decided yet");
+    }
+    // The token names those two: with a third added it only asks again.
+    let again: Value = post(form(&ids, Some(&token))).await.unwrap().json().await.unwrap();
+    assert_eq!((again["decided"].as_u64(), again["to_confirm"]["ids"].as_array().map(Vec::len)), (Some(0), Some(3)));
+    let done: Value = post(form(&[ids[1].clone(), ids[0].clone()], Some(&token))).await.unwrap().json().await.unwrap();
+    assert_eq!(done["decided"], 2, "{done}");
+    assert_eq!(app.core.approvals.get(&ids[2].as_str().into()).unwrap().1.state.as_str(), "pending");
 }
 
 /// `n` calls of `tool` that pause, their execution ids.

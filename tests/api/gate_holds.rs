@@ -424,18 +424,22 @@ async fn sessions_are_bounded_per_credential_and_in_all_and_client_info_is_cut()
     .await;
     let a = app.issue("a", None);
     let b = app.issue("b", None);
+    // Each session in use (its GET stream open): none is taken to make room
+    // (`session_caps` shows an idle one is).
     let first = app.open_session(&a).await;
-    app.open_session(&a).await;
+    let second = app.open_session(&a).await;
+    let _streams = (app.open_stream(&a, &first).await, app.open_stream(&a, &second).await);
     let refused = app.mcp(&a).json(&initialize_request("2025-11-25")).send().await.unwrap();
     assert_eq!(refused.status(), 429);
     let body: Value = refused.json().await.unwrap();
     assert!(body["error"]["message"].as_str().unwrap().contains("max_sessions_per_credential"), "{body}");
 
-    app.open_session(&b).await;
+    let b_sid = app.open_session(&b).await;
+    let _b_stream = app.open_stream(&b, &b_sid).await;
     let refused = app.mcp(&b).json(&initialize_request("2025-11-25")).send().await.unwrap();
     assert_eq!(refused.status(), 429);
     let body: Value = refused.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("max_sessions"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("(max_sessions)"), "{body}");
 
     // Ending a session frees its place.
     assert!(app.end_session(&a, &first).await.status().is_success());

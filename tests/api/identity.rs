@@ -204,3 +204,68 @@ async fn a_user_added_with_a_removed_users_name_inherits_neither_grants_nor_hist
     let all = history_of(&app, &ada).await;
     assert!(all.contains(&granted.to_string()) && all.contains(&waiting.to_string()), "{all:?}");
 }
+
+#[tokio::test]
+async fn a_rule_for_a_bare_agent_name_covers_no_agent_a_plain_user_names_so() {
+    use gatehouse_core::policy::{Action, Rule};
+    let bare = Rule { name: "billing runs".into(), agents: vec!["billing-bot".into()], ..allow_rule(TOOL) };
+    let app = spawn_app_fronting(everything_stdio(), |c| c.policy_rules = vec![bare]).await;
+    app.wait_for_upstream_tool(TOOL).await;
+    app.add_user("mallory", false).await;
+    app.add_user("root", true).await;
+    let call = |token: String| {
+        let app = &app;
+        async move {
+            let sid = app.open_session(&token).await;
+            app.tool_call(&token, &sid, TOOL, json!({})).await
+        }
+    };
+    // A plain user names his agent after the rule's: it still waits for a person.
+    let mallory = app.issue_owned("billing-bot", "mallory");
+    assert!(paused(&call(mallory.clone()).await), "a plain user's namesake is not covered");
+    // An admin's, or the command line's (no owner), is.
+    assert!(!paused(&call(app.issue_owned("billing-bot", "root")).await), "an admin minted it");
+    assert!(!paused(&call(app.issue("billing-bot", None)).await), "minted with no owner");
+    // Named with its owner, his agent is his to allow.
+    let his = Rule { name: "his".into(), agents: vec!["mallory/billing-*".into()], ..Rule::new(TOOL, Action::Allow) };
+    app.core.policy.set(his).unwrap();
+    assert!(!paused(&call(mallory).await), "owner/agent names it");
+    // Another user's agent of the same name is not his.
+    app.add_user("eve", false).await;
+    assert!(paused(&call(app.issue_owned("billing-bot", "eve")).await));
+}
+
+#[tokio::test]
+async fn a_namesake_on_a_removed_users_thread_reads_none_of_their_calls() {
+    let app = app().await;
+    app.add_user("ada", true).await;
+    let ada = app.sign_in("ada").await;
+    app.add_user("alice", false).await;
+    let alice = app.sign_in("alice").await;
+    let (_, token) = app.issue_credential("claude", Some("alice"), Some("t1"));
+    let sid = app.open_session(&token).await;
+    let eid = execution_id(&app.tool_call(&token, &sid, TOOL, json!({})).await);
+    let declined = app
+        .same_origin(Method::POST, &format!("/api/executions/{eid}/resume"))
+        .header("cookie", &alice)
+        .json(&json!({"action": "decline", "reason": "the secret plan"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(declined.status(), 200);
+    let r = app.same_origin(Method::POST, "/api/fn/user-remove").header("cookie", &ada).form(&[("username", "alice")]).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    // A new alice, the same agent name, the same thread label.
+    app.add_user("alice", false).await;
+    let (_, fresh) = app.issue_credential("claude", Some("alice"), Some("t1"));
+    let sid = app.open_session(&fresh).await;
+    let resumed = app.tool_call(&fresh, &sid, "resume", json!({"executionId": eid.to_string()})).await;
+    assert!(!resumed.to_string().contains("the secret plan"), "{resumed}");
+    assert_eq!(resumed["result"]["structuredContent"]["error"], "execution_not_found", "{resumed}");
+    let recent = app.tool_call(&fresh, &sid, "gatehouse_audit_recent", json!({"limit": 200})).await;
+    assert!(!recent.to_string().contains(eid.as_str()), "{recent}");
+    // The old calls are kept under a name no one can take.
+    let old = app.core.approvals.audit().latest(&eid).unwrap().unwrap();
+    assert!(old.owner.as_deref().is_some_and(|o| o.starts_with("alice (removed #")), "{old:?}");
+}

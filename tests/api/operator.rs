@@ -105,8 +105,9 @@ async fn expired_browser_sessions_and_old_audit_entries_are_swept() {
     let sid = app.open_session(&token).await;
     app.tool_call(&token, &sid, "gatehouse_policy_set", json!({"pattern":"x*","action":"allow"})).await;
     assert!(audit_rows(&app) >= 1);
-    let retention = gatehouse::config::Config::default().audit_retention;
-    assert_eq!(retention, Duration::from_secs(90 * 24 * 3600), "90 days unless configured");
+    let retention = gatehouse::housekeeping::Retention::of(&gatehouse::config::Config::default());
+    assert_eq!(retention.age, Duration::from_secs(90 * 24 * 3600), "90 days unless configured");
+    assert_eq!(retention.entries, 5_000_000, "five million entries unless configured");
 
     // Nothing is old yet.
     let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
@@ -122,7 +123,7 @@ async fn expired_browser_sessions_and_old_audit_entries_are_swept() {
     assert!(audit_rows(&app) >= 1, "audit entries are kept for the retention");
 
     // Past the retention the audit entries go too.
-    app.clock.advance(retention);
+    app.clock.advance(retention.age);
     let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
     assert!(swept.audit_events >= 1);
     assert_eq!(audit_rows(&app), 0);
@@ -143,7 +144,7 @@ async fn the_sweeper_sweeps_at_start_and_ends_on_shutdown() {
         .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let sweeper =
-        tokio::spawn(gatehouse::housekeeping::run(app.core.clone(), Duration::from_secs(3600), shutdown.clone()));
+        tokio::spawn(gatehouse::housekeeping::run(app.core.clone(), gatehouse::housekeeping::Retention { age: Duration::from_secs(3600), entries: 1_000_000 }, shutdown.clone()));
     for _ in 0..200 {
         if audit_rows(&app) == 0 {
             break;

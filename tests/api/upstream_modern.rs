@@ -563,3 +563,156 @@ async fn a_2025_session_subscribes_to_a_resource_at_an_upstream_that_speaks_only
     wait_until("the subscriber hears it", || agent.heard(&format!("updated {uri}"))).await;
     assert!(!other.heard(&format!("updated {uri}")), "only the subscriber");
 }
+
+/// The rule of the replay tests: the eliciting tool runs at once, twice a day per agent.
+fn twice_a_day(tool: &str) -> gatehouse_core::policy::Rule {
+    gatehouse_core::policy::Rule {
+        name: "two elicitations".into(),
+        rate: Some("2/day".into()),
+        ..config_rule(tool, Action::Allow)
+    }
+}
+
+/// The history's entries for `tool`, oldest first.
+fn entries_for(app: &TestApp, tool: &str) -> Vec<gatehouse_core::model::AuditEntry> {
+    use gatehouse_core::audit::HistoryScope;
+    use gatehouse_core::model::HistoryFilter;
+    let filter = HistoryFilter { tool: tool.into(), ..Default::default() };
+    let mut entries = app.core.approvals.audit().search(&filter, &HistoryScope::All, 100).unwrap();
+    entries.reverse();
+    entries
+}
+
+fn refused_as_used(reply: &Value) -> bool {
+    reply["error"]["data"]["error"] == "invalid_request_state"
+        && reply["error"]["message"].as_str().is_some_and(|m| m.contains("already used"))
+}
+
+#[tokio::test]
+async fn an_upstream_round_is_run_once_counted_against_the_rate_and_on_the_record() {
+    let tool = "test_input_required_result_elicitation";
+    let app = fronting_modern(true, |c| c.policy_rules = vec![twice_a_day(tool)]).await;
+    let token = app.issue("alpha", None);
+    let first = modern_call(&app, &token, all_caps(), tool, json!({})).await;
+    let (result, state) = input_required(&first);
+    let params = json!({"requestState": state, "inputResponses": answers(&result)});
+    assert!(text(&modern_call(&app, &token, all_caps(), tool, params).await).contains("Ada"));
+
+    // The first call's state, sent again ten times with other answers: never run again.
+    for i in 0..10 {
+        let other: Value =
+            serde_json::from_str(&answers(&result).to_string().replace("Ada", &format!("Mallory {i}"))).unwrap();
+        let replay =
+            modern_call(&app, &token, all_caps(), tool, json!({"requestState": state, "inputResponses": other})).await;
+        assert!(refused_as_used(&replay), "replay {i}: {replay}");
+    }
+    // The call and its one round counted: a third run is over the rate.
+    let third = modern_call(&app, &token, all_caps(), tool, json!({})).await;
+    assert_eq!(third["result"]["structuredContent"]["error"], "rate_limited", "{third}");
+    let states: Vec<_> =
+        entries_for(&app, tool).iter().map(|e| (e.state.as_str(), e.detail.clone().unwrap_or_default())).collect();
+    assert_eq!(states.len(), 3, "the call, its round and the refusal, each on the record: {states:?}");
+    assert_eq!(states[0].0, "allowed");
+    assert!(states[0].1.ends_with("input required"), "{states:?}");
+    assert_eq!(states[1].0, "completed");
+    assert!(states[1].1.starts_with("input round 1 · "), "{states:?}");
+    assert_eq!(states[2].0, "limited");
+}
+
+#[tokio::test]
+async fn a_round_blocked_since_the_first_call_is_refused_and_recorded() {
+    let tool = "test_input_required_result_elicitation";
+    let app = fronting_modern(true, |_| {}).await;
+    let token = app.issue("alpha", None);
+    let first = modern_call(&app, &token, all_caps(), tool, json!({})).await;
+    let (result, state) = input_required(&first);
+    app.core.policy.set(gatehouse_core::policy::Rule::new(tool, Action::Block)).unwrap();
+    let params = json!({"requestState": state, "inputResponses": answers(&result)});
+    let round = modern_call(&app, &token, all_caps(), tool, params).await;
+    assert_eq!(round["result"]["structuredContent"]["error"], "blocked_by_policy", "{round}");
+    assert_eq!(entries_for(&app, tool).last().unwrap().state.as_str(), "blocked");
+}
+
+#[tokio::test]
+async fn a_spent_round_stays_spent_after_a_restart_and_on_another_replica() {
+    let tool = "test_input_required_result_multi_round";
+    let url = modern_upstream(Options { only_modern: true, ..Default::default() }).await;
+    let configure = |c: &mut Config| {
+        c.upstream = vec![modern(&url)];
+        c.policy_rules = vec![allow_rule("test_*")];
+    };
+    let app = spawn_app_with(configure).await;
+    app.wait_for_upstream_tool(tool).await;
+    let token = app.issue("alpha", None);
+    let first = modern_call(&app, &token, all_caps(), tool, json!({})).await;
+    let (result, state) = input_required(&first);
+    let params = json!({"requestState": state, "inputResponses": answers(&result)});
+    let second = modern_call(&app, &token, all_caps(), tool, params.clone()).await;
+    assert!(second["result"].is_object(), "the round ran: {second}");
+
+    // Another replica on the same PostgreSQL refuses it too.
+    if let Some(db) = app.core.db.postgres_url().map(str::to_string) {
+        let other = spawn_app_with(|c| {
+            configure(c);
+            c.database.url = Some(db);
+        })
+        .await;
+        other.wait_for_upstream_tool(tool).await;
+        assert!(refused_as_used(&modern_call(&other, &token, all_caps(), tool, params.clone()).await));
+    }
+    let app = app.restart(std::time::Duration::from_secs(1), configure).await;
+    app.wait_for_upstream_tool(tool).await;
+    let replay = modern_call(&app, &token, all_caps(), tool, params).await;
+    assert!(refused_as_used(&replay), "after a restart: {replay}");
+}
+
+#[tokio::test]
+async fn an_approved_calls_round_runs_only_while_the_call_is_running() {
+    let tool = "test_input_required_result_multi_round";
+    let gate = |c: &mut Config| c.policy_rules = vec![allow_rule("test_*"), config_rule(tool, Action::RequireApproval)];
+    let app = fronting_modern(true, gate).await;
+    let token = app.issue("alpha", None);
+    let caps = json!({"elicitation": {"url": {}, "form": {}}, "sampling": {}, "roots": {}});
+    let first = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({})).await;
+    let gate_state = first["result"]["requestState"].as_str().expect("paused for approval").to_string();
+    let id = first["result"]["inputRequests"]["approval"]["params"]["elicitationId"].as_str().unwrap().to_string();
+    let eid: gatehouse_core::approvals::ExecutionId = id.as_str().into();
+    app.core
+        .approvals
+        .decide(gatehouse_core::approvals::Decide::actor(&eid, Decision::Accept, "user:test"))
+        .await
+        .unwrap();
+    let asked = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({"requestState": gate_state})).await;
+    let (result, state) = input_required(&asked);
+    assert_eq!(
+        app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(),
+        "running",
+        "it waits for the agent"
+    );
+    assert!(app.core.approvals.is_empty(), "its place in the store is freed while the agent answers");
+
+    // Settled meanwhile (here by hand, as a removal of its owner would): its round does not run.
+    let execution = app.core.approvals.audit().latest(&eid).unwrap().unwrap();
+    app.core
+        .approvals
+        .audit()
+        .append(gatehouse_core::audit::Entry {
+            execution_id: &id,
+            state: gatehouse_core::approvals::State::Cancelled,
+            tool,
+            upstream: execution.upstream.as_deref(),
+            arguments_digest: &execution.arguments_digest,
+            agent: &execution.agent,
+            owner: execution.owner.as_deref(),
+            credential_id: execution.credential_id.as_deref(),
+            thread: execution.thread.as_deref(),
+            actor: Some("system"),
+            detail: Some("test"),
+        })
+        .await
+        .unwrap();
+    let params = json!({"requestState": state, "inputResponses": answers(&result)});
+    let round = modern_call_in(&app, &token, "native", caps, tool, params).await;
+    assert_eq!(round["error"]["data"]["error"], "invalid_request_state", "{round}");
+    assert!(round["error"]["message"].as_str().unwrap().contains("no longer running"), "{round}");
+}

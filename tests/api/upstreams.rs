@@ -52,18 +52,38 @@ async fn call(app: &TestApp, token: &str, sid: &str, name: &str, args: Value) ->
 }
 
 #[tokio::test]
-async fn upstream_tools_are_listed_under_their_prefix_and_read_tools_run_at_once() {
+async fn an_upstreams_read_only_tools_ask_until_an_admin_trusts_its_annotations() {
     let (app, root, token, sid) = spawn_with_files().await;
     let tools = list(&app, &token, &sid).await;
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"files__read_text_file") || names.contains(&"files__read_file"), "{names:?}");
     assert!(names.contains(&"gatehouse_status"));
     std::fs::write(root.path().join("hello.txt"), "hi there").unwrap();
-    let read =
-        call(&app, &token, &sid, "files__list_directory", json!({"path": std::fs::canonicalize(root.path()).unwrap()}))
-            .await;
+    let dir = std::fs::canonicalize(root.path()).unwrap();
+    let paused = |v: &Value| {
+        [&v["_meta"][gatehouse::tool_error::META_KEY]["status"], &v["structuredContent"]["status"]]
+            .iter()
+            .any(|s| **s == "user_approval_required")
+    };
+    // It calls itself read-only; nobody has said to believe it: it asks.
+    let asked = call(&app, &token, &sid, "files__list_directory", json!({"path": dir})).await;
+    assert!(paused(&asked), "{asked}");
+    assert!(!asked.to_string().contains("hello.txt"), "{asked}");
+
+    // A plain user may not change that; an admin may, and it is in the change log.
+    app.add_user("bob", false).await;
+    let bob = app.sign_in("bob").await;
+    assert_eq!(app.post_fn(&bob, "upstream_trust", &[("upstream", "files"), ("trust", "on")]).await.status(), 403);
+    let ada = app.sign_in("ada").await;
+    assert_eq!(app.post_fn(&ada, "upstream_trust", &[("upstream", "files"), ("trust", "on")]).await.status(), 200);
+    let changes = app.core.changes.recent("upstream", 5).unwrap();
+    assert!(changes.iter().any(|c| c.target == "files" && c.actor == "user:ada"), "{changes:?}");
+    let read = call(&app, &token, &sid, "files__list_directory", json!({"path": dir})).await;
     assert_ne!(read["isError"], true, "{read}");
-    assert!(read.to_string().contains("hello.txt"), "{read}");
+    assert!(read.to_string().contains("hello.txt"), "trusted, its read-only tool runs at once: {read}");
+    // Its write tools still ask: they do not say they are read-only.
+    let write = call(&app, &token, &sid, "files__write_file", json!({"path": dir.join("x.txt"), "content": "x"})).await;
+    assert!(paused(&write), "{write}");
 }
 
 #[tokio::test]
@@ -108,6 +128,8 @@ async fn a_gated_write_writes_once_approved_and_not_when_declined() {
 #[tokio::test]
 async fn a_killed_upstream_comes_back_and_the_next_call_works() {
     let (app, root, token, sid) = spawn_with_files().await;
+    // Its read-only tools run at once.
+    app.core.policy.set_trust("files", true).unwrap();
     let dir = std::fs::canonicalize(root.path()).unwrap();
     let pid = app_status(&app).pid.expect("a running child");
     std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();

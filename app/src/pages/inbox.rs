@@ -16,7 +16,7 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, use_inbox, use_live_events};
 use crate::components::name::Name;
 use crate::outcome::{Outcome, OutcomeLine, report};
-use crate::server_fns::{DecideExecution, DecideMany, list_pending};
+use crate::server_fns::{DecideExecution, DecideMany, DecidedMany, ToConfirm, list_pending};
 use crate::time_fmt::{duration, exact, iso, relative};
 
 /// A decision asked for from the keyboard, waiting for its confirmation:
@@ -32,10 +32,18 @@ pub fn InboxPage() -> impl IntoView {
     let decide = ServerAction::<DecideExecution>::new();
     let many = ServerAction::<DecideMany>::new();
     let outcome: Outcome = RwSignal::new(None);
+    let confirming = RwSignal::new(None::<ToConfirm>);
     report(outcome, decide, "Decided.");
-    // Several at once: say how many, and which could not be.
+    // Several at once: say how many, and which could not be; an approval
+    // first comes back to be confirmed.
     Effect::new(move |_| {
         if let Some(result) = many.value().get() {
+            if let Ok(DecidedMany { to_confirm: Some(asked), .. }) = &result {
+                confirming.set(Some(asked.clone()));
+                outcome.set(None);
+                return;
+            }
+            confirming.set(None);
             outcome.set(Some(match result {
                 Ok(done) if done.refused.is_empty() => Ok(format!("Decided {}.", done.decided)),
                 Ok(done) => Err(format!(
@@ -58,7 +66,7 @@ pub fn InboxPage() -> impl IntoView {
                 {move || rendered.get().map(|result| match result {
                     Ok(first) => {
                         let current = Signal::derive(move || latest.get().unwrap_or_else(|| first.clone()));
-                        view! { <Pending current decide many outcome/> }.into_any()
+                        view! { <Pending current decide many outcome confirming/> }.into_any()
                     }
                     Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
@@ -74,6 +82,7 @@ fn Pending(
     decide: ServerAction<DecideExecution>,
     many: ServerAction<DecideMany>,
     outcome: Outcome,
+    confirming: RwSignal<Option<ToConfirm>>,
 ) -> impl IntoView {
     // Ticks once hydrated, so "expires soon" and the relative times move
     // with the clock without refetching; the server renders its own now.
@@ -104,10 +113,12 @@ fn Pending(
                     <input name="reason" maxlength=gatehouse_model::MAX_NOTE_CHARS.to_string() autocomplete="off"/>
                 </label>
                 <div class="bulk-buttons">
-                    <button type="submit" name="action" value="decline" class="decline">"Decline selected"</button>
-                    <button type="submit" name="action" value="accept" class="approve">"Approve selected"</button>
+                    <button type="submit" name="action" value="decline" class="quiet danger">"Decline selected"</button>
+                    // Never the most prominent control: it only asks, and the next step names what it approves.
+                    <button type="submit" name="action" value="accept" class="quiet">"Approve selected…"</button>
                 </div>
             </ActionForm>
+            {move || confirming.get().map(|asked| view! { <ConfirmBulk asked many confirming/> })}
             <ul class="cards inbox" aria-label="Pending approvals">
                 {inbox.pending.into_iter().enumerate().map(|(i, e)| {
                     view! { <Card i e now is_admin focused asked decide/> }
@@ -185,7 +196,7 @@ fn Card(
                 {created.map(|c| view! { " · waiting " <span data-testid="waited">{move || duration(u64::try_from((now.get() - c).max(0) / 1000).unwrap_or(0))}</span> })}
                 {expires.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{move || relative(x, now.get())}</time> })}
             </div>
-            {e.preview.clone().map(|p| view! { <code class="preview" data-testid="preview"><Name text=p/></code> })}
+            {e.preview.clone().map(|p| view! { <WholeArguments id=e.execution_id.clone() preview=p/> })}
             {decidable.then(|| view! {
                 <div class="card-actions">
                     <ActionForm action=decide attr:class="row-form">
@@ -208,6 +219,76 @@ fn Card(
                 </p>
             })}
         </li>
+    }
+}
+
+/// The confirmation of an approval of several calls: how many, and which
+/// tools; its button approves exactly these (the token names them).
+#[component]
+fn ConfirmBulk(asked: ToConfirm, many: ServerAction<DecideMany>, confirming: RwSignal<Option<ToConfirm>>) -> impl IntoView {
+    let n = asked.ids.len();
+    let calls = if n == 1 { "1 call".to_string() } else { format!("{n} calls") };
+    let tools = asked
+        .tools
+        .iter()
+        .map(|(tool, count)| if *count > 1 { format!("{tool} (×{count})") } else { tool.clone() })
+        .collect::<Vec<_>>()
+        .join(", ");
+    view! {
+        <section class="panel confirm-bulk" role="alertdialog" aria-labelledby="confirm-bulk-h" data-testid="confirm-bulk">
+            <h2 id="confirm-bulk-h">{format!("Approve {calls}?")}</h2>
+            <p>"They run at once, each as its agent asked: " <Name text=tools/></p>
+            <ActionForm action=many>
+                {asked.ids.iter().map(|id| view! { <input type="hidden" name="ids[]" value=id.to_string()/> }).collect_view()}
+                <input type="hidden" name="action" value="accept"/>
+                <input type="hidden" name="confirm" value=asked.token.clone()/>
+                {asked.reason.clone().map(|r| view! { <input type="hidden" name="reason" value=r/> })}
+                <div class="bulk-buttons">
+                    <button type="button" class="quiet" on:click=move |_| confirming.set(None)>"Cancel"</button>
+                    <button type="submit" class="approve">{format!("Approve {calls}")}</button>
+                </div>
+            </ActionForm>
+        </section>
+    }
+}
+
+/// A call's arguments on one line, opening in place to the whole of them,
+/// shown as on the call's page (hidden characters visible, scrollable, never
+/// cut). Read when opened: the list stays light on a phone.
+#[component]
+fn WholeArguments(id: gatehouse_model::ExecutionId, preview: String) -> impl IntoView {
+    use crate::components::arguments::Arguments;
+    use crate::server_fns::{Lookup, get_execution};
+    let open = RwSignal::new(false);
+    let href = routes::resume(&id, None);
+    let whole = LocalResource::new(move || {
+        let id = id.clone();
+        async move {
+            if !open.get() {
+                return None;
+            }
+            match get_execution(id).await {
+                Ok(Lookup::Found { execution, .. }) => {
+                    execution.arguments.map(|a| serde_json::to_string_pretty(&a).unwrap_or_default())
+                }
+                _ => None,
+            }
+        }
+    });
+    view! {
+        <details class="whole-arguments" on:toggle=move |e| {
+            use wasm_bindgen::JsCast;
+            let opened = e.target().and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok()).is_some_and(|d| d.open());
+            open.set(opened);
+        }>
+            <summary><code class="preview" data-testid="preview"><Name text=preview/></code></summary>
+            <Suspense fallback=|| view! { <p class="hint">"Loading the arguments…"</p> }>
+                {move || match whole.get().flatten() {
+                    Some(text) => view! { <Arguments text/> }.into_any(),
+                    None => view! { <p class="hint"><a href=href.clone()>"See the whole arguments on the call's page"</a></p> }.into_any(),
+                }}
+            </Suspense>
+        </details>
     }
 }
 

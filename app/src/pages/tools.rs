@@ -41,6 +41,12 @@ pub fn ToolsPage() -> impl IntoView {
                 "tool is held back — hidden from agents, its calls refused with "
                 <code>"tool_changed"</code> " — until an admin accepts it."
             </p>
+            <p class="hint">
+                "What an upstream says of its tools (read-only, not destructive) decides nothing until an admin "
+                "trusts that upstream's annotations (on the upstreams page, or " <code>"trust_annotations = true"</code>
+                " in its " <code>"[[upstream]]"</code> "): until then its tools ask unless a rule allows them. "
+                "Trusted, a tool it calls read-only runs at once; \"not destructive\" alone never does."
+            </p>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || tools.get().map(|result| match result {
                     Ok(view) => view! { <Tools view review outcome/> }.into_any(),
@@ -171,6 +177,10 @@ fn ExposedTools(tools: Vec<ToolGate>) -> impl IntoView {
                         <ActionBadge action=gate.action/>
                         <div class="meta">
                             {gate.basis.describe()}
+                            {(gate.basis == gatehouse_model::Basis::UntrustedHints).then(|| view! {
+                                " · " <a href=gatehouse_model::routes::UPSTREAMS>"trust its upstream's annotations"</a>
+                                " or " <a href=gatehouse_model::routes::POLICIES>"add a rule"</a>
+                            })}
                             {if t.changes_gate { Some(" · changes the gate: an admin decides") } else if gate.human_only { Some(" · a person decides") } else { None }}
                         </div>
                     </td>

@@ -13,7 +13,10 @@ use crate::components::when::When;
 /// `/upstreams`: the fronted MCP servers and their health, live.
 #[component]
 pub fn UpstreamsPage() -> impl IntoView {
-    let upstreams = crate::json::resource(|| (), |_| crate::server_fns::list_upstreams());
+    let trust = ServerAction::<crate::server_fns::SetUpstreamTrust>::new();
+    let outcome: crate::outcome::Outcome = RwSignal::new(None);
+    crate::outcome::report(outcome, trust, "Saved.");
+    let upstreams = crate::json::resource(move || trust.version().get(), |_| crate::server_fns::list_upstreams());
     let notify = crate::json::resource(|| (), |_| crate::server_fns::list_notify_targets());
     let live = use_changes([
         refetch_on(&[LiveEvent::UpstreamsChanged], upstreams),
@@ -40,20 +43,29 @@ pub fn UpstreamsPage() -> impl IntoView {
                                 <th scope="col">"Name"</th><th scope="col">"Transport"</th><th scope="col">"Health"</th>
                                 <th scope="col">"Tools"</th><th scope="col">"Restarts"</th>
                                 {show_errors.then(|| view! { <th scope="col">"Last error"</th> })}
+                                <th scope="col">"Annotations"</th>
                             </tr></thead>
                             <tbody>
                             {list.upstreams.into_iter().map(|u| {
                                 let row_name = u.name.clone();
+                                let (trusted, by_admin) = list.trust.iter().find(|(n, ..)| *n == u.name).map(|(_, t, a)| (*t, *a)).unwrap_or_default();
+                                let name = u.name.clone();
+                                let is_admin = list.is_admin;
                                 view! {
                                 <tr data-upstream=row_name>
                                     <td data-label="Name"><Name text=u.name.clone()/></td>
                                     <td data-label="Transport">{u.transport.clone()}</td>
                                     <HealthCells u=u show_errors=show_errors/>
+                                    <td data-label="Annotations" data-testid="trust">
+                                        <TrustCell name trusted by_admin is_admin trust/>
+                                    </td>
                                 </tr>
                             }}).collect_view()}
                             </tbody>
                         </table>
                         </div>
+                        <crate::outcome::OutcomeLine outcome/>
+                        <p class="hint">"An upstream's tool annotations (\"read-only\", \"not destructive\") are what its server says of its tools: until an admin trusts them, they decide nothing and its tools ask unless a rule allows them. Trusted, a tool it calls read-only runs at once."</p>
                         {(!show_errors).then(|| view! {
                             <p class="hint">"An upstream's last error is shown to admins."</p>
                         })}
@@ -134,6 +146,34 @@ fn Elsewhere(replicas: Vec<(String, Vec<gatehouse_model::UpstreamInfo>)>, show_e
             </table>
             </div>
         </section>
+    }
+}
+
+/// Whether an upstream's annotations are trusted, and (admins) the switch.
+#[component]
+fn TrustCell(
+    name: String,
+    trusted: bool,
+    by_admin: bool,
+    is_admin: bool,
+    trust: ServerAction<crate::server_fns::SetUpstreamTrust>,
+) -> impl IntoView {
+    let said = match (trusted, by_admin) {
+        (true, true) => "trusted (by an admin)",
+        (true, false) => "trusted (gatehouse.toml)",
+        (false, true) => "not trusted (by an admin)",
+        (false, false) => "not trusted",
+    };
+    let (label, value) = if trusted { ("Stop trusting", "off") } else { ("Trust", "on") };
+    view! {
+        <span class=if trusted { "status active" } else { "status" }>{said}</span>
+        {is_admin.then(|| view! {
+            <ActionForm action=trust attr:class="row-form">
+                <input type="hidden" name="upstream" value=name.clone()/>
+                <input type="hidden" name="trust" value=value/>
+                <button type="submit" class="quiet" aria-label=format!("{label} the annotations of {name}")>{label}</button>
+            </ActionForm>
+        })}
     }
 }
 

@@ -92,17 +92,38 @@ pub struct DecidedMany {
     /// Those that could not be, each with why (no longer waiting, not the
     /// viewer's to decide, …).
     pub refused: Vec<(ExecutionId, String)>,
+    /// An approval of several asked without its confirmation: nothing was
+    /// decided; this is what the person is asked to confirm.
+    pub to_confirm: Option<ToConfirm>,
+}
+
+/// Several calls a person asked to approve at once, named for their
+/// confirmation: approving is never one tap on a list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToConfirm {
+    /// The calls, as selected.
+    pub ids: Vec<ExecutionId>,
+    /// Their tools, each with how many of the calls are to it.
+    pub tools: Vec<(String, usize)>,
+    /// The reason given, carried to the confirmation.
+    pub reason: Option<String>,
+    /// What the confirmation echoes: it names exactly these calls.
+    pub token: String,
 }
 
 /// Approves (`accept`) or declines (`decline`) each of `ids`, with one
 /// optional `reason` for all, each under the same rules as on its own page
 /// (a call the viewer may not decide is refused, the others still are
-/// decided). At most [`gatehouse_model::INBOX_LIMIT`] at a time.
+/// decided). At most [`gatehouse_model::INBOX_LIMIT`] at a time. Declining
+/// is one step; approving is two: without `confirm`, nothing is decided and
+/// the answer names how many calls and which tools ([`ToConfirm`]); the
+/// approval is made when the same calls come back with its token.
 #[server(prefix = "/api/fn", endpoint = "decide_many")]
 pub async fn decide_many(
     #[server(default)] ids: Vec<ExecutionId>,
     action: String,
     #[server(default)] reason: Option<String>,
+    #[server(default)] confirm: Option<String>,
 ) -> Result<DecidedMany, ServerFnError> {
     let (user, core) = ctx::context()?;
     use gatehouse_model::Decision;
@@ -125,6 +146,24 @@ pub async fn decide_many(
         ctx::set_status(400);
         ServerFnError::new(e.to_string())
     })?;
+    if decision == Decision::Accept {
+        // The token names exactly these calls, in any order.
+        let mut sorted: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let token = gatehouse_core::secret::hash(&sorted.join(","));
+        if confirm.as_deref() != Some(token.as_str()) {
+            let mut tools: Vec<(String, usize)> = Vec::new();
+            for id in &ids {
+                let Ok(view) = core.approvals.view_for(&user, id) else { continue };
+                match tools.iter_mut().find(|(tool, _)| *tool == view.tool) {
+                    Some((_, n)) => *n += 1,
+                    None => tools.push((view.tool, 1)),
+                }
+            }
+            return Ok(DecidedMany { to_confirm: Some(ToConfirm { ids, tools, reason, token }), ..Default::default() });
+        }
+    }
     use gatehouse_core::approvals::Decide;
     let mut outcome = DecidedMany::default();
     for id in ids {

@@ -216,20 +216,23 @@ pub async fn set_user_admin(username: String, admin: String) -> Result<(), Serve
 /// Removes `username`: their browser sessions, OAuth codes and tokens end at
 /// once, every credential their agents hold is revoked, their calls waiting
 /// for a decision are settled as revoked and their grants end. The audit log
-/// keeps their name but no longer their user id, so a user added later with
-/// the same name inherits neither grants nor history.
+/// keeps them as `NAME (removed #ID)`, without their user id, as does every
+/// other place that named them, so a user added later with the same name
+/// inherits neither grants, history, credentials' lines nor task results.
 #[server(prefix = "/api/fn", endpoint = "user-remove")]
 pub async fn remove_user(username: String) -> Result<(), ServerFnError> {
     server::blocking(true, move |user, core| {
-        core.users.remove(&username)?;
-        // Settled here, before the credentials' revocation wakes the sweep:
-        // their audit entries are written now (no user id: the user is gone),
-        // before anyone could take the name again.
+        core.users.removable(&username)?;
+        // Settled first, so their audit entries are written before the user
+        // goes: the removal then takes the user id off them and renames
+        // their owner, with everything else that named the user
+        // (`removed_name`), before anyone could take the name again.
         let settled = core.approvals.forget_owner(&username);
         // Both are tried whatever the other does: a grant left behind would
         // be a later namesake's (grants are kept by name).
         let revoked = core.credentials.revoke_by_owner(&username);
         let grants = core.grants.end_owner(&username);
+        core.users.remove(&username)?;
         let (revoked, grants) = (revoked?, grants?);
         let detail = format!("{revoked} credential(s) revoked");
         server::record(&core, &user, &username, "remove", Some(&detail))?;

@@ -20,6 +20,9 @@ pub struct ApprovalMetrics {
     pub wait_buckets: [AtomicU64; WAIT_BUCKETS.len() + 1],
     /// Sum of waits (ms).
     pub wait_sum_ms: AtomicU64,
+    /// Entries in the audit log at the last housekeeping sweep (its size bound
+    /// is `audit_max_entries`).
+    pub audit_entries: AtomicU64,
 }
 
 /// Upper bounds (seconds) of the wait histogram's buckets.

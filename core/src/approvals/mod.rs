@@ -430,6 +430,7 @@ mod tests {
             revoked_reason: None,
             issued_via: Default::default(),
             oauth_client: None,
+            by_admin: false,
         };
         let opener = cred("cred_1", "claude", Some("t1"), Some("ada"));
         let e = |thread: Option<&str>| Execution {

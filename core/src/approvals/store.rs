@@ -437,6 +437,25 @@ impl ApprovalStore {
         }
     }
 
+    /// Hands a running execution over to its upstream's input rounds: the
+    /// upstream asked the agent for input, and the agent's answers carry the
+    /// call on ([`crate::single_use`]: each round's state once). The entry
+    /// leaves the store (its place, its row) as a settled one does; the audit
+    /// log says `running` with `detail`, and each round adds its own entry.
+    pub fn suspend(&self, id: &ExecutionId, detail: &str) {
+        let mut entries = self.entries();
+        let Some(entry) = entries.get(id) else { return };
+        if entry.tx.borrow().state != State::Running {
+            return;
+        }
+        self.record(&entry.execution, State::Running, Some("agent"), Some(detail));
+        if !entry.held || self.inner.cluster.get().is_some() {
+            self.inner.persist.delete(id);
+        }
+        entries.remove(id);
+        self.inner.live.publish(LiveEvent::ApprovalsChanged);
+    }
+
     /// Drops an execution its client abandoned (cancelled request). A running
     /// call is left to finish and settle itself.
     pub fn forget(&self, id: &ExecutionId, reason: &str) -> bool {

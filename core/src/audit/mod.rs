@@ -62,22 +62,40 @@ struct Row {
     detail: Option<String>,
 }
 
+/// The longest name an entry keeps (tool, upstream, agent, owner, thread,
+/// actor, ids; characters): every one of them is already bounded where it
+/// is made, and this holds whatever a caller passes.
+pub const MAX_NAME_CHARS: usize = 256;
+/// The longest detail an entry keeps (a reason, an error; characters).
+/// Longer text is cut with "…": a value an agent sent never fills the log.
+pub const MAX_DETAIL_CHARS: usize = 1000;
+
+/// `text` cut at `max` characters, with "…" where it was cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
 impl Row {
+    /// The entry, owned and bounded ([`MAX_NAME_CHARS`], [`MAX_DETAIL_CHARS`]).
     fn new(e: Entry<'_>, at_ms: i64) -> Self {
-        let owned = |s: Option<&str>| s.map(str::to_string);
+        let name = |s: &str| clip(s, MAX_NAME_CHARS);
+        let owned = |s: Option<&str>| s.map(name);
         Self {
-            execution_id: e.execution_id.to_string(),
+            execution_id: name(e.execution_id),
             at_ms,
             state: e.state,
-            tool: e.tool.to_string(),
+            tool: name(e.tool),
             upstream: owned(e.upstream),
-            arguments_digest: e.arguments_digest.to_string(),
-            agent: e.agent.to_string(),
+            arguments_digest: name(e.arguments_digest),
+            agent: name(e.agent),
             owner: owned(e.owner),
             credential_id: owned(e.credential_id),
             thread: owned(e.thread),
             actor: owned(e.actor),
-            detail: owned(e.detail),
+            detail: e.detail.map(|d| clip(d, MAX_DETAIL_CHARS)),
         }
     }
 }
@@ -363,6 +381,50 @@ impl AuditLog {
         self.db.conn()?.execute("DELETE FROM notify_claims WHERE claimed_at < ?1", args![cutoff])
     }
 
+    /// How many entries the log holds.
+    pub fn count(&self) -> Result<u64> {
+        self.flush();
+        let n: i64 = self.db.conn()?.query_one("SELECT COUNT(*) FROM audit_events", args![], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Deletes the oldest entries while the log holds more than `max`, in
+    /// this order, so what people decided goes last: first the entries of
+    /// calls that ran or were refused at once (`call_…`: the bulk an agent
+    /// can make on its own), then paused calls' entries that no person
+    /// caused (pauses, runs, expiries), and only then people's decisions.
+    /// Returns how many went. Works in batches, as [`Self::prune_older_than`].
+    pub fn prune_to(&self, max: u64) -> Result<usize> {
+        const BATCH: i64 = 5_000;
+        let at_once = format!("{AT_ONCE_PREFIX}_%");
+        let kinds = [
+            "execution_id LIKE ?2",
+            "execution_id NOT LIKE ?2 AND (actor IS NULL OR actor NOT LIKE 'user:%')",
+            "execution_id LIKE ?2 OR execution_id NOT LIKE ?2",
+        ];
+        let mut total = 0;
+        for kind in kinds {
+            loop {
+                let over = i64::try_from(self.count()?.saturating_sub(max)).unwrap_or(i64::MAX);
+                if over == 0 {
+                    return Ok(total);
+                }
+                let n = self.db.conn()?.execute(
+                    &format!(
+                        "DELETE FROM audit_events WHERE id IN \
+                         (SELECT id FROM audit_events WHERE {kind} ORDER BY id LIMIT ?1)"
+                    ),
+                    args![over.min(BATCH), at_once.as_str()],
+                )?;
+                total += n;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(total)
+    }
+
     /// Deletes entries older than `retention` (audit retention); returns how
     /// many. Works in batches so a large backlog never holds the database
     /// for long at a time.
@@ -516,6 +578,38 @@ mod tests {
         appending.await.unwrap();
         let written = log.search(&HistoryFilter::default(), &HistoryScope::All, total + 10).unwrap();
         assert_eq!(written.len(), total, "every entry written once the database is free");
+    }
+
+    #[tokio::test]
+    async fn an_entry_is_bounded_whatever_it_is_given() {
+        let log = AuditLog::new(Db::for_tests().unwrap(), Arc::new(ManualClock::new(1_764_460_800_000)));
+        let long = "x".repeat(100_000);
+        log.append(Entry { detail: Some(&long), agent: &long, ..allowed("call_1") }).await.unwrap();
+        let e = log.latest(&"call_1".into()).unwrap().unwrap();
+        assert_eq!(e.detail.unwrap().chars().count(), MAX_DETAIL_CHARS + 1, "cut, with an ellipsis");
+        assert_eq!(e.agent.chars().count(), MAX_NAME_CHARS + 1);
+    }
+
+    #[tokio::test]
+    async fn a_log_over_its_size_loses_at_once_calls_first_and_peoples_decisions_last() {
+        let log = AuditLog::new(Db::for_tests().unwrap(), Arc::new(ManualClock::new(1_764_460_800_000)));
+        let decided = Entry { state: State::Declined, actor: Some("user:ada"), ..allowed("exec_a") };
+        log.append(decided).await.unwrap();
+        log.append(Entry { state: State::Pending, actor: None, ..allowed("exec_a") }).await.unwrap();
+        for n in 0..20 {
+            log.append(allowed(&format!("call_{n}"))).await.unwrap();
+        }
+        assert_eq!(log.count().unwrap(), 22);
+        assert_eq!(log.prune_to(12).unwrap(), 10);
+        let left = log.search(&HistoryFilter::default(), &HistoryScope::All, 100).unwrap();
+        assert_eq!(left.len(), 12);
+        assert!(left.iter().any(|e| e.execution_id.as_str() == "call_19"), "the newest at-once calls stay");
+        assert!(!left.iter().any(|e| e.execution_id.as_str() == "call_0"), "the oldest go first");
+        assert_eq!(log.prune_to(1).unwrap(), 11);
+        let left = log.search(&HistoryFilter::default(), &HistoryScope::All, 100).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].actor.as_deref(), Some("user:ada"), "a person's decision goes last");
+        assert_eq!(log.prune_to(0).unwrap(), 1);
     }
 
     #[test]

@@ -119,6 +119,11 @@ pub struct Credential {
     pub issued_via: IssuedVia,
     /// The OAuth client's name, when issued by OAuth.
     pub oauth_client: Option<String>,
+    /// Whether an admin minted it: the command line, the admin API, an agent
+    /// with no owner, or one whose owner was an admin when it was minted (in
+    /// the console or by an OAuth sign-in). A rule's bare agent name matches
+    /// only such agents: a plain user can name an agent anything.
+    pub by_admin: bool,
 }
 
 /// Why a token was not accepted.
@@ -201,7 +206,7 @@ impl Accepted {
 }
 
 const COLUMNS: &str = "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, \
-     revoked_reason, issued_via, oauth_client";
+     revoked_reason, issued_via, oauth_client, by_admin";
 
 fn from_row(row: &Row<'_>) -> Result<Credential> {
     Ok(Credential {
@@ -216,6 +221,7 @@ fn from_row(row: &Row<'_>) -> Result<Credential> {
         revoked_reason: row.get(8)?,
         issued_via: IssuedVia::parse(&row.get::<String>(9)?),
         oauth_client: row.get(10)?,
+        by_admin: row.get::<i64>(11)? != 0,
     })
 }
 
@@ -310,12 +316,16 @@ impl CredentialStore {
         let now = self.clock.now_ms();
         let token = secret::new_token();
         let id = secret::new_id("cred");
+        // The command line and the admin API are an admin's; otherwise the
+        // owner's standing now (the console and OAuth mint for the signed-in owner).
+        let mut by_admin = matches!(request.via, IssuedVia::Cli | IssuedVia::Api) || request.owner.is_none();
         if let Some(owner) = &request.owner {
-            let exists: bool =
-                tx.query_one("SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)", args![owner], |r| r.get(0))?;
-            if !exists {
+            let admin: Option<i64> =
+                tx.query_opt("SELECT is_admin FROM users WHERE username = ?1", args![owner], |r| r.get(0))?;
+            let Some(admin) = admin else {
                 return Err(CoreError::Invalid { field: "owner", reason: format!("no user named {owner:?}") });
-            }
+            };
+            by_admin |= admin != 0;
         }
         if let Some(thread) = &request.thread {
             // Only the same owner's thread: a user naming another user's
@@ -333,8 +343,8 @@ impl CredentialStore {
         }
         tx.execute(
             "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at,
-                                      issued_via, oauth_client)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9)",
+                                      issued_via, oauth_client, by_admin)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10)",
             args![
                 id,
                 secret::hash(&token),
@@ -345,6 +355,7 @@ impl CredentialStore {
                 now,
                 request.via.as_str(),
                 request.oauth_client,
+                i64::from(by_admin),
             ],
         )?;
         Ok((id, token))
@@ -581,6 +592,7 @@ impl CredentialStore {
             revoked_reason: credential.revoked_reason,
             issued_via: credential.issued_via,
             oauth_client: credential.oauth_client,
+            by_admin: credential.by_admin,
         }
     }
 }

@@ -355,4 +355,22 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE policy_rules ADD COLUMN shadow BIGINT NOT NULL DEFAULT 0;
     "#,
+    // 23: single-use states, credentials minted by an admin (SQLite's 23).
+    r#"
+    CREATE TABLE spent_states (
+        hash       TEXT PRIMARY KEY,
+        expires_at BIGINT NOT NULL
+    );
+    CREATE INDEX spent_states_expires ON spent_states(expires_at);
+    -- An admin's word on an upstream's tool annotations (over the config's trust_annotations).
+    CREATE TABLE upstream_trust (
+        upstream   TEXT PRIMARY KEY,
+        trusted    BIGINT NOT NULL,
+        changed_at BIGINT NOT NULL
+    );
+    -- Whether an admin minted the credential (rules' bare agent names match only these).
+    ALTER TABLE credentials ADD COLUMN by_admin BIGINT NOT NULL DEFAULT 0;
+    UPDATE credentials SET by_admin = 1 WHERE issued_via IN ('cli', 'api') OR owner IS NULL
+        OR owner IN (SELECT username FROM users WHERE is_admin <> 0);
+    "#,
 ];

@@ -364,4 +364,26 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE policy_rules ADD COLUMN shadow INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 23: single-use states: a sealed state Gatehouse handed an agent (an
+    // upstream's input round) is good for one retry, remembered here by its
+    // hash until it would have expired anyway, so a replay is refused after a
+    // restart and on every replica. And whether an admin minted each
+    // credential (what a rule's bare agent name may match).
+    r#"
+    CREATE TABLE spent_states (
+        hash       TEXT PRIMARY KEY,
+        expires_at INTEGER NOT NULL
+    );
+    CREATE INDEX spent_states_expires ON spent_states(expires_at);
+    -- An admin's word on an upstream's tool annotations (over the config's trust_annotations).
+    CREATE TABLE upstream_trust (
+        upstream   TEXT PRIMARY KEY,
+        trusted    INTEGER NOT NULL,
+        changed_at INTEGER NOT NULL
+    );
+    -- Whether an admin minted the credential (rules' bare agent names match only these).
+    ALTER TABLE credentials ADD COLUMN by_admin INTEGER NOT NULL DEFAULT 0;
+    UPDATE credentials SET by_admin = 1 WHERE issued_via IN ('cli', 'api') OR owner IS NULL
+        OR owner IN (SELECT username FROM users WHERE is_admin = 1);
+    "#,
 ];

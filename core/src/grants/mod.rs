@@ -373,28 +373,15 @@ impl GrantStore {
     }
 
     /// Ends the grants bound to an MCP session that closed: at once in
-    /// memory, in the database on a blocking thread when a runtime is at hand.
+    /// memory; in the database through its one ordered writer (no I/O here:
+    /// a session's end is a destructor), flushed before shutdown like every
+    /// queued write.
     pub fn end_session(&self, session_id: &str) -> usize {
         let gone = self.remove_live(|g| g.view.session_id.as_deref() == Some(session_id));
         if gone.is_empty() {
             return 0;
         }
-        let (db, sid) = (self.db.clone(), session_id.to_string());
-        let delete = move || {
-            let deleted = db.conn().and_then(|mut conn| {
-                conn.transaction(|tx| {
-                    tx.execute("DELETE FROM grants WHERE session_id = ?1", args![sid])?;
-                    Db::bump_config(tx)
-                })
-            });
-            if let Err(e) = deleted {
-                tracing::error!(error = %e, "could not delete a closed session's grants");
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => drop(handle.spawn_blocking(delete)),
-            Err(_) => delete(),
-        }
+        self.db.queue(Box::new(EndSession(session_id.to_string())));
         gone.len()
     }
 
@@ -533,5 +520,15 @@ impl Live {
             last_used_ms: AtomicI64::new(view.last_used_ms.unwrap_or(0)),
             view,
         }
+    }
+}
+
+/// The rows of a closed MCP session's grants, deleted by the writer.
+struct EndSession(String);
+
+impl crate::db::Write for EndSession {
+    fn write(&self, conn: &mut crate::db::Conn<'_>) -> crate::error::Result<()> {
+        conn.execute("DELETE FROM grants WHERE session_id = ?1", args![self.0])?;
+        Db::bump_config(conn)
     }
 }

@@ -50,6 +50,14 @@ fn a_grant_matches_exactly_its_agent_owner_tool_session_and_constraints() {
     assert!(store.find("claude", Some("ada"), "fs_write", Some("s2"), &any).is_none());
     assert_eq!(store.end_session("s1"), 1);
     assert!(store.find("claude", Some("ada"), "fs_write", Some("s1"), &any).is_none());
+    store.db.flush_writes();
+    let rows: i64 = store
+        .db
+        .conn()
+        .unwrap()
+        .query_one("SELECT COUNT(*) FROM grants WHERE session_id = 's1'", crate::args![], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0, "its row goes too, through the writer");
 
     clock.advance(std::time::Duration::from_secs(3600));
     assert!(store.find("claude", Some("ada"), "fs_write", None, &tmp).is_none(), "expired");

@@ -20,10 +20,18 @@
 //!   it; a URI that cannot be normalised safely (encoded `/` or `\`, an
 //!   encoded dot segment, a backslash, a control character, a compatibility
 //!   form, a malformed escape, no scheme) is refused.
+//! - **Conditions.** [`path_under`], [`url_under`] and [`url_host`] resolve
+//!   a value as its receiver does (dot segments, repeated slashes, WHATWG
+//!   parsing) and refuse what receivers read differently ([`Unresolvable`]);
+//!   a rule's `when` calls them (`resolve.rs`).
 
 use gatehouse_model::ArgMatch;
 use unicode_normalization::UnicodeNormalization;
 use url::Url;
+
+mod resolve;
+
+pub use resolve::{UnderError, Unresolvable, path_under, resolve_path, resolve_url, url_host, url_under};
 
 /// Longest resource URI [`resource_uri`] accepts, in bytes.
 pub const MAX_URI_BYTES: usize = 8192;
@@ -128,7 +136,7 @@ pub fn check_under(value: &str, prefix: &str) -> Result<(), PrefixError> {
     }
     if let Some(base) = Url::parse(prefix).ok().filter(|u| !u.cannot_be_a_base()) {
         let parsed = Url::parse(value).map_err(|_| PrefixError::OutsideUrl)?;
-        return if url_under(&parsed, &base) { Ok(()) } else { Err(PrefixError::OutsideUrl) };
+        return if url_is_under(&parsed, &base) { Ok(()) } else { Err(PrefixError::OutsideUrl) };
     }
     if prefix.starts_with('/') {
         return if segment_under(&collapse_slashes(value), &collapse_slashes(prefix)) {
@@ -247,7 +255,7 @@ pub fn resource_uri(uri: &str) -> Result<String, UriError> {
 /// scheme's default filled in), user name and password; a path under the
 /// base's path at a segment boundary, or, when the base has a query or a
 /// fragment, the same path and a serialisation that starts with the base's.
-fn url_under(value: &Url, base: &Url) -> bool {
+fn url_is_under(value: &Url, base: &Url) -> bool {
     let same_origin = value.scheme() == base.scheme()
         && value.host() == base.host()
         && value.port_or_known_default() == base.port_or_known_default()

@@ -12,7 +12,7 @@ use std::ops::Deref;
 
 use serde_json::Value;
 
-use super::condition::{CallView, Condition};
+use super::condition::{Bindings, CallView, Condition, MAX_ARGUMENTS_BYTES};
 use super::matches;
 use super::rate::{Limit, Per, Rate};
 use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
@@ -38,6 +38,8 @@ pub struct Who<'a> {
     pub owner: Option<&'a str>,
     /// Its thread.
     pub thread: Option<&'a str>,
+    /// Whether an admin minted its credential (see [`names_agent`]).
+    pub by_admin: bool,
 }
 
 /// The call itself, when there is one (not for a listing).
@@ -106,6 +108,9 @@ pub struct RuleSet {
     // By index; `Err` is a stored condition that no longer compiles (it
     // matches every call it could, and blocks: fail closed).
     conditions: Vec<Option<Result<Condition, String>>>,
+    /// Upstreams whose tool annotations an admin trusts: only theirs (and
+    /// Gatehouse's own tools') decide anything when no rule does.
+    trusted: std::collections::BTreeSet<String>,
 }
 
 impl RuleSet {
@@ -115,7 +120,20 @@ impl RuleSet {
             .iter()
             .map(|rule| rule.when.as_deref().map(|when| Condition::compile(when).map_err(|e| e.to_string())))
             .collect();
-        RuleSet { rules, conditions }
+        RuleSet { rules, conditions, trusted: Default::default() }
+    }
+
+    /// The same rules, trusting the annotations of `upstreams`.
+    pub fn trusting(self, upstreams: std::collections::BTreeSet<String>) -> Self {
+        RuleSet { trusted: upstreams, ..self }
+    }
+
+    /// Whether a tool's annotations count: Gatehouse's own (no upstream),
+    /// or a trusted upstream's. An upstream is a server Gatehouse does not
+    /// control: what it says of its tools is a hint, not a fact (the MCP
+    /// specification's own rule), until an admin says otherwise.
+    pub fn trusts(&self, upstream: Option<&str>) -> bool {
+        upstream.is_none_or(|u| self.trusted.contains(u))
     }
 
     /// The rules, in order.
@@ -143,12 +161,37 @@ fn any(patterns: &[String], value: Option<&str>) -> bool {
     value.is_some_and(|value| patterns.iter().any(|p| matches(p, value)))
 }
 
-fn applies(rule: &Rule, condition: Option<&Result<Condition, String>>, facts: &Facts<'_>) -> Match {
-    if !matches(&rule.pattern, facts.tool)
-        || (!rule.upstreams.is_empty() && !any(&rule.upstreams, facts.upstream))
-        || (!rule.agents.is_empty() && !any(&rule.agents, facts.who.map(|w| w.agent)))
-        || (!rule.owners.is_empty() && !any(&rule.owners, facts.who.and_then(|w| w.owner)))
-    {
+/// Whether a rule's `agents` scope names the caller. An entry is
+/// `owner/agent` (a pattern on either side; an agent with no owner has the
+/// owner `""`, so `*/ci` names it), or a bare agent name, which a plain user
+/// must not be able to claim by naming an agent so: it names only agents of
+/// the owners the rule's `owners` scope names (checked beside it), or, with
+/// no `owners`, agents an admin minted ([`Who::by_admin`]).
+pub fn names_agent(rule: &Rule, who: Option<Who<'_>>) -> bool {
+    let Some(who) = who else { return false };
+    rule.agents.iter().any(|entry| match entry.split_once('/') {
+        Some((owner, agent)) => matches(agent, who.agent) && matches(owner, who.owner.unwrap_or_default()),
+        None => matches(entry, who.agent) && (!rule.owners.is_empty() || who.by_admin),
+    })
+}
+
+/// Whether the rule's pattern and scopes take in the call (its condition aside).
+fn in_scope(rule: &Rule, facts: &Facts<'_>) -> bool {
+    matches(&rule.pattern, facts.tool)
+        && (rule.upstreams.is_empty() || any(&rule.upstreams, facts.upstream))
+        && (rule.agents.is_empty() || names_agent(rule, facts.who))
+        && (rule.owners.is_empty() || any(&rule.owners, facts.who.and_then(|w| w.owner)))
+}
+
+/// Whether the rule matches; `bindings` holds the call's values for its
+/// conditions, made by the first one evaluated.
+fn applies(
+    rule: &Rule,
+    condition: Option<&Result<Condition, String>>,
+    facts: &Facts<'_>,
+    bindings: &mut Option<Bindings>,
+) -> Match {
+    if !in_scope(rule, facts) {
         return Match::No;
     }
     let Some(condition) = condition else {
@@ -161,7 +204,7 @@ fn applies(rule: &Rule, condition: Option<&Result<Condition, String>>, facts: &F
         Ok(condition) => condition,
         Err(why) => return Match::Failed(why.clone()),
     };
-    let who = facts.who.unwrap_or(Who { agent: "", owner: None, thread: None });
+    let who = facts.who.unwrap_or(Who { agent: "", owner: None, thread: None, by_admin: false });
     let view = CallView {
         tool: facts.tool,
         upstream: facts.upstream,
@@ -172,7 +215,7 @@ fn applies(rule: &Rule, condition: Option<&Result<Condition, String>>, facts: &F
         annotations: call.annotations,
         now_ms: call.now_ms,
     };
-    match condition.eval(&view) {
+    match condition.eval_with(bindings.get_or_insert_with(|| Bindings::new(&view))) {
         Ok(true) => Match::Yes,
         Ok(false) => Match::No,
         Err(why) => Match::Failed(why),
@@ -199,19 +242,21 @@ type Matched<'r> = (&'r Rule, Action, Option<String>);
 pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
     let mut matching: Vec<Matched<'_>> = Vec::new();
     let mut shadows: Vec<Matched<'_>> = Vec::new();
+    let mut bindings = None;
     for (rule, condition) in rules.rules.iter().zip(&rules.conditions) {
         let to = if rule.shadow { &mut shadows } else { &mut matching };
-        match applies(rule, condition.as_ref(), facts) {
+        match applies(rule, condition.as_ref(), facts, &mut bindings) {
             Match::No => {}
             Match::Yes => to.push((rule, rule.action, None)),
             Match::Failed(why) => to.push((rule, Action::Block, Some(why))),
         }
     }
-    let mut verdict = verdict_of(&matching, facts);
+    let trusted = rules.trusts(facts.upstream);
+    let mut verdict = verdict_of(&matching, facts, trusted);
     for shadow in shadows {
         let mut with = matching.clone();
         with.push(shadow.clone());
-        let would = verdict_of(&with, facts).action;
+        let would = verdict_of(&with, facts, trusted).action;
         if would != verdict.action {
             verdict.shadow.push(ShadowHit { rule: shadow.0.name.clone(), would });
         }
@@ -219,8 +264,26 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
     verdict
 }
 
-/// The verdict of the enforced rules that match.
-fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>) -> Verdict {
+/// What evaluating this call's conditions may cost, in the units of
+/// [`super::condition::COST_BUDGET`]: the estimates of the conditions of the
+/// rules whose pattern and scopes take in the call, scaled by the size of
+/// its arguments (an estimate is for the largest, and grows no faster than
+/// them). The gate runs a costly decision off the async threads.
+pub fn condition_cost(rules: &RuleSet, facts: &Facts<'_>) -> u64 {
+    let Some(call) = facts.call else { return 0 };
+    let estimates: u64 = (rules.rules.iter().zip(&rules.conditions))
+        .filter(|(rule, _)| in_scope(rule, facts))
+        .filter_map(|(_, condition)| condition.as_ref()?.as_ref().ok())
+        .map(Condition::cost)
+        .fold(0, u64::saturating_add);
+    let largest = MAX_ARGUMENTS_BYTES as u64;
+    let bytes = (super::condition::arguments_bytes(call.arguments) as u64).min(largest);
+    estimates.saturating_mul(bytes) / largest
+}
+
+/// The verdict of the enforced rules that match; with none, the tool's
+/// annotations, if `trusted` ([`RuleSet::trusts`]).
+fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>, trusted: bool) -> Verdict {
     let limits = limits(matching, facts);
     let hints = facts.hints;
     let human_only = matching.iter().any(|(r, ..)| r.human_only) || hints.changes_gate;
@@ -241,12 +304,15 @@ fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>) -> Verdict {
             shadow: Vec::new(),
         }
     } else {
-        let (action, basis) = if hints.read_only == Some(true) {
+        // Only a trusted read-only hint runs a call at once: "not
+        // destructive" alone still writes, fetches or leaks.
+        let says_safe = hints.read_only == Some(true) || hints.destructive == Some(false);
+        let (action, basis) = if hints.read_only == Some(true) && trusted {
             (Action::Allow, Basis::ReadOnly)
-        } else if hints.destructive.unwrap_or(true) {
-            (Action::RequireApproval, Basis::MayDestroy)
+        } else if says_safe && !trusted {
+            (Action::RequireApproval, Basis::UntrustedHints)
         } else {
-            (Action::Allow, Basis::NotDestructive)
+            (Action::RequireApproval, Basis::MayDestroy)
         };
         Verdict {
             action,

@@ -7,6 +7,7 @@
 //! scoped to agents, owners or upstreams and carry a condition
 //! ([`condition`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 pub mod condition;
@@ -53,6 +54,33 @@ pub fn unmatched<'a, 't>(rules: &'a [Rule], tools: impl IntoIterator<Item = &'t 
         .collect()
 }
 
+/// The bare agent names of tool rules (no `owner/` and no `owners` scope)
+/// that name agents of more than one owner among `agents` (`(name, owner,
+/// minted by an admin)` of the live credentials): each such rule, the name,
+/// and those owners. A bare name names only agents an admin minted, which may
+/// still be several people's: the start-up log says so.
+pub fn shared_bare_names<'r>(
+    rules: &'r [Rule],
+    agents: &[(String, Option<String>, bool)],
+) -> Vec<(&'r Rule, &'r str, Vec<String>)> {
+    let mut found = Vec::new();
+    for rule in rules.iter().filter(|r| r.owners.is_empty()) {
+        for entry in rule.agents.iter().filter(|a| !a.contains('/')) {
+            let mut owners: Vec<String> = agents
+                .iter()
+                .filter(|(name, _, by_admin)| *by_admin && matches(entry, name))
+                .map(|(_, owner, _)| owner.clone().unwrap_or_else(|| "(no owner)".into()))
+                .collect();
+            owners.sort();
+            owners.dedup();
+            if owners.len() > 1 {
+                found.push((rule, entry.as_str(), owners));
+            }
+        }
+    }
+    found
+}
+
 /// Checks a pattern's shape: `*`, exact, or `prefix*` (one trailing star).
 pub fn validate_pattern(pattern: &str) -> Result<()> {
     let body = pattern.strip_suffix('*').unwrap_or(pattern);
@@ -80,10 +108,15 @@ pub fn validate_rule(rule: &Rule) -> Result<()> {
             return Err(CoreError::Invalid { field, reason: format!("at most {MAX_SCOPE_PATTERNS} patterns") });
         }
         for pattern in patterns {
-            validate_pattern(pattern).map_err(|_| CoreError::Invalid {
-                field,
-                reason: format!("{pattern:?}: use `*`, an exact name, or `prefix*`"),
-            })?;
+            // An agent is named with its owner: `alice/billing-bot`.
+            let parts: Vec<&str> = if field == "agents" { pattern.splitn(2, '/').collect() } else { vec![pattern] };
+            if parts.iter().any(|p| validate_pattern(p).is_err() || p.contains('/')) {
+                let form = if field == "agents" { "owner/agent, each side " } else { "" };
+                return Err(CoreError::Invalid {
+                    field,
+                    reason: format!("{pattern:?}: write {form}`*`, an exact name, or `prefix*`"),
+                });
+            }
         }
     }
     let subject = rule.pattern.starts_with("resource:") || rule.pattern.starts_with("prompt:");
@@ -129,9 +162,27 @@ pub struct PolicyStore {
     db: Db,
     clock: Arc<dyn Clock>,
     config_rules: Arc<Vec<Rule>>,
+    /// Upstreams whose annotations the config file trusts.
+    config_trusted: Arc<BTreeSet<String>>,
     // Every call consults the rules; they change only through this store
     // (on any replica), so a copy is kept, compiled, until they change.
     cache: Arc<Versioned<RuleSet>>,
+}
+
+/// Whether an upstream's tool annotations are trusted, and who said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// The config file's `trust_annotations` (default: untrusted).
+    Config(bool),
+    /// An admin, in the console (over the config file).
+    Admin(bool),
+}
+
+impl Trust {
+    /// Whether the hints count.
+    pub fn trusted(self) -> bool {
+        matches!(self, Trust::Config(true) | Trust::Admin(true))
+    }
 }
 
 impl PolicyStore {
@@ -139,12 +190,67 @@ impl PolicyStore {
     pub fn new(db: Db, clock: Arc<dyn Clock>, config_rules: Vec<Rule>) -> Self {
         let config_rules =
             config_rules.into_iter().map(|r| normalise_rule(Rule { source: "config".into(), ..r })).collect();
-        Self { db, clock, config_rules: Arc::new(config_rules), cache: Arc::default() }
+        Self { db, clock, config_rules: Arc::new(config_rules), config_trusted: Arc::default(), cache: Arc::default() }
     }
 
-    /// Every rule: config first, then the database's.
+    /// The same store, trusting the tool annotations of `upstreams` (the
+    /// config file's `trust_annotations`) unless an admin says otherwise.
+    pub fn trusting(self, upstreams: Vec<String>) -> Self {
+        Self { config_trusted: Arc::new(upstreams.into_iter().collect()), ..self }
+    }
+
+    /// Every rule: config first, then the database's; and the upstreams
+    /// whose annotations are trusted.
     pub fn rules(&self) -> Result<Arc<RuleSet>> {
-        self.cache.get(&self.db, || self.load().map(RuleSet::new))
+        self.cache.get(&self.db, || {
+            let rules = self.load()?;
+            let trusted = self.trust_overrides()?.into_iter().fold(
+                self.config_trusted.as_ref().clone(),
+                |mut set, (upstream, trusted)| {
+                    if trusted {
+                        set.insert(upstream);
+                    } else {
+                        set.remove(&upstream);
+                    }
+                    set
+                },
+            );
+            Ok(RuleSet::new(rules).trusting(trusted))
+        })
+    }
+
+    /// An admin's word on each upstream's annotations, where they gave one.
+    fn trust_overrides(&self) -> Result<Vec<(String, bool)>> {
+        self.db.conn()?.query("SELECT upstream, trusted FROM upstream_trust", args![], |r| {
+            Ok((r.get(0)?, r.get::<i64>(1)? != 0))
+        })
+    }
+
+    /// Whether `upstream`'s tool annotations decide anything, and who said so.
+    pub fn trust(&self, upstream: &str) -> Result<Trust> {
+        let admin = self.trust_overrides()?.into_iter().find(|(u, _)| u == upstream).map(|(_, t)| t);
+        Ok(match admin {
+            Some(trusted) => Trust::Admin(trusted),
+            None => Trust::Config(self.config_trusted.contains(upstream)),
+        })
+    }
+
+    /// Trusts (or stops trusting) `upstream`'s tool annotations, over the
+    /// config file; the caller records who did it in the change log.
+    pub fn set_trust(&self, upstream: &str, trusted: bool) -> Result<()> {
+        if upstream.trim().is_empty() || upstream.chars().count() > 100 {
+            return Err(CoreError::Invalid { field: "upstream", reason: "an upstream's name, 1 to 100 characters".into() });
+        }
+        self.db.conn()?.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO upstream_trust (upstream, trusted, changed_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (upstream) DO UPDATE SET trusted = excluded.trusted, changed_at = excluded.changed_at",
+                args![upstream, i64::from(trusted), self.clock.now_ms()],
+            )?;
+            Db::bump_config(tx)
+        })?;
+        self.invalidate();
+        Ok(())
     }
 
     fn invalidate(&self) {
@@ -369,8 +475,9 @@ mod tests {
         Rule::new(pattern, action)
     }
 
+    /// The rules, trusting the annotations of the upstream `git` (the calls' below).
     fn set(rules: &[Rule]) -> RuleSet {
-        RuleSet::new(rules.to_vec())
+        RuleSet::new(rules.to_vec()).trusting(["git".to_string()].into())
     }
 
     fn tool(name: &str, hints: Hints) -> Facts<'_> {
@@ -397,8 +504,22 @@ mod tests {
             Action::RequireApproval,
             "destructive by default"
         );
-        let safe = Hints { read_only: Some(false), destructive: Some(false), ..Default::default() };
-        assert_eq!(decide_with(&set(&[]), &tool("t", safe)).action, Action::Allow);
+        let not_destructive = Hints { read_only: Some(false), destructive: Some(false), ..Default::default() };
+        let v = decide_with(&set(&[]), &tool("t", not_destructive));
+        assert_eq!((v.action, v.basis), (Action::RequireApproval, Basis::MayDestroy), "not destructive still writes");
+    }
+
+    #[test]
+    fn an_upstreams_annotations_decide_nothing_until_it_is_trusted() {
+        let ro = Hints { read_only: Some(true), ..Default::default() };
+        let of = |upstream| Facts::tool("get-env", Some(upstream), ro);
+        let v = decide_with(&set(&[]), &of("everything"));
+        assert_eq!((v.action, v.basis), (Action::RequireApproval, Basis::UntrustedHints));
+        let trusted = RuleSet::new(Vec::new()).trusting(["everything".to_string()].into());
+        assert_eq!(decide_with(&trusted, &of("everything")).action, Action::Allow);
+        // A rule still decides, trusted or not.
+        assert_eq!(decide_with(&set(&[rule("get-env", Action::Allow)]), &of("everything")).action, Action::Allow);
+        assert_eq!(decide_with(&trusted, &Facts::tool("fetch", Some("everything"), Hints::default())).action, Action::RequireApproval);
     }
 
     #[test]
@@ -471,13 +592,13 @@ mod tests {
         Facts {
             tool: name,
             upstream: Some("git"),
-            hints: Hints { read_only: Some(false), destructive: Some(false), changes_gate: false },
+            hints: Hints { read_only: Some(true), destructive: Some(false), changes_gate: false },
             who: Some(who),
             call: Some(CallDetail { arguments, annotations: &ANNOTATIONS, now_ms: 0 }),
         }
     }
 
-    const CURSOR: Who<'static> = Who { agent: "cursor", owner: Some("alice"), thread: None };
+    const CURSOR: Who<'static> = Who { agent: "cursor", owner: Some("alice"), thread: None, by_admin: false };
 
     #[test]
     fn a_condition_narrows_a_rule_to_the_calls_it_names() {
@@ -538,10 +659,17 @@ mod tests {
             ..rule("*", Action::Block)
         };
         let args = serde_json::json!({});
-        let bob = Who { agent: "claude", owner: Some("bob"), thread: None };
+        let bob = Who { agent: "claude", owner: Some("bob"), thread: None, by_admin: false };
         let action = |r: Rule, who| decide_with(&set(&[r]), &call("git__push", who, &args)).action;
-        assert_eq!(action(scoped(&["cur*"], &[], &[]), CURSOR), Action::Block);
-        assert_eq!(action(scoped(&["cur*"], &[], &[]), bob), Action::Allow);
+        assert_eq!(action(scoped(&["alice/cur*"], &[], &[]), CURSOR), Action::Block);
+        assert_eq!(action(scoped(&["*/cur*"], &[], &[]), CURSOR), Action::Block);
+        assert_eq!(action(scoped(&["bob/cur*"], &[], &[]), CURSOR), Action::Allow, "another owner's cursor");
+        assert_eq!(action(scoped(&["alice/cur*"], &[], &[]), bob), Action::Allow);
+        // A bare name is no one's to claim: only an admin's agents, or the named owners'.
+        assert_eq!(action(scoped(&["cur*"], &[], &[]), CURSOR), Action::Allow, "alice named her agent so");
+        assert_eq!(action(scoped(&["cur*"], &[], &[]), Who { by_admin: true, ..CURSOR }), Action::Block);
+        assert_eq!(action(scoped(&["cur*"], &["alice"], &[]), CURSOR), Action::Block);
+        assert_eq!(action(scoped(&["cur*"], &["bob"], &[]), CURSOR), Action::Allow);
         assert_eq!(action(scoped(&[], &["bob"], &[]), bob), Action::Block);
         assert_eq!(action(scoped(&[], &["bob"], &[]), CURSOR), Action::Allow);
         assert_eq!(action(scoped(&[], &[], &["git"]), CURSOR), Action::Block);
@@ -549,8 +677,10 @@ mod tests {
         // Every stated scope must match.
         assert_eq!(action(scoped(&["cursor"], &["bob"], &[]), CURSOR), Action::Allow);
         // An agent with no owner is not any owner's.
-        let ownerless = Who { agent: "ci", owner: None, thread: None };
+        let ownerless = Who { agent: "ci", owner: None, thread: None, by_admin: true };
         assert_eq!(action(scoped(&[], &["*"], &[]), ownerless), Action::Allow);
+        assert_eq!(action(scoped(&["*/ci"], &[], &[]), ownerless), Action::Block);
+        assert_eq!(action(scoped(&["ci"], &[], &[]), ownerless), Action::Block, "minted by an admin");
         // The console's view (no caller) leaves scoped rules out.
         assert_eq!(
             decide_with(&set(&[scoped(&["*"], &[], &[])]), &tool("git__push", Hints::default())).action,
@@ -582,6 +712,9 @@ mod tests {
         };
         assert_eq!(field(Rule { when: Some("args.x ==".into()), ..rule("t", Action::Block) }), "when");
         assert_eq!(field(Rule { agents: vec!["a*b*".into()], ..rule("t", Action::Block) }), "agents");
+        assert_eq!(field(Rule { agents: vec!["a/b/c".into()], ..rule("t", Action::Block) }), "agents");
+        assert_eq!(field(Rule { owners: vec!["a/b".into()], ..rule("t", Action::Block) }), "owners");
+        assert!(validate_rule(&Rule { agents: vec!["alice/bill*".into(), "*/ci".into()], ..rule("t", Action::Block) }).is_ok());
         assert_eq!(field(Rule { when: Some("true".into()), ..rule("resource:file:///*", Action::Block) }), "pattern");
         assert_eq!(field(Rule { name: "x\u{7}y".into(), ..rule("t", Action::Block) }), "name");
         let named =

@@ -200,6 +200,21 @@ impl UserStore {
             // History is read by owner id: once cleared, no one's (SQLite
             // may give a later user this id again).
             tx.execute("UPDATE audit_events SET owner_id = NULL WHERE owner_id = ?1", args![id])?;
+            // Whatever still names them names them as no user can be named
+            // (a username has no space, parenthesis or '#'): a later user
+            // who takes the name, even on an old thread with an old agent
+            // name, is not their credentials' successor, does not read their
+            // calls or task results, and inherits no rate count or secret.
+            let tomb = removed_name(username, id);
+            for table in ["credentials", "audit_events", "task_results", "grants"] {
+                tx.execute(&format!("UPDATE {table} SET owner = ?1 WHERE owner = ?2"), args![tomb.as_str(), username])?;
+            }
+            tx.execute("DELETE FROM show_once WHERE viewer = ?1", args![username])?;
+            let agents = format!("agent:{username}/");
+            tx.execute(
+                "DELETE FROM rate_counts WHERE subject = ?1 OR substr(subject, 1, ?3) = ?2",
+                args![format!("owner:{username}"), agents.as_str(), agents.chars().count() as i64],
+            )?;
             tx.execute("DELETE FROM oauth_codes WHERE owner = ?1", args![username])?;
             tx.execute(
                 "DELETE FROM oauth_tokens WHERE credential_id IN (SELECT id FROM credentials WHERE owner = ?1)",
@@ -211,6 +226,24 @@ impl UserStore {
         })?;
         self.changed(());
         Ok(())
+    }
+}
+
+/// What a removed user's name becomes wherever it was kept: `ada (removed
+/// #7)`, which [`validate_username`] refuses, so it is no one's to take.
+pub fn removed_name(username: &str, id: i64) -> String {
+    format!("{username} (removed #{id})")
+}
+
+impl UserStore {
+    /// Refused (as [`UserStore::remove`] would be) if `username` is the last
+    /// admin who can sign in, or does not exist: checked before what goes
+    /// with a user is ended.
+    pub fn removable(&self, username: &str) -> Result<()> {
+        self.db.conn()?.transaction(|tx| {
+            let (id, _, _) = user_row(tx, username)?;
+            keep_an_admin(tx, id, username, "remove")
+        })
     }
 }
 

@@ -2,18 +2,19 @@
 //! pause the session's way ([`super::announce`]); what becomes of it once
 //! decided or settled is [`super::outcome`].
 
-use gatehouse_core::approvals::{NewExecution, OpenError, State};
+use gatehouse_core::approvals::{NewExecution, OpenError};
 use gatehouse_core::credentials::Credential;
-use gatehouse_core::policy::{self, Action, CallDetail, Facts, RuleSet};
+use gatehouse_core::policy::{self, Action, Facts, RuleSet};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, ErrorData, Tool};
 use rmcp::service::RequestContext;
 use serde_json::json;
 
+use super::admit::{Admitted, Run, admit};
 use super::outcome::{Target, held_back, held_shape, run_target, tool_digest};
-use super::record::{self, AtOnce};
+use super::record::AtOnce;
 use super::tool_call::Call;
-use super::{Mode, announce, granted, input_required, resume, upstream_round, url_elicitation};
+use super::{Mode, announce, input_required, resume, upstream_round, url_elicitation};
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
 use crate::mcp::upstream::input_required as upstream_input;
@@ -82,136 +83,68 @@ pub async fn call(
             return url_elicitation::continue_after_url_error(state, caller, &execution, shape).await;
         }
     }
-    let annotations = tools::annotations(target.tool());
     let upstream = target.upstream();
-    let facts = Facts {
-        who: Some(tools::who(&caller.credential)),
-        call: Some(CallDetail {
-            arguments: &call.arguments,
-            annotations: &annotations,
-            now_ms: state.core.clock.now_ms(),
-        }),
-        ..Facts::tool(call.name, upstream.as_deref(), tools::hints(target.tool()))
+    let arguments = &call.arguments;
+    let run = Run {
+        caller,
+        tool: call.name,
+        upstream: upstream.as_deref(),
+        definition: target.tool(),
+        arguments,
+        shape,
+        approved: None,
     };
-    let verdict = state.core.policy.decide(&facts).await.map_err(|e| {
-        tracing::error!(error = %e, "policy lookup failed");
-        ErrorData::internal_error("policy lookup failed", None)
-    })?;
+    let verdict = match admit(state, &run).await? {
+        Admitted::Refused(answer) => return Ok(answer),
+        Admitted::Run(decided_by) => {
+            let record = AtOnce::start(state, caller, call.name, upstream.as_deref(), arguments, decided_by);
+            let answer = run_target(state, caller, &target, arguments, shape, None).await;
+            return record.end(answer, ctx.ct.is_cancelled()).await;
+        }
+        Admitted::Ask(verdict) => verdict,
+    };
     let changes_gate = tools::changes_gate(call.name);
-    record::shadows(state, caller, call.name, upstream.as_deref(), &call.arguments, &verdict).await;
-    if verdict.action != Action::Block && !verdict.limits.is_empty() {
-        // Counted across every session, credential and replica (the database).
-        let limited = state.core.policy.take_rates(verdict.limits.clone()).await.map_err(|e| {
-            tracing::error!(error = %e, "rate limit count failed");
-            ErrorData::internal_error("rate limit count failed", None)
-        })?;
-        if let Some(limited) = limited {
-            let message = format!(
-                "{} is over the rate limit of policy rule {:?}; try again in {} s",
-                call.name, limited.rule, limited.retry_after_secs
-            );
-            tracing::warn!(tool = call.name, agent = %caller.credential.agent, rule = %limited.rule, "call over a rate limit");
-            let by = format!("rule:{}", limited.rule);
-            record::refused(
-                state,
-                State::Limited,
-                caller,
-                call.name,
-                upstream.as_deref(),
-                &call.arguments,
-                &by,
-                &message,
-            )
-            .await;
-            let details = json!({"tool": call.name, "rule": limited.rule, "retryAfter": limited.retry_after_secs});
-            return Ok(shape.fit(error_result(ToolErrorCode::RateLimited, message, details)).into());
-        }
+    let limit = state.config.max_gated_arguments_bytes;
+    let size = serde_json::to_vec(arguments).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > limit {
+        tracing::warn!(tool = call.name, agent = %caller.credential.agent, size, limit, "gated call's arguments too large");
+        return Ok(shape.fit(error_result(ToolErrorCode::ArgumentsTooLarge,
+            format!("the arguments of {} are {size} bytes; a call that waits for approval may carry at most {limit} (max_gated_arguments_bytes)", call.name),
+            json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size})))
+        .into());
     }
-    match verdict.action {
-        Action::Allow => {
-            let record = AtOnce::start(
-                state,
-                caller,
-                call.name,
-                upstream.as_deref(),
-                &call.arguments,
-                record::decided_by(&verdict),
-            );
-            record
-                .end(run_target(state, caller, &target, &call.arguments, shape, None).await, ctx.ct.is_cancelled())
-                .await
-        }
-        Action::Block => {
-            tracing::warn!(tool = call.name, agent = %caller.credential.agent, rule = ?verdict.rule, "call blocked by policy");
-            let message = record::blocked_message(call.name, &verdict);
-            record::refused(
-                state,
-                State::Blocked,
-                caller,
-                call.name,
-                upstream.as_deref(),
-                &call.arguments,
-                &record::decided_by(&verdict),
-                &message,
-            )
-            .await;
-            Ok(shape.fit(error_result(ToolErrorCode::BlockedByPolicy, message, json!({"tool": call.name}))).into())
-        }
-        Action::RequireApproval => {
-            // A person's grant lets it run now — never for a human_only call
-            // (gate-changing tools are human_only too).
-            if !verdict.human_only
-                && !changes_gate
-                && let Some(grant) = granted::lookup(state, caller, call.name, &call.arguments).await
-            {
-                let record = AtOnce::start(state, caller, call.name, upstream.as_deref(), &call.arguments, grant);
-                return record
-                    .end(run_target(state, caller, &target, &call.arguments, shape, None).await, ctx.ct.is_cancelled())
-                    .await;
-            }
-            let limit = state.config.max_gated_arguments_bytes;
-            let size = serde_json::to_vec(&call.arguments).map(|v| v.len()).unwrap_or(usize::MAX);
-            if size > limit {
-                tracing::warn!(tool = call.name, agent = %caller.credential.agent, size, limit, "gated call's arguments too large");
-                return Ok(shape.fit(error_result(ToolErrorCode::ArgumentsTooLarge,
-                    format!("the arguments of {} are {size} bytes; a call that waits for approval may carry at most {limit} (max_gated_arguments_bytes)", call.name),
-                    json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size})))
+    let opened = state
+        .core
+        .approvals
+        .open(NewExecution {
+            tool: call.name.to_string(),
+            upstream: target.upstream(),
+            upstream_tool: target.upstream_tool(),
+            tool_digest: tool_digest(target.tool()),
+            arguments: call.arguments,
+            agent: caller.credential.agent.clone(),
+            credential_id: caller.credential.id.clone(),
+            thread: caller.credential.thread.clone(),
+            owner: caller.credential.owner.clone(),
+            session_id: caller.session_id.clone(),
+            human_only: verdict.human_only,
+            admin_only: changes_gate,
+            ttl: verdict.approval_ttl,
+        })
+        .await;
+    let execution = match opened {
+        Ok(execution) => execution,
+        Err(e @ OpenError::TooMany { limit }) => {
+            tracing::warn!(tool = call.name, agent = %caller.credential.agent, limit, "too many live executions");
+            return Ok(shape
+                .fit(error_result(
+                    ToolErrorCode::TooManyExecutions,
+                    format!("{e}; wait for a decision on those first"),
+                    json!({"limit": "max_executions_per_credential", "max": limit}),
+                ))
                 .into());
-            }
-            let opened = state
-                .core
-                .approvals
-                .open(NewExecution {
-                    tool: call.name.to_string(),
-                    upstream: target.upstream(),
-                    upstream_tool: target.upstream_tool(),
-                    tool_digest: tool_digest(target.tool()),
-                    arguments: call.arguments,
-                    agent: caller.credential.agent.clone(),
-                    credential_id: caller.credential.id.clone(),
-                    thread: caller.credential.thread.clone(),
-                    owner: caller.credential.owner.clone(),
-                    session_id: caller.session_id.clone(),
-                    human_only: verdict.human_only,
-                    admin_only: changes_gate,
-                    ttl: verdict.approval_ttl,
-                })
-                .await;
-            let execution = match opened {
-                Ok(execution) => execution,
-                Err(e @ OpenError::TooMany { limit }) => {
-                    tracing::warn!(tool = call.name, agent = %caller.credential.agent, limit, "too many live executions");
-                    return Ok(shape
-                        .fit(error_result(
-                            ToolErrorCode::TooManyExecutions,
-                            format!("{e}; wait for a decision on those first"),
-                            json!({"limit": "max_executions_per_credential", "max": limit}),
-                        ))
-                        .into());
-                }
-            };
-            tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
-            announce::announce(state, caller, &execution, call.mode, shape, ctx).await
         }
-    }
+    };
+    tracing::info!(execution = %execution.id, tool = call.name, agent = %execution.agent, mode = ?call.mode, "call paused for approval");
+    announce::announce(state, caller, &execution, call.mode, shape, ctx).await
 }

@@ -10,6 +10,7 @@
 //! every mode, and imports neither. Calls that run or are refused at once
 //! are audited too ([`record`]).
 
+pub mod admit;
 pub mod agent_decides;
 pub mod announce;
 pub mod browser;

@@ -157,6 +157,12 @@ pub async fn finish_decided_response(
     match store.start_run(id).await {
         Ok(execution) => {
             let answer = run_approved(state, caller, &execution, shape).await;
+            if matches!(answer, CallToolResponse::InputRequired(_)) {
+                // Its input rounds carry it on (gate::upstream_round), each once.
+                store.suspend(id, "the upstream asked the agent for input; its answers continue the call");
+                tracing::info!(execution = %id, tool = %execution.tool, "approved call waits for the agent's input");
+                return answer;
+            }
             let failed = matches!(&answer, CallToolResponse::Complete(r) if r.is_error == Some(true));
             store.finish(id, !failed, None);
             tracing::info!(execution = %id, tool = %execution.tool, failed, "approved call ran");

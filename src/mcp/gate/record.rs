@@ -26,6 +26,7 @@ pub fn decided_by(verdict: &Verdict) -> String {
         Basis::Rule(name) => format!("rule:{name}"),
         Basis::ReadOnly => "annotation:readOnlyHint".into(),
         Basis::NotDestructive | Basis::MayDestroy => "annotation:destructiveHint".into(),
+        Basis::UntrustedHints => "annotation:untrusted".into(),
         Basis::ChangesGate => "gatehouse:changes-gate".into(),
     }
 }
@@ -71,12 +72,19 @@ impl<'a> CallOf<'a> {
     }
 }
 
-/// One call that runs at once, from the decision until it ends.
+/// One run of a tool, from the decision until it ends: a call that runs
+/// at once, or one input round of a call (recorded on its approved
+/// execution, if it has one).
 pub struct AtOnce<'a> {
     id: String,
     state: &'a McpState,
     call: CallOf<'a>,
     decided_by: String,
+    /// What the entry's detail begins with: "ran at once", "round 2".
+    label: String,
+    /// Recorded on an approved execution (its rounds): asking for input
+    /// again leaves it `running`, not `allowed`.
+    on_execution: bool,
     started: Instant,
     ended: bool,
 }
@@ -96,9 +104,23 @@ impl<'a> AtOnce<'a> {
             state,
             call: CallOf::new(caller, tool, upstream, arguments),
             decided_by,
+            label: "ran at once".into(),
+            on_execution: false,
             started: Instant::now(),
             ended: false,
         }
+    }
+
+    /// Input round `round` of a call (its upstream asked for input), on
+    /// `execution`'s record if a person approved the call, else as a call
+    /// of its own.
+    pub fn round(mut self, round: usize, execution: Option<&str>) -> Self {
+        self.label = format!("input round {round}");
+        if let Some(id) = execution {
+            self.id = id.to_string();
+            self.on_execution = true;
+        }
+        self
     }
 
     /// Records how it ended (`cancelled`: the agent cancelled it, whatever
@@ -116,12 +138,13 @@ impl<'a> AtOnce<'a> {
             }
             Ok(CallToolResponse::Complete(_)) => (State::Completed, "ok".into()),
             // It goes on (the agent answers an input request, or polls a task).
+            Ok(CallToolResponse::InputRequired(_)) if self.on_execution => (State::Running, "input required".into()),
             Ok(CallToolResponse::InputRequired(_)) => (State::Allowed, "input required".into()),
             Ok(CallToolResponse::Task(_)) => (State::Allowed, "task".into()),
             Ok(_) => (State::Allowed, "answered".into()),
             Err(e) => (State::Failed, format!("JSON-RPC error {}: {}", e.code.0, e.message)),
         };
-        let detail = format!("ran at once · {} ms · {outcome}", self.started.elapsed().as_millis());
+        let detail = format!("{} · {} ms · {outcome}", self.label, self.started.elapsed().as_millis());
         let entry = self.call.entry(&self.id, state, &self.decided_by, &detail);
         if let Err(e) = self.state.core.approvals.audit().append(entry).await {
             tracing::error!(error = %e, "audit write failed");
@@ -137,7 +160,7 @@ impl Drop for AtOnce<'_> {
         }
         // The request was dropped mid-call (its client went away): `record`
         // only queues, so it is fit for a destructor.
-        let detail = format!("ran at once · {} ms · the client went away first", self.started.elapsed().as_millis());
+        let detail = format!("{} · {} ms · the client went away first", self.label, self.started.elapsed().as_millis());
         self.state.core.approvals.audit().record(self.call.entry(
             &self.id,
             State::Cancelled,

@@ -1,14 +1,17 @@
 //! A 2026-07-28 agent's retry of a call whose upstream asked for input (the
-//! state was sealed by [`crate::mcp::upstream::input_required`]): the gate
-//! checks it against what runs now before the answers go upstream.
+//! state was sealed by [`crate::mcp::upstream::input_required`]): the state
+//! is spent (once, in the database), checked against what runs now, and the
+//! round goes through the same procedure as a first call ([`super::admit`])
+//! before the answers go upstream.
 
-use gatehouse_core::approvals::digest;
-use gatehouse_core::policy::{Action, CallDetail, Facts};
+use gatehouse_core::approvals::{ExecutionId, State, digest};
+use gatehouse_core::single_use::SingleUse;
 use rmcp::model::{CallToolResponse, ErrorData, InputResponses};
 use serde_json::{Value, json};
 
-use super::granted;
+use super::admit::{Admitted, Run, admit};
 use super::outcome::tool_digest;
+use super::record::AtOnce;
 use super::tool_call::Call;
 use crate::mcp::McpState;
 use crate::mcp::tools::{self, Caller};
@@ -58,37 +61,75 @@ pub async fn retry_call(
         let why = format!("{exposed} changed since the call began (another upstream, or a new definition)");
         return refuse(ToolErrorCode::ToolChanged, why);
     }
-    // The rules may have changed between rounds: a block now holds, and a
-    // call that did not need approval then needs it (or a grant) now.
-    let annotations = tools::annotations(&tool.tool);
-    let facts = Facts {
-        who: Some(tools::who(&caller.credential)),
-        call: Some(CallDetail { arguments: &arguments, annotations: &annotations, now_ms: state.core.clock.now_ms() }),
-        ..Facts::tool(&exposed, Some(&tool.upstream), tools::hints(&tool.tool))
+    // One use of this state, on every replica and after a restart: a replay
+    // would run the upstream again with other answers.
+    let token = call.request_state.unwrap_or_default();
+    spend(state, token).await.map_err(|why| upstream_input::refused(credential, &why))?;
+    if let Some(id) = &execution {
+        still_running(state, id).await.map_err(|why| upstream_input::refused(credential, &why))?;
+    }
+    // The same procedure as a first call: the rules may have changed between
+    // rounds (a block now holds; a call that did not need approval then needs
+    // it, or a grant, now), each round counts against the rates, and each is
+    // on the record.
+    let run = Run {
+        caller,
+        tool: &exposed,
+        upstream: Some(&tool.upstream),
+        definition: &tool.tool,
+        arguments: &arguments,
+        shape,
+        approved: execution.as_deref(),
     };
-    let verdict = state.core.policy.decide(&facts).await.map_err(|e| {
-        tracing::error!(error = %e, "policy lookup failed");
-        ErrorData::internal_error("policy lookup failed", None)
-    })?;
-    match verdict.action {
-        Action::Block => {
-            return refuse(ToolErrorCode::BlockedByPolicy, super::record::blocked_message(&exposed, &verdict));
-        }
-        Action::RequireApproval
-            if execution.is_none()
-                && (verdict.human_only || granted::lookup(state, caller, &exposed, &arguments).await.is_none()) =>
-        {
+    let decided_by = match admit(state, &run).await? {
+        Admitted::Run(decided_by) => decided_by,
+        Admitted::Refused(answer) => return Ok(answer),
+        Admitted::Ask(_) => {
             let why = format!("{exposed} now needs approval; make the call again without the requestState");
             return refuse(ToolErrorCode::InvalidRequestState, why);
         }
-        _ => {}
-    }
-    if execution.is_some()
-        && let Err(why) = state.upstreams.spend(call.request_state.unwrap_or_default())
-    {
-        return Err(upstream_input::refused(credential, &why));
-    }
+    };
+    // The first call asked; this is the agent's `round.round`-th answer.
+    let next = round.round + 1;
+    let record = AtOnce::start(state, caller, &exposed, Some(&tool.upstream), &arguments, decided_by)
+        .round(round.round, execution.as_deref());
     let answers = Continuation { input_responses, request_state: round.state };
-    let answer = state.upstreams.call(&tool, &arguments, &caller.origin, shape, answers).await?;
-    Ok(upstream_input::seal_call_answer(state, caller, &tool, &arguments, execution, round.round + 1, answer))
+    let answer = state
+        .upstreams
+        .call(&tool, &arguments, &caller.origin, shape, answers)
+        .await
+        .map(|answer| upstream_input::seal_call_answer(state, caller, &tool, &arguments, execution, next, answer));
+    record.end(answer, caller.origin.ct.is_cancelled()).await
+}
+
+/// Spends a wrapped state ([`SingleUse`]): refused if it was used before.
+async fn spend(state: &McpState, token: &str) -> Result<(), String> {
+    let token = token.to_string();
+    let until = state.core.clock.now_ms() + upstream_input::STATE_TTL.as_millis() as i64;
+    let spent =
+        state.core.run(move |core| SingleUse::new(core.db.clone(), core.clock.clone()).spend(&token, until)).await;
+    match spent {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err("it was already used: each round of a call runs once".into()),
+        Ok(Err(e)) | Err(e) => {
+            tracing::error!(error = %e, "could not record a spent requestState");
+            Err("Gatehouse could not record its use; try again".into())
+        }
+    }
+}
+
+/// Whether the approved execution `id` still goes on (its last word on the
+/// record is `running`: not cancelled, revoked, failed or done since).
+async fn still_running(state: &McpState, id: &str) -> Result<(), String> {
+    let execution = ExecutionId::from(id.to_string());
+    let latest = state.core.run(move |core| core.approvals.audit().latest(&execution)).await;
+    match latest {
+        Ok(Ok(Some(entry))) if entry.state == State::Running => Ok(()),
+        Ok(Ok(Some(entry))) => Err(format!("the call {id} is no longer running (it is {})", entry.state.as_str())),
+        Ok(Ok(None)) => Err(format!("no call {id}")),
+        Ok(Err(e)) | Err(e) => {
+            tracing::error!(error = %e, "could not read an execution's state");
+            Err("Gatehouse could not read the call's state; try again".into())
+        }
+    }
 }

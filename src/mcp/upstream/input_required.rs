@@ -17,9 +17,8 @@
 //! number, size and `requestState` are bounded per round, and only the three
 //! request kinds SEP-2322 allows parse at all ([`InputRequest`]).
 //!
-//! A state of an approved call is good for one retry ([`MAX_SPENT_STATES`]);
-//! others may be retried again until they expire, as the agent could make
-//! the call again anyway.
+//! A tool call's state is good for one retry: the gate spends it in the
+//! database before the round runs (`gate::upstream_round`).
 //!
 //! Gatehouse's own gate also answers with `requestState` (a paused call,
 //! the gate's `input_required` mode). The two never open as each other:
@@ -70,8 +69,6 @@ pub const PREFIX: &str = "gh-upstream.";
 const DOMAIN: &str = "gatehouse/upstream-input/v1";
 /// The payload's tag.
 const TAG: &str = "upstream_input";
-/// Most spent states of approved calls remembered at once.
-pub const MAX_SPENT_STATES: usize = 65_536;
 
 /// What a retry carries back to the upstream.
 #[derive(Debug, Default)]
@@ -139,26 +136,6 @@ pub(super) fn check_input_requests(requests: &InputRequests) -> Result<(), Strin
 }
 
 impl Upstreams {
-    /// Marks the wrapped state `token` of an approved call as used; refused
-    /// if it was already (a replay would run the approved call's next round
-    /// again), or if [`MAX_SPENT_STATES`] unexpired ones are remembered. Kept
-    /// in this process only: on a cluster, per replica.
-    pub fn spend(&self, token: &str) -> Result<(), String> {
-        let now = std::time::Instant::now();
-        let mut spent = self.inner.spent.lock().unwrap_or_else(|p| p.into_inner());
-        if spent.len() >= MAX_SPENT_STATES {
-            spent.retain(|_, expires| *expires > now);
-        }
-        if spent.contains_key(token) {
-            return Err("it was already used: an approved call's round runs once".into());
-        }
-        if spent.len() >= MAX_SPENT_STATES {
-            return Err(format!("{MAX_SPENT_STATES} approved calls are between rounds (MAX_SPENT_STATES)"));
-        }
-        spent.insert(token.to_string(), now + STATE_TTL);
-        Ok(())
-    }
-
     /// One `input_required` from the upstream on `link` for `origin`: checked,
     /// then the agent's own (2026-07-28) or asked of it now (2025-11-25).
     pub(super) async fn input_round(

@@ -145,9 +145,6 @@ pub(crate) struct Inner {
     /// The application's background tasks: everything this side spawns is
     /// tracked here, so shutdown can wait for it.
     tasks: TaskTracker,
-    /// Wrapped `requestState`s of approved calls already retried, until they
-    /// expire ([`input_required`]): an approval runs its call once.
-    spent: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// All upstreams; cheap to clone.

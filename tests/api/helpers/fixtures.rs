@@ -41,6 +41,9 @@ pub fn everything_stdio() -> UpstreamConfig {
         command: Some(repo_path(NODE)),
         args: vec![repo_path(EVERYTHING), "--stdio".into()],
         prefix: Some("ev__".into()),
+        // Our own fixture: its read-only tools run at once, as a trusted
+        // upstream's do (the default, untrusted, is tested on its own).
+        trust_annotations: true,
         ..upstream_named("everything")
     }
 }
@@ -52,6 +55,9 @@ pub fn everything(url: &str) -> UpstreamConfig {
         url: Some(url.parse().unwrap()),
         headers: [("x-upstream-key".to_string(), "configured-secret".to_string())].into(),
         prefix: Some("ev__".into()),
+        // Our own fixture: its read-only tools run at once, as a trusted
+        // upstream's do (the default, untrusted, is tested on its own).
+        trust_annotations: true,
         ..upstream_named("everything")
     }
 }

@@ -393,6 +393,23 @@ impl TestApp {
         reply.get("result").cloned().unwrap_or_else(|| reply["error"].clone())
     }
 
+    /// A GET stream of session `sid` with `token` (200 asserted), open for
+    /// as long as the response is kept.
+    pub async fn open_stream(&self, token: &str, sid: &str) -> reqwest::Response {
+        let response = self
+            .client
+            .get(self.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", sid)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "the stream opens");
+        response
+    }
+
     /// A DELETE of `/mcp` session `sid` with `token`.
     pub async fn end_session(&self, token: &str, sid: &str) -> reqwest::Response {
         self.client.delete(self.url("/mcp")).bearer_auth(token).header("mcp-session-id", sid).send().await.unwrap()
