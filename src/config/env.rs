@@ -204,7 +204,7 @@ mod tests {
         ] {
             assert!(names.contains(&expected), "GATEHOUSE_{expected}");
         }
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 33);
     }
 
     /// Each variable's key is a key of the tree: a variable set to a valid

@@ -14,7 +14,7 @@ use gatehouse_core::model::CredentialId;
 use serde_json::json;
 
 use super::McpState;
-use super::slots::SlotRefused;
+use super::slots::{Slot, SlotRefused};
 use super::upstream::listeners;
 
 /// Rejection counters, by reason.
@@ -65,14 +65,53 @@ fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
         .into_response()
 }
 
-/// Whether a body is a JSON-RPC `initialize` request (the one that opens a session).
-fn is_initialize(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Method<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
+/// What `/mcp` reads of a POST body before rmcp does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Posted {
+    /// It carries a JSON-RPC request (a message with a `method` and an
+    /// `id`), which rmcp answers when its handler is done: a `tools/call`
+    /// may be held that way for minutes. Answers to the requests Gatehouse
+    /// relayed to the agent, and notifications, carry none: rmcp takes them
+    /// at once (202). Read only when the credential has no slot free.
+    request: bool,
+    /// It is an `initialize` request (the one that opens a session).
+    initialize: bool,
+}
+
+impl Posted {
+    /// Reads `body` (one message, or a batch: any request in it counts). A
+    /// body that is not JSON-RPC counts as a request (without a slot free it
+    /// is refused like one; with one, rmcp refuses it).
+    fn of(body: &[u8]) -> Self {
+        #[derive(serde::Deserialize)]
+        struct Message<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            id: Option<serde::de::IgnoredAny>,
+        }
+        let request = |m: &Message<'_>| m.method.is_some() && m.id.is_some();
+        let unreadable = Posted { request: true, initialize: false };
+        if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            return match serde_json::from_slice::<Vec<Message<'_>>>(body) {
+                Ok(batch) => Posted { request: batch.iter().any(request), initialize: false },
+                Err(_) => unreadable,
+            };
+        }
+        match serde_json::from_slice::<Message<'_>>(body) {
+            Ok(m) => Posted { request: request(&m), initialize: m.method.as_deref() == Some("initialize") },
+            Err(_) => unreadable,
+        }
     }
-    serde_json::from_slice::<Method<'_>>(body).ok().and_then(|m| m.method).is_some_and(|m| m == "initialize")
+}
+
+/// The error a request gets when `credential_id` has no slot free (`refused`).
+fn no_slot(credential_id: &CredentialId, refused: SlotRefused) -> Response {
+    let status = match refused {
+        SlotRefused::Credential(_) => StatusCode::TOO_MANY_REQUESTS,
+        SlotRefused::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    tracing::warn!(credential = %credential_id, "MCP request refused: no slot");
+    jsonrpc_error(status, -32000, refused.to_string())
 }
 
 /// Authenticates every `/mcp` request; the accepted credential goes into the
@@ -111,19 +150,6 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
         },
         None => None,
     };
-    // A request holds a slot until its response has ended (a long-poll or a
-    // stream for as long as it is open).
-    let slot = match state.slots.claim(&credential.id) {
-        Ok(slot) => slot,
-        Err(refused) => {
-            let status = match refused {
-                SlotRefused::Credential(_) => StatusCode::TOO_MANY_REQUESTS,
-                SlotRefused::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            tracing::warn!(credential = %credential.id, "MCP request refused: no slot");
-            return jsonrpc_error(status, -32000, refused.to_string());
-        }
-    };
     let credential_id = credential.id.clone();
     request.extensions_mut().insert(credential);
     if let Some(in_use) = &in_use {
@@ -133,21 +159,43 @@ pub async fn authenticate(State(state): State<McpState>, mut request: Request, n
         // response stream.
         request.extensions_mut().insert(in_use.clone());
     }
-    let response = serve_authenticated(&state, session, credential_id, request, next).await;
-    // The session is in use until the response has ended (a GET stream for as
-    // long as the client reads it).
+    // A request holds its slot (if it takes one) until its response has
+    // ended (a long-poll or a stream for as long as it is open); the session
+    // is in use as long (a GET stream for as long as the client reads it).
+    let (response, slot) = serve_authenticated(&state, session, credential_id, request, next).await;
     crate::in_flight::hold_until_sent(response, (slot, in_use))
 }
 
-/// The rest of an authenticated request: session ends, body limits, session
-/// reservations and the JSON-RPC errors rmcp does not give.
+/// The rest of an authenticated request: its slot, session ends, body
+/// limits, session reservations and the JSON-RPC errors rmcp does not give.
+/// Returns the response and the slot it holds until it has ended.
+///
+/// Every request takes a slot while one is free. When none is, a POST that
+/// carries no JSON-RPC request (the agent's answer to a request Gatehouse
+/// relayed to it, a notification such as `notifications/cancelled`) goes on
+/// without one: rmcp takes it at once, and the call held waiting for that
+/// answer already holds a slot, so an agent whose slots are all held by such
+/// calls can still answer (or cancel) them, instead of being refused a slot
+/// that only its answer would free.
 async fn serve_authenticated(
     state: &McpState,
     session: Option<String>,
     credential_id: CredentialId,
     request: Request,
     next: Next,
-) -> Response {
+) -> (Response, Option<Slot>) {
+    if request.method() != Method::POST {
+        let slot = match state.slots.claim(&credential_id) {
+            Ok(slot) => slot,
+            Err(refused) => return (no_slot(&credential_id, refused), None),
+        };
+        return (serve_other(state, session, request, next).await, Some(slot));
+    }
+    serve_post(state, session, credential_id, request, next).await
+}
+
+/// A GET (stream) or DELETE (session end).
+async fn serve_other(state: &McpState, session: Option<String>, request: Request, next: Next) -> Response {
     if request.method() == Method::DELETE {
         // rmcp answers a session DELETE with 202; clients (the Python SDK)
         // expect 200 or 204 for a completed termination, and it is complete.
@@ -162,9 +210,20 @@ async fn serve_authenticated(
         }
         return response;
     }
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
+    next.run(request).await
+}
+
+/// A POST: its slot taken, its body read (bounded); when no slot is free,
+/// a body that carries no request goes on without one.
+async fn serve_post(
+    state: &McpState,
+    session: Option<String>,
+    credential_id: CredentialId,
+    request: Request,
+    next: Next,
+) -> (Response, Option<Slot>) {
+    // Claimed first, as every request's: the common case reads nothing more.
+    let claimed = state.slots.claim(&credential_id);
     let json_body = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -174,20 +233,23 @@ async fn serve_authenticated(
     let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
-            return jsonrpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                -32600,
-                format!("request body exceeds {} bytes (max_body_bytes)", state.config.max_body_bytes),
-            );
+            let message = format!("request body exceeds {} bytes (max_body_bytes)", state.config.max_body_bytes);
+            return (jsonrpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, message), None);
         }
+    };
+    let slot = match claimed {
+        Ok(slot) => Some(slot),
+        Err(refused) if Posted::of(&bytes).request => return (no_slot(&credential_id, refused), None),
+        // The agent's answer to a relayed request, or a notification.
+        Err(_) => None,
     };
     // A new session holds a place from its `initialize` until its id is bound.
     let reservation = match session {
-        None if is_initialize(&bytes) => match state.mcp_sessions.reserve(&credential_id).await {
+        None if Posted::of(&bytes).initialize => match state.mcp_sessions.reserve(&credential_id).await {
             Ok(r) => Some(r),
             Err(limit) => {
                 tracing::warn!(credential = %credential_id, %limit, "MCP session refused");
-                return jsonrpc_error(StatusCode::TOO_MANY_REQUESTS, -32000, limit.to_string());
+                return (jsonrpc_error(StatusCode::TOO_MANY_REQUESTS, -32000, limit.to_string()), slot);
             }
         },
         _ => None,
@@ -205,7 +267,7 @@ async fn serve_authenticated(
             }
             Err(refused) => {
                 tracing::warn!(credential = %credential_id, %refused, "subscriptions/listen refused");
-                return jsonrpc_error(StatusCode::TOO_MANY_REQUESTS, -32000, refused.to_string());
+                return (jsonrpc_error(StatusCode::TOO_MANY_REQUESTS, -32000, refused.to_string()), slot);
             }
         }
     } else {
@@ -220,16 +282,17 @@ async fn serve_authenticated(
     // rmcp answers an undecodable JSON body with a bare 415; give the client
     // the JSON-RPC error the spec asks for instead.
     if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        let refused = match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
             Err(e) => jsonrpc_error(StatusCode::BAD_REQUEST, -32700, format!("Parse error: {e}")),
             Ok(_) => {
                 jsonrpc_error(StatusCode::BAD_REQUEST, -32600, "Invalid Request: not a JSON-RPC 2.0 message".into())
             }
         };
+        return (refused, slot);
     }
     match listen {
-        Some(permit) => crate::in_flight::hold_until_sent(response, permit),
-        None => response,
+        Some(permit) => (crate::in_flight::hold_until_sent(response, permit), slot),
+        None => (response, slot),
     }
 }
 
@@ -240,4 +303,32 @@ pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Posted;
+
+    #[test]
+    fn a_body_carries_a_request_when_a_message_has_a_method_and_an_id() {
+        let request = Posted { request: true, initialize: false };
+        let none = Posted { request: false, initialize: false };
+        let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#;
+        assert_eq!(Posted::of(call), request);
+        let initialize = br#" {"jsonrpc":"2.0","id":"a","method":"initialize","params":{}}"#;
+        assert_eq!(Posted::of(initialize), Posted { request: true, initialize: true });
+        // What an agent posts back: its answer to a relayed request, or a notification.
+        assert_eq!(Posted::of(br#"{"jsonrpc":"2.0","id":0,"result":{"role":"assistant"}}"#), none);
+        assert_eq!(Posted::of(br#"{"jsonrpc":"2.0","id":0,"error":{"code":-1,"message":"no"}}"#), none);
+        assert_eq!(Posted::of(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#), none);
+        // A batch is a request if any message in it is one.
+        assert_eq!(Posted::of(br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"n"}]"#), none);
+        assert_eq!(
+            Posted::of(br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#),
+            request
+        );
+        // What is not JSON-RPC counts as a request: refused a slot like one.
+        assert_eq!(Posted::of(b"not json"), request);
+        assert_eq!(Posted::of(b"[1,2]"), request);
+    }
 }

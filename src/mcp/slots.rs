@@ -1,8 +1,17 @@
 //! How many `/mcp` requests run at once, per credential and in all. A held
-//! wait (a `resume` long-poll, a held `input_required` retry, a GET stream)
-//! keeps its slot until its response has ended, so one credential cannot hold
-//! every connection, and agents together never take the places kept for the
-//! console, sign-in and `/healthz` (`reserved_connections`).
+//! wait (a `resume` long-poll, a held `input_required` retry, a call waiting
+//! on its upstream, a GET stream) keeps its slot until its response has
+//! ended, so one credential cannot hold every connection, and agents together
+//! never take the places kept for the console, sign-in and `/healthz`
+//! (`reserved_connections`). A held call ends, and gives its slot back, when
+//! its upstream answers or gives up, when the agent cancels it (rmcp then
+//! closes the call's stream), or when the upstream's `call_timeout` passes;
+//! a request relayed to the agent for it is bounded by the same.
+//!
+//! What an agent posts back takes no slot (`auth.rs`): its answers to
+//! relayed requests and its notifications (`notifications/cancelled`
+//! included) are taken at once, and the calls waiting for them already hold
+//! slots; making them wait for a free one could wait for ever.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

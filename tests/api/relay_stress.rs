@@ -349,3 +349,64 @@ async fn agents_sharing_a_stdio_upstream_are_asked_only_about_their_own_calls_or
     assert!(failures.is_empty(), "{} failures, the first: {:#?}", failures.len(), &failures[..failures.len().min(10)]);
     assert!(answered >= AGENTS);
 }
+
+/// An agent whose sampling answers wait until the test lets them go.
+#[derive(Clone)]
+struct Held {
+    release: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ClientHandler for Held {
+    fn get_info(&self) -> ClientConfig {
+        let mut caps = ClientCapabilities::default();
+        caps.sampling = Some(SamplingCapability::default());
+        ClientConfig::new(caps, Implementation::new("held-agent", "1.0")).with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _ctx: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        let mut release = self.release.clone();
+        let _ = release.wait_for(|go| *go).await;
+        Ok(CreateMessageResult::new(SamplingMessage::assistant_text("held answers"), "held-model".into()))
+    }
+}
+
+/// What an agent posts back (its answers to relayed requests) never needs a
+/// free slot: with every slot of its credential held by calls that wait for
+/// its own answers, it can still give them, and the calls end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_slots_are_all_held_by_relayed_calls_still_answers_them() {
+    const SLOTS: usize = 4;
+    let app = spawn_app_fronting(everything_stdio(), |c| {
+        allow_test_tools(c);
+        c.max_requests_per_credential = SLOTS;
+    })
+    .await;
+    app.wait_for_upstream_tool("ev__test_sampling").await;
+    let (credential, token) = app.issue_credential("held", None, None);
+    let (go, release) = tokio::sync::watch::channel(false);
+    let service = app.connect(Held { release }, &token).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every slot left is taken by a call that waits for the agent's answer.
+    let free = SLOTS - app.state.mcp.slots.in_progress(&credential);
+    assert!(free >= 1, "the session's own stream leaves room for calls");
+    let calls: Vec<_> = (0..free)
+        .map(|i| {
+            let peer = service.peer().clone();
+            tokio::spawn(async move {
+                let params = tool_params("ev__test_sampling", json!({"prompt": format!("call {i}")}));
+                tokio::time::timeout(NEVER_HANGS, peer.call_tool(params)).await
+            })
+        })
+        .collect();
+    wait_until("every slot is held", || app.state.mcp.slots.in_progress(&credential) == SLOTS).await;
+    go.send(true).unwrap();
+    for call in calls {
+        let result = call.await.unwrap().expect("the call ended: its answer got through").expect("a result");
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        assert!(format!("{result:?}").contains("held answers"), "{result:?}");
+    }
+}

@@ -311,28 +311,3 @@ mod tests {
         assert_eq!(url_host("example.com/x"), Err(Unresolvable::NotUrl));
     }
 }
-
-#[cfg(test)]
-mod scratch {
-    #[test]
-    fn scratch_speed() {
-        let t = std::time::Instant::now();
-        for _ in 0..100000 {
-            let _ = std::hint::black_box(super::path_under(std::hint::black_box("/srv/prod/db/x/y"), "/srv/prod/"));
-        }
-        println!("path_under: {:?}", t.elapsed() / 100000);
-        let t = std::time::Instant::now();
-        for _ in 0..100000 {
-            let _ = std::hint::black_box(super::check_resolvable(std::hint::black_box("/srv/prod/db/x/y"), 16));
-        }
-        println!("check_resolvable: {:?}", t.elapsed() / 100000);
-        let t = std::time::Instant::now();
-        for _ in 0..100000 {
-            let _ = std::hint::black_box(super::url_under(
-                std::hint::black_box("https://api.example.com/v1/items?x=1"),
-                "https://api.example.com/v1/",
-            ));
-        }
-        println!("url_under: {:?}", t.elapsed() / 100000);
-    }
-}

@@ -18,12 +18,12 @@
 //! arguments it reads are at most [`MAX_ARGUMENTS_BYTES`]; a `matches`
 //! pattern written in the condition is compiled once, with it. And its
 //! worst case over arguments that large is estimated when it is compiled
-//! (`cost.rs`): one over [`COST_BUDGET`] units (about 50 ms of one core) is
-//! refused, naming what costs most — for each element of a list, reading
-//! another whole argument (`in`, `contains`, `+`) or compiling a pattern
-//! that is a value. So one evaluation costs at most about 50 ms (measured
-//! worst cases of accepted conditions: under 20 ms), and the gate runs the
-//! costly ones off the async threads ([`super::PolicyStore::decide`]).
+//! (`cost.rs`): one over [`COST_BUDGET`] units (about 100 ms of one core)
+//! is refused, naming what costs most — for each element of a list,
+//! reading another whole argument (`in`, `contains`, `+`) or compiling a
+//! pattern that is a value, which cost seconds. So one evaluation costs at
+//! most about 100 ms, and the gate runs the costly ones off the async
+//! threads ([`super::PolicyStore::decide`], [`super::evaluations`]).
 //!
 //! **Total, and short when it fails.** Every way an evaluation can fail is
 //! an `Err` that the decision procedure counts against the call, never for
@@ -97,7 +97,7 @@ pub enum ConditionError {
     },
     /// Its worst case on the largest arguments costs more than [`COST_BUDGET`].
     #[error(
-        "this condition could cost up to {estimate} units on the largest arguments ({MAX_ARGUMENTS_BYTES} bytes), over the budget of {COST_BUDGET} (about 50 ms); the costliest part: {heaviest}"
+        "this condition could cost up to {estimate} units on the largest arguments ({MAX_ARGUMENTS_BYTES} bytes), over the budget of {COST_BUDGET} (about 100 ms); the costliest part: {heaviest}"
     )]
     TooCostly {
         /// The estimate.
@@ -170,8 +170,7 @@ pub struct Bindings {
 impl Bindings {
     /// The call's values, or why a condition cannot look at them.
     pub fn new(call: &CallView<'_>) -> Self {
-        let mut counter = Counter { bytes: 0 };
-        if serde_json::to_writer(&mut counter, call.arguments).is_err() {
+        if arguments_bytes(call.arguments) > MAX_ARGUMENTS_BYTES {
             return Bindings {
                 context: Err(format!(
                     "the arguments are over {MAX_ARGUMENTS_BYTES} bytes; a condition is evaluated on at most {MAX_ARGUMENTS_BYTES}"
@@ -193,8 +192,16 @@ impl Bindings {
     }
 }
 
+/// The size of `arguments` as JSON (bytes), counted up to just past
+/// [`MAX_ARGUMENTS_BYTES`]: a larger value is not serialised whole.
+pub fn arguments_bytes(arguments: &Value) -> usize {
+    let mut counter = Counter { bytes: 0 };
+    let _ = serde_json::to_writer(&mut counter, arguments);
+    counter.bytes
+}
+
 /// Counts the bytes of JSON written to it, and stops the writing past
-/// [`MAX_ARGUMENTS_BYTES`] (so a huge argument is not serialised whole).
+/// [`MAX_ARGUMENTS_BYTES`].
 struct Counter {
     bytes: usize,
 }

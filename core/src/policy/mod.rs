@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 pub mod condition;
 pub mod decide;
+pub mod evaluations;
 pub mod rate;
 
 pub use condition::{Condition, ConditionError};
@@ -358,10 +359,16 @@ impl PolicyStore {
         self.db.run(move || rate::take(&db, now_ms, &limits)).await?
     }
 
-    /// Decides for one call (or tool).
+    /// Decides for one call (or tool): where it asks when its conditions
+    /// are cheap, off the async threads when they may not be
+    /// ([`evaluations`]).
     pub async fn decide(&self, facts: &Facts<'_>) -> Result<Verdict> {
         let rules = self.current().await?;
-        Ok(decide_with(&rules, facts))
+        if decide::condition_cost(&rules, facts) <= evaluations::INLINE_COST {
+            return Ok(decide_with(&rules, facts));
+        }
+        let owned = evaluations::OwnedFacts::of(facts);
+        evaluations::run(move || decide_with(&rules, &owned.facts())).await
     }
 }
 

@@ -175,7 +175,7 @@ impl Upstreams {
         }
         // Only when opening a session: the config is not copied on every call.
         let config = self.slots().get(name).map(|s| s.config.clone()).ok_or_else(|| format!("no upstream {name}"))?;
-        let relay = RelayState::new(name, Some(downstream), self);
+        let relay = RelayState::new(name, Some(downstream), self, config.call_timeout);
         // A 2025-11-25 session: no discover round trip.
         let handler = Relay::new(relay.clone(), agent_capabilities(downstream));
         let connection = match link::connect(&config, handler, None, link::Lifecycle::Initialize).await {

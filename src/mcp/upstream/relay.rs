@@ -65,6 +65,9 @@ pub(crate) struct RelayState {
     /// The application's background tasks (the upstreams' tracker): what
     /// this connection spawns is drained at shutdown with the rest.
     pub(crate) tasks: TaskTracker,
+    /// The upstream's `call_timeout`: the longest a request it sends is
+    /// relayed for (the call it belongs to is bounded by the same).
+    call_timeout: Duration,
     /// This (shared, 2026-07-28) connection's upstream refused `initialize`:
     /// 2025-11-25 agent sessions use this connection rather than sessions of
     /// their own, and it is not asked again while this connection lives.
@@ -112,7 +115,12 @@ fn single_agent(calls: &[InFlight]) -> Option<&InFlight> {
 }
 
 impl RelayState {
-    pub(crate) fn new(upstream: &str, owner: Option<&Arc<Downstream>>, upstreams: &Upstreams) -> Arc<Self> {
+    pub(crate) fn new(
+        upstream: &str,
+        owner: Option<&Arc<Downstream>>,
+        upstreams: &Upstreams,
+        call_timeout: Duration,
+    ) -> Arc<Self> {
         Arc::new(RelayState {
             upstream: upstream.to_string(),
             owner: owner.map(Arc::downgrade),
@@ -120,6 +128,7 @@ impl RelayState {
             calls: Mutex::new(Vec::new()),
             next_entry: AtomicU64::new(0),
             tasks: upstreams.inner.tasks.clone(),
+            call_timeout,
             initialize_refused: AtomicBool::new(false),
             listen: Default::default(),
         })
@@ -369,10 +378,13 @@ impl RelayState {
     }
 
     /// Sends `request` to the agent `target` names and waits for the answer,
-    /// `ct` (passed on as a cancellation) or the stream closing. What cannot
-    /// be delivered (a capability the agent's client did not declare, a
-    /// closed stream, an ended session) is an error at once, with a warning,
-    /// never a wait the upstream can only time out of.
+    /// `ct` (passed on as a cancellation), the stream closing or the
+    /// upstream's `call_timeout` passing (then it is cancelled at the agent).
+    /// What cannot be delivered (a capability the agent's client did not
+    /// declare, a closed stream, an ended session) is an error at once, with
+    /// a warning, never a wait the upstream can only time out of; a request
+    /// or an answer lost on the way is an error once `call_timeout` passes,
+    /// never a wait without end.
     pub(crate) async fn deliver(
         &self,
         target: Asked,
@@ -406,6 +418,7 @@ impl RelayState {
         if let Delivery::Request(id) = &delivery {
             request.extensions_mut().insert(OriginatingRequestId(id.clone()));
         }
+        let bound = self.call_timeout;
         // In a task of its own: rmcp would otherwise mark the request as coming
         // from the *upstream's* request id, which the agent's session does not know.
         let sent = self.tasks.spawn(async move {
@@ -432,6 +445,10 @@ impl RelayState {
                     let _ = handle.cancel(Some(closed(&delivery).into())).await;
                     Err(Unanswered::Closed(delivery))
                 }
+                _ = tokio::time::sleep(bound) => {
+                    let _ = handle.cancel(Some("no answer within the upstream's call_timeout".into())).await;
+                    Err(Unanswered::TimedOut(bound))
+                }
             }
         });
         match sent.await {
@@ -441,6 +458,13 @@ impl RelayState {
                 Err(refuse(ErrorCode::INTERNAL_ERROR, format!("the agent did not answer: {e}")))
             }
             Ok(Err(Unanswered::Closed(delivery))) => Err(refuse(ErrorCode::INTERNAL_ERROR, closed(&delivery).into())),
+            Ok(Err(Unanswered::TimedOut(bound))) => Err(refuse(
+                ErrorCode::INTERNAL_ERROR,
+                format!(
+                    "the agent did not answer within the upstream's call_timeout ({})",
+                    humantime::format_duration(bound)
+                ),
+            )),
             Err(e) => Err(refuse(ErrorCode::INTERNAL_ERROR, format!("the relay failed: {e}"))),
         }
     }
@@ -494,6 +518,9 @@ enum Unanswered {
     Agent(ServiceError),
     /// The stream it went out on closed first (the agent went away).
     Closed(Delivery),
+    /// No answer within the upstream's `call_timeout` (the request or the
+    /// answer was lost on the way, or the agent never answered).
+    TimedOut(Duration),
 }
 
 /// Why a request for `delivery` cannot reach the agent.

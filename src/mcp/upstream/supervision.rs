@@ -154,7 +154,7 @@ impl Upstreams {
         let mut lifecycle = link::Lifecycle::Auto;
         loop {
             let started = tokio::time::Instant::now();
-            let relay = RelayState::new(&config.name, None, &self);
+            let relay = RelayState::new(&config.name, None, &self, config.call_timeout);
             let watch = config.command.is_some().then(|| ChildWatch::new(&config));
             self.update(&config.name, |s| s.child = watch.clone());
             let relay_handler = Relay::new(relay.clone(), shared_capabilities());

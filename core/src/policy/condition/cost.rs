@@ -21,10 +21,11 @@ use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 use super::MAX_ARGUMENTS_BYTES;
 use super::functions::{MATCHES_LITERAL, MATCHES_VALUE};
 
-/// The most a condition may cost on the largest arguments (about 50 ms of
-/// one core): enough for a loop over every element of a 64 KiB list with a
-/// few dozen operations in each step, short of anything quadratic.
-pub const COST_BUDGET: u64 = 50_000_000;
+/// The most a condition may cost on the largest arguments (about 100 ms of
+/// one core): enough for a loop over every element of a 64 KiB list that
+/// resolves each as a path and as a URL, or does a few dozen operations;
+/// twenty times short of anything quadratic in the arguments.
+pub const COST_BUDGET: u64 = 100_000_000;
 
 /// The largest a value read from the call may be (bytes).
 const LARGEST: u64 = MAX_ARGUMENTS_BYTES as u64;
@@ -47,10 +48,13 @@ const MATCH_BYTE: u64 = 4;
 /// Compiling a pattern that is a value, and per byte of it.
 const COMPILE: u64 = 20_000;
 const COMPILE_BYTE: u64 = 400;
-/// `path_under`, `url_under`, `url_host`: up to four passes over the value
-/// (percent-decoding rounds), each looking for compatibility forms.
-const RESOLVE: u64 = 2_000;
-const RESOLVE_BYTE: u64 = 60;
+/// `path_under`, `url_under`, `url_host`: a call, and per byte resolved
+/// (up to four percent-decoding rounds, each looking up the compatibility
+/// form of every non-ASCII character: the worst case).
+const RESOLVE: u64 = 500;
+const RESOLVE_BYTE: u64 = 100;
+/// Per byte of a literal in plain ASCII (a prefix as written): one pass.
+const RESOLVE_PLAIN_BYTE: u64 = 5;
 /// Looking up a time zone by name.
 const ZONE: u64 = 2_000;
 /// The size of a number, a boolean, a time.
@@ -123,7 +127,7 @@ pub(super) fn estimate(expr: &IdedExpr) -> Worst {
     let root = estimator.expr(expr);
     let cost = CONVERT_BYTE.saturating_mul(LARGEST).saturating_add(root.cost.fixed);
     let heaviest = match estimator.heaviest {
-        Some((own, what)) if own.saturating_mul(4) >= root.cost.fixed => format!("{what} (about {own} units)"),
+        Some((own, what)) if own.saturating_mul(20) >= root.cost.fixed => format!("{what} (about {own} units)"),
         _ if estimator.longest_loop > 0 => format!(
             "each step of a loop over up to {} elements does too much (about {} units in all)",
             estimator.longest_loop, root.cost.fixed
@@ -339,11 +343,21 @@ impl Estimator {
                 "`matches` with a pattern that is not a literal (compiled on every call)",
             ),
             _ if name.starts_with(MATCHES_LITERAL) => (node.plus(size(0).times(MATCH_BYTE)), small, "`matches`"),
-            "path_under" | "url_under" => (
-                node.plus(Amount::fixed(RESOLVE)).plus(size(0).plus(size(1)).times(RESOLVE_BYTE)),
-                small,
-                "resolving a path or URL",
-            ),
+            "path_under" | "url_under" => {
+                let prefix = match call.args.get(1).map(|a| &a.expr) {
+                    Some(Expr::Literal(LiteralValue::String(s)))
+                        if s.inner().bytes().all(|b| b.is_ascii() && b != b'%') =>
+                    {
+                        size(1).times(RESOLVE_PLAIN_BYTE)
+                    }
+                    _ => size(1).times(RESOLVE_BYTE),
+                };
+                (
+                    node.plus(Amount::fixed(RESOLVE)).plus(size(0).times(RESOLVE_BYTE)).plus(prefix),
+                    small,
+                    "resolving a path or URL",
+                )
+            }
             "url_host" => {
                 (node.plus(Amount::fixed(RESOLVE)).plus(size(0).times(RESOLVE_BYTE)), size(0), "resolving a URL")
             }

@@ -242,7 +242,7 @@ fn a_condition_over_the_cost_budget_is_refused_naming_why() {
         // For each element, the whole of another argument.
         ("args.a.exists(x, x in args.b)", "`in`"),
         ("args.a.exists(x, args.text.contains(x))", "`contains`"),
-        ("args.a.map(x, x + args.text).size() > 0", "`+`"),
+        ("args.a.exists(x, x + args.text == 'x')", "`+`"),
         ("args.a.exists(x, x == args.b[0] + args.b[1])", "`+`"),
     ] {
         let err = Condition::compile(source).unwrap_err();
@@ -252,7 +252,7 @@ fn a_condition_over_the_cost_budget_is_refused_naming_why() {
         assert!(err.to_string().contains("over the budget"), "{err}");
     }
     // Copying the largest value again and again, without a loop.
-    let copies = format!("size({}args.b) > 0", "args.b + ".repeat(40));
+    let copies = format!("size({}args.b) > 0", "args.b + ".repeat(60));
     assert!(matches!(Condition::compile(&copies), Err(ConditionError::TooCostly { .. })));
     // Linear work on every element stays within it.
     for source in [
@@ -296,25 +296,29 @@ fn warnings_name_text_tests_on_paths_and_urls() {
 #[test]
 fn estimates_against_time() {
     let room = MAX_ARGUMENTS_BYTES - 64;
-    let strings = |len: usize| -> Vec<Value> {
-        let item = "a".repeat(len);
-        (0..room / (len + 3)).map(|_| json!(item)).collect()
-    };
+    let strings = |item: &str| -> Vec<Value> { (0..room / (item.len() + 3)).map(|_| json!(item)).collect() };
     let ints: Vec<Value> = (0..room / 2).map(|_| json!(0)).collect();
     let blob = "x".repeat(room / 2);
-    let half: Vec<Value> = (0..room / 8).map(|i| json!(format!("{i}"))).collect();
+    let half: Vec<Value> = (0..room / 16).map(|i| json!(format!("{i}"))).collect();
     let cases: Vec<(&str, Value)> = vec![
-        ("true", json!({ "files": strings(1) })),
-        ("args.files.exists(f, f == 'b')", json!({ "files": strings(1) })),
-        ("args.files.exists(f, f.endsWith('.env'))", json!({ "files": strings(1) })),
-        (r#"args.files.exists(f, f.matches("\\.env$"))"#, json!({ "files": strings(1) })),
-        (r#"args.files.exists(f, path_under(f, "/srv/prod/"))"#, json!({ "files": strings(1) })),
-        (r#"args.files.exists(f, path_under(f, "/srv/prod/"))"#, json!({ "files": strings(1000) })),
-        (r#"args.files.exists(f, url_under(f, "https://x.example/"))"#, json!({ "files": strings(1) })),
+        ("true", json!({ "files": strings("a") })),
+        ("args.files.exists(f, f == 'b')", json!({ "files": strings("a") })),
+        ("args.files.exists(f, f.endsWith('.env'))", json!({ "files": strings("a") })),
+        (r#"args.files.exists(f, f.matches("\\.env$"))"#, json!({ "files": strings("a") })),
+        (r#"args.files.exists(f, path_under(f, "/srv/prod/"))"#, json!({ "files": strings("/") })),
+        (r#"args.files.exists(f, path_under(f, "/srv/prod/"))"#, json!({ "files": strings("a") })),
+        (r#"args.files.exists(f, path_under(f, "/srv/prod/"))"#, json!({ "files": strings(&"/a".repeat(500)) })),
+        (r#"args.files.exists(f, url_under(f, "https://x.example/"))"#, json!({ "files": strings("http://a") })),
+        (r#"args.files.exists(f, url_under(f, "https://x.example/"))"#, json!({ "files": strings("a") })),
+        (
+            r#"args.files.all(f, path_under(f, "/srv/") || url_under(f, "https://x.example/"))"#,
+            json!({ "files": strings("http://a") }),
+        ),
         ("args.n.exists(x, x == 1)", json!({ "n": ints })),
         ("args.n.map(x, x + 1).size() > 0", json!({ "n": ints })),
         ("args.files.exists(f, f == args.blob)", json!({ "files": half, "blob": blob })),
         (r#"path_under(args.blob, "/srv/")"#, json!({ "blob": format!("/{}", "a/".repeat(room / 4)) })),
+        (r#"path_under(args.blob, "/srv/")"#, json!({ "blob": format!("/{}", "é%41/".repeat(room / 12)) })),
         (r#"url_host(args.blob) == "x""#, json!({ "blob": format!("https://x.example/{}", "a".repeat(room - 40)) })),
     ];
     let annotations = json!({});
@@ -328,43 +332,11 @@ fn estimates_against_time() {
         println!("{:>12} {:>12?}  {source} -> {result:?}", condition.cost(), took);
     }
     // What the budget refuses, timed without it (cel's own `matches`).
-    let files = json!({ "files": strings(1), "p": "\\.env$" });
+    let files = json!({ "files": strings("a"), "p": "\\.env$" });
     let program = cel::Program::compile("args.files.exists(f, f.matches(args.p))").unwrap();
     let mut context = Context::default();
     context.add_variable_from_value("args", json(&files));
     let start = std::time::Instant::now();
     let _ = program.execute(&context);
     println!("{:>12} {:>12?}  refused: args.files.exists(f, f.matches(args.p))", "-", start.elapsed());
-}
-
-#[test]
-fn scratch() {
-    println!("{:?}", Condition::compile("size(args.p) > 0").map(|c| c.cost()));
-    println!("{:?}", Condition::compile("args.a.filter(x, x > 1).all(y, y < 5)").map(|c| c.cost()));
-    let v = json!({"p": "/srv/prod/db/x/y", "q": "https://api.example.com/v1/items?x=1"});
-    let a = json!({});
-    for s in [
-        r#"path_under(args.p, "/srv/prod/")"#,
-        r#"url_under(args.q, "https://api.example.com/v1/")"#,
-        "args.p == 'x'",
-        "true",
-        r#"url_host(args.q) == "x""#,
-        "size(args.p) > 0",
-        "args.p.startsWith('x')",
-    ] {
-        let c = match Condition::compile(s) {
-            Ok(c) => c,
-            Err(e) => {
-                println!("{s}: {e}");
-                continue;
-            }
-        };
-        let view = call(&v, &a);
-        let mut b = Bindings::new(&view);
-        let t = std::time::Instant::now();
-        for _ in 0..10000 {
-            let _ = c.eval_with(&mut b);
-        }
-        println!("{s}: {:?} per eval", t.elapsed() / 10000);
-    }
 }
