@@ -37,7 +37,8 @@ pub async fn bad_arguments_are_400(request: Request, next: Next) -> Response {
     tracing::warn!(path, detail, "server function called with arguments it cannot read");
     parts.status = StatusCode::BAD_REQUEST;
     parts.headers.remove(header::CONTENT_LENGTH);
-    let sentence = format!("Args|The form's fields could not be read ({}); reload the page and try again.", clip(detail));
+    let sentence =
+        format!("Args|The form's fields could not be read ({}); reload the page and try again.", clip(detail));
     Response::from_parts(parts, Body::from(sentence))
 }
 

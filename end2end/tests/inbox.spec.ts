@@ -3,7 +3,8 @@
 // one approved from the keyboard (j to move, a to ask, a again to confirm;
 // Escape cancels; ? lists the keys); a skip link first.
 import { test, expect } from "@playwright/test";
-import { spawnGatehouse, connectClient, signInPage, type Gatehouse } from "./gatehouse";
+import { join } from "node:path";
+import { spawnGatehouse, connectClient, signInPage, root, type Gatehouse } from "./gatehouse";
 
 const PW = "a long enough password";
 let gh: Gatehouse;
@@ -99,6 +100,14 @@ test("several approved only once confirmed, naming how many and which tools; a p
   await expect(confirm).toContainText("Approve 2 calls?");
   await expect(confirm).toContainText("gatehouse_policy_set (×2)");
   await expect(list.getByRole("listitem")).toHaveCount(2);
+  // As a person sees it, on a phone and at a desk, light and dark.
+  for (const [width, height] of [[390, 844], [1280, 800]]) {
+    for (const colorScheme of ["light", "dark"] as const) {
+      await page.setViewportSize({ width, height });
+      await page.emulateMedia({ colorScheme });
+      await page.screenshot({ path: join(root, "end2end", "test-results", "screenshots", `approvals-confirm-${width}-${colorScheme}.png`), fullPage: true });
+    }
+  }
   await confirm.getByRole("button", { name: "Approve 2 calls" }).click();
   await expect(page.getByTestId("outcome")).toHaveText("Decided 2.");
   await expect(list.getByRole("listitem")).toHaveCount(0);

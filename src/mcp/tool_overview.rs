@@ -137,7 +137,9 @@ pub async fn warn_unmatched_rules(state: McpState, wait: std::time::Duration, sh
     }
     let credentials = match state.core.run(|core| core.credentials.list()).await {
         Ok(Ok(credentials)) => credentials,
-        Ok(Err(e)) | Err(e) => return tracing::warn!(error = %e, "cannot read the credentials to check the rules' agent names"),
+        Ok(Err(e)) | Err(e) => {
+            return tracing::warn!(error = %e, "cannot read the credentials to check the rules' agent names");
+        }
     };
     let agents: Vec<_> = credentials
         .into_iter()

@@ -145,7 +145,10 @@ async fn approving_many_at_once_asks_first_and_decides_only_what_was_confirmed()
     let sid = app.open_session(&token).await;
     app.core
         .policy
-        .set(gatehouse_core::policy::Rule::new("gatehouse_audit_recent", gatehouse_core::policy::Action::RequireApproval))
+        .set(gatehouse_core::policy::Rule::new(
+            "gatehouse_audit_recent",
+            gatehouse_core::policy::Action::RequireApproval,
+        ))
         .unwrap();
     let ids = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 3).await;
     let post = |form: Vec<(&str, String)>| {
@@ -166,7 +169,11 @@ async fn approving_many_at_once_asks_first_and_decides_only_what_was_confirmed()
     assert_eq!(confirm["tools"], json!([["gatehouse_audit_recent", 2]]), "{asked}");
     let token = confirm["token"].as_str().unwrap().to_string();
     for id in &ids {
-        assert_eq!(app.core.approvals.get(&id.as_str().into()).unwrap().1.state.as_str(), "pending", "nothing decided yet");
+        assert_eq!(
+            app.core.approvals.get(&id.as_str().into()).unwrap().1.state.as_str(),
+            "pending",
+            "nothing decided yet"
+        );
     }
     // The token names those two: with a third added it only asks again.
     let again: Value = post(form(&ids, Some(&token))).await.unwrap().json().await.unwrap();

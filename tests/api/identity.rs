@@ -253,7 +253,13 @@ async fn a_namesake_on_a_removed_users_thread_reads_none_of_their_calls() {
         .await
         .unwrap();
     assert_eq!(declined.status(), 200);
-    let r = app.same_origin(Method::POST, "/api/fn/user-remove").header("cookie", &ada).form(&[("username", "alice")]).send().await.unwrap();
+    let r = app
+        .same_origin(Method::POST, "/api/fn/user-remove")
+        .header("cookie", &ada)
+        .form(&[("username", "alice")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 
     // A new alice, the same agent name, the same thread label.

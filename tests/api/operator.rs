@@ -143,8 +143,11 @@ async fn the_sweeper_sweeps_at_start_and_ends_on_shutdown() {
         )
         .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let sweeper =
-        tokio::spawn(gatehouse::housekeeping::run(app.core.clone(), gatehouse::housekeeping::Retention { age: Duration::from_secs(3600), entries: 1_000_000 }, shutdown.clone()));
+    let sweeper = tokio::spawn(gatehouse::housekeeping::run(
+        app.core.clone(),
+        gatehouse::housekeeping::Retention { age: Duration::from_secs(3600), entries: 1_000_000 },
+        shutdown.clone(),
+    ));
     for _ in 0..200 {
         if audit_rows(&app) == 0 {
             break;

@@ -360,7 +360,8 @@ impl ClientHandler for Held {
     fn get_info(&self) -> ClientConfig {
         let mut caps = ClientCapabilities::default();
         caps.sampling = Some(SamplingCapability::default());
-        ClientConfig::new(caps, Implementation::new("held-agent", "1.0")).with_protocol_version(ProtocolVersion::V_2025_11_25)
+        ClientConfig::new(caps, Implementation::new("held-agent", "1.0"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
 
     async fn create_message(

@@ -225,7 +225,11 @@ fn Card(
 /// The confirmation of an approval of several calls: how many, and which
 /// tools; its button approves exactly these (the token names them).
 #[component]
-fn ConfirmBulk(asked: ToConfirm, many: ServerAction<DecideMany>, confirming: RwSignal<Option<ToConfirm>>) -> impl IntoView {
+fn ConfirmBulk(
+    asked: ToConfirm,
+    many: ServerAction<DecideMany>,
+    confirming: RwSignal<Option<ToConfirm>>,
+) -> impl IntoView {
     let n = asked.ids.len();
     let calls = if n == 1 { "1 call".to_string() } else { format!("{n} calls") };
     let tools = asked

@@ -116,3 +116,73 @@ impl OwnedFacts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::policy::decide::{RuleSet, condition_cost, decide_with};
+    use crate::policy::{Action, Rule};
+
+    fn facts<'a>(arguments: &'a Value, annotations: &'a Value) -> Facts<'a> {
+        Facts {
+            tool: "files__write",
+            upstream: Some("files"),
+            hints: Hints::default(),
+            who: Some(Who { agent: "cursor", owner: Some("alice"), thread: Some("t1"), by_admin: true }),
+            call: Some(CallDetail { arguments, annotations, now_ms: 1 }),
+        }
+    }
+
+    fn rules() -> RuleSet {
+        let when = r#"args.files.exists(f, path_under(f, "/srv/prod/"))"#;
+        RuleSet::new(vec![Rule { when: Some(when.into()), ..Rule::new("files__*", Action::Block) }])
+    }
+
+    #[test]
+    fn the_cost_of_a_call_grows_with_its_arguments_and_counts_only_rules_in_scope() {
+        let rules = rules();
+        let annotations = json!({});
+        let small = json!({"files": ["/tmp/a"]});
+        let large = json!({"files": vec!["/tmp/a"; 5_000]});
+        let (small_cost, large_cost) = (
+            condition_cost(&rules, &facts(&small, &annotations)),
+            condition_cost(&rules, &facts(&large, &annotations)),
+        );
+        assert!(small_cost <= INLINE_COST, "a small call is decided where it is asked: {small_cost}");
+        assert!(large_cost > INLINE_COST, "a large one off the async threads: {large_cost}");
+        let other_tool = Facts { tool: "git__push", ..facts(&large, &annotations) };
+        assert_eq!(condition_cost(&rules, &other_tool), 0, "a rule for other tools costs nothing");
+        assert_eq!(condition_cost(&rules, &Facts { call: None, ..facts(&large, &annotations) }), 0, "nor a listing");
+    }
+
+    #[test]
+    fn owned_facts_are_the_same_facts() {
+        let (arguments, annotations) = (json!({"files": ["/srv/./prod/db"]}), json!({"readOnlyHint": false}));
+        let original = facts(&arguments, &annotations);
+        let owned = OwnedFacts::of(&original);
+        let copy = owned.facts();
+        assert_eq!(format!("{original:?}"), format!("{copy:?}"));
+        assert_eq!(decide_with(&rules(), &copy), decide_with(&rules(), &original));
+        assert_eq!(decide_with(&rules(), &copy).action, Action::Block, "the escape is caught");
+    }
+
+    #[tokio::test]
+    async fn decisions_run_off_the_async_threads_and_all_finish() {
+        let rules = Arc::new(rules());
+        let mut running = tokio::task::JoinSet::new();
+        for n in 0..8 {
+            let (rules, annotations) = (rules.clone(), json!({}));
+            let arguments = json!({ "files": [if n % 2 == 0 { "/srv//prod/db" } else { "/tmp/db" }] });
+            let owned = OwnedFacts::of(&facts(&arguments, &annotations));
+            running.spawn(async move { (n, run(move || decide_with(&rules, &owned.facts()).action).await) });
+        }
+        while let Some(done) = running.join_next().await {
+            let (n, action) = done.unwrap();
+            let want = if n % 2 == 0 { Action::Block } else { Action::RequireApproval };
+            assert_eq!(action.unwrap(), want, "call {n}");
+        }
+        assert_eq!(WAITING.load(Ordering::SeqCst), 0, "nobody is left in line");
+    }
+}

@@ -222,9 +222,9 @@ impl PolicyStore {
 
     /// An admin's word on each upstream's annotations, where they gave one.
     fn trust_overrides(&self) -> Result<Vec<(String, bool)>> {
-        self.db.conn()?.query("SELECT upstream, trusted FROM upstream_trust", args![], |r| {
-            Ok((r.get(0)?, r.get::<i64>(1)? != 0))
-        })
+        self.db
+            .conn()?
+            .query("SELECT upstream, trusted FROM upstream_trust", args![], |r| Ok((r.get(0)?, r.get::<i64>(1)? != 0)))
     }
 
     /// Whether `upstream`'s tool annotations decide anything, and who said so.
@@ -240,7 +240,10 @@ impl PolicyStore {
     /// config file; the caller records who did it in the change log.
     pub fn set_trust(&self, upstream: &str, trusted: bool) -> Result<()> {
         if upstream.trim().is_empty() || upstream.chars().count() > 100 {
-            return Err(CoreError::Invalid { field: "upstream", reason: "an upstream's name, 1 to 100 characters".into() });
+            return Err(CoreError::Invalid {
+                field: "upstream",
+                reason: "an upstream's name, 1 to 100 characters".into(),
+            });
         }
         self.db.conn()?.transaction(|tx| {
             tx.execute(
@@ -526,7 +529,10 @@ mod tests {
         assert_eq!(decide_with(&trusted, &of("everything")).action, Action::Allow);
         // A rule still decides, trusted or not.
         assert_eq!(decide_with(&set(&[rule("get-env", Action::Allow)]), &of("everything")).action, Action::Allow);
-        assert_eq!(decide_with(&trusted, &Facts::tool("fetch", Some("everything"), Hints::default())).action, Action::RequireApproval);
+        assert_eq!(
+            decide_with(&trusted, &Facts::tool("fetch", Some("everything"), Hints::default())).action,
+            Action::RequireApproval
+        );
     }
 
     #[test]
@@ -699,7 +705,7 @@ mod tests {
     fn the_gate_changing_floor_and_human_only_hold_on_conditional_rules() {
         let args = serde_json::json!({"pattern": "*"});
         let allow_all =
-            Rule { when: Some("true".into()), agents: vec!["*".into()], ..rule("gatehouse_*", Action::Allow) };
+            Rule { when: Some("true".into()), agents: vec!["*/*".into()], ..rule("gatehouse_*", Action::Allow) };
         let facts = Facts {
             hints: Hints { changes_gate: true, ..Default::default() },
             ..call("gatehouse_policy_set", CURSOR, &args)
@@ -721,7 +727,10 @@ mod tests {
         assert_eq!(field(Rule { agents: vec!["a*b*".into()], ..rule("t", Action::Block) }), "agents");
         assert_eq!(field(Rule { agents: vec!["a/b/c".into()], ..rule("t", Action::Block) }), "agents");
         assert_eq!(field(Rule { owners: vec!["a/b".into()], ..rule("t", Action::Block) }), "owners");
-        assert!(validate_rule(&Rule { agents: vec!["alice/bill*".into(), "*/ci".into()], ..rule("t", Action::Block) }).is_ok());
+        assert!(
+            validate_rule(&Rule { agents: vec!["alice/bill*".into(), "*/ci".into()], ..rule("t", Action::Block) })
+                .is_ok()
+        );
         assert_eq!(field(Rule { when: Some("true".into()), ..rule("resource:file:///*", Action::Block) }), "pattern");
         assert_eq!(field(Rule { name: "x\u{7}y".into(), ..rule("t", Action::Block) }), "name");
         let named =
