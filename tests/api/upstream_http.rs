@@ -90,6 +90,8 @@ async fn an_oversized_http_response_is_refused_and_the_upstream_stays_usable() {
     let upstream = UpstreamConfig {
         url: Some(format!("{base}/mcp").parse().unwrap()),
         max_response_bytes: 1024 * 1024,
+        // Its two tools call themselves read-only: trusted, they run at once.
+        trust_annotations: true,
         ..upstream_named("big")
     };
     let app = spawn_app_with(move |c| c.upstream = vec![upstream]).await;

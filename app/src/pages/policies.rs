@@ -334,7 +334,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                     && rate.get_untracked().is_empty())>
                     <summary>"Only some calls: agents, owners, upstreams, a condition, a rate limit"</summary>
                     {text("Name", "name", name, "default: the pattern", "A rule of the same name is replaced.")}
-                    {text("Agents", "agents", agents, "alice/cursor, */claude-*", "Comma-separated owner/agent; empty: every agent. A name without an owner covers only agents an admin minted, or those of the owners below.")}
+                    {text("Agents", "agents", agents, "alice/cursor, */claude-*", "Comma-separated owner/agent; empty: every agent. In an allow rule, a name without an owner covers only agents an admin minted, or those of the owners below.")}
                     {text("Owners", "owners", owners, "alice", "Comma-separated user names; empty: every owner.")}
                     {text("Upstreams", "upstreams", upstreams, "git", "Comma-separated; empty: every tool.")}
                     <label for="rule-when">"When (CEL)"

@@ -163,15 +163,18 @@ fn any(patterns: &[String], value: Option<&str>) -> bool {
 
 /// Whether a rule's `agents` scope names the caller. An entry is
 /// `owner/agent` (a pattern on either side; an agent with no owner has the
-/// owner `""`, so `*/ci` names it), or a bare agent name, which a plain user
-/// must not be able to claim by naming an agent so: it names only agents of
-/// the owners the rule's `owners` scope names (checked beside it), or, with
-/// no `owners`, agents an admin minted ([`Who::by_admin`]).
+/// owner `""`, so `*/ci` names it), or a bare agent name. A plain user must
+/// not be able to claim an `allow` rule by naming an agent so: in one, a
+/// bare name names only agents of the owners the rule's `owners` scope names
+/// (checked beside it), or, with no `owners`, agents an admin minted
+/// ([`Who::by_admin`]). In a stricter rule (`require_approval`, `block`) a
+/// bare name names every agent of that name: matching more only asks more.
 pub fn names_agent(rule: &Rule, who: Option<Who<'_>>) -> bool {
     let Some(who) = who else { return false };
+    let claimable = rule.action == gatehouse_model::Action::Allow && rule.owners.is_empty();
     rule.agents.iter().any(|entry| match entry.split_once('/') {
         Some((owner, agent)) => matches(agent, who.agent) && matches(owner, who.owner.unwrap_or_default()),
-        None => matches(entry, who.agent) && (!rule.owners.is_empty() || who.by_admin),
+        None => matches(entry, who.agent) && (!claimable || who.by_admin),
     })
 }
 

@@ -678,11 +678,20 @@ mod tests {
         assert_eq!(action(scoped(&["*/cur*"], &[], &[]), CURSOR), Action::Block);
         assert_eq!(action(scoped(&["bob/cur*"], &[], &[]), CURSOR), Action::Allow, "another owner's cursor");
         assert_eq!(action(scoped(&["alice/cur*"], &[], &[]), bob), Action::Allow);
-        // A bare name is no one's to claim: only an admin's agents, or the named owners'.
-        assert_eq!(action(scoped(&["cur*"], &[], &[]), CURSOR), Action::Allow, "alice named her agent so");
-        assert_eq!(action(scoped(&["cur*"], &[], &[]), Who { by_admin: true, ..CURSOR }), Action::Block);
-        assert_eq!(action(scoped(&["cur*"], &["alice"], &[]), CURSOR), Action::Block);
-        assert_eq!(action(scoped(&["cur*"], &["bob"], &[]), CURSOR), Action::Allow);
+        // In a block rule a bare name names every agent of that name.
+        assert_eq!(action(scoped(&["cur*"], &[], &[]), CURSOR), Action::Block);
+        assert_eq!(action(scoped(&["cur*"], &["bob"], &[]), CURSOR), Action::Allow, "the owners scope still holds");
+        // In an allow rule a bare name is no one's to claim: only an admin's
+        // agents, or the named owners'.
+        let allowed = |agents: &[&str], owners: &[&str], who: Who<'static>| {
+            let rule = Rule { action: Action::Allow, ..scoped(agents, owners, &[]) };
+            let asks = Facts { hints: Hints::default(), ..call("git__push", who, &args) };
+            decide_with(&set(&[rule]), &asks).action
+        };
+        assert_eq!(allowed(&["cur*"], &[], CURSOR), Action::RequireApproval, "alice named her agent so");
+        assert_eq!(allowed(&["cur*"], &[], Who { by_admin: true, ..CURSOR }), Action::Allow, "an admin minted it");
+        assert_eq!(allowed(&["cur*"], &["alice"], CURSOR), Action::Allow);
+        assert_eq!(allowed(&["alice/cur*"], &[], CURSOR), Action::Allow);
         assert_eq!(action(scoped(&[], &["bob"], &[]), bob), Action::Block);
         assert_eq!(action(scoped(&[], &["bob"], &[]), CURSOR), Action::Allow);
         assert_eq!(action(scoped(&[], &[], &["git"]), CURSOR), Action::Block);
@@ -693,7 +702,7 @@ mod tests {
         let ownerless = Who { agent: "ci", owner: None, thread: None, by_admin: true };
         assert_eq!(action(scoped(&[], &["*"], &[]), ownerless), Action::Allow);
         assert_eq!(action(scoped(&["*/ci"], &[], &[]), ownerless), Action::Block);
-        assert_eq!(action(scoped(&["ci"], &[], &[]), ownerless), Action::Block, "minted by an admin");
+        assert_eq!(allowed(&["ci"], &[], ownerless), Action::Allow, "minted by an admin");
         // The console's view (no caller) leaves scoped rules out.
         assert_eq!(
             decide_with(&set(&[scoped(&["*"], &[], &[])]), &tool("git__push", Hints::default())).action,
