@@ -258,40 +258,39 @@ fn ConfirmBulk(
 
 /// A call's arguments on one line, opening in place to the whole of them,
 /// shown as on the call's page (hidden characters visible, scrollable, never
-/// cut). Read when opened: the list stays light on a phone.
+/// cut). Read when first opened: the list stays light on a phone; before the
+/// page is live, a link to the call's page.
 #[component]
 fn WholeArguments(id: gatehouse_model::ExecutionId, preview: String) -> impl IntoView {
     use crate::components::arguments::Arguments;
-    use crate::server_fns::{Lookup, get_execution};
-    let open = RwSignal::new(false);
+    let whole = RwSignal::new(None::<String>);
     let href = routes::resume(&id, None);
-    let whole = LocalResource::new(move || {
-        let id = id.clone();
-        async move {
-            if !open.get() {
-                return None;
-            }
-            match get_execution(id).await {
-                Ok(Lookup::Found { execution, .. }) => {
-                    execution.arguments.map(|a| serde_json::to_string_pretty(&a).unwrap_or_default())
-                }
-                _ => None,
+    let on_toggle = move |_e: leptos::ev::Event| {
+        #[cfg(feature = "hydrate")]
+        {
+            use wasm_bindgen::JsCast;
+            let opened =
+                _e.target().and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok()).is_some_and(|d| d.open());
+            if opened && whole.get_untracked().is_none() {
+                let id = id.clone();
+                leptos::task::spawn_local(async move {
+                    use crate::server_fns::{Lookup, get_execution};
+                    if let Ok(Lookup::Found { execution, .. }) = get_execution(id).await {
+                        whole.set(execution.arguments.map(|a| serde_json::to_string_pretty(&a).unwrap_or_default()));
+                    }
+                });
             }
         }
-    });
+        #[cfg(not(feature = "hydrate"))]
+        let _ = &id;
+    };
     view! {
-        <details class="whole-arguments" on:toggle=move |e| {
-            use wasm_bindgen::JsCast;
-            let opened = e.target().and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok()).is_some_and(|d| d.open());
-            open.set(opened);
-        }>
+        <details class="whole-arguments" on:toggle=on_toggle>
             <summary><code class="preview" data-testid="preview"><Name text=preview/></code></summary>
-            <Suspense fallback=|| view! { <p class="hint">"Loading the arguments…"</p> }>
-                {move || match whole.get().flatten() {
-                    Some(text) => view! { <Arguments text/> }.into_any(),
-                    None => view! { <p class="hint"><a href=href.clone()>"See the whole arguments on the call's page"</a></p> }.into_any(),
-                }}
-            </Suspense>
+            {move || match whole.get() {
+                Some(text) => view! { <Arguments text/> }.into_any(),
+                None => view! { <p class="hint"><a href=href.clone()>"See the whole arguments on the call's page"</a></p> }.into_any(),
+            }}
         </details>
     }
 }
