@@ -216,12 +216,13 @@ pub struct OAuthConfig {
     /// come over plain `http://` and from loopback or private addresses
     /// (tests, a LAN); off, only public `https://` URLs are fetched.
     pub allow_private_client_metadata: bool,
-    /// `unused_registration_ttl = "10m"`: a registered client not used for a
-    /// sign-in within this long is forgotten.
+    /// `unused_registration_ttl = "10m"`: a registered client nobody has
+    /// started to use (shown on a consent page) within this long is forgotten.
     #[serde(deserialize_with = "duration")]
     pub unused_registration_ttl: Duration,
     /// `max_unused_registrations_per_address = 20`: registered clients not
-    /// yet used that one address (an IPv6 /64) may hold.
+    /// yet used that one address (an IPv6 /64) may hold; at the bound its
+    /// oldest one (older than a minute) makes room for the next.
     pub max_unused_registrations_per_address: usize,
 }
 

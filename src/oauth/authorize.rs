@@ -312,6 +312,11 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
         };
         match check_with_client(&self.server.seen_from(host), client, &params) {
             Ok(checked) => {
+                // A person has started to use this registration: it no longer
+                // counts against its address, nor makes room for another.
+                if let Err(e) = self.core.oauth.seen(&checked.client.client_id) {
+                    tracing::warn!(error = %e, "could not mark a client as seen");
+                }
                 // A new client starts as a new agent: the name suggested is
                 // one no agent of this person goes by.
                 let taken = match taken_names(&self.core, &user.username) {

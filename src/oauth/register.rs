@@ -1,10 +1,13 @@
 //! Dynamic client registration (RFC 7591): open to anyone, as MCP clients
 //! register themselves. What a registration claims (its name above all) is
-//! not verified, and the consent page says so. Never-used registrations are
+//! not verified, and the consent page says so. Registrations nobody has
+//! started to use (never shown on a signed-in person's consent page) are
 //! forgotten after `oauth.unused_registration_ttl` (10 minutes) and bounded
 //! per client address (`oauth.max_unused_registrations_per_address`, counted
-//! in the database so replicas agree), so a flood from one address is
-//! refused (429) without refusing anyone else.
+//! in the database so replicas agree): at the bound the address's oldest one
+//! makes room, so a flood from a shared address (an agent on the same
+//! laptop, clients behind one NAT) keeps nobody from registering; only 20
+//! within a minute are refused (429, retry within the minute).
 
 use axum::Json;
 use axum::extract::State;

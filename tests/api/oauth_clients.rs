@@ -84,7 +84,7 @@ async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_ano
     assert_eq!(reply["error"], "temporarily_unavailable", "{reply}");
     let description = reply["error_description"].as_str().unwrap();
     assert!(description.contains("max_unused_registrations_per_address"), "{description}");
-    // It stays refused while the flood goes on.
+    // It stays refused while the flood goes on within the minute.
     for _ in 0..50 {
         let r = app.client.post(app.url("/oauth/register")).json(&body).send().await.unwrap();
         assert_eq!(r.status(), 429);
@@ -127,6 +127,51 @@ async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_ano
     // Unused registrations expire in minutes: then the first address may register again.
     app.clock.advance(Duration::from_secs(10 * 60 + 1));
     register_public_client(&app, "back again", REDIRECT).await;
+}
+
+/// Issue 40: an agent on the same laptop (one address) floods registration;
+/// a minute on, the person's own client registers anyway, and once its
+/// consent page is open no flood can take its place.
+#[tokio::test]
+async fn a_flood_from_a_shared_address_never_keeps_its_neighbours_client_from_signing_in() {
+    let app = spawn_app().await;
+    app.add_user("bob", false).await;
+    let bob = app.sign_in("bob").await;
+    let flood = json!({"client_name": "flood", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    let register = || async { app.client.post(app.url("/oauth/register")).json(&flood).send().await.unwrap() };
+    let mut accepted = 0;
+    while register().await.status() == 201 {
+        accepted += 1;
+        assert!(accepted <= 20);
+    }
+    let refused = register().await;
+    assert_eq!(refused.status(), 429);
+    let wait: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "a refusal lasts under a minute, not {wait} s");
+
+    // A minute on, bob's client registers from the same address (an unused
+    // flood registration made room) and bob opens its consent page.
+    app.clock.advance(Duration::from_secs(61));
+    let client_id = register_public_client(&app, "Claude Code", REDIRECT).await;
+    let page =
+        app.client.get(app.url(&authorize_path(&app, &client_id, &[]))).header("cookie", &bob).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("Claude Code"));
+
+    // The flood goes on for minutes: it only ever evicts its own.
+    for _ in 0..5 {
+        app.clock.advance(Duration::from_secs(61));
+        let mut accepted = 0;
+        while register().await.status() == 201 {
+            accepted += 1;
+            assert!(accepted <= 20);
+        }
+        assert_eq!(accepted, 20, "each minute the flood replaces its own 20");
+    }
+    let code = approved_code(&app, &bob, &client_id, "bob's laptop").await;
+    let (status, tokens) = exchange(&app, &client_id, &code, VERIFIER).await;
+    assert_eq!(status, 200, "{tokens}");
+    app.open_session(&access(&tokens)).await;
 }
 
 #[tokio::test]

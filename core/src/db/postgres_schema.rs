@@ -373,4 +373,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE credentials SET by_admin = 1 WHERE issued_via IN ('cli', 'api') OR owner IS NULL
         OR owner IN (SELECT username FROM users WHERE is_admin <> 0);
     "#,
+    // 24: when a registered OAuth client was first shown on a signed-in
+    // person's consent page: from then on it no longer counts against (nor
+    // can be evicted for) its address's never-used registrations.
+    r#"
+    ALTER TABLE oauth_clients ADD COLUMN seen_at BIGINT;
+    "#,
 ];

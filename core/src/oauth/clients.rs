@@ -179,12 +179,19 @@ impl OAuthStore {
     /// address, an IPv6 address by its /64: see the server's `ClientAddr`);
     /// confidential ones get a secret.
     ///
-    /// Counted in the database, so replicas agree: `from` may hold at most
-    /// [`Registration::per_address`] never-used registrations younger than
-    /// [`Registration::unused_ttl`] (refused with
-    /// [`OAuthError::TooManyRegistrations`]); all addresses together at most
-    /// [`MAX_UNUSED_CLIENTS`]. The count and the insert run in one
-    /// transaction, which takes the write lock on both backends.
+    /// Counted in the database, so replicas agree. `from` holds at most
+    /// [`Registration::per_address`] *unseen* registrations: never shown on a
+    /// signed-in person's consent page ([`OAuthStore::seen`]), never used for
+    /// a sign-in, younger than [`Registration::unused_ttl`]. At that bound the
+    /// address's oldest unseen one older than [`FRESH_MS`] makes room (so a
+    /// flood from a shared address delays nobody's sign-in for long, and
+    /// evicts only registrations nobody has started to use); only when all
+    /// are fresher is the registration refused
+    /// ([`OAuthError::TooManyRegistrations`], retry within a minute). All
+    /// addresses together hold at most [`MAX_UNUSED_CLIENTS`] unseen ones.
+    /// Clients known by a metadata document are never counted nor evicted.
+    /// The count, the eviction and the insert run in one transaction, which
+    /// takes the write lock on both backends.
     pub fn register(&self, metadata: ClientMetadata, from: &str) -> Result<Registered> {
         let now = self.clock.now_ms();
         let limits = self.lifetimes.registration;
@@ -195,34 +202,55 @@ impl OAuthStore {
         let uris = serde_json::to_string(&metadata.redirect_uris)
             .map_err(|e| CoreError::Invalid { field: "redirect_uris", reason: e.to_string() })?;
         enum Refused {
-            Address { oldest: i64 },
+            Address { freshest_oldest: i64 },
             Everyone,
         }
-        let refused = self.db.conn()?.transaction(|tx| {
-            let (mine, oldest): (i64, Option<i64>) = tx.query_one(
-                "SELECT COUNT(*), MIN(created_at) FROM oauth_clients
-                 WHERE last_used_at IS NULL AND registered_from = ?1 AND created_at > ?2",
-                args![from, since],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-            if mine >= per_address {
-                return Ok(Some(Refused::Address { oldest: oldest.unwrap_or(now) }));
-            }
-            let everyone: i64 = tx.query_one(
-                "SELECT COUNT(*) FROM oauth_clients WHERE last_used_at IS NULL AND created_at > ?1",
-                args![since],
-                |r| r.get(0),
-            )?;
-            if everyone >= MAX_UNUSED_CLIENTS {
-                return Ok(Some(Refused::Everyone));
-            }
-            tx.execute(
+        let registered = ClientKind::Registered.as_str();
+        let (refused, evicted) = self
+            .db
+            .conn()?
+            .transaction(|tx| {
+                let (mine, oldest): (i64, Option<i64>) = tx.query_one(
+                    "SELECT COUNT(*), MIN(created_at) FROM oauth_clients
+                 WHERE kind = ?1 AND last_used_at IS NULL AND seen_at IS NULL AND registered_from = ?2
+                   AND created_at > ?3",
+                    args![registered, from, since],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                let mut evicted = None;
+                if mine >= per_address {
+                    let oldest = oldest.unwrap_or(now);
+                    if oldest > now - FRESH_MS {
+                        return Ok((Some(Refused::Address { freshest_oldest: oldest }), None));
+                    }
+                    let victim: String = tx.query_one(
+                        "SELECT client_id FROM oauth_clients
+                     WHERE kind = ?1 AND last_used_at IS NULL AND seen_at IS NULL AND registered_from = ?2
+                       AND created_at > ?3
+                     ORDER BY created_at, client_id LIMIT 1",
+                        args![registered, from, since],
+                        |r| r.get(0),
+                    )?;
+                    tx.execute("DELETE FROM oauth_clients WHERE client_id = ?1", args![victim])?;
+                    evicted = Some(victim);
+                }
+                let everyone: i64 = tx.query_one(
+                    "SELECT COUNT(*) FROM oauth_clients
+                 WHERE kind = ?1 AND last_used_at IS NULL AND seen_at IS NULL AND created_at > ?2",
+                    args![registered, since],
+                    |r| r.get(0),
+                )?;
+                if everyone >= MAX_UNUSED_CLIENTS {
+                    // Rolls the eviction back with the rest.
+                    return Err(CoreError::Limit(EVERYONE.into()));
+                }
+                tx.execute(
                 "INSERT INTO oauth_clients (client_id, kind, name, redirect_uris, auth_method, secret_hash, created_at,
                                             registered_from)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 args![
                     client_id,
-                    ClientKind::Registered.as_str(),
+                    registered,
                     metadata.name,
                     uris,
                     metadata.auth_method.as_str(),
@@ -231,26 +259,31 @@ impl OAuthStore {
                     from
                 ],
             )?;
-            Ok(None)
-        })?;
+                Ok((None, evicted))
+            })
+            .or_else(|e| match e {
+                CoreError::Limit(m) if m == EVERYONE => Ok((Some(Refused::Everyone), None)),
+                other => Err(other),
+            })?;
         match refused {
-            Some(Refused::Address { oldest }) => {
-                let wait_ms = (oldest + limits.unused_ms() - now).max(1000);
+            Some(Refused::Address { freshest_oldest }) => {
+                let wait_ms = (freshest_oldest + FRESH_MS - now).max(1000);
                 return Err(OAuthError::TooManyRegistrations {
                     message: format!(
-                        "this address already has {per_address} registered clients that have not been used for a \
-                         sign-in (oauth.max_unused_registrations_per_address); use one of them, or register again \
-                         when they expire (oauth.unused_registration_ttl)"
+                        "this address registered {per_address} clients within the last minute that have not been \
+                         used yet (oauth.max_unused_registrations_per_address); use one of them, or register again \
+                         in a minute"
                     ),
                     retry_after_secs: u64::try_from((wait_ms + 999) / 1000).unwrap_or(1),
                 });
             }
             Some(Refused::Everyone) => {
-                return Err(OAuthError::TemporarilyUnavailable(
-                    "too many registered clients have not been used yet; try again later".into(),
-                ));
+                return Err(OAuthError::TemporarilyUnavailable(EVERYONE.into()));
             }
             None => {}
+        }
+        if let Some(victim) = evicted {
+            tracing::info!(client = %victim, address = %from, "an unused client registration made room for a new one");
         }
         let client = Client {
             client_id,
@@ -261,6 +294,19 @@ impl OAuthStore {
             fetched_at_ms: None,
         };
         Ok(Registered { client, secret, issued_at_secs: now / 1000 })
+    }
+
+    /// Marks a registered client as shown on a signed-in person's consent
+    /// page: someone has started to use it, so it no longer counts against
+    /// its address nor can be evicted to make room (a seen client never used
+    /// for a sign-in goes after [`SEEN_UNUSED_MS`]). Only a person's page
+    /// marks it: a client cannot take its own registrations out of the count.
+    pub fn seen(&self, client_id: &str) -> std::result::Result<(), CoreError> {
+        self.db.conn()?.execute(
+            "UPDATE oauth_clients SET seen_at = ?1 WHERE client_id = ?2 AND seen_at IS NULL",
+            args![self.clock.now_ms(), client_id],
+        )?;
+        Ok(())
     }
 
     /// Stores (or refreshes) a client known by its metadata document, just fetched.

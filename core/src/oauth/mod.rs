@@ -47,6 +47,19 @@ const CODE_TTL_MS: i64 = 2 * 60 * 1000;
 /// from one address never reaches it: only many addresses together could.
 const MAX_UNUSED_CLIENTS: i64 = 10_000;
 
+/// A registration younger than this is never evicted to make room for
+/// another from its address: a client that registers and opens the browser
+/// has a minute before anyone at its address can take its place.
+pub const FRESH_MS: i64 = 60_000;
+
+/// A registration shown on a consent page but never used for a sign-in is
+/// forgotten after a day.
+pub const SEEN_UNUSED_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Why a registration is refused when every address together is at
+/// [`MAX_UNUSED_CLIENTS`].
+const EVERYONE: &str = "too many registered clients have not been used yet; try again later";
+
 /// An OAuth error, with the code the RFCs give it (RFC 6749 §5.2, RFC 7591
 /// §3.2.2, RFC 8707 §2).
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +153,8 @@ impl OAuthStore {
     }
 
     /// Deletes expired codes and tokens, tokens of revoked credentials, and
-    /// registrations not used within [`Registration::unused_ttl`]; returns
+    /// registrations not used within [`Registration::unused_ttl`] (a day once
+    /// seen on a consent page); returns
     /// how many rows went.
     pub fn purge(&self) -> std::result::Result<usize, CoreError> {
         let now = self.clock.now_ms();
@@ -152,8 +166,9 @@ impl OAuthStore {
             args![now],
         )?;
         n += conn.execute(
-            "DELETE FROM oauth_clients WHERE last_used_at IS NULL AND created_at <= ?1",
-            args![now.saturating_sub(self.lifetimes.registration.unused_ms())],
+            "DELETE FROM oauth_clients WHERE last_used_at IS NULL
+             AND ((seen_at IS NULL AND created_at <= ?1) OR seen_at <= ?2)",
+            args![now.saturating_sub(self.lifetimes.registration.unused_ms()), now.saturating_sub(SEEN_UNUSED_MS)],
         )?;
         Ok(n)
     }

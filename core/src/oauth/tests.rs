@@ -215,9 +215,8 @@ fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
         core.oauth.register(metadata, from)
     };
     let per_address = Registration::default().per_address;
-    for _ in 0..per_address {
-        register("192.0.2.1").unwrap();
-    }
+    let flood: Vec<_> = (0..per_address).map(|_| register("192.0.2.1").unwrap().client).collect();
+    // All of them fresh: the next is refused, for less than a minute.
     let refused = register("192.0.2.1").unwrap_err();
     assert_eq!(refused.code(), "temporarily_unavailable");
     let (message, retry_after_secs) = match refused {
@@ -225,24 +224,54 @@ fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
         other => panic!("{other:?}"),
     };
     assert!(message.contains("max_unused_registrations_per_address"), "{message}");
-    assert!((1..=600).contains(&retry_after_secs), "{retry_after_secs}");
+    assert!((1..=60).contains(&retry_after_secs), "{retry_after_secs}");
     // Another address is not refused.
     let other = register("198.51.100.7").unwrap().client;
+
+    // A minute on, the address's oldest unused registration makes room.
+    clock.advance(Duration::from_millis(FRESH_MS as u64 + 1));
+    let newcomer = register("192.0.2.1").unwrap().client;
+    let left = flood.iter().filter(|c| core.oauth.client(&c.client_id).unwrap().is_some()).count();
+    assert_eq!(left, per_address - 1, "one of the oldest made room");
+    // Once a person has seen it on a consent page, no flood evicts it, and it
+    // no longer counts: the address may hold as many unseen ones again.
+    core.oauth.seen(&newcomer.client_id).unwrap();
+    clock.advance(Duration::from_millis(FRESH_MS as u64 + 1));
+    for _ in 0..per_address {
+        register("192.0.2.1").unwrap();
+    }
+    assert!(register("192.0.2.1").is_err(), "all unseen ones are fresh again");
+    assert!(core.oauth.client(&newcomer.client_id).unwrap().is_some(), "a seen registration is never evicted");
+    assert!(flood.iter().all(|c| core.oauth.client(&c.client_id).unwrap().is_none()), "the flood evicted itself");
+
+    // A client known by its metadata document is neither counted nor evicted.
+    let document = "https://client.example/meta.json";
+    let metadata = ClientMetadata::check(Some("doc"), &[REDIRECT.to_string()], Some("none"), None, None).unwrap();
+    core.oauth.save_document_client(document, metadata).unwrap();
+    clock.advance(Duration::from_millis(FRESH_MS as u64 + 1));
+    for _ in 0..per_address {
+        register("192.0.2.1").unwrap();
+    }
+    assert!(core.oauth.client(document).unwrap().is_some());
 
     // A used registration no longer counts against its address.
     let code = core.oauth.create_code(&consent(&other)).unwrap();
     core.oauth.exchange_code(&other, &code, REDIRECT, VERIFIER, RESOURCE).unwrap();
-    for _ in 1..per_address {
+    for _ in 0..per_address {
         register("198.51.100.7").unwrap();
     }
-    register("198.51.100.7").unwrap();
     assert!(register("198.51.100.7").is_err());
 
-    // Unused ones expire after the TTL: the address may register again, and
-    // housekeeping deletes them (the used one stays).
+    // Unused ones expire after the TTL and housekeeping deletes them; a used
+    // one stays, a seen one stays for a day.
     clock.advance(Registration::default().unused_ttl + Duration::from_secs(1));
     register("192.0.2.1").unwrap();
     assert!(core.oauth.purge().unwrap() >= 2 * per_address);
+    assert!(core.oauth.client(&other.client_id).unwrap().is_some(), "a used client stays");
+    assert!(core.oauth.client(&newcomer.client_id).unwrap().is_some(), "a seen client stays a while");
+    clock.advance(Duration::from_millis(SEEN_UNUSED_MS as u64));
+    core.oauth.purge().unwrap();
+    assert!(core.oauth.client(&newcomer.client_id).unwrap().is_none(), "a seen client never used goes after a day");
     assert!(core.oauth.client(&other.client_id).unwrap().is_some(), "a used client stays");
 }
 
