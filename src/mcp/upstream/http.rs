@@ -1,13 +1,25 @@
 //! The Streamable HTTP transport: rmcp's client over a reqwest client of
 //! Gatehouse's making, with the bounds that keep a misbehaving upstream from
 //! exhausting the gateway: a largest response, a connect timeout, no
-//! redirects, and only the configured headers. It knows nothing of the relay
-//! or the connection built on it (`link.rs`).
+//! redirects, and only the configured headers; and a [`Standalone`] signal
+//! saying when the session's stream for the upstream's own messages is open.
+//! It knows nothing of the relay or the connection built on it (`link.rs`).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
 
 use crate::config::UpstreamConfig;
 
@@ -30,11 +42,12 @@ pub(crate) enum HttpSetupError {
     Client(String),
 }
 
-/// The transport to the upstream at `url`, with `config`'s headers and bounds.
+/// The transport to the upstream at `url`, with `config`'s headers and
+/// bounds, and the signal of its session's standalone stream.
 pub(super) fn transport(
     config: &UpstreamConfig,
     url: &str,
-) -> Result<StreamableHttpClientTransport<upstream_http::Client>, HttpSetupError> {
+) -> Result<(StreamableHttpClientTransport<Client>, Standalone), HttpSetupError> {
     // Only the configured headers go upstream; a client's token never does.
     let mut headers = HashMap::new();
     for (name, value) in &config.headers {
@@ -44,7 +57,8 @@ pub(super) fn transport(
             ::http::HeaderValue::try_from(value.as_str()).map_err(|_| bad())?,
         );
     }
-    let client = http_client(config)?;
+    let standalone = Standalone::default();
+    let client = Client { inner: http_client(config)?, standalone: standalone.clone() };
     let transport_config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(headers)
         // The shared connection carries every stateless agent's calls: rmcp's
@@ -54,7 +68,185 @@ pub(super) fn transport(
         .max_sse_event_size(config.max_response_bytes)
         // An upstream that forgot the session (404) gets a new one.
         .reinit_on_expired_session(true);
-    Ok(StreamableHttpClientTransport::with_client(client, transport_config))
+    Ok((StreamableHttpClientTransport::with_client(client, transport_config), standalone))
+}
+
+/// Whether a session's standalone stream (the GET that carries what the
+/// upstream sends outside any request's response) has been answered.
+///
+/// rmcp's client opens it in the background once `initialized` is sent, and
+/// an upstream drops what it sends there before the GET arrives (the
+/// TypeScript SDK stores it for a resumption that a first GET never asks
+/// for): a call forwarded at once could lose the upstream's
+/// `sampling/createMessage` or `elicitation/create` for good, and hang
+/// until the upstream gave up (issue 40). A connection waits for
+/// [`Standalone::opened`] before it carries a call.
+#[derive(Clone, Default)]
+pub(crate) struct Standalone {
+    state: Arc<StandaloneState>,
+}
+
+#[derive(Default)]
+struct StandaloneState {
+    /// The upstream gave a session id, so rmcp will open the stream.
+    expected: AtomicBool,
+    /// The first GET has been answered (a stream, a 405, or an error).
+    answered: tokio::sync::Notify,
+    answered_flag: AtomicBool,
+}
+
+impl Standalone {
+    fn expect(&self) {
+        self.state.expected.store(true, Ordering::Release);
+    }
+
+    fn answered(&self) {
+        self.state.answered_flag.store(true, Ordering::Release);
+        self.state.answered.notify_waiters();
+    }
+
+    /// Waits until the standalone stream is open (or refused), at most
+    /// `bound`; at once when the upstream gave no session (no such stream).
+    /// Whether it is answered.
+    pub(crate) async fn opened(&self, bound: Duration) -> bool {
+        if !self.state.expected.load(Ordering::Acquire) {
+            return true;
+        }
+        let answered = self.state.answered.notified();
+        tokio::pin!(answered);
+        // Registered before the flag is read, so no answer is missed.
+        answered.as_mut().enable();
+        if self.state.answered_flag.load(Ordering::Acquire) {
+            return true;
+        }
+        tokio::time::timeout(bound, answered).await.is_ok()
+    }
+}
+
+/// The upstream HTTP client: reqwest's, with [`Standalone`] told when the
+/// session's first GET is answered. Every call goes to reqwest's own code,
+/// so its body and event-size limits hold.
+#[derive(Clone)]
+pub(crate) struct Client {
+    inner: upstream_http::Client,
+    standalone: Standalone,
+}
+
+impl Client {
+    /// `get`, telling [`Standalone`] once it is answered if it is the first GET.
+    async fn told<T>(&self, first: bool, get: impl Future<Output = T>) -> T {
+        let result = get.await;
+        if first {
+            self.standalone.answered();
+        }
+        result
+    }
+}
+
+impl StreamableHttpClient for Client {
+    type Error = upstream_http::Error;
+
+    fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
+        if session_id.is_some() {
+            self.standalone.expect();
+        }
+        self.inner.post_message(uri, message, session_id, auth_header, custom_headers)
+    }
+
+    fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
+        if session_id.is_some() {
+            self.standalone.expect();
+        }
+        self.inner.post_message_with_max_sse_event_size(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            max_sse_event_size,
+        )
+    }
+
+    fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
+        // The `initialized` notification carries the session id, and is
+        // sent before rmcp opens the stream: expected from then on.
+        if session_id.is_some() {
+            self.standalone.expect();
+        }
+        self.inner.post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+    }
+
+    fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> impl Future<Output = Result<(), StreamableHttpError<Self::Error>>> + Send + '_ {
+        self.inner.delete_session(uri, session_id, auth_header, custom_headers)
+    }
+
+    fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> impl Future<Output = Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>>> + Send + '_
+    {
+        let first = session_id.is_some() && last_event_id.is_none();
+        self.told(first, self.inner.get_stream(uri, session_id, last_event_id, auth_header, custom_headers))
+    }
+
+    fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> impl Future<Output = Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>>> + Send + '_
+    {
+        // A resumption carries the id it resumes after; the session's first
+        // GET carries none.
+        let first = session_id.is_some() && last_event_id.is_none();
+        self.told(
+            first,
+            self.inner.get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            ),
+        )
+    }
 }
 
 /// The HTTP client for an upstream: rustls (ring), the system's roots plus
@@ -80,7 +272,7 @@ pub(super) fn response_too_large(e: &(dyn std::error::Error + 'static)) -> Optio
     let mut next = Some(e);
     while let Some(error) = next {
         if let Some(StreamableHttpError::ResponseBodyTooLarge { max_size }) =
-            error.downcast_ref::<StreamableHttpError<upstream_http::Error>>()
+            error.downcast_ref::<StreamableHttpError<<Client as StreamableHttpClient>::Error>>()
         {
             return Some(*max_size);
         }
