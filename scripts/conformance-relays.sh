@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Runs the two relaying scenarios of the MCP conformance suite 0.1.16,
 # tools-call-sampling and tools-call-elicitation, RUNS times each (default 50),
-# one suite process per run, through Gatehouse fronting the suite's reference
-# server (the one conformance-next.sh sets up in $ref_cache), with Gatehouse's
-# default limits (no max_* overrides) and no retries. A run that does not pass
-# within PER_RUN seconds (default 20; a passing run takes about 1 s) fails the
-# script: a relayed request lost on the way shows as a hang, not as a slow run.
-# A failure prints the suite's errors and the end of Gatehouse's log (run with
-# RUST_LOG=info,rmcp=debug to see the upstream client's streams).
+# one suite process per run, through Gatehouse with its default limits (no
+# max_* overrides) and no retries, fronting:
+#   - the suite's reference server, where conformance-next.sh has set it up
+#     in $ref_cache (GATEHOUSE_CONFORMANCE_REF_CACHE);
+#   - else the project's everything fixture made to behave as that reference
+#     did (--ask-on-standalone: the questions go on the session's standalone
+#     stream, unrelated to the call) on a busy server (--hold-get-ms: that
+#     stream opens late), the race that lost one relayed question in ten.
+# A run that does not pass within PER_RUN seconds (default 20; a passing run
+# takes about 1 s) fails the script: a relayed request lost on the way shows
+# as a hang, not as a slow run. A failure prints the suite's errors and the
+# end of Gatehouse's log (run with RUST_LOG=info,rmcp=debug to see the
+# upstream client's streams).
 set -uo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -17,17 +23,25 @@ ref_cache=${GATEHOUSE_CONFORMANCE_REF_CACHE:-$HOME/.cache/gatehouse/conformance-
 runs=${1:-50}
 per_run=${PER_RUN:-20}
 
-tsx="$ref_cache/node_modules/tsx/dist/cli.mjs"
-for need in "$bin:scripts/build.sh" "$suite:.ci/install.sh" "$tsx:scripts/conformance-next.sh (sets up the reference)"; do
+for need in "$bin:scripts/build.sh" "$suite:.ci/install.sh"; do
   [ -e "${need%%:*}" ] || { echo "missing ${need%%:*}: run ${need#*:}" >&2; exit 1; }
 done
 
-ref_port=$(free_port)
-start_until "running on" reference env PORT="$ref_port" "$node" "$tsx" "$ref_cache/everything-server.ts"
+tsx="$ref_cache/node_modules/tsx/dist/cli.mjs"
+if [ -e "$tsx" ]; then
+  fronting="the suite's reference server"
+  ref_port=$(free_port)
+  start_until "running on" reference env PORT="$ref_port" "$node" "$tsx" "$ref_cache/everything-server.ts"
+  upstream="http://127.0.0.1:$ref_port/mcp"
+else
+  fronting="the everything fixture asking on a late standalone stream"
+  start fixture "$node" "$root/end2end/fixtures/everything_server.mjs" --port 0 --ask-on-standalone --hold-get-ms 100
+  upstream="$(url_of fixture)/mcp"
+fi
 cat >"$work/gatehouse.toml" <<TOML
 [[upstream]]
 name = "reference"
-url = "http://127.0.0.1:$ref_port/mcp"
+url = "$upstream"
 prefix = ""
 
 [[policy]]
@@ -61,5 +75,5 @@ for i in $(seq "$runs"); do
   done
 done
 echo "conformance relays: $((2 * runs - failed)) of $((2 * runs)) passed in $(($(date +%s) - started)) s" \
-  "(tools-call-sampling and tools-call-elicitation, $runs runs each, default limits, no retries)"
+  "(tools-call-sampling and tools-call-elicitation, $runs runs each, default limits, no retries, fronting $fronting)"
 [ "$failed" -eq 0 ]

@@ -4,13 +4,17 @@
 // apply). Authentication stays on.
 //
 // Usage: node auth-proxy.mjs LISTEN_PORT TARGET_URL TOKEN
+//        TOKEN as @FILE: the token is read from FILE for each request, so a
+//        script can give each scenario a credential of its own.
 import http from "node:http";
+import { readFileSync } from "node:fs";
 
 const [listenPort, target, token] = process.argv.slice(2);
 const upstream = new URL(target);
+const currentToken = () => (token.startsWith("@") ? readFileSync(token.slice(1), "utf8").trim() : token);
 
 const server = http.createServer((req, res) => {
-  const headers = { ...req.headers, authorization: `Bearer ${token}` };
+  const headers = { ...req.headers, authorization: `Bearer ${currentToken()}` };
   const forward = http.request(
     { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers },
     (answer) => {

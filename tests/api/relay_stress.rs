@@ -416,18 +416,18 @@ async fn an_agent_whose_slots_are_all_held_by_relayed_calls_still_answers_them()
 /// (the conformance reference did before its 2026-07-27 fix), which rmcp's
 /// client opens in the background after `initialize`; what the upstream
 /// sends there before that GET is answered is never delivered. The fixture
-/// answers each session's first GET 300 ms late: a call forwarded at once
+/// asks there and answers each session's first GET 300 ms late: a call forwarded at once
 /// lost its question every time and hung until the upstream gave up. Each
 /// agent's first call opens its own upstream session, so each is the race.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_asked_on_the_standalone_stream_is_not_lost_while_that_stream_opens() {
-    let fixture = Fixture::start_with(0, &["--hold-get-ms", "300"]).await;
+    let fixture = Fixture::start_with(0, &["--ask-on-standalone", "--hold-get-ms", "300"]).await;
     let app = spawn_app_fronting(everything(&fixture.url), allow_test_tools).await;
     for i in 0..4 {
         let agent = Agent::new(&format!("agent{i}"));
         let service = connect(&app, &agent).await;
         let tag = format!("agent{i}/standalone");
-        let outcome = timed_call(&service, "ev__test_sampling_standalone", json!({"prompt": tag})).await;
+        let outcome = timed_call(&service, "ev__test_sampling", json!({"prompt": tag})).await;
         assert_eq!(outcome.text(), Ok(format!("LLM response: agent{i} answers {tag}")));
         assert_eq!(agent.asked.load(Ordering::Relaxed), 1, "the agent was asked once");
         service.cancel().await.unwrap();
