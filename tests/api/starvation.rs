@@ -319,3 +319,94 @@ async fn eight_costly_conditions_in_flight_keep_nobody_else_waiting() {
         busy_health.len()
     );
 }
+
+/// Issue 40 item 5: while eight agents flood at-once calls (each one an
+/// audit entry through the one ordered writer), a person's decision still
+/// wakes the call waiting on it, and the writer drops nothing: every call
+/// is on the record. The bound on the wake is generous (a hang fails it);
+/// the medians are printed for BENCHMARKS.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_decision_wakes_its_call_while_agents_flood_the_record() {
+    const AUDIT: &str = "gatehouse_audit_recent";
+    const CYCLES: usize = 10;
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    let ada = app.sign_in("ada").await;
+    let asker = app.issue_owned("asker", "ada");
+
+    // One decision: a gated call paused, its `resume` long-poll waiting,
+    // then the person approves; how long from the decision to the answer.
+    let cycle = |i: usize| {
+        let app = &app;
+        let (asker, ada) = (asker.clone(), ada.clone());
+        async move {
+            let sid = app.open_session(&asker).await;
+            let args = json!({"pattern": format!("wake{i}*"), "action": "allow"});
+            let reply = app.tool_call(&asker, &sid, "gatehouse_policy_set", args).await;
+            let eid = execution_id(&reply);
+            let poll =
+                app.in_session(&asker, &sid).json(&tool_call_request(9, "resume", json!({"executionId": eid}))).send();
+            let poll = tokio::spawn(async move { jsonrpc_messages(poll.await.unwrap()).await });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let start = Instant::now();
+            assert_eq!(app.decide(&ada, &eid, "accept").await.status(), 200);
+            let answer = tokio::time::timeout(Duration::from_secs(10), poll).await.expect("woken").unwrap();
+            let woke = start.elapsed();
+            assert!(answer.iter().any(|m| m.get("result").is_some()), "{answer:?}");
+            woke
+        }
+    };
+
+    let before = app.core.approvals.audit().count().unwrap();
+    let mut quiet = Vec::new();
+    for i in 0..CYCLES {
+        quiet.push(cycle(i).await);
+    }
+    app.core.approvals.audit().flush();
+    let per_cycle = (app.core.approvals.audit().count().unwrap() - before) / CYCLES as u64;
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood_calls = Arc::new(AtomicUsize::new(0));
+    let mut flooders = Vec::new();
+    for i in 0..8 {
+        let token = app.issue(&format!("flood{i}"), None);
+        let sid = app.open_session(&token).await;
+        let request = app.in_session(&token, &sid).json(&tool_call_request(2, AUDIT, json!({"limit": 1})));
+        let (stop, calls) = (stop.clone(), flood_calls.clone());
+        flooders.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let response = request.try_clone().unwrap().send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                jsonrpc_messages(response).await;
+                calls.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let flood_before = app.core.approvals.audit().count().unwrap();
+    let calls_before = flood_calls.load(Ordering::SeqCst);
+    let mut busy = Vec::new();
+    for i in 0..CYCLES {
+        busy.push(cycle(CYCLES + i).await);
+    }
+    stop.store(true, Ordering::SeqCst);
+    for flooder in flooders {
+        flooder.await.unwrap();
+    }
+    let calls = flood_calls.load(Ordering::SeqCst);
+    app.core.approvals.audit().flush();
+    let written = app.core.approvals.audit().count().unwrap();
+    // Every call was recorded: the flood's calls since the count began
+    // (those before it are at most eight in flight) and the cycles'.
+    let since = written - flood_before;
+    let expected = (calls - calls_before) as u64 + per_cycle * CYCLES as u64;
+    assert!(since >= expected && since <= expected + 8, "{since} entries for {expected} recorded events");
+    let (q, b) = (median(&mut quiet), median(&mut busy));
+    println!(
+        "wake under a flood: {} at-once calls while {CYCLES} decisions woke their calls; median wake {q:?} quiet, \
+         {b:?} flooded ({:.1}x); slowest flooded {:?}",
+        calls - calls_before,
+        b.as_secs_f64() / q.as_secs_f64(),
+        busy.iter().max().unwrap()
+    );
+}
