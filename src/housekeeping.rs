@@ -1,13 +1,15 @@
 //! Background housekeeping: deletes browser sessions that have expired and
 //! audit entries older than `audit_retention` or past `audit_max_entries`, dead OAuth codes, tokens
 //! and unused client registrations, expired task results, secrets never
-//! shown, sign-in failures long quiet and spent single-use states, once at start and then every
+//! shown, sign-in failures long quiet and spent single-use states, and ends approved calls
+//! whose agent never answered their upstream's request for input, once at start and then every
 //! [`EVERY`], until the server shuts down.
 
 use std::time::Duration;
 
 use gatehouse_core::approvals::TaskResults;
 use gatehouse_core::audit::AuditLog;
+use gatehouse_core::awaiting_input::AwaitingInput;
 use gatehouse_core::sign_in_failures::SignInFailures;
 use gatehouse_core::single_use::SingleUse;
 use gatehouse_core::{Core, CoreError};
@@ -36,6 +38,9 @@ pub struct Swept {
     pub sign_in_failures: usize,
     /// Spent single-use states past their expiry.
     pub spent_states: usize,
+    /// Approved calls ended as `expired`: their agent never answered the
+    /// upstream's request for input.
+    pub expired_calls: usize,
 }
 
 /// How long, and how much of, the audit log is kept.
@@ -79,7 +84,18 @@ pub async fn sweep(core: &Core, retention: Retention) -> Result<Swept, CoreError
             let shown_once = core.show_once.purge_expired()?;
             let sign_in_failures = SignInFailures::new(core.db.clone(), core.clock.clone()).purge_forgotten()?;
             let spent_states = SingleUse::new(core.db.clone(), core.clock.clone()).purge_expired()?;
-            Ok(Swept { sessions, audit_events, oauth, task_results, shown_once, sign_in_failures, spent_states })
+            let expired_calls =
+                AwaitingInput::new(core.db.clone(), core.clock.clone()).expire_overdue(core.approvals.audit())?;
+            Ok(Swept {
+                sessions,
+                audit_events,
+                oauth,
+                task_results,
+                shown_once,
+                sign_in_failures,
+                spent_states,
+                expired_calls,
+            })
         })?;
         Ok(swept.unwrap_or_default())
     })

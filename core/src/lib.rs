@@ -8,6 +8,7 @@
 pub mod api_tokens;
 pub mod approvals;
 pub mod audit;
+pub mod awaiting_input;
 pub mod changes;
 pub mod clock;
 pub mod cluster;

@@ -68,6 +68,26 @@ test("a refused form keeps what was typed and says why plainly; a success clears
   await expect(page.getByRole("table", { name: "Rules" }).getByRole("row").filter({ hasText: "keep_*" })).toBeVisible();
 });
 
+test("the editor warns when a condition compares a path or URL as text, and names the function to use", async ({ page, browser }) => {
+  await signInPage(page, gh, "ada", PW, "/policies");
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  await page.getByLabel("Pattern").fill("fs_*");
+  await page.getByText("Only some calls").click();
+  await page.getByLabel("When (CEL)").fill('args.path.startsWith("/srv/prod/")');
+  await expect(page.getByTestId("when-warning")).toContainText('path_under(args.path, "/srv/prod/")');
+  await page.getByLabel("When (CEL)").fill('path_under(args.path, "/srv/prod/")');
+  await expect(page.getByTestId("when-warning")).toHaveCount(0);
+
+  // Without JavaScript: Preview submits the form and the page says it.
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const noJs = await context.newPage();
+  await noJs.context().addCookies(await page.context().cookies());
+  const when = encodeURIComponent('args.url.contains("https://evil.example")');
+  await noJs.goto(`${gh.url}/policies?pattern=fs_*&action=block&when=${when}`);
+  await expect(noJs.getByTestId("when-warning")).toContainText('url_under(args.url, "https://evil.example")');
+  await context.close();
+});
+
 test("the tools page finds a tool by name and by gate", async ({ page }) => {
   await signInPage(page, gh, "ada", PW, "/tools");
   await expect(page.locator(".live-status")).toHaveText("Live");

@@ -716,3 +716,45 @@ async fn an_approved_calls_round_runs_only_while_the_call_is_running() {
     assert_eq!(round["error"]["data"]["error"], "invalid_request_state", "{round}");
     assert!(round["error"]["message"].as_str().unwrap().contains("no longer running"), "{round}");
 }
+
+/// Issue 40: an approved call whose upstream asked for input, and whose
+/// agent never answers, does not stay `running` for good: past twice a
+/// `requestState`'s lifetime the housekeeping sweep ends it as `expired`,
+/// saying why (and not before).
+#[tokio::test]
+async fn an_approved_call_whose_agent_never_answers_its_upstream_ends_as_expired() {
+    let tool = "test_input_required_result_multi_round";
+    let gate = |c: &mut Config| c.policy_rules = vec![allow_rule("test_*"), config_rule(tool, Action::RequireApproval)];
+    let app = fronting_modern(true, gate).await;
+    let token = app.issue("alpha", None);
+    let caps = json!({"elicitation": {"url": {}, "form": {}}, "sampling": {}, "roots": {}});
+    let first = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({})).await;
+    let gate_state = first["result"]["requestState"].as_str().expect("paused for approval").to_string();
+    let id = first["result"]["inputRequests"]["approval"]["params"]["elicitationId"].as_str().unwrap().to_string();
+    let eid: gatehouse_core::approvals::ExecutionId = id.as_str().into();
+    app.core
+        .approvals
+        .decide(gatehouse_core::approvals::Decide::actor(&eid, Decision::Accept, "user:test"))
+        .await
+        .unwrap();
+    let asked = modern_call_in(&app, &token, "native", caps, tool, json!({"requestState": gate_state})).await;
+    input_required(&asked);
+    let latest = || app.core.approvals.audit().latest(&eid).unwrap().unwrap();
+    assert_eq!(latest().state.as_str(), "running");
+
+    let retention = gatehouse::housekeeping::Retention::of(&Config::default());
+    app.clock.advance(std::time::Duration::from_secs(15 * 60));
+    let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
+    assert_eq!(swept.expired_calls, 0, "within its time it waits");
+    assert_eq!(latest().state.as_str(), "running");
+
+    app.clock.advance(std::time::Duration::from_secs(15 * 60 + 1));
+    let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
+    assert_eq!(swept.expired_calls, 1);
+    let last = latest();
+    assert_eq!(last.state.as_str(), "expired");
+    assert_eq!(last.actor.as_deref(), Some("system"));
+    assert_eq!(last.detail.as_deref(), Some(gatehouse_core::awaiting_input::EXPIRED_DETAIL));
+    let swept = gatehouse::housekeeping::sweep(&app.core, retention).await.unwrap();
+    assert_eq!(swept.expired_calls, 0, "ended once");
+}

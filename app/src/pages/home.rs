@@ -108,7 +108,9 @@ fn Checklist(setup: Setup, is_admin: bool, sessions: Vec<McpSessionInfo>) -> imp
                 })}
                 {is_admin.then(|| step(setup.upstream, "Add an upstream MCP server", view! {
                     "Its tools are served through the gate. Add it to " <code>"gatehouse.toml"</code> " under "
-                    <code>"[[upstream]]"</code> "; the " <a href=routes::UPSTREAMS>"Upstreams"</a> " page shows its health."
+                    <code>"[[upstream]]"</code> "; the " <a href=routes::UPSTREAMS>"Upstreams"</a> " page shows its health. "
+                    "Its tools ask a person until you trust what it says of them (read-only, not destructive) on that page, "
+                    "or a rule allows them."
                 }.into_any()))}
                 {is_admin.then(|| step(setup.rule, "Add a rule", view! {
                     "On the " <a href=routes::POLICIES>"Policies"</a> " page: which tools run at once, wait for a person, or never run."

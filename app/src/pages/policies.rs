@@ -15,7 +15,9 @@ use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::outcome::{Outcome, OutcomeLine, on_success, report};
-use crate::server_fns::{PoliciesView, PromoteRule, RemoveRule, SaveRule, list_policies, preview_rule};
+use crate::server_fns::{
+    PoliciesView, PromoteRule, RemoveRule, SaveRule, condition_warnings, list_policies, preview_rule,
+};
 
 /// `/policies`
 #[component]
@@ -277,6 +279,17 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             .map(Some)
         },
     );
+    // A text test on a path or URL, said beside the condition as it is
+    // written (and on the server's page after Preview, before hydration).
+    let warnings = crate::json::resource(
+        move || when.get(),
+        |when| async move {
+            if when.trim().is_empty() {
+                return Ok(Vec::new());
+            }
+            condition_warnings(when).await
+        },
+    );
     // A refused Save says which field: its message is shown next to it.
     let save_error = move |field: &'static str| {
         move || {
@@ -345,6 +358,11 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                             <code>"owner"</code> ", " <code>"thread"</code> ", " <code>"args"</code> ", " <code>"annotations"</code>
                             " and " <code>"now"</code> ". A condition that cannot be evaluated blocks the call."</span>
                         {move || when_error().map(|e| view! { <span role="alert" class="error field-error" data-testid="when-error">{e}</span> })}
+                        <Transition fallback=|| ()>
+                            {move || warnings.get().and_then(Result::ok).map(|warnings| warnings.into_iter().map(|w| view! {
+                                <span class="field-warning" data-testid="when-warning">{with_code(&w)}</span>
+                            }).collect_view())}
+                        </Transition>
                     </label>
                     {text("Rate limit", "rate", rate, "10/min", "At most this many matching calls (units s, min, hour, day), across replicas.")}
                     {text("Counted per", "rate_per", rate_per, "agent", "agent (default), owner or tool.")}
@@ -369,6 +387,17 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             </ActionForm>
         </section>
     }
+}
+
+/// `text` with its `backquoted` parts as code.
+fn with_code(text: &str) -> impl IntoView + use<> {
+    text.split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            let part = part.to_string();
+            if i % 2 == 1 { view! { <code>{part}</code> }.into_any() } else { part.into_any() }
+        })
+        .collect_view()
 }
 
 #[component]

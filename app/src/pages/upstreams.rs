@@ -168,7 +168,7 @@ fn TrustCell(
     view! {
         <span class=if trusted { "status active" } else { "status" }>{said}</span>
         {is_admin.then(|| view! {
-            <ActionForm action=trust attr:class="row-form">
+            <ActionForm action=trust attr:class="row-form trust-form">
                 <input type="hidden" name="upstream" value=name.clone()/>
                 <input type="hidden" name="trust" value=value/>
                 <button type="submit" class="quiet" aria-label=format!("{label} the annotations of {name}")>{label}</button>

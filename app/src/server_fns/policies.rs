@@ -196,6 +196,21 @@ pub async fn preview_rule(
     .await
 }
 
+/// What the editor warns of in a condition being written (a text test on a
+/// path or URL: `path_under` or `url_under` says what is meant); nothing
+/// for an empty one or one that does not parse (saving says why).
+#[server(prefix = "/api/fn", endpoint = "policy_condition_warnings")]
+pub async fn condition_warnings(when: String) -> Result<Vec<String>, ServerFnError> {
+    use gatehouse_core::policy::condition::{Condition, MAX_SOURCE_CHARS};
+    ctx::blocking(move |_user, _core| {
+        if when.trim().is_empty() || when.chars().count() > MAX_SOURCE_CHARS {
+            return Ok(Vec::new());
+        }
+        Ok::<_, gatehouse_core::approvals::AccessError>(Condition::warnings(&when))
+    })
+    .await
+}
+
 /// Adds or replaces the database rule of the draft's name (admins only);
 /// the change log records who.
 #[server(prefix = "/api/fn", endpoint = "policy_save")]

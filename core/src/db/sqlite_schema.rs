@@ -392,4 +392,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE oauth_clients ADD COLUMN seen_at INTEGER;
     "#,
+    // 25: approved calls waiting on their agent's answers to an upstream's
+    // request for input, with the deadline past which the sweep ends them.
+    r#"
+    CREATE TABLE awaiting_input (
+        execution_id TEXT PRIMARY KEY,
+        until        INTEGER NOT NULL
+    );
+    CREATE INDEX awaiting_input_until ON awaiting_input(until);
+    "#,
 ];

@@ -160,6 +160,7 @@ pub async fn finish_decided_response(
             if matches!(answer, CallToolResponse::InputRequired(_)) {
                 // Its input rounds carry it on (gate::upstream_round), each once.
                 store.suspend(id, "the upstream asked the agent for input; its answers continue the call");
+                super::record::awaits_input(state, id.as_str(), true).await;
                 tracing::info!(execution = %id, tool = %execution.tool, "approved call waits for the agent's input");
                 return answer;
             }

@@ -149,6 +149,9 @@ impl<'a> AtOnce<'a> {
         if let Err(e) = self.state.core.approvals.audit().append(entry).await {
             tracing::error!(error = %e, "audit write failed");
         }
+        if self.on_execution {
+            awaits_input(self.state, &self.id, state == State::Running).await;
+        }
         answer
     }
 }
@@ -167,6 +170,25 @@ impl Drop for AtOnce<'_> {
             &self.decided_by,
             &detail,
         ));
+    }
+}
+
+/// Notes that the approved `execution` waits on its agent's answers to an
+/// upstream's request for input (`waiting`), until twice a `requestState`'s
+/// lifetime (past it, housekeeping ends the call as `expired`), or that it
+/// waits no more.
+pub async fn awaits_input(state: &McpState, execution: &str, waiting: bool) {
+    let until = state.core.clock.now_ms() + 2 * crate::mcp::upstream::input_required::STATE_TTL.as_millis() as i64;
+    let execution = execution.to_string();
+    let noted = state
+        .core
+        .run(move |core| {
+            let table = gatehouse_core::awaiting_input::AwaitingInput::new(core.db.clone(), core.clock.clone());
+            if waiting { table.wait(&execution, until) } else { table.done(&execution) }
+        })
+        .await;
+    if let Ok(Err(e)) | Err(e) = noted {
+        tracing::error!(error = %e, "could not note a call waiting for its agent's input");
     }
 }
 

@@ -268,11 +268,15 @@ impl RelayState {
 pub(crate) struct InOrder<T> {
     inner: T,
     relay: Arc<RelayState>,
+    /// A forward under way when rmcp last stopped waiting on `receive` (it
+    /// polls it in a `select!`): finished first on the next call, so no
+    /// notification is dropped half-forwarded and none overtakes it.
+    forwarding: Option<futures::future::BoxFuture<'static, ()>>,
 }
 
 impl<T> InOrder<T> {
     pub(crate) fn new(inner: T, relay: Arc<RelayState>) -> Self {
-        InOrder { inner, relay }
+        InOrder { inner, relay, forwarding: None }
     }
 }
 
@@ -291,17 +295,25 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
         self.inner.send(item)
     }
 
+    /// Cancel-safe: a forward is held in `self` until it ends.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
+            if let Some(forwarding) = self.forwarding.as_mut() {
+                forwarding.await;
+                self.forwarding = None;
+            }
             let message = self.inner.receive().await?;
             if let JsonRpcMessage::Notification(JsonRpcNotification { notification, .. }) = &message {
+                let relay = self.relay.clone();
                 match notification {
                     ServerNotification::ProgressNotification(n) => {
-                        self.relay.forward_progress(n.params.clone()).await;
+                        let params = n.params.clone();
+                        self.forwarding = Some(Box::pin(async move { relay.forward_progress(params).await }));
                         continue;
                     }
                     ServerNotification::LoggingMessageNotification(n) => {
-                        self.relay.forward_log(n.params.clone()).await;
+                        let params = n.params.clone();
+                        self.forwarding = Some(Box::pin(async move { relay.forward_log(params).await }));
                         continue;
                     }
                     _ => {}

@@ -280,6 +280,10 @@ fn warnings_name_text_tests_on_paths_and_urls() {
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(warnings[0].contains("f (an element of args.files)"), "{}", warnings[0]);
     assert!(warnings.iter().all(|w| w.contains("path_under") && w.contains("url_under")));
+    // Told by the value compared with, whatever the argument's name.
+    let warnings = Condition::warnings(r#"args.q.startsWith("/etc/") || args.to.contains("https://x.example")"#);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains(r#"path_under(args.q, "/etc/")"#), "{}", warnings[0]);
     for quiet in [
         r#"args.branch.startsWith("release/")"#,
         r#"path_under(args.path, "/srv/")"#,

@@ -1,7 +1,8 @@
 //! Warnings for a condition that compares a path or a URL as text:
 //! `args.path.startsWith("/srv/prod/")` is escaped by `/srv/./prod/db`,
 //! `//srv/prod/db` or `/srv/x/../prod/db`, which the receiver resolves to
-//! `/srv/prod/db`. The console shows them beside the rule; the rule is
+//! `/srv/prod/db`. Told by the argument's name or by the text it is
+//! compared with. The console shows them beside the rule; the rule is
 //! still accepted (the author may mean text).
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
@@ -101,7 +102,8 @@ fn walk(expr: &IdedExpr, scope: &mut Vec<(String, String)>, found: &mut Vec<Stri
                 None => (code.clone(), code.clone()),
             };
             let field = read.rsplit('.').next().unwrap_or(&read);
-            if !looks_like_location(field) {
+            // By the argument's name, or by the value it is compared with.
+            if !looks_like_location(field) && !names_a_location(argument) {
                 return;
             }
             let warning = warning(&call.func_name, &shown, &code, argument);
@@ -119,15 +121,27 @@ fn warning(function: &str, shown: &str, code: &str, argument: &IdedExpr) -> Stri
         _ => None,
     };
     let instead = match literal {
-        Some(url) if url.contains("://") => format!("url_under({code}, \"{url}\")"),
-        Some(path) if path.starts_with('/') => format!("path_under({code}, \"{path}\")"),
-        _ => format!("path_under({code}, prefix) for a file path or url_under({code}, prefix) for a URL"),
+        Some(url) if url.contains("://") => format!("`url_under({code}, \"{url}\")`"),
+        Some(path) if path.starts_with('/') => format!("`path_under({code}, \"{path}\")`"),
+        _ => format!("`path_under({code}, prefix)` for a file path or `url_under({code}, prefix)` for a URL"),
     };
     format!(
         "`{function}` compares {shown} as text, but a path or URL can name the same place in other spellings \
          (`/srv/./prod`, `//srv/prod`, `/srv/x/../prod`, `https://host//admin`) that a text test does not \
          catch. Use {instead}: it compares the value as the receiver resolves it."
     )
+}
+
+/// Whether `argument` is a text literal that looks like an absolute path
+/// or a URL (`"/srv/prod/"`, `"^/tmp"`, `"https://host/"`).
+fn names_a_location(argument: &IdedExpr) -> bool {
+    match &argument.expr {
+        Expr::Literal(LiteralValue::String(s)) => {
+            let s = s.inner();
+            s.contains("://") || s.trim_start_matches('^').starts_with('/')
+        }
+        _ => false,
+    }
 }
 
 /// How `expr` is written, if it is a name (`args.path`, `f`).
