@@ -59,9 +59,12 @@ mapfile -t scenarios < <("$node" "$suite" list 2>/dev/null | sed -n '/^Server sc
 # Every server scenario: the active suite plus the two pending ones (both pass).
 : >"$work/suite.log"
 for s in "${scenarios[@]}"; do
-  issue_token "conformance-$s" >"$work/token"
+  scenario_token=$(issue_token "conformance-$s")
+  [ -n "$scenario_token" ] || { echo "could not issue a token for $s" >&2; exit 1; }
+  printf '%s\n' "$scenario_token" >"$work/token.next" && mv "$work/token.next" "$work/token"
   echo "=== Running scenario: $s ===" >>"$work/suite.log"
-  "$node" "$suite" server --url "$target" --scenario "$s" -o "$work/results" >>"$work/suite.log" 2>&1
+  # A scenario that hangs (a lost relayed request) fails, not the whole CI.
+  timeout 120 "$node" "$suite" server --url "$target" --scenario "$s" -o "$work/results" >>"$work/suite.log" 2>&1
 done
 # Each scenario's results land in server-<scenario>-<timestamp>/; one without
 # results, or with a failed check, fails the run.

@@ -59,6 +59,28 @@ test("the preview follows the typing, and the gate follows the saved rule", asyn
   await client.close();
 });
 
+test("the preview says what a conditional rule does to the other calls, and that a shadow rule decides nothing", async ({ page }) => {
+  await signIn(page, "ada");
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  await page.getByLabel("Pattern").fill("gatehouse_audit_recent");
+  await page.getByLabel("Action").selectOption("block");
+  await page.getByText("Only some calls").click();
+  await page.getByLabel("When (CEL)").fill("args.limit > 50");
+  const cell = page
+    .getByRole("table", { name: "Preview" })
+    .getByRole("row")
+    .filter({ hasText: "gatehouse_audit_recent" })
+    .locator('td[data-label="With this rule"]');
+  await expect(cell).toContainText("blocked");
+  await expect(cell.getByTestId("preview-only")).toContainText("when args.limit > 50, otherwise runs at once");
+
+  await page.getByLabel("When (CEL)").fill("");
+  await page.getByText("Shadow: decide nothing yet").click();
+  await expect(cell).toHaveAttribute("data-shadow", "true");
+  await expect(cell).toContainText("runs at once");
+  await expect(cell).toContainText("shadow: decides nothing; would have: blocked");
+});
+
 test("preview and save work without JavaScript", async ({ browser }) => {
   const context = await browser.newContext({ javaScriptEnabled: false });
   const page = await context.newPage();

@@ -222,7 +222,7 @@ pub struct OAuthConfig {
     pub unused_registration_ttl: Duration,
     /// `max_unused_registrations_per_address = 20`: registered clients not
     /// yet used that one address (an IPv6 /64) may hold; at the bound its
-    /// oldest one (older than a minute) makes room for the next.
+    /// oldest one (older than three minutes) makes room for the next.
     pub max_unused_registrations_per_address: usize,
 }
 

@@ -314,7 +314,7 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
             Ok(checked) => {
                 // A person has started to use this registration: it no longer
                 // counts against its address, nor makes room for another.
-                if let Err(e) = self.core.oauth.seen(&checked.client.client_id) {
+                if let Err(e) = self.core.oauth.seen(&checked.client.client_id, user.id) {
                     tracing::warn!(error = %e, "could not mark a client as seen");
                 }
                 // A new client starts as a new agent: the name suggested is

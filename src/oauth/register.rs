@@ -7,7 +7,7 @@
 //! in the database so replicas agree): at the bound the address's oldest one
 //! makes room, so a flood from a shared address (an agent on the same
 //! laptop, clients behind one NAT) keeps nobody from registering; only 20
-//! within a minute are refused (429, retry within the minute).
+//! within three minutes are refused (429, retry within them).
 
 use axum::Json;
 use axum::extract::State;

@@ -130,7 +130,7 @@ async fn a_registration_flood_from_one_address_never_locks_out_a_client_from_ano
 }
 
 /// Issue 40: an agent on the same laptop (one address) floods registration;
-/// a minute on, the person's own client registers anyway, and once its
+/// minutes on, the person's own client registers anyway, and once its
 /// consent page is open no flood can take its place.
 #[tokio::test]
 async fn a_flood_from_a_shared_address_never_keeps_its_neighbours_client_from_signing_in() {
@@ -147,11 +147,11 @@ async fn a_flood_from_a_shared_address_never_keeps_its_neighbours_client_from_si
     let refused = register().await;
     assert_eq!(refused.status(), 429);
     let wait: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
-    assert!((1..=60).contains(&wait), "a refusal lasts under a minute, not {wait} s");
+    assert!((1..=180).contains(&wait), "a refusal lasts a few minutes at most, not {wait} s");
 
-    // A minute on, bob's client registers from the same address (an unused
-    // flood registration made room) and bob opens its consent page.
-    app.clock.advance(Duration::from_secs(61));
+    // Three minutes on, bob's client registers from the same address (an
+    // unused flood registration made room) and bob opens its consent page.
+    app.clock.advance(Duration::from_secs(181));
     let client_id = register_public_client(&app, "Claude Code", REDIRECT).await;
     let page =
         app.client.get(app.url(&authorize_path(&app, &client_id, &[]))).header("cookie", &bob).send().await.unwrap();
@@ -160,13 +160,13 @@ async fn a_flood_from_a_shared_address_never_keeps_its_neighbours_client_from_si
 
     // The flood goes on for minutes: it only ever evicts its own.
     for _ in 0..5 {
-        app.clock.advance(Duration::from_secs(61));
+        app.clock.advance(Duration::from_secs(181));
         let mut accepted = 0;
         while register().await.status() == 201 {
             accepted += 1;
             assert!(accepted <= 20);
         }
-        assert_eq!(accepted, 20, "each minute the flood replaces its own 20");
+        assert_eq!(accepted, 20, "every few minutes the flood replaces its own 20");
     }
     let code = approved_code(&app, &bob, &client_id, "bob's laptop").await;
     let (status, tokens) = exchange(&app, &client_id, &code, VERIFIER).await;

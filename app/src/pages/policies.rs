@@ -414,17 +414,35 @@ fn Preview(previews: Vec<crate::server_fns::RulePreview>) -> impl IntoView {
             </tr></thead>
             <tbody>
             {previews.into_iter().map(|p| {
-                let changes = p.now.action != p.then || p.now.human_only != p.then_human_only;
+                let changes = if p.shadow { p.now.action != p.stays } else { p.now.action != p.then || p.now.human_only != p.then_human_only };
                 view! {
                 <tr data-tool=p.now.tool.name.clone() class:changes=changes>
                     <td data-label="Tool"><code><Name text=p.now.tool.name.clone()/></code></td>
                     <td data-label="Upstream">{p.now.tool.upstream.clone().unwrap_or_else(|| "gatehouse".into())}</td>
                     <td data-label="Now"><span class=format!("action {}", p.now.action)>{p.now.action.label()}</span>
                         <div class="meta">{p.now.basis.describe()}</div></td>
-                    <td data-label="With this rule" data-action=p.then.as_str()>
-                        <span class=format!("action {}", p.then)>{p.then.label()}</span>
-                        {p.then_human_only.then_some(" · human only")}
-                        <div class="meta">{p.then_basis.describe()}</div></td>
+                    <td data-label="With this rule" data-action=p.then.as_str() data-shadow=p.shadow.to_string()>
+                        {if p.shadow {
+                            // It decides nothing: the gate stays as it is.
+                            view! {
+                                <span class=format!("action {}", p.stays)>{p.stays.label()}</span>
+                                <div class="meta">"shadow: decides nothing; would have: " {p.then.label()}
+                                    " (each call where that differs is recorded)"</div>
+                            }.into_any()
+                        } else {
+                            view! {
+                                <span class=format!("action {}", p.then)>{p.then.label()}</span>
+                                {p.then_human_only.then_some(" · human only")}
+                                <div class="meta">{p.then_basis.describe()}</div>
+                            }.into_any()
+                        }}
+                        {p.only.clone().map(|only| view! {
+                            <div class="meta" data-testid="preview-only">
+                                {only.when} ", otherwise "
+                                <span class=format!("action {}", only.otherwise) data-otherwise=only.otherwise.as_str()>{only.otherwise.label()}</span>
+                                " (" {only.otherwise_basis.describe()} ")"
+                            </div>
+                        })}</td>
                 </tr>
             }}).collect_view()}
             </tbody>

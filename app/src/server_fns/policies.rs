@@ -39,6 +39,26 @@ pub struct RulePreview {
     pub then_human_only: bool,
     /// Why, then.
     pub then_basis: Basis,
+    /// The rule is a shadow rule: it decides nothing; `then` is what it
+    /// would do (each call where that differs is recorded).
+    pub shadow: bool,
+    /// What the gate does with the rule saved but not applying (a shadow
+    /// rule's real effect: a rule of its name it replaces is gone).
+    pub stays: Action,
+    /// For a rule that applies to some calls only (agents, owners, a
+    /// condition): which, in words, and what the gate does to the others.
+    pub only: Option<Only>,
+}
+
+/// The calls a scoped or conditional rule applies to, and the others' gate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Only {
+    /// Which calls, in words ("when args.limit > 50", "for agents alice/cursor").
+    pub when: String,
+    /// What the gate does to the calls it does not apply to.
+    pub otherwise: Action,
+    /// Why.
+    pub otherwise_basis: Basis,
 }
 
 /// Rules and their recent changes.
@@ -161,6 +181,9 @@ pub async fn preview_rule(
         // Saving replaces the database's rule of that name, if there is one.
         let mut then: Vec<Rule> =
             now.iter().filter(|r| !(r.name == rule.name && r.source == "database")).cloned().collect();
+        // The calls it does not apply to (and every call, for a shadow rule,
+        // which decides nothing) meet the other rules alone.
+        let others = RuleSet::new(then.clone());
         // As it acts on the calls it matches: its agents, owners and
         // condition met (the tool's upstream is known, so that scope stays).
         // A shadow rule's preview shows what it would do once enforced.
@@ -172,6 +195,7 @@ pub async fn preview_rule(
             shadow: false,
             ..rule.clone()
         });
+        let when = scope_words(&rule);
         let then = RuleSet::new(then);
         let previews = catalog
             .exposed_tools()
@@ -183,11 +207,20 @@ pub async fn preview_rule(
             })
             .map(|tool| {
                 let after = gate_for(&then, tool.clone());
+                let stays = gate_for(&others, tool.clone());
+                let only = when.clone().map(|when| Only {
+                    when,
+                    otherwise: stays.action,
+                    otherwise_basis: stays.basis.clone(),
+                });
                 RulePreview {
                     now: gate_for(&now, tool),
+                    stays: stays.action,
                     then: after.action,
                     then_human_only: after.human_only,
                     then_basis: after.basis,
+                    shadow: rule.shadow,
+                    only,
                 }
             })
             .collect();
@@ -209,6 +242,22 @@ pub async fn condition_warnings(when: String) -> Result<Vec<String>, ServerFnErr
         Ok::<_, gatehouse_core::approvals::AccessError>(Condition::warnings(&when))
     })
     .await
+}
+
+/// Which calls a rule applies to, in words, if not every call of its tools.
+#[cfg(feature = "ssr")]
+fn scope_words(rule: &Rule) -> Option<String> {
+    let mut parts = Vec::new();
+    if !rule.agents.is_empty() {
+        parts.push(format!("for agents {}", rule.agents.join(", ")));
+    }
+    if !rule.owners.is_empty() {
+        parts.push(format!("for agents of {}", rule.owners.join(", ")));
+    }
+    if let Some(when) = &rule.when {
+        parts.push(format!("when {when}"));
+    }
+    (!parts.is_empty()).then(|| parts.join(" and "))
 }
 
 /// Adds or replaces the database rule of the draft's name (admins only);

@@ -391,6 +391,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // can be evicted for) its address's never-used registrations.
     r#"
     ALTER TABLE oauth_clients ADD COLUMN seen_at INTEGER;
+    -- Who saw it (a user id): one person keeps only a few out of the count.
+    ALTER TABLE oauth_clients ADD COLUMN seen_by INTEGER;
     "#,
     // 25: approved calls waiting on their agent's answers to an upstream's
     // request for input, with the deadline past which the sweep ends them.

@@ -187,7 +187,7 @@ impl OAuthStore {
     /// flood from a shared address delays nobody's sign-in for long, and
     /// evicts only registrations nobody has started to use); only when all
     /// are fresher is the registration refused
-    /// ([`OAuthError::TooManyRegistrations`], retry within a minute). All
+    /// ([`OAuthError::TooManyRegistrations`], retry within [`FRESH_MS`]). All
     /// addresses together hold at most [`MAX_UNUSED_CLIENTS`] unseen ones.
     /// Clients known by a metadata document are never counted nor evicted.
     /// The count, the eviction and the insert run in one transaction, which
@@ -231,7 +231,11 @@ impl OAuthStore {
                         args![registered, from, since],
                         |r| r.get(0),
                     )?;
-                    tx.execute("DELETE FROM oauth_clients WHERE client_id = ?1", args![victim])?;
+                    // Still unused and unseen (a consent page may have shown it since).
+                    tx.execute(
+                        "DELETE FROM oauth_clients WHERE client_id = ?1 AND seen_at IS NULL AND last_used_at IS NULL",
+                        args![victim],
+                    )?;
                     evicted = Some(victim);
                 }
                 let everyone: i64 = tx.query_one(
@@ -270,9 +274,9 @@ impl OAuthStore {
                 let wait_ms = (freshest_oldest + FRESH_MS - now).max(1000);
                 return Err(OAuthError::TooManyRegistrations {
                     message: format!(
-                        "this address registered {per_address} clients within the last minute that have not been \
-                         used yet (oauth.max_unused_registrations_per_address); use one of them, or register again \
-                         in a minute"
+                        "this address registered {per_address} clients within the last few minutes that have not \
+                         been used yet (oauth.max_unused_registrations_per_address); use one of them, or register \
+                         again in a few minutes"
                     ),
                     retry_after_secs: u64::try_from((wait_ms + 999) / 1000).unwrap_or(1),
                 });
@@ -296,15 +300,21 @@ impl OAuthStore {
         Ok(Registered { client, secret, issued_at_secs: now / 1000 })
     }
 
-    /// Marks a registered client as shown on a signed-in person's consent
-    /// page: someone has started to use it, so it no longer counts against
-    /// its address nor can be evicted to make room (a seen client never used
-    /// for a sign-in goes after [`SEEN_UNUSED_MS`]). Only a person's page
-    /// marks it: a client cannot take its own registrations out of the count.
-    pub fn seen(&self, client_id: &str) -> std::result::Result<(), CoreError> {
+    /// Marks a registered client as shown on `person`'s consent page (they
+    /// are signed in): someone has started to use it, so it no longer counts
+    /// against its address nor can be evicted to make room (a seen client
+    /// never used for a sign-in goes after [`SEEN_UNUSED_MS`]). Only a
+    /// person's page marks it, and one person keeps at most
+    /// [`SEEN_PER_PERSON`] such clients at once: neither a client nor a
+    /// signed-in account can take registrations out of the count at will.
+    pub fn seen(&self, client_id: &str, person: UserId) -> std::result::Result<(), CoreError> {
+        let now = self.clock.now_ms();
         self.db.conn()?.execute(
-            "UPDATE oauth_clients SET seen_at = ?1 WHERE client_id = ?2 AND seen_at IS NULL",
-            args![self.clock.now_ms(), client_id],
+            "UPDATE oauth_clients SET seen_at = ?1, seen_by = ?2
+             WHERE client_id = ?3 AND seen_at IS NULL AND last_used_at IS NULL
+               AND (SELECT COUNT(*) FROM oauth_clients
+                    WHERE seen_by = ?2 AND last_used_at IS NULL AND seen_at > ?4) < ?5",
+            args![now, person, client_id, now.saturating_sub(SEEN_UNUSED_MS), SEEN_PER_PERSON],
         )?;
         Ok(())
     }

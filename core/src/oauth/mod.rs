@@ -22,6 +22,7 @@ use crate::db::{Conn, Db};
 use crate::error::CoreError;
 use crate::live::{LiveEvent, LiveHub};
 use crate::secret;
+use gatehouse_model::UserId;
 
 pub use uris::{check_redirect_uri, is_pkce_value, pkce_s256_matches, redirect_matches};
 
@@ -49,8 +50,13 @@ const MAX_UNUSED_CLIENTS: i64 = 10_000;
 
 /// A registration younger than this is never evicted to make room for
 /// another from its address: a client that registers and opens the browser
-/// has a minute before anyone at its address can take its place.
-pub const FRESH_MS: i64 = 60_000;
+/// has three minutes (time to sign in) before anyone at its address can
+/// take its place; a flood from its address refuses others at most as long.
+pub const FRESH_MS: i64 = 3 * 60_000;
+
+/// At most this many clients one person has seen on a consent page and not
+/// used are kept out of their address's count.
+pub const SEEN_PER_PERSON: i64 = 5;
 
 /// A registration shown on a consent page but never used for a sign-in is
 /// forgotten after a day.

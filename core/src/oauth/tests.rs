@@ -5,6 +5,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::credentials::CredentialStatus;
 use crate::{Core, Settings};
+use gatehouse_model::UserId;
 
 const RESOURCE: &str = "http://127.0.0.1:8080/mcp";
 const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
@@ -216,7 +217,7 @@ fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
     };
     let per_address = Registration::default().per_address;
     let flood: Vec<_> = (0..per_address).map(|_| register("192.0.2.1").unwrap().client).collect();
-    // All of them fresh: the next is refused, for less than a minute.
+    // All of them fresh: the next is refused, for less than FRESH_MS.
     let refused = register("192.0.2.1").unwrap_err();
     assert_eq!(refused.code(), "temporarily_unavailable");
     let (message, retry_after_secs) = match refused {
@@ -224,7 +225,7 @@ fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
         other => panic!("{other:?}"),
     };
     assert!(message.contains("max_unused_registrations_per_address"), "{message}");
-    assert!((1..=60).contains(&retry_after_secs), "{retry_after_secs}");
+    assert!((1..=FRESH_MS / 1000).contains(&(retry_after_secs as i64)), "{retry_after_secs}");
     // Another address is not refused.
     let other = register("198.51.100.7").unwrap().client;
 
@@ -235,7 +236,7 @@ fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
     assert_eq!(left, per_address - 1, "one of the oldest made room");
     // Once a person has seen it on a consent page, no flood evicts it, and it
     // no longer counts: the address may hold as many unseen ones again.
-    core.oauth.seen(&newcomer.client_id).unwrap();
+    core.oauth.seen(&newcomer.client_id, UserId::from(1)).unwrap();
     clock.advance(Duration::from_millis(FRESH_MS as u64 + 1));
     for _ in 0..per_address {
         register("192.0.2.1").unwrap();
@@ -273,6 +274,27 @@ fn registration_is_bounded_per_address_and_unused_ones_expire_quickly() {
     core.oauth.purge().unwrap();
     assert!(core.oauth.client(&newcomer.client_id).unwrap().is_none(), "a seen client never used goes after a day");
     assert!(core.oauth.client(&other.client_id).unwrap().is_some(), "a used client stays");
+}
+
+#[test]
+fn one_person_keeps_only_a_few_seen_registrations_out_of_the_count() {
+    let (core, _clock) = core();
+    let register = || {
+        let metadata = ClientMetadata::check(Some("x"), &[REDIRECT.to_string()], Some("none"), None, None).unwrap();
+        core.oauth.register(metadata, "192.0.2.9").unwrap().client
+    };
+    let clients: Vec<_> = (0..SEEN_PER_PERSON + 3).map(|_| register()).collect();
+    for c in &clients {
+        core.oauth.seen(&c.client_id, UserId::from(7)).unwrap();
+    }
+    // Past the fifth, a person's page no longer takes them out of the count:
+    // the address still holds the rest against its bound.
+    let per_address = Registration::default().per_address as i64;
+    for _ in 0..(per_address - 3) {
+        register();
+    }
+    let metadata = ClientMetadata::check(Some("x"), &[REDIRECT.to_string()], Some("none"), None, None).unwrap();
+    assert!(core.oauth.register(metadata, "192.0.2.9").is_err(), "three seen past the cap still count");
 }
 
 #[test]

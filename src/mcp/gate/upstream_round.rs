@@ -67,6 +67,9 @@ pub async fn retry_call(
     spend(state, token).await.map_err(|why| upstream_input::refused(credential, &why))?;
     if let Some(id) = &execution {
         still_running(state, id).await.map_err(|why| upstream_input::refused(credential, &why))?;
+        // Its deadline moves while the round runs: the sweep never ends a
+        // call in the middle of one.
+        super::record::awaits_input(state, id, true).await;
     }
     // The same procedure as a first call: the rules may have changed between
     // rounds (a block now holds; a call that did not need approval then needs

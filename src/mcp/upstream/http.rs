@@ -1,8 +1,8 @@
 //! The Streamable HTTP transport: rmcp's client over a reqwest client of
 //! Gatehouse's making, with the bounds that keep a misbehaving upstream from
 //! exhausting the gateway: a largest response, a connect timeout, no
-//! redirects, and only the configured headers; and a [`Standalone`] signal
-//! saying when the session's stream for the upstream's own messages is open.
+//! redirects, and only the configured headers; and requests held until the
+//! session's stream for the upstream's own messages is open ([`Standalone`]).
 //! It knows nothing of the relay or the connection built on it (`link.rs`).
 
 use std::collections::HashMap;
@@ -43,11 +43,11 @@ pub(crate) enum HttpSetupError {
 }
 
 /// The transport to the upstream at `url`, with `config`'s headers and
-/// bounds, and the signal of its session's standalone stream.
+/// bounds; its requests wait for their session's standalone stream.
 pub(super) fn transport(
     config: &UpstreamConfig,
     url: &str,
-) -> Result<(StreamableHttpClientTransport<Client>, Standalone), HttpSetupError> {
+) -> Result<StreamableHttpClientTransport<Client>, HttpSetupError> {
     // Only the configured headers go upstream; a client's token never does.
     let mut headers = HashMap::new();
     for (name, value) in &config.headers {
@@ -57,8 +57,8 @@ pub(super) fn transport(
             ::http::HeaderValue::try_from(value.as_str()).map_err(|_| bad())?,
         );
     }
-    let standalone = Standalone::default();
-    let client = Client { inner: http_client(config)?, standalone: standalone.clone() };
+    let client =
+        Client { inner: http_client(config)?, standalone: Standalone::default(), wait: config.connect_timeout };
     let transport_config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(headers)
         // The shared connection carries every stateless agent's calls: rmcp's
@@ -68,7 +68,7 @@ pub(super) fn transport(
         .max_sse_event_size(config.max_response_bytes)
         // An upstream that forgot the session (404) gets a new one.
         .reinit_on_expired_session(true);
-    Ok((StreamableHttpClientTransport::with_client(client, transport_config), standalone))
+    Ok(StreamableHttpClientTransport::with_client(client, transport_config))
 }
 
 /// Whether a session's standalone stream (the GET that carries what the
@@ -77,10 +77,11 @@ pub(super) fn transport(
 /// rmcp's client opens it in the background once `initialized` is sent, and
 /// an upstream drops what it sends there before the GET arrives (the
 /// TypeScript SDK stores it for a resumption that a first GET never asks
-/// for): a call forwarded at once could lose the upstream's
+/// for): a call sent at once could lose the upstream's
 /// `sampling/createMessage` or `elicitation/create` for good, and hang
-/// until the upstream gave up (issue 40). A connection waits for
-/// [`Standalone::opened`] before it carries a call.
+/// until the upstream gave up (issue 40). So a request waits (up to
+/// `connect_timeout`) until its session's stream has been answered; a new
+/// session (after the upstream forgot the old one) waits for its own.
 #[derive(Clone, Default)]
 pub(crate) struct Standalone {
     state: Arc<StandaloneState>,
@@ -88,58 +89,86 @@ pub(crate) struct Standalone {
 
 #[derive(Default)]
 struct StandaloneState {
-    /// The upstream gave a session id, so rmcp will open the stream.
-    expected: AtomicBool,
-    /// The first GET has been answered (a stream, a 405, or an error).
-    answered: tokio::sync::Notify,
-    answered_flag: AtomicBool,
+    /// The session whose stream is awaited (rmcp opens one per session id).
+    session: std::sync::Mutex<Option<Arc<str>>>,
+    /// Its first GET has been answered (a stream, a 405, or an error).
+    answered: AtomicBool,
+    wake: tokio::sync::Notify,
 }
 
 impl Standalone {
-    fn expect(&self) {
-        self.state.expected.store(true, Ordering::Release);
+    /// A message of `session` goes out: a new session's stream is awaited.
+    fn session(&self, session: &Arc<str>) {
+        let mut current = self.state.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.as_deref() != Some(session.as_ref()) {
+            *current = Some(session.clone());
+            self.state.answered.store(false, Ordering::Release);
+        }
     }
 
     fn answered(&self) {
-        self.state.answered_flag.store(true, Ordering::Release);
-        self.state.answered.notify_waiters();
+        self.state.answered.store(true, Ordering::Release);
+        self.state.wake.notify_waiters();
     }
 
-    /// Waits until the standalone stream is open (or refused), at most
-    /// `bound`; at once when the upstream gave no session (no such stream).
-    /// Whether it is answered.
-    pub(crate) async fn opened(&self, bound: Duration) -> bool {
-        if !self.state.expected.load(Ordering::Acquire) {
-            return true;
-        }
-        let answered = self.state.answered.notified();
-        tokio::pin!(answered);
+    /// Waits until the current session's standalone stream is open (or
+    /// refused), at most `bound`. Whether it is.
+    async fn opened(&self, bound: Duration) -> bool {
+        let wake = self.state.wake.notified();
+        tokio::pin!(wake);
         // Registered before the flag is read, so no answer is missed.
-        answered.as_mut().enable();
-        if self.state.answered_flag.load(Ordering::Acquire) {
+        wake.as_mut().enable();
+        if self.state.answered.load(Ordering::Acquire) {
             return true;
         }
-        tokio::time::timeout(bound, answered).await.is_ok()
+        tokio::time::timeout(bound, wake).await.is_ok()
     }
 }
 
-/// The upstream HTTP client: reqwest's, with [`Standalone`] told when the
-/// session's first GET is answered. Every call goes to reqwest's own code,
-/// so its body and event-size limits hold.
+/// Tells [`Standalone`] a session's first GET is answered when it is, or
+/// when it is dropped unanswered (nothing then waits for it in vain).
+struct Answering(Option<Standalone>);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        if let Some(standalone) = self.0.take() {
+            standalone.answered();
+        }
+    }
+}
+
+/// The upstream HTTP client: reqwest's, with [`Standalone`] told when a
+/// session's first GET is answered, and requests held until it is. Every
+/// call goes to reqwest's own code, so its body and event-size limits hold.
 #[derive(Clone)]
 pub(crate) struct Client {
     inner: upstream_http::Client,
     standalone: Standalone,
+    /// How long a request waits for the session's stream.
+    wait: Duration,
 }
 
 impl Client {
-    /// `get`, telling [`Standalone`] once it is answered if it is the first GET.
+    /// `get`, telling [`Standalone`] once it is answered if it is a session's first GET.
     async fn told<T>(&self, first: bool, get: impl Future<Output = T>) -> T {
-        let result = get.await;
-        if first {
+        let _answering = Answering(first.then(|| self.standalone.clone()));
+        get.await
+    }
+
+    /// Before a message of `session` goes out: a request waits for the
+    /// session's standalone stream (answers and notifications never do:
+    /// `initialized` comes before the stream is opened).
+    async fn before_post(&self, session: Option<&Arc<str>>, message: &ClientJsonRpcMessage) {
+        let Some(session) = session else { return };
+        self.standalone.session(session);
+        if matches!(message, ClientJsonRpcMessage::Request(_)) && !self.standalone.opened(self.wait).await {
+            tracing::warn!(
+                "the upstream did not answer its session's stream within connect_timeout; what it sends \
+                 outside a response before it does may be lost"
+            );
+            // Waited once for this session: the next requests go at once.
             self.standalone.answered();
         }
-        result
     }
 }
 
@@ -154,10 +183,10 @@ impl StreamableHttpClient for Client {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
-        if session_id.is_some() {
-            self.standalone.expect();
+        async move {
+            self.before_post(session_id.as_ref(), &message).await;
+            self.inner.post_message(uri, message, session_id, auth_header, custom_headers).await
         }
-        self.inner.post_message(uri, message, session_id, auth_header, custom_headers)
     }
 
     fn post_message_with_max_sse_event_size(
@@ -169,17 +198,19 @@ impl StreamableHttpClient for Client {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
-        if session_id.is_some() {
-            self.standalone.expect();
+        async move {
+            self.before_post(session_id.as_ref(), &message).await;
+            self.inner
+                .post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await
         }
-        self.inner.post_message_with_max_sse_event_size(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            max_sse_event_size,
-        )
     }
 
     fn post_message_with_response_limits(
@@ -191,12 +222,12 @@ impl StreamableHttpClient for Client {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
-        // The `initialized` notification carries the session id, and is
-        // sent before rmcp opens the stream: expected from then on.
-        if session_id.is_some() {
-            self.standalone.expect();
+        async move {
+            self.before_post(session_id.as_ref(), &message).await;
+            self.inner
+                .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+                .await
         }
-        self.inner.post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
     }
 
     fn delete_session(

@@ -176,19 +176,9 @@ pub(crate) async fn connect(
     let timeout = config.connect_timeout;
     let watch = watch.cloned().unwrap_or_else(|| ChildWatch::new(config));
     let discovered = lifecycle == Lifecycle::Auto;
-    let (connection, standalone) =
-        tokio::time::timeout(lifecycle.deadline(timeout), connect_now(config, relay, &at, watch, lifecycle))
-            .await
-            .map_err(|_| LinkError::Timeout { at: at.clone(), timeout, discovered })??;
-    // No call goes out before the upstream can reach us outside its
-    // responses: what it sent there before would be lost (see `Standalone`).
-    if let Some(standalone) = standalone
-        && !standalone.opened(timeout).await
-    {
-        tracing::warn!(upstream = %config.name, "the upstream did not answer its session's stream within connect_timeout; \
-                       what it sends outside a response before it does may be lost");
-    }
-    Ok(connection)
+    tokio::time::timeout(lifecycle.deadline(timeout), connect_now(config, relay, &at, watch, lifecycle))
+        .await
+        .map_err(|_| LinkError::Timeout { at: at.clone(), timeout, discovered })?
 }
 
 async fn connect_now(
@@ -197,7 +187,7 @@ async fn connect_now(
     at: &str,
     watch: ChildWatch,
     lifecycle: Lifecycle,
-) -> Result<(Connection, Option<http::Standalone>), LinkError> {
+) -> Result<Connection, LinkError> {
     let initialize_failed = |e: rmcp::service::ClientInitializeError| LinkError::Initialize {
         at: at.to_string(),
         message: super::errors::error_chain(&e),
@@ -214,14 +204,14 @@ async fn connect_now(
             }
         })?;
         without_cache(&service).await;
-        return Ok((Connection { service, pid }, None));
+        return Ok(Connection { service, pid });
     }
     let url = config.url.as_ref().ok_or(LinkError::Unconfigured)?;
-    let (transport, standalone) = http::transport(config, url.as_str())?;
+    let transport = http::transport(config, url.as_str())?;
     let transport = InOrder::new(transport, relay.state.clone());
     let service = relay.clone().serve_with_lifecycle(transport, lifecycle.mode()).await.map_err(initialize_failed)?;
     without_cache(&service).await;
-    Ok((Connection { service, pid: None }, Some(standalone)))
+    Ok(Connection { service, pid: None })
 }
 
 /// rmcp's client caches list and read results (and serves stale ones on
