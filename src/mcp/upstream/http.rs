@@ -175,21 +175,19 @@ impl Client {
 impl StreamableHttpClient for Client {
     type Error = upstream_http::Error;
 
-    fn post_message(
+    async fn post_message(
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
-        async move {
-            self.before_post(session_id.as_ref(), &message).await;
-            self.inner.post_message(uri, message, session_id, auth_header, custom_headers).await
-        }
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.before_post(session_id.as_ref(), &message).await;
+        self.inner.post_message(uri, message, session_id, auth_header, custom_headers).await
     }
 
-    fn post_message_with_max_sse_event_size(
+    async fn post_message_with_max_sse_event_size(
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
@@ -197,23 +195,21 @@ impl StreamableHttpClient for Client {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
-    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
-        async move {
-            self.before_post(session_id.as_ref(), &message).await;
-            self.inner
-                .post_message_with_max_sse_event_size(
-                    uri,
-                    message,
-                    session_id,
-                    auth_header,
-                    custom_headers,
-                    max_sse_event_size,
-                )
-                .await
-        }
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.before_post(session_id.as_ref(), &message).await;
+        self.inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
     }
 
-    fn post_message_with_response_limits(
+    async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
@@ -221,13 +217,11 @@ impl StreamableHttpClient for Client {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
-    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>> + Send + '_ {
-        async move {
-            self.before_post(session_id.as_ref(), &message).await;
-            self.inner
-                .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
-                .await
-        }
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.before_post(session_id.as_ref(), &message).await;
+        self.inner
+            .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .await
     }
 
     fn delete_session(
