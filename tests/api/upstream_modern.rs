@@ -666,14 +666,15 @@ async fn a_spent_round_stays_spent_after_a_restart_and_on_another_replica() {
     assert!(refused_as_used(&replay), "after a restart: {replay}");
 }
 
-#[tokio::test]
-async fn an_approved_calls_round_runs_only_while_the_call_is_running() {
-    let tool = "test_input_required_result_multi_round";
-    let gate = |c: &mut Config| c.policy_rules = vec![allow_rule("test_*"), config_rule(tool, Action::RequireApproval)];
-    let app = fronting_modern(true, gate).await;
-    let token = app.issue("alpha", None);
-    let caps = json!({"elicitation": {"url": {}, "form": {}}, "sampling": {}, "roots": {}});
-    let first = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({})).await;
+/// A gated call of `tool` paused, approved by a person, then retried: its
+/// id, and the upstream's answer to the retry (it asks for input).
+async fn approved_then_asked(
+    app: &TestApp,
+    token: &str,
+    caps: &Value,
+    tool: &str,
+) -> (String, gatehouse_core::approvals::ExecutionId, Value) {
+    let first = modern_call_in(app, token, "native", caps.clone(), tool, json!({})).await;
     let gate_state = first["result"]["requestState"].as_str().expect("paused for approval").to_string();
     let id = first["result"]["inputRequests"]["approval"]["params"]["elicitationId"].as_str().unwrap().to_string();
     let eid: gatehouse_core::approvals::ExecutionId = id.as_str().into();
@@ -682,7 +683,18 @@ async fn an_approved_calls_round_runs_only_while_the_call_is_running() {
         .decide(gatehouse_core::approvals::Decide::actor(&eid, Decision::Accept, "user:test"))
         .await
         .unwrap();
-    let asked = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({"requestState": gate_state})).await;
+    let asked = modern_call_in(app, token, "native", caps.clone(), tool, json!({"requestState": gate_state})).await;
+    (id, eid, asked)
+}
+
+#[tokio::test]
+async fn an_approved_calls_round_runs_only_while_the_call_is_running() {
+    let tool = "test_input_required_result_multi_round";
+    let gate = |c: &mut Config| c.policy_rules = vec![allow_rule("test_*"), config_rule(tool, Action::RequireApproval)];
+    let app = fronting_modern(true, gate).await;
+    let token = app.issue("alpha", None);
+    let caps = json!({"elicitation": {"url": {}, "form": {}}, "sampling": {}, "roots": {}});
+    let (id, eid, asked) = approved_then_asked(&app, &token, &caps, tool).await;
     let (result, state) = input_required(&asked);
     assert_eq!(
         app.core.approvals.audit().latest(&eid).unwrap().unwrap().state.as_str(),
@@ -728,16 +740,7 @@ async fn an_approved_call_whose_agent_never_answers_its_upstream_ends_as_expired
     let app = fronting_modern(true, gate).await;
     let token = app.issue("alpha", None);
     let caps = json!({"elicitation": {"url": {}, "form": {}}, "sampling": {}, "roots": {}});
-    let first = modern_call_in(&app, &token, "native", caps.clone(), tool, json!({})).await;
-    let gate_state = first["result"]["requestState"].as_str().expect("paused for approval").to_string();
-    let id = first["result"]["inputRequests"]["approval"]["params"]["elicitationId"].as_str().unwrap().to_string();
-    let eid: gatehouse_core::approvals::ExecutionId = id.as_str().into();
-    app.core
-        .approvals
-        .decide(gatehouse_core::approvals::Decide::actor(&eid, Decision::Accept, "user:test"))
-        .await
-        .unwrap();
-    let asked = modern_call_in(&app, &token, "native", caps, tool, json!({"requestState": gate_state})).await;
+    let (_id, eid, asked) = approved_then_asked(&app, &token, &caps, tool).await;
     input_required(&asked);
     let latest = || app.core.approvals.audit().latest(&eid).unwrap().unwrap();
     assert_eq!(latest().state.as_str(), "running");
