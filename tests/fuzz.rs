@@ -297,10 +297,10 @@ fn fuzzed_rules() -> Vec<gatehouse_core::policy::Rule> {
     use gatehouse_core::policy::{Action, Rule};
     let when = |name: &str, pattern: &str, action, when: &str| Rule {
         name: name.into(),
-        source: "config".into(),
+        source: gatehouse_core::policy::Source::Config,
         when: Some(when.into()),
         agents: vec!["fuzz*".into()],
-        ..Rule::new(pattern, action)
+        ..Rule::new(pattern.parse().unwrap(), action)
     };
     vec![
         when("big limits", "gatehouse_audit_*", Action::Block, "has(args.limit) && args.limit > 150"),

@@ -41,6 +41,12 @@ pub enum CoreError {
     Join(String),
 }
 
+impl From<gatehouse_model::RuleError> for CoreError {
+    fn from(e: gatehouse_model::RuleError) -> Self {
+        CoreError::Invalid { field: e.field, reason: e.reason }
+    }
+}
+
 /// Result alias for store operations.
 pub type Result<T> = std::result::Result<T, CoreError>;
 

@@ -292,7 +292,7 @@ test("a policy rule saved on replica B is enforced on replica A at A's next call
   let r = await s.call(tool, {});
   expect(r.isError, `${tool} on A before any rule: ${JSON.stringify(r)}`).toBeFalsy();
 
-  await policyFn("policy_save", { pattern: tool, action: "block" });
+  await policyFn("policy_save", { "draft[pattern]": tool, "draft[action]": "block" });
   let saved = true;
   try {
     const savedAt = performance.now();

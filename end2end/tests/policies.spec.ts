@@ -106,7 +106,7 @@ test("a plain user sees the rules but cannot change them", async ({ page }) => {
   const r = await fetch(`${gh.url}/api/fn/policy_save`, {
     method: "POST",
     headers: { "content-type": "application/x-www-form-urlencoded", origin: gh.url, cookie, accept: "application/json" },
-    body: new URLSearchParams({ pattern: "*", action: "allow" }).toString(),
+    body: new URLSearchParams({ "draft[pattern]": "*", "draft[action]": "allow" }).toString(),
   });
   expect(r.status).toBe(403);
 });

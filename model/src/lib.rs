@@ -15,6 +15,7 @@ pub mod live;
 pub mod note;
 pub mod oauth;
 pub mod routes;
+pub mod rule;
 pub mod state;
 pub mod theme;
 pub mod tools;
@@ -33,10 +34,11 @@ pub use ids::{CredentialId, ExecutionId, GrantId, UserId};
 pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, StreamEvent, UpstreamInfo};
 pub use note::{MAX_NOTE_CHARS, NoteError, clean_note};
 pub use oauth::{ConsentInfo, ConsentView};
+pub use rule::{Per, Rate, Rule, RuleError, Source, Target, TargetKind};
 pub use state::{Decision, State};
 pub use theme::{THEME_COOKIE, Theme};
 pub use tools::{
-    Action, Basis, DiffLine, PINNED_FIELDS, PinView, Rule, ToolChange, ToolGate, ToolInfo, definition_field,
+    Action, Basis, DiffLine, PINNED_FIELDS, PinView, ToolChange, ToolGate, ToolInfo, definition_field,
     definition_fields, line_diff,
 };
 pub use user::{LinkPurpose, PasswordLink, UserStatus, UserView};

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What the gate does with a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Runs at once.
@@ -53,88 +53,6 @@ impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// One rule: which calls it matches (a tool-name pattern, optionally
-/// narrowed to some agents, owners or upstreams and by a condition on the
-/// call) and what a match does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rule {
-    /// Its name: what the console, the audit log and a refusal call it.
-    /// Unique among the database's rules; a rule saved without one is
-    /// named by its pattern.
-    #[serde(default)]
-    pub name: String,
-    /// `*`, an exact tool name, or `prefix*`.
-    pub pattern: String,
-    /// What a match does.
-    pub action: Action,
-    /// Never accept a decision from the model itself for calls it matches.
-    #[serde(default)]
-    pub human_only: bool,
-    /// `config` or `database`.
-    #[serde(default = "database")]
-    pub source: String,
-    /// How long a call it holds for approval may stay pending (seconds),
-    /// overriding the global `approval_ttl`; config-file rules only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_ttl_secs: Option<u64>,
-    /// Only calls by these agents (patterns as for tools); empty: every agent.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<String>,
-    /// Only calls by agents of these owners (user names, patterns); empty: every owner.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub owners: Vec<String>,
-    /// Only tools of these upstreams (names, patterns); empty: every tool,
-    /// Gatehouse's own included.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub upstreams: Vec<String>,
-    /// A condition on the call in CEL (`args.branch == "main"`); none: every call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub when: Option<String>,
-    /// At most this many of the calls it matches (`10/min`), counted per
-    /// [`Rule::rate_per`]; none: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<String>,
-    /// Whom the rate counts: `agent` (the default), `owner` or `tool`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_per: Option<String>,
-    /// Shadow mode: it decides nothing; each call it would have changed is
-    /// audited as `shadow:<name>` with what it would have done.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub shadow: bool,
-}
-
-impl Rule {
-    /// A rule for every call to tools matching `pattern`, named by it.
-    pub fn new(pattern: impl Into<String>, action: Action) -> Self {
-        let pattern = pattern.into();
-        Rule {
-            name: pattern.clone(),
-            pattern,
-            action,
-            human_only: false,
-            source: database(),
-            approval_ttl_secs: None,
-            agents: Vec::new(),
-            owners: Vec::new(),
-            upstreams: Vec::new(),
-            when: None,
-            rate: None,
-            rate_per: None,
-            shadow: false,
-        }
-    }
-
-    /// Whether it applies to only some calls of the tools it matches (a
-    /// scope or a condition), so what it does depends on the call.
-    pub fn is_conditional(&self) -> bool {
-        !self.agents.is_empty() || !self.owners.is_empty() || self.when.is_some()
-    }
-}
-
-fn database() -> String {
-    "database".into()
 }
 
 /// One exposed tool: its name as agents see it and what its server says of it.

@@ -259,7 +259,7 @@ mod tests {
         assert_eq!(tree.database.url.as_deref(), Some("postgres://db/g"));
         assert_eq!(tree.upstream[0].args, ["--port", "8080"]);
         assert_eq!(tree.upstream[0].call_timeout, std::time::Duration::from_secs(2));
-        assert_eq!(tree.policy[0].action, "allow");
+        assert_eq!(tree.policy[0].action, gatehouse_core::policy::Action::Allow);
         assert!(!tree.oauth.enabled);
     }
 }

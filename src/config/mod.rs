@@ -27,7 +27,7 @@ mod upstreams;
 mod validate;
 
 pub use error::ConfigError;
-pub use tree::{DatabaseTable, FileConfig, NativeUrl, OAuthConfig, PolicyRule};
+pub use tree::{DatabaseTable, FileConfig, NativeUrl, OAuthConfig};
 pub use upstreams::{UpstreamConfig, upstream_defaults};
 
 /// Values given on the command line (they win over everything else).

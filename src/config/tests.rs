@@ -92,7 +92,7 @@ fn upstream_tls_and_paging_settings_are_checked() {
     );
     let per_rule =
         resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30m\"\n").unwrap();
-    assert_eq!(per_rule.policy_rules[0].approval_ttl_secs, Some(1800));
+    assert_eq!(per_rule.policy_rules[0].approval_ttl, Some(Duration::from_secs(1800)));
     let err =
         resolve("[[policy]]\npattern = \"x\"\naction = \"require_approval\"\napproval_ttl = \"30d\"\n").unwrap_err();
     assert!(err.to_string().contains("policy[0].approval_ttl"), "{err}");

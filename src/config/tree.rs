@@ -48,7 +48,7 @@ pub struct FileConfig {
     /// addresses) whose `X-Forwarded-For` names the client's address.
     pub trusted_proxies: Vec<String>,
     /// `[[policy]] pattern = "files__read_*"  action = "allow"`
-    pub policy: Vec<PolicyRule>,
+    pub policy: Vec<gatehouse_core::policy::Rule>,
     /// `allow_model_decisions = true` lets `elicitation_mode=model` sessions decide their own calls.
     pub allow_model_decisions: bool,
     /// `native_url = "elicit" | "error"`: how native mode asks URL-capable 2025-11-25 clients.
@@ -253,58 +253,9 @@ pub enum NativeUrl {
     Error,
 }
 
-/// One `[[policy]]` table (checked and turned into a
-/// [`gatehouse_core::policy::Rule`] by [`super::validate`]).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyRule {
-    /// Its name in refusals, the audit log and the console (default: the pattern).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// `*`, an exact tool name, or `prefix*`.
-    pub pattern: String,
-    /// `allow | require_approval | block`.
-    pub action: String,
-    /// Never accept a decision from the model itself.
-    #[serde(default)]
-    pub human_only: bool,
-    /// `approval_ttl = "30m"`: how long a call this rule holds for approval
-    /// may wait, instead of the global `approval_ttl` (at most 7 days).
-    #[serde(default, deserialize_with = "optional_duration")]
-    pub approval_ttl: Option<Duration>,
-    /// Only calls by these agents (patterns).
-    #[serde(default)]
-    pub agents: Vec<String>,
-    /// Only calls by agents of these owners (user names, patterns).
-    #[serde(default)]
-    pub owners: Vec<String>,
-    /// Only tools of these upstreams (patterns).
-    #[serde(default)]
-    pub upstreams: Vec<String>,
-    /// A condition on the call, in CEL (`args.branch == "main"`).
-    #[serde(default)]
-    pub when: Option<String>,
-    /// At most this many matching calls (`"10/min"`), across replicas.
-    #[serde(default)]
-    pub rate: Option<String>,
-    /// Whom the rate counts: `"agent"` (default), `"owner"` or `"tool"`.
-    #[serde(default)]
-    pub rate_per: Option<String>,
-    /// `shadow = true`: decides nothing; each call it would have changed is
-    /// audited as `shadow:<name>`.
-    #[serde(default)]
-    pub shadow: bool,
-}
-
 /// A duration written as humantime text (`"90s"`, `"10m"`, `"24h"`), longer than zero.
 pub(super) fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     parse_duration(&String::deserialize(d)?).map_err(serde::de::Error::custom)
-}
-
-/// [`duration`] for a key that may be left out.
-pub(super) fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let Some(text) = Option::<String>::deserialize(d)? else { return Ok(None) };
-    parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// Parses a humantime duration; the message says how to write one.

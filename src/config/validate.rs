@@ -4,6 +4,8 @@
 //! The checks run in a fixed order, so a file with several mistakes always
 //! reports the same one first.
 
+use gatehouse_core::policy::{Rule, Source};
+
 use super::{Config, ConfigError, FileConfig, Overrides};
 
 /// Lays `overrides` over `tree`, checks the result and resolves it.
@@ -75,7 +77,7 @@ fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
 
 /// `approval_ttl` and each `[[policy]]` table (its own `approval_ttl`, its
 /// action and pattern), as the core's rules.
-fn policy_rules(t: &FileConfig) -> Result<Vec<gatehouse_core::policy::Rule>, ConfigError> {
+fn policy_rules(t: &FileConfig) -> Result<Vec<Rule>, ConfigError> {
     let max_ttl = gatehouse_core::approvals::MAX_APPROVAL_TTL;
     let too_long = |key: String| ConfigError::Value {
         key,
@@ -90,23 +92,7 @@ fn policy_rules(t: &FileConfig) -> Result<Vec<gatehouse_core::policy::Rule>, Con
         if rule.approval_ttl.is_some_and(|ttl| ttl > max_ttl) {
             return Err(too_long(format!("{key}.approval_ttl")));
         }
-        let action = gatehouse_core::policy::parse_action(&rule.action)
-            .map_err(|e| ConfigError::Value { key: format!("{key}.action"), message: e.to_string() })?;
-        let checked = gatehouse_core::policy::normalise_rule(gatehouse_core::policy::Rule {
-            name: rule.name.clone().unwrap_or_default(),
-            human_only: rule.human_only,
-            source: "config".into(),
-            // Whole seconds (a sub-second TTL is not a useful approval window).
-            approval_ttl_secs: rule.approval_ttl.map(|ttl| ttl.as_secs().max(1)),
-            agents: rule.agents.clone(),
-            owners: rule.owners.clone(),
-            upstreams: rule.upstreams.clone(),
-            when: rule.when.clone(),
-            rate: rule.rate.clone(),
-            rate_per: rule.rate_per.clone(),
-            shadow: rule.shadow,
-            ..gatehouse_core::policy::Rule::new(rule.pattern.clone(), action)
-        });
+        let checked = Rule { source: Source::Config, ..rule.clone() }.normalised();
         // The error names the rule's key and field (and, for `when`, where in it).
         gatehouse_core::policy::validate_rule(&checked).map_err(|e| match e {
             gatehouse_core::error::CoreError::Invalid { field, reason } => {

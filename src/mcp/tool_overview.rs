@@ -117,7 +117,7 @@ pub async fn warn_unmatched_rules(state: McpState, wait: std::time::Duration, sh
         tracing::warn!(
             pattern = %rule.pattern,
             action = rule.action.as_str(),
-            source = %rule.source,
+            source = rule.source.as_str(),
             "policy rule matches no exposed tool right now; upstream tools are named with their upstream's prefix \
              (e.g. files__read_file), so a rule with a bare tool name does nothing"
         );

@@ -9,7 +9,7 @@ use gatehouse_core::changes::Change;
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::model::HistoryFilter;
-use gatehouse_core::policy::{Action, Hints, Rule, Who};
+use gatehouse_core::policy::{Hints, Rule, Who};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -40,66 +40,6 @@ pub struct Caller {
     pub session_id: Option<String>,
     /// The agent request being served, for what an upstream sends back.
     pub origin: crate::mcp::upstream::mcp_session::Origin,
-}
-
-/// Arguments of `gatehouse_policy_set`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PolicySetArgs {
-    /// The rule's name; a rule of that name is replaced. Default: the pattern.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// `*`, an exact tool name, or `prefix*`.
-    pub pattern: String,
-    /// What a matching call does.
-    pub action: RuleAction,
-    /// Never accept a decision from the model itself.
-    #[serde(default)]
-    pub human_only: bool,
-    /// Only calls by these agents (patterns); empty: every agent.
-    #[serde(default)]
-    pub agents: Vec<String>,
-    /// Only calls by agents of these owners (user names, patterns).
-    #[serde(default)]
-    pub owners: Vec<String>,
-    /// Only tools of these upstreams (names, patterns).
-    #[serde(default)]
-    pub upstreams: Vec<String>,
-    /// A condition in CEL over tool, upstream, agent, owner, thread, args,
-    /// annotations and now, e.g. `args.branch == "main"`.
-    #[serde(default)]
-    pub when: Option<String>,
-    /// At most this many matching calls, e.g. `10/min` (units s, min, hour, day).
-    #[serde(default)]
-    pub rate: Option<String>,
-    /// Whom the rate counts: `agent` (default), `owner` or `tool`.
-    #[serde(default)]
-    pub rate_per: Option<String>,
-    /// Shadow mode: decides nothing; records what it would have done.
-    #[serde(default)]
-    pub shadow: bool,
-}
-
-/// `allow | require_approval | block`.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RuleAction {
-    /// Run at once.
-    Allow,
-    /// Wait for a person.
-    RequireApproval,
-    /// Hide and refuse.
-    Block,
-}
-
-impl From<RuleAction> for Action {
-    fn from(a: RuleAction) -> Self {
-        match a {
-            RuleAction::Allow => Action::Allow,
-            RuleAction::RequireApproval => Action::RequireApproval,
-            RuleAction::Block => Action::Block,
-        }
-    }
 }
 
 /// Arguments of `gatehouse_policy_remove`.
@@ -187,7 +127,7 @@ fn build() -> Vec<Tool> {
         Tool::new(AUDIT_RECENT, "Read the most recent audit entries: paused calls, decisions (who and when) and outcomes.", schema::<AuditRecentArgs>())
             .with_title("Recent audit entries")
             .annotate(read_only()),
-        Tool::new(POLICY_SET, "Add or replace the policy rule for a tool-name pattern (`*`, exact, or `prefix*`).", schema::<PolicySetArgs>())
+        Tool::new(POLICY_SET, "Add or replace the policy rule for a tool-name pattern (`*`, exact, or `prefix*`).", schema::<Rule>())
             .with_title("Set a policy rule")
             .annotate(changing()),
         Tool::new(POLICY_REMOVE, "Remove the policy rule for a pattern.", schema::<PolicyRemoveArgs>())
@@ -226,22 +166,9 @@ pub fn hints(tool: &Tool) -> Hints {
     }
 }
 
-/// A rule as the policy tools answer it.
+/// A rule as the policy tools answer it: the rule contract itself.
 pub fn rule_json(rule: &Rule) -> Value {
-    json!({
-        "name": rule.name,
-        "pattern": rule.pattern,
-        "action": rule.action.as_str(),
-        "humanOnly": rule.human_only,
-        "agents": rule.agents,
-        "owners": rule.owners,
-        "upstreams": rule.upstreams,
-        "when": rule.when,
-        "rate": rule.rate,
-        "ratePer": rule.rate_per,
-        "shadow": rule.shadow,
-        "source": rule.source,
-    })
+    serde_json::to_value(rule).unwrap_or_else(|_| json!({ "name": rule.name }))
 }
 
 /// The tool's annotations as sent, for rule conditions (`annotations.readOnlyHint`).
@@ -268,6 +195,29 @@ fn parse<T: serde::de::DeserializeOwned>(arguments: &Value) -> Result<T, CallToo
             json!({"message": e.to_string()}),
         )
     })
+}
+
+/// Whether a gated built-in call's arguments would be taken when it runs:
+/// checked before a person is asked, so nobody approves a rule that could
+/// never be saved. `Err` is the answer to give at once.
+pub fn check_arguments(name: &str, arguments: &Value) -> Result<(), CallToolResult> {
+    let refused = |e: gatehouse_core::error::CoreError| {
+        error_result(
+            ToolErrorCode::InvalidArguments,
+            format!("invalid arguments: {e}"),
+            json!({"message": e.to_string()}),
+        )
+    };
+    match name {
+        POLICY_SET => {
+            gatehouse_core::policy::PolicyStore::check(parse::<Rule>(arguments)?).map_err(refused)?;
+        }
+        POLICY_REMOVE => {
+            parse::<PolicyRemoveArgs>(arguments)?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Runs a built-in tool (not `resume`) for `caller`: `gatehouse_status`
@@ -322,28 +272,14 @@ fn run_with_stores(
                     .map_err(|e| e.to_string())
             }
         },
-        POLICY_SET => match parse::<PolicySetArgs>(arguments) {
+        POLICY_SET => match parse::<Rule>(arguments) {
             Err(r) => return r,
-            Ok(args) => {
-                let rule = Rule {
-                    name: args.name.unwrap_or_default(),
-                    human_only: args.human_only,
-                    agents: args.agents,
-                    owners: args.owners,
-                    upstreams: args.upstreams,
-                    when: args.when,
-                    rate: args.rate,
-                    rate_per: args.rate_per,
-                    shadow: args.shadow,
-                    ..Rule::new(args.pattern, args.action.into())
-                };
-                state
-                    .core
-                    .policy
-                    .set(rule)
-                    .map(|rule| CallToolResult::structured(rule_json(&rule)))
-                    .map_err(|e| e.to_string())
-            }
+            Ok(rule) => state
+                .core
+                .policy
+                .set(rule)
+                .map(|rule| CallToolResult::structured(rule_json(&rule)))
+                .map_err(|e| e.to_string()),
         },
         POLICY_REMOVE => match parse::<PolicyRemoveArgs>(arguments) {
             Err(r) => return r,

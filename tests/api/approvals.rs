@@ -169,7 +169,10 @@ async fn read_only_tools_run_at_once_and_block_rules_hide_tools() {
 
     app.core
         .policy
-        .set(gatehouse_core::policy::Rule::new("gatehouse_audit_*", gatehouse_core::policy::Action::Block))
+        .set(gatehouse_core::policy::Rule::new(
+            "gatehouse_audit_*".parse().unwrap(),
+            gatehouse_core::policy::Action::Block,
+        ))
         .unwrap();
     let (_, _, messages) = app.call(&token, &sid, json!({"jsonrpc":"2.0","id":3,"method":"tools/list"})).await;
     let names: Vec<&str> =
@@ -181,7 +184,10 @@ async fn read_only_tools_run_at_once_and_block_rules_hide_tools() {
     assert_eq!(blocked["result"]["structuredContent"]["error"], "blocked_by_policy");
 
     // No allow rule lets an agent change the gate for everyone without a person.
-    app.core.policy.set(gatehouse_core::policy::Rule::new(SET_RULE, gatehouse_core::policy::Action::Allow)).unwrap();
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new(SET_RULE.parse().unwrap(), gatehouse_core::policy::Action::Allow))
+        .unwrap();
     let paused = app.tool_call(&token, &sid, SET_RULE, json!({"pattern": "k", "action": "allow"})).await;
     assert_eq!(paused["result"]["structuredContent"]["status"], "user_approval_required");
 }

@@ -13,7 +13,7 @@ use crate::helpers::*;
 const AUDIT: &str = "gatehouse_audit_recent";
 
 fn config(rule: Rule) -> Rule {
-    Rule { source: "config".into(), ..rule }
+    Rule { source: gatehouse_core::policy::Source::Config, ..rule }
 }
 
 async fn call(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, name: &str, args: Value) -> CallToolResult {
@@ -30,7 +30,7 @@ async fn a_condition_on_the_arguments_decides_each_call() {
         c.policy_rules = vec![config(Rule {
             name: "no long audits".into(),
             when: Some("args.limit > 50".into()),
-            ..Rule::new(AUDIT, Action::Block)
+            ..Rule::new(AUDIT.parse().unwrap(), Action::Block)
         })]
     })
     .await;
@@ -63,12 +63,12 @@ async fn scoped_rules_hold_for_the_agents_and_owners_they_name_only() {
             config(Rule {
                 name: "cursor reads no audit".into(),
                 agents: vec!["cur*".into()],
-                ..Rule::new(AUDIT, Action::Block)
+                ..Rule::new(AUDIT.parse().unwrap(), Action::Block)
             }),
             config(Rule {
                 name: "bob's agents ask".into(),
                 owners: vec!["bob".into()],
-                ..Rule::new("gatehouse_status", Action::Block)
+                ..Rule::new("gatehouse_status".parse().unwrap(), Action::Block)
             }),
         ]
     })
@@ -106,7 +106,7 @@ async fn an_upstream_scope_matches_that_upstreams_tools_only() {
                 name: "everything's text with x".into(),
                 upstreams: vec!["every*".into()],
                 when: Some(r#""x" in args"#.into()),
-                ..Rule::new("*", Action::Block)
+                ..Rule::new("*".parse().unwrap(), Action::Block)
             }),
         ]
     })
@@ -145,12 +145,12 @@ async fn the_policy_tool_saves_a_conditional_rule_once_an_admin_approves() {
     let small = app.tool_call(&token, &sid, AUDIT, json!({"limit": 5})).await;
     assert_ne!(small["result"]["isError"], true, "{small}");
 
-    // A condition that does not compile is refused with where it went wrong.
+    // A condition that does not compile is refused at once (nobody is
+    // asked to approve a rule that could not be saved), saying where.
     let bad = json!({"pattern": AUDIT, "action": "block", "when": "args.limit >"});
-    let eid = execution_id(&app.tool_call(&token, &sid, "gatehouse_policy_set", bad).await);
-    assert_eq!(app.decide(&root, &eid, "accept").await.status(), 200);
-    let refused = app.tool_call(&token, &sid, "resume", json!({"executionId": eid})).await;
+    let refused = app.tool_call(&token, &sid, "gatehouse_policy_set", bad).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(app.core.approvals.pending().is_empty(), "no call waits");
     let message = refused["result"]["content"][0]["text"].as_str().unwrap();
     assert!(message.contains("invalid when: at line:column 1:"), "{message}");
 }
@@ -164,11 +164,11 @@ async fn the_console_refuses_a_broken_condition_next_to_its_field_and_saves_a_go
     let ada = app.sign_in("ada").await;
     let form = |when: &'static str| {
         vec![
-            ("name", "no pushes to main"),
-            ("pattern", "git__push"),
-            ("action", "block"),
-            ("agents", "cursor, claude-*"),
-            ("when", when),
+            ("draft[name]", "no pushes to main"),
+            ("draft[pattern]", "git__push"),
+            ("draft[action]", "block"),
+            ("draft[agents]", "cursor, claude-*"),
+            ("draft[when]", when),
         ]
     };
 

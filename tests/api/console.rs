@@ -14,7 +14,7 @@ async fn console_actions_are_refused_from_another_site() {
     for (name, form) in [
         ("mint", vec![("agent", "evil"), ("thread", ""), ("owner", "")]),
         ("revoke", vec![("scope", "agent"), ("target", "claude"), ("owner", "ada")]),
-        ("policy_save", vec![("pattern", "*"), ("action", "allow")]),
+        ("policy_save", vec![("draft[pattern]", "*"), ("draft[action]", "allow")]),
         ("policy_remove", vec![("pattern", "*")]),
     ] {
         let r = app
@@ -39,7 +39,7 @@ async fn a_plain_user_mints_only_for_themselves_and_changes_no_rule() {
     let (_ada, bob) = app.ada_and_bob().await;
     let r = app.post_fn(&bob, "mint", &[("agent", "bobs"), ("thread", ""), ("owner", "ada")]).await;
     assert_eq!(r.status(), 403, "bob cannot mint an agent ada would own");
-    let r = app.post_fn(&bob, "policy_save", &[("pattern", "*"), ("action", "allow")]).await;
+    let r = app.post_fn(&bob, "policy_save", &[("draft[pattern]", "*"), ("draft[action]", "allow")]).await;
     assert_eq!(r.status(), 403);
     let r = app.post_fn(&bob, "policy_remove", &[("pattern", "*")]).await;
     assert_eq!(r.status(), 403);
@@ -78,7 +78,7 @@ async fn deciding_many_at_once_keeps_each_calls_rules() {
     app.core
         .policy
         .set(gatehouse_core::policy::Rule::new(
-            "gatehouse_audit_recent",
+            "gatehouse_audit_recent".parse().unwrap(),
             gatehouse_core::policy::Action::RequireApproval,
         ))
         .unwrap();
@@ -146,7 +146,7 @@ async fn approving_many_at_once_asks_first_and_decides_only_what_was_confirmed()
     app.core
         .policy
         .set(gatehouse_core::policy::Rule::new(
-            "gatehouse_audit_recent",
+            "gatehouse_audit_recent".parse().unwrap(),
             gatehouse_core::policy::Action::RequireApproval,
         ))
         .unwrap();

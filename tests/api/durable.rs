@@ -129,9 +129,12 @@ async fn an_expired_call_tells_the_agent_to_call_again() {
 async fn a_rules_approval_ttl_overrides_the_global_one() {
     let rule = |c: &mut gatehouse::config::Config| {
         c.policy_rules = vec![gatehouse_core::policy::Rule {
-            source: "config".into(),
-            approval_ttl_secs: Some(45),
-            ..gatehouse_core::policy::Rule::new(SET_RULE, gatehouse_core::policy::Action::RequireApproval)
+            source: gatehouse_core::policy::Source::Config,
+            approval_ttl: Some(std::time::Duration::from_secs(45)),
+            ..gatehouse_core::policy::Rule::new(
+                SET_RULE.parse().unwrap(),
+                gatehouse_core::policy::Action::RequireApproval,
+            )
         }]
     };
     let app = spawn_app_with(rule).await;

@@ -24,7 +24,10 @@ async fn calls_that_run_or_are_refused_at_once_are_audited_one_entry_each() {
     let app = spawn_app_fronting(everything_stdio(), |c| {
         c.policy_rules = vec![
             allow_rule("ev__test_*"),
-            Rule { source: "config".into(), ..Rule::new("ev__test_image_content", Action::Block) },
+            Rule {
+                source: gatehouse_core::policy::Source::Config,
+                ..Rule::new("ev__test_image_content".parse().unwrap(), Action::Block)
+            },
         ]
     })
     .await;

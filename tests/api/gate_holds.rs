@@ -134,7 +134,10 @@ async fn model_decisions_need_the_switch_and_never_reach_gate_changing_tools() {
     // A tool that changes the gate for everyone: human_only, whatever the rules say.
     app.core
         .policy
-        .set(gatehouse_core::policy::Rule::new("gatehouse_policy_*", gatehouse_core::policy::Action::Allow))
+        .set(gatehouse_core::policy::Rule::new(
+            "gatehouse_policy_*".parse().unwrap(),
+            gatehouse_core::policy::Action::Allow,
+        ))
         .unwrap();
     let paused = result(model("gatehouse_policy_set", json!({"pattern": "*", "action": "allow"})).await.unwrap()).await;
     assert_eq!(paused["structuredContent"]["status"], "user_approval_required", "an allow rule does not open it");

@@ -297,7 +297,7 @@ async fn no_grant_covers_a_human_only_call_and_only_admins_reach_gate_changing_t
         .policy
         .set(gatehouse_core::policy::Rule {
             human_only: true,
-            ..gatehouse_core::policy::Rule::new(TOOL, gatehouse_core::policy::Action::RequireApproval)
+            ..gatehouse_core::policy::Rule::new(TOOL.parse().unwrap(), gatehouse_core::policy::Action::RequireApproval)
         })
         .unwrap();
     let eid = execution_id(&app.tool_call(&token, &sid, TOOL, json!({})).await);

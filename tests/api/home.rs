@@ -69,7 +69,10 @@ async fn the_home_page_counts_what_waits_and_what_was_decided_for_its_viewer() {
     // Minted and connected; no upstream and no rule yet (the approved call
     // sets one only when its agent runs it).
     assert_eq!(home.matches(r#"data-done="false""#).count(), 2, "{home}");
-    app.core.policy.set(gatehouse_core::policy::Rule::new("x_*", gatehouse_core::policy::Action::Allow)).unwrap();
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new("x_*".parse().unwrap(), gatehouse_core::policy::Action::Allow))
+        .unwrap();
     let home = app.get_as(&root, "/").await.text().await.unwrap();
     assert_eq!(home.matches(r#"data-done="false""#).count(), 1, "only the upstream is left");
 

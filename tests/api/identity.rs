@@ -227,7 +227,11 @@ async fn a_rule_for_a_bare_agent_name_covers_no_agent_a_plain_user_names_so() {
     assert!(!paused(&call(app.issue_owned("billing-bot", "root")).await), "an admin minted it");
     assert!(!paused(&call(app.issue("billing-bot", None)).await), "minted with no owner");
     // Named with its owner, his agent is his to allow.
-    let his = Rule { name: "his".into(), agents: vec!["mallory/billing-*".into()], ..Rule::new(TOOL, Action::Allow) };
+    let his = Rule {
+        name: "his".into(),
+        agents: vec!["mallory/billing-*".into()],
+        ..Rule::new(TOOL.parse().unwrap(), Action::Allow)
+    };
     app.core.policy.set(his).unwrap();
     assert!(!paused(&call(mallory).await), "owner/agent names it");
     // Another user's agent of the same name is not his.

@@ -31,6 +31,7 @@ mod rate_limits;
 mod relay_stress;
 mod replicas;
 mod resource_rules;
+mod rule_contract;
 mod session_caps;
 mod shadow_rules;
 mod shutdown;

@@ -174,7 +174,9 @@ async fn a_listen_hears_the_tool_list_change_a_new_rule_makes_and_a_prompts_only
     // An admin blocks a tool in the console.
     app.add_user("ada", true).await;
     let ada = app.sign_in("ada").await;
-    let r = app.post_fn(&ada, "policy_save", &[("pattern", "ev__test_audio_content"), ("action", "block")]).await;
+    let r = app
+        .post_fn(&ada, "policy_save", &[("draft[pattern]", "ev__test_audio_content"), ("draft[action]", "block")])
+        .await;
     assert!(r.status().is_success(), "{}", r.status());
 
     let seen = tools.until("notifications/tools/list_changed").await;

@@ -99,7 +99,10 @@ async fn browser_mode_pauses_a_tool_with_an_output_schema_without_structured_con
     assert_eq!(declined["result"]["structuredContent"]["error"], "execution_declined", "{declined}");
 
     // Blocked: Gatehouse's refusal in the same shape.
-    app.core.policy.set(gatehouse_core::policy::Rule::new(STRUCTURED, gatehouse_core::policy::Action::Block)).unwrap();
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new(STRUCTURED.parse().unwrap(), gatehouse_core::policy::Action::Block))
+        .unwrap();
     let blocked = app.tool_call(&token, &sid, STRUCTURED, json!({"location": "Chicago"})).await;
     assert_eq!(gate_answer(&blocked["result"])["error"], "blocked_by_policy", "{blocked}");
     assert_eq!(app.core.approvals.len(), 1, "only probe_mutable's pause is left");

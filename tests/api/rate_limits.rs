@@ -17,10 +17,10 @@ const STATUS: &str = "gatehouse_status";
 fn two_a_day(per: &str) -> Rule {
     Rule {
         name: "two statuses".into(),
-        source: "config".into(),
-        rate: Some("2/day".into()),
-        rate_per: Some(per.into()),
-        ..Rule::new(STATUS, Action::Allow)
+        source: gatehouse_core::policy::Source::Config,
+        rate: Some("2/day".parse().unwrap()),
+        rate_per: per.parse().unwrap(),
+        ..Rule::new(STATUS.parse().unwrap(), Action::Allow)
     }
 }
 
@@ -94,7 +94,7 @@ async fn a_broken_rate_is_refused_when_the_rule_is_saved() {
     app.add_user("root", true).await;
     let root = app.sign_in("root").await;
     let form = |rate: &'static str, per: &'static str| {
-        vec![("pattern", STATUS), ("action", "allow"), ("rate", rate), ("rate_per", per)]
+        vec![("draft[pattern]", STATUS), ("draft[action]", "allow"), ("draft[rate]", rate), ("draft[rate_per]", per)]
     };
     let r = app.post_fn(&root, "policy_save", &form("10/fortnight", "")).await;
     assert_eq!(r.status(), 400);
@@ -104,5 +104,5 @@ async fn a_broken_rate_is_refused_when_the_rule_is_saved() {
     assert_eq!(app.post_fn(&root, "policy_save", &form("10/min", "owner")).await.status(), 200);
     let rules = app.core.policy.rules().unwrap();
     let saved = rules.iter().find(|r| r.pattern == STATUS).unwrap();
-    assert_eq!((saved.rate.as_deref(), saved.rate_per.as_deref()), (Some("10/min"), Some("owner")));
+    assert_eq!((saved.rate.map(|r| r.to_string()), saved.rate_per.as_str()), (Some("10/min".into()), "owner"));
 }

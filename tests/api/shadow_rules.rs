@@ -18,11 +18,11 @@ async fn a_shadow_rule_records_what_it_would_have_done_and_is_promoted_in_one_st
     app.add_user("ada", false).await;
     let (root, ada) = (app.sign_in("root").await, app.sign_in("ada").await);
     let form = [
-        ("name", "no long audits"),
-        ("pattern", AUDIT),
-        ("action", "block"),
-        ("when", "has(args.limit) && args.limit > 50"),
-        ("shadow", "on"),
+        ("draft[name]", "no long audits"),
+        ("draft[pattern]", AUDIT),
+        ("draft[action]", "block"),
+        ("draft[when]", "has(args.limit) && args.limit > 50"),
+        ("draft[shadow]", "on"),
     ];
     assert_eq!(app.post_fn(&root, "policy_save", &form).await.status(), 200);
 

@@ -568,7 +568,7 @@ async fn a_2025_session_subscribes_to_a_resource_at_an_upstream_that_speaks_only
 fn twice_a_day(tool: &str) -> gatehouse_core::policy::Rule {
     gatehouse_core::policy::Rule {
         name: "two elicitations".into(),
-        rate: Some("2/day".into()),
+        rate: Some("2/day".parse().unwrap()),
         ..config_rule(tool, Action::Allow)
     }
 }
@@ -626,7 +626,7 @@ async fn a_round_blocked_since_the_first_call_is_refused_and_recorded() {
     let token = app.issue("alpha", None);
     let first = modern_call(&app, &token, all_caps(), tool, json!({})).await;
     let (result, state) = input_required(&first);
-    app.core.policy.set(gatehouse_core::policy::Rule::new(tool, Action::Block)).unwrap();
+    app.core.policy.set(gatehouse_core::policy::Rule::new(tool.parse().unwrap(), Action::Block)).unwrap();
     let params = json!({"requestState": state, "inputResponses": answers(&result)});
     let round = modern_call(&app, &token, all_caps(), tool, params).await;
     assert_eq!(round["result"]["structuredContent"]["error"], "blocked_by_policy", "{round}");

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use gatehouse_model::{Action, LiveEvent, Rule, routes};
+use gatehouse_model::{Action, LiveEvent, Rule, Source, routes};
 
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
@@ -16,7 +16,7 @@ use crate::components::name::Name;
 use crate::components::when::When;
 use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::server_fns::{
-    PoliciesView, PromoteRule, RemoveRule, SaveRule, condition_warnings, list_policies, preview_rule,
+    PoliciesView, PromoteRule, RemoveRule, RuleDraft, SaveRule, condition_warnings, list_policies, preview_rule,
 };
 
 /// `/policies`
@@ -83,7 +83,7 @@ fn Policies(
                         </tr></thead>
                         <tbody>
                         {rules.into_iter().map(|r| {
-                            let unmatched = unmatched.contains(&r.pattern);
+                            let unmatched = unmatched.iter().any(|u| u == r.pattern.as_str());
                             let shadow_count = shadow_counts.iter().find(|(name, _)| *name == r.name).map(|(_, n)| *n);
                             view! { <RuleRow rule=r is_admin unmatched shadow_count remove promote/> }
                         }).collect_view()}
@@ -125,11 +125,11 @@ fn RuleRow(
     promote: ServerAction<PromoteRule>,
 ) -> impl IntoView {
     let shadow = rule.shadow;
-    let from_config = rule.source == "config";
+    let from_config = rule.source == Source::Config;
     let edit = edit_link(&rule);
     let name = rule.name.clone();
     let promote_name = rule.name.clone();
-    let named = rule.name != rule.pattern;
+    let named = rule.name != rule.pattern.as_str();
     let mut only: Vec<String> = [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)]
         .into_iter()
         .filter(|(_, list)| !list.is_empty())
@@ -139,13 +139,13 @@ fn RuleRow(
         only.push(format!("when {when}"));
     }
     if let Some(rate) = &rule.rate {
-        only.push(format!("at most {rate} per {}", rule.rate_per.as_deref().unwrap_or("agent")));
+        only.push(format!("at most {rate} per {}", rule.rate_per.as_str()));
     }
     view! {
-        <tr data-pattern=rule.pattern.clone() data-name=rule.name.clone() data-source=rule.source.clone()>
+        <tr data-pattern=rule.pattern.to_string() data-name=rule.name.clone() data-source=rule.source.as_str()>
             <td data-label="Pattern">
                 {named.then(|| view! { <strong class="rule-name"><Name text=rule.name.clone()/></strong> " " })}
-                <code><Name text=rule.pattern.clone()/></code>
+                <code><Name text=rule.pattern.to_string()/></code>
                 {(!only.is_empty()).then(|| view! {
                     <ul class="rule-scope" aria-label="Only calls">
                         {only.into_iter().map(|o| view! { <li><code><Name text=o/></code></li> }).collect_view()}
@@ -207,7 +207,7 @@ fn edit_link(rule: &Rule) -> String {
         "{}?name={}&pattern={}&action={}",
         routes::POLICIES,
         encode(&rule.name),
-        encode(&rule.pattern),
+        encode(rule.pattern.as_str()),
         rule.action.as_str()
     );
     if rule.human_only {
@@ -224,10 +224,8 @@ fn edit_link(rule: &Rule) -> String {
     if let Some(when) = &rule.when {
         link.push_str(&format!("&when={}", encode(when)));
     }
-    for (key, value) in [("rate", &rule.rate), ("rate_per", &rule.rate_per)] {
-        if let Some(value) = value {
-            link.push_str(&format!("&{key}={}", encode(value)));
-        }
+    if let Some(rate) = rule.rate {
+        link.push_str(&format!("&rate={}&rate_per={}", encode(&rate.to_string()), rule.rate_per.as_str()));
     }
     link
 }
@@ -262,21 +260,20 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 return Ok(None);
             }
             let some = |s: String| Some(s).filter(|s| !s.trim().is_empty());
-            preview_rule(
-                some(name),
+            let draft = RuleDraft {
+                name: some(name),
                 pattern,
                 action,
-                some(human_only),
-                some(agents),
-                some(owners),
-                some(upstreams),
-                some(when),
-                some(rate),
-                some(rate_per),
-                some(shadow),
-            )
-            .await
-            .map(Some)
+                human_only: some(human_only),
+                agents: some(agents),
+                owners: some(owners),
+                upstreams: some(upstreams),
+                when: some(when),
+                rate: some(rate),
+                rate_per: some(rate_per),
+                shadow: some(shadow),
+            };
+            preview_rule(draft).await.map(Some)
         },
     );
     // A text test on a path or URL, said beside the condition as it is
@@ -381,7 +378,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 // form works before hydration too.
                 {fields.iter().zip(FIELDS).map(|(signal, key)| {
                     let signal = *signal;
-                    view! { <input type="hidden" name=key value=move || signal.get()/> }
+                    view! { <input type="hidden" name=format!("draft[{key}]") value=move || signal.get()/> }
                 }).collect_view()}
                 <button type="submit" class="primary" disabled=move || pattern.get().trim().is_empty()>"Save rule"</button>
             </ActionForm>

@@ -2,6 +2,8 @@
 //! database's changeable by admins), who changed them, and what a rule
 //! being edited would do to each tool it matches.
 
+#[cfg(feature = "ssr")]
+use gatehouse_model::Source;
 use gatehouse_model::{Action, Basis, ChangeEntry, Rule, ToolGate};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -70,11 +72,12 @@ pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
         let tools = catalog.exposed_tools();
         let unmatched = gatehouse_core::policy::unmatched(&rules, tools.iter().map(|t| t.name.as_str()))
             .into_iter()
-            .map(|rule| rule.pattern.clone())
+            .map(|rule| rule.pattern.to_string())
             .collect();
         let mut shadow_counts = Vec::new();
         for rule in rules.iter().filter(|r| r.shadow) {
-            let since = if rule.source == "database" { core.policy.saved_at(&rule.name)?.unwrap_or(0) } else { 0 };
+            let since =
+                if rule.source == Source::Database { core.policy.saved_at(&rule.name)?.unwrap_or(0) } else { 0 };
             let count = core.approvals.audit().count_by_actor_since(&format!("shadow:{}", rule.name), since)?;
             shadow_counts.push((rule.name.clone(), count));
         }
@@ -90,8 +93,10 @@ pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
     .await
 }
 
-/// A rule as the editor sends it: scopes as comma-separated patterns, the
-/// condition as typed; the same for the preview and for Save.
+/// A rule as the editor's form holds it, the one argument of the preview
+/// and of Save (`draft[pattern]`, … in a form): scopes as comma-separated
+/// patterns, checkboxes as `on`, everything as typed. [`RuleDraft::rule`]
+/// reads it into the one [`Rule`] contract.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RuleDraft {
     /// Its name (default: the pattern).
@@ -129,25 +134,29 @@ pub struct RuleDraft {
 
 #[cfg(feature = "ssr")]
 impl RuleDraft {
-    /// The rule it describes, normalised and checked as Save would.
+    /// The rule it describes, normalised and checked as Save would; each
+    /// field is read by the contract's own parser, so a refusal names it.
     fn rule(self) -> Result<Rule, gatehouse_core::error::CoreError> {
-        use gatehouse_core::policy::{normalise_rule, parse_action, validate_rule};
+        use gatehouse_model::Target;
         let list = |s: Option<String>| -> Vec<String> {
             s.unwrap_or_default().split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
         };
-        let rule = normalise_rule(Rule {
+        let on = |v: Option<String>| v.is_some_and(|v| !v.is_empty() && v != "false");
+        let text = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+        let rule = Rule {
             name: self.name.unwrap_or_default(),
-            human_only: self.human_only.is_some_and(|v| !v.is_empty() && v != "false"),
+            human_only: on(self.human_only),
             agents: list(self.agents),
             owners: list(self.owners),
             upstreams: list(self.upstreams),
             when: self.when,
-            rate: self.rate,
-            rate_per: self.rate_per,
-            shadow: self.shadow.is_some_and(|v| !v.is_empty() && v != "false"),
-            ..Rule::new(self.pattern, parse_action(&self.action)?)
-        });
-        validate_rule(&rule)?;
+            rate: text(self.rate).map(|r| r.parse()).transpose()?,
+            rate_per: text(self.rate_per).unwrap_or_default().parse()?,
+            shadow: on(self.shadow),
+            ..Rule::new(Target::parse(&self.pattern)?, self.action.parse()?)
+        }
+        .normalised();
+        gatehouse_core::policy::validate_rule(&rule)?;
         Ok(rule)
     }
 }
@@ -156,22 +165,7 @@ impl RuleDraft {
 /// do with each if it were saved. For a rule with a scope or a condition,
 /// "then" is what it does to the calls it matches.
 #[server(prefix = "/api/fn", endpoint = "policy_preview")]
-#[allow(clippy::too_many_arguments)] // one per field of the form
-pub async fn preview_rule(
-    name: Option<String>,
-    pattern: String,
-    action: String,
-    human_only: Option<String>,
-    agents: Option<String>,
-    owners: Option<String>,
-    upstreams: Option<String>,
-    when: Option<String>,
-    rate: Option<String>,
-    rate_per: Option<String>,
-    shadow: Option<String>,
-) -> Result<Vec<RulePreview>, ServerFnError> {
-    let draft =
-        RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow };
+pub async fn preview_rule(draft: RuleDraft) -> Result<Vec<RulePreview>, ServerFnError> {
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::policy::{RuleSet, gate_for, matches};
     let catalog = ctx::tool_catalog()?;
@@ -180,7 +174,7 @@ pub async fn preview_rule(
         let now = core.policy.rules()?;
         // Saving replaces the database's rule of that name, if there is one.
         let mut then: Vec<Rule> =
-            now.iter().filter(|r| !(r.name == rule.name && r.source == "database")).cloned().collect();
+            now.iter().filter(|r| !(r.name == rule.name && r.source == Source::Database)).cloned().collect();
         // The calls it does not apply to (and every call, for a shadow rule,
         // which decides nothing) meet the other rules alone.
         let others = RuleSet::new(then.clone());
@@ -200,7 +194,7 @@ pub async fn preview_rule(
         let previews = catalog
             .exposed_tools()
             .into_iter()
-            .filter(|t| matches(&rule.pattern, &t.name))
+            .filter(|t| rule.pattern.matches_tool(&t.name))
             .filter(|t| {
                 rule.upstreams.is_empty()
                     || t.upstream.as_deref().is_some_and(|u| rule.upstreams.iter().any(|p| matches(p, u)))
@@ -263,22 +257,7 @@ fn scope_words(rule: &Rule) -> Option<String> {
 /// Adds or replaces the database rule of the draft's name (admins only);
 /// the change log records who.
 #[server(prefix = "/api/fn", endpoint = "policy_save")]
-#[allow(clippy::too_many_arguments)] // one per field of the form
-pub async fn save_rule(
-    name: Option<String>,
-    pattern: String,
-    action: String,
-    human_only: Option<String>,
-    agents: Option<String>,
-    owners: Option<String>,
-    upstreams: Option<String>,
-    when: Option<String>,
-    rate: Option<String>,
-    rate_per: Option<String>,
-    shadow: Option<String>,
-) -> Result<(), ServerFnError> {
-    let draft =
-        RuleDraft { name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow };
+pub async fn save_rule(draft: RuleDraft) -> Result<(), ServerFnError> {
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::changes::Change;
     let catalog = ctx::tool_catalog()?;
@@ -308,7 +287,7 @@ pub async fn save_rule(
 #[cfg(feature = "ssr")]
 fn describe(rule: &Rule) -> String {
     let mut parts = vec![rule.action.label().to_string()];
-    if rule.name != rule.pattern {
+    if rule.name != rule.pattern.as_str() {
         parts.push(format!("tools {}", rule.pattern));
     }
     if rule.human_only {
@@ -323,7 +302,7 @@ fn describe(rule: &Rule) -> String {
         parts.push(format!("when {when}"));
     }
     if let Some(rate) = &rule.rate {
-        parts.push(format!("at most {rate} per {}", rule.rate_per.as_deref().unwrap_or("agent")));
+        parts.push(format!("at most {rate} per {}", rule.rate_per.as_str()));
     }
     if rule.shadow {
         parts.push("shadow (decides nothing)".into());
@@ -343,7 +322,7 @@ pub async fn promote_rule(name: String) -> Result<(), ServerFnError> {
             return Err(AccessError::Forbidden);
         }
         let rules = core.policy.rules()?;
-        let Some(rule) = rules.iter().find(|r| r.name == name && r.source == "database" && r.shadow) else {
+        let Some(rule) = rules.iter().find(|r| r.name == name && r.source == Source::Database && r.shadow) else {
             return Err(AccessError::Invalid(format!("{name:?} is not a shadow rule saved here")));
         };
         let rule = core.policy.set(Rule { shadow: false, ..rule.clone() })?;

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::condition::{Bindings, CallView, Condition, MAX_ARGUMENTS_BYTES};
 use super::matches;
-use super::rate::{Limit, Per, Rate};
+use super::rate::{Limit, Per};
 use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
 
 /// What the tool itself says, and whether it changes the gate.
@@ -180,7 +180,7 @@ pub fn names_agent(rule: &Rule, who: Option<Who<'_>>) -> bool {
 
 /// Whether the rule's pattern and scopes take in the call (its condition aside).
 fn in_scope(rule: &Rule, facts: &Facts<'_>) -> bool {
-    matches(&rule.pattern, facts.tool)
+    rule.pattern.matches_tool(facts.tool)
         && (rule.upstreams.is_empty() || any(&rule.upstreams, facts.upstream))
         && (rule.agents.is_empty() || names_agent(rule, facts.who))
         && (rule.owners.is_empty() || any(&rule.owners, facts.who.and_then(|w| w.owner)))
@@ -291,8 +291,7 @@ fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>, trusted: bool) -> Ver
     let hints = facts.hints;
     let human_only = matching.iter().any(|(r, ..)| r.human_only) || hints.changes_gate;
     // The strictest TTL wins, as the strictest action does.
-    let approval_ttl =
-        matching.iter().filter_map(|(r, ..)| r.approval_ttl_secs).min().map(std::time::Duration::from_secs);
+    let approval_ttl = matching.iter().filter_map(|(r, ..)| r.approval_ttl).min();
     // The last of equally strict rules names the reason (as it always has).
     let strictest = matching.iter().max_by_key(|(_, action, _)| *action);
     let verdict = if let Some((rule, action, failed)) = strictest {
@@ -336,15 +335,14 @@ fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>, trusted: bool) -> Ver
     verdict
 }
 
-/// The rate limits of the rules that match a call (parsed when they were
-/// saved; a rate that no longer parses counts nothing here).
+/// The rate limits of the rules that match a call.
 fn limits(matching: &[Matched<'_>], facts: &Facts<'_>) -> Vec<Limit> {
     let (Some(who), Some(_)) = (facts.who, facts.call) else { return Vec::new() };
     matching
         .iter()
         .filter_map(|(rule, ..)| {
-            let rate = Rate::parse(rule.rate.as_deref()?).ok()?;
-            let subject = match Per::parse(rule.rate_per.as_deref()).unwrap_or_default() {
+            let rate = rule.rate?;
+            let subject = match rule.rate_per {
                 Per::Owner if who.owner.is_some() => format!("owner:{}", who.owner.unwrap_or_default()),
                 // An agent's name is unique per owner: both name it.
                 Per::Agent | Per::Owner => format!("agent:{}/{}", who.owner.unwrap_or_default(), who.agent),

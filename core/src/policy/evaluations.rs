@@ -137,7 +137,7 @@ mod tests {
 
     fn rules() -> RuleSet {
         let when = r#"args.files.exists(f, path_under(f, "/srv/prod/"))"#;
-        RuleSet::new(vec![Rule { when: Some(when.into()), ..Rule::new("files__*", Action::Block) }])
+        RuleSet::new(vec![Rule { when: Some(when.into()), ..Rule::new("files__*".parse().unwrap(), Action::Block) }])
     }
 
     #[test]

@@ -24,23 +24,10 @@ use crate::clock::Clock;
 use crate::db::{Db, Versioned};
 use crate::error::{CoreError, Result};
 
-pub use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
+pub use gatehouse_model::{Action, Basis, Rule, Source, Target, ToolGate, ToolInfo};
 
-/// An action from its wire name, or why not.
-pub fn parse_action(s: &str) -> Result<Action> {
-    Action::parse(s).ok_or_else(|| CoreError::Invalid {
-        field: "action",
-        reason: format!("{s:?} is not one of allow, require_approval, block"),
-    })
-}
-
-/// Whether `pattern` matches the exposed tool name.
-pub fn matches(pattern: &str, tool: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => tool.starts_with(prefix),
-        None => pattern == tool,
-    }
-}
+use gatehouse_model::RuleError;
+pub use gatehouse_model::rule::matches;
 
 /// The tool rules whose pattern matches none of `tools` (the exposed
 /// names): a rule written with an upstream's own, unprefixed tool name, or
@@ -50,8 +37,8 @@ pub fn unmatched<'a, 't>(rules: &'a [Rule], tools: impl IntoIterator<Item = &'t 
     let tools: Vec<&str> = tools.into_iter().collect();
     rules
         .iter()
-        .filter(|rule| !rule.pattern.starts_with("resource:") && !rule.pattern.starts_with("prompt:"))
-        .filter(|rule| !tools.iter().any(|tool| matches(&rule.pattern, tool)))
+        .filter(|rule| rule.pattern.is_tools())
+        .filter(|rule| !tools.iter().any(|tool| rule.pattern.matches_tool(tool)))
         .collect()
 }
 
@@ -84,23 +71,16 @@ pub fn shared_bare_names<'r>(
 
 /// Checks a pattern's shape: `*`, exact, or `prefix*` (one trailing star).
 pub fn validate_pattern(pattern: &str) -> Result<()> {
-    let body = pattern.strip_suffix('*').unwrap_or(pattern);
-    if pattern.is_empty() || pattern.len() > 200 || body.contains('*') || pattern.chars().any(char::is_control) {
-        return Err(CoreError::Invalid {
-            field: "pattern",
-            reason: "use `*`, an exact tool name, or `prefix*`".into(),
-        });
-    }
-    Ok(())
+    Ok(gatehouse_model::rule::check_pattern("pattern", pattern)?)
 }
 
 /// The most patterns one scope (`agents`, `owners`, `upstreams`) may list.
 pub const MAX_SCOPE_PATTERNS: usize = 50;
 
-/// Checks a rule before it is saved, or loaded from the config file: its
-/// name, pattern, scopes and condition (compiled). The error names the field.
+/// Checks a rule before it is saved, or loaded from the config file: what
+/// its types cannot say (its name, scopes, what applies to its kind of
+/// target) and its condition (compiled). The error names the field.
 pub fn validate_rule(rule: &Rule) -> Result<()> {
-    validate_pattern(&rule.pattern)?;
     if rule.name.trim().is_empty() || rule.name.chars().count() > 100 || rule.name.chars().any(char::is_control) {
         return Err(CoreError::Invalid { field: "name", reason: "a rule's name is 1 to 100 characters".into() });
     }
@@ -120,7 +100,7 @@ pub fn validate_rule(rule: &Rule) -> Result<()> {
             }
         }
     }
-    let subject = rule.pattern.starts_with("resource:") || rule.pattern.starts_with("prompt:");
+    let subject = !rule.pattern.is_tools();
     if subject && (rule.is_conditional() || !rule.upstreams.is_empty() || rule.shadow) {
         return Err(CoreError::Invalid {
             field: "pattern",
@@ -130,31 +110,10 @@ pub fn validate_rule(rule: &Rule) -> Result<()> {
     if let Some(when) = &rule.when {
         Condition::compile(when).map_err(|e| CoreError::Invalid { field: "when", reason: e.to_string() })?;
     }
-    if let Some(rate) = &rule.rate {
-        Rate::parse(rate)?;
-    }
-    Per::parse(rule.rate_per.as_deref())?;
     if subject && rule.rate.is_some() {
         return Err(CoreError::Invalid { field: "rate", reason: "a rate applies to tool rules only".into() });
     }
     Ok(())
-}
-
-/// A rule as it is saved: trimmed, named by its pattern when unnamed,
-/// empty scope patterns and an empty condition dropped.
-pub fn normalise_rule(mut rule: Rule) -> Rule {
-    rule.pattern = rule.pattern.trim().to_string();
-    rule.name = rule.name.trim().to_string();
-    if rule.name.is_empty() {
-        rule.name = rule.pattern.clone();
-    }
-    for list in [&mut rule.agents, &mut rule.owners, &mut rule.upstreams] {
-        *list = list.iter().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
-    }
-    rule.when = rule.when.map(|w| w.trim().to_string()).filter(|w| !w.is_empty());
-    rule.rate = rule.rate.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
-    rule.rate_per = rule.rate_per.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
-    rule
 }
 
 /// Rules from the config file (fixed) and the database (changeable).
@@ -168,6 +127,58 @@ pub struct PolicyStore {
     // Every call consults the rules; they change only through this store
     // (on any replica), so a copy is kept, compiled, until they change.
     cache: Arc<Versioned<RuleSet>>,
+}
+
+/// A `policy_rules` row as stored.
+struct Row {
+    name: String,
+    pattern: String,
+    action: String,
+    human_only: bool,
+    agents: String,
+    owners: String,
+    upstreams: String,
+    when: Option<String>,
+    rate: Option<String>,
+    rate_per: Option<String>,
+    shadow: bool,
+}
+
+impl Row {
+    /// The rule it holds. Every row was checked when it was saved; one that
+    /// no longer reads (written by hand, or by a newer version) fails
+    /// closed: it blocks what its pattern names (every tool, if that is
+    /// unreadable too), keeps its name so the policies page shows it to be
+    /// replaced or removed, and says why in the log. Never half-applied.
+    fn rule(self) -> Rule {
+        let list = |text: &str| serde_json::from_str::<Vec<String>>(text);
+        let parsed = (|| -> std::result::Result<Rule, String> {
+            let rate =
+                self.rate.as_deref().map(str::parse::<gatehouse_model::Rate>).transpose().map_err(|e| e.to_string())?;
+            let rate_per =
+                self.rate_per.as_deref().unwrap_or_default().parse().map_err(|e: RuleError| e.to_string())?;
+            Ok(Rule {
+                name: self.name.clone(),
+                human_only: self.human_only,
+                agents: list(&self.agents).map_err(|e| format!("agents: {e}"))?,
+                owners: list(&self.owners).map_err(|e| format!("owners: {e}"))?,
+                upstreams: list(&self.upstreams).map_err(|e| format!("upstreams: {e}"))?,
+                when: self.when.clone(),
+                rate,
+                rate_per,
+                shadow: self.shadow,
+                ..Rule::new(
+                    Target::parse(&self.pattern).map_err(|e| e.to_string())?,
+                    self.action.parse().map_err(|e: RuleError| e.to_string())?,
+                )
+            })
+        })();
+        parsed.unwrap_or_else(|why| {
+            tracing::error!(rule = %self.name, why, "a saved policy rule does not read: it blocks what it names until it is replaced");
+            let pattern = Target::parse(&self.pattern).unwrap_or_else(|_| Target::parse("*").expect("`*` is a pattern"));
+            Rule { name: self.name, human_only: true, ..Rule::new(pattern, Action::Block) }
+        })
+    }
 }
 
 /// Whether an upstream's tool annotations are trusted, and who said so.
@@ -190,7 +201,7 @@ impl PolicyStore {
     /// A store with the config file's rules.
     pub fn new(db: Db, clock: Arc<dyn Clock>, config_rules: Vec<Rule>) -> Self {
         let config_rules =
-            config_rules.into_iter().map(|r| normalise_rule(Rule { source: "config".into(), ..r })).collect();
+            config_rules.into_iter().map(|r| Rule { source: Source::Config, ..r }.normalised()).collect();
         Self { db, clock, config_rules: Arc::new(config_rules), config_trusted: Arc::default(), cache: Arc::default() }
     }
 
@@ -261,23 +272,20 @@ impl PolicyStore {
         self.cache.invalidate();
     }
 
+    /// The config file's rules, then the database's ([`Row::rule`]).
     fn load(&self) -> Result<Vec<Rule>> {
-        let list = |text: String| serde_json::from_str::<Vec<String>>(&text).unwrap_or_default();
-        let mut db_rules = self.db.conn()?.query(
+        let rows = self.db.conn()?.query(
             "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr, rate, rate_per, shadow FROM policy_rules",
             args![],
             |r| {
-                Ok(Rule {
+                Ok(Row {
                     name: r.get(0)?,
                     pattern: r.get(1)?,
-                    // An action this version does not know blocks: fail closed.
-                    action: Action::parse(&r.get::<String>(2)?).unwrap_or(Action::Block),
+                    action: r.get(2)?,
                     human_only: r.get(3)?,
-                    source: "database".into(),
-                    approval_ttl_secs: None,
-                    agents: list(r.get(4)?),
-                    owners: list(r.get(5)?),
-                    upstreams: list(r.get(6)?),
+                    agents: r.get(4)?,
+                    owners: r.get(5)?,
+                    upstreams: r.get(6)?,
                     when: r.get(7)?,
                     rate: r.get(8)?,
                     rate_per: r.get(9)?,
@@ -285,6 +293,7 @@ impl PolicyStore {
                 })
             },
         )?;
+        let mut db_rules: Vec<Rule> = rows.into_iter().map(Row::rule).collect();
         // Byte order, as SQLite's `ORDER BY` gave it: a PostgreSQL collation
         // could order differently, and which of equally strict rules is
         // named as the reason depends on the order.
@@ -294,11 +303,32 @@ impl PolicyStore {
         Ok(all)
     }
 
+    /// A rule as [`PolicyStore::set`] would save it, or why it would not:
+    /// normalised and checked ([`validate_rule`]), and one the database
+    /// holds (no `source = config`, no rule-level `approval_ttl`). The gate
+    /// checks a `gatehouse_policy_set` with it before asking anyone.
+    pub fn check(rule: Rule) -> Result<Rule> {
+        if rule.source != Source::Database {
+            return Err(CoreError::Invalid {
+                field: "source",
+                reason: "rules from the config file are changed there".into(),
+            });
+        }
+        if rule.approval_ttl.is_some() {
+            return Err(CoreError::Invalid {
+                field: "approval_ttl",
+                reason: "a rule's own approval_ttl is for config-file rules; saved rules use the global one".into(),
+            });
+        }
+        let rule = rule.normalised();
+        validate_rule(&rule)?;
+        Ok(rule)
+    }
+
     /// Adds the database rule `rule.name` (its pattern if unnamed), or
     /// replaces it; checked first ([`validate_rule`]). Returns it as saved.
     pub fn set(&self, rule: Rule) -> Result<Rule> {
-        let rule = normalise_rule(Rule { source: "database".into(), approval_ttl_secs: None, ..rule });
-        validate_rule(&rule)?;
+        let rule = Self::check(rule)?;
         let json = |list: &Vec<String>| serde_json::to_string(list).unwrap_or_else(|_| "[]".into());
         self.db.conn()?.transaction(|tx| {
             tx.execute(
@@ -318,8 +348,8 @@ impl PolicyStore {
                     json(&rule.upstreams),
                     rule.when.clone(),
                     self.clock.now_ms(),
-                    rule.rate.clone(),
-                    rule.rate_per.clone(),
+                    rule.rate.map(|r| r.to_string()),
+                    rule.rate.map(|_| rule.rate_per.as_str()),
                     rule.shadow
                 ],
             )?;
@@ -410,7 +440,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
     let name = subject.name();
     let matching: Vec<&Rule> = rules
         .iter()
-        .filter(|r| r.pattern.starts_with(subject.prefix()) && subject_matches(&r.pattern, &name))
+        .filter(|r| r.pattern.as_str().starts_with(subject.prefix()) && subject_matches(r.pattern.as_str(), &name))
         .collect();
     match matching.iter().max_by_key(|r| r.action) {
         Some(strictest) => Verdict {
@@ -465,7 +495,7 @@ mod tests {
 
     #[test]
     fn rules_that_match_no_exposed_tool_are_found() {
-        let rule = |pattern: &str| Rule::new(pattern, Action::Allow);
+        let rule = |pattern: &str| Rule::new(pattern.parse().unwrap(), Action::Allow);
         let rules = [
             rule("fs__read_file"),
             rule("read_file"),
@@ -482,7 +512,7 @@ mod tests {
     }
 
     fn rule(pattern: &str, action: Action) -> Rule {
-        Rule::new(pattern, action)
+        Rule::new(pattern.parse().unwrap(), action)
     }
 
     /// The rules, trusting the annotations of the upstream `git` (the calls' below).
@@ -496,8 +526,10 @@ mod tests {
 
     #[test]
     fn the_shortest_matching_approval_ttl_is_carried_out() {
-        let with_ttl =
-            |pattern: &str, secs| Rule { approval_ttl_secs: Some(secs), ..rule(pattern, Action::RequireApproval) };
+        let with_ttl = |pattern: &str, secs| Rule {
+            approval_ttl: Some(std::time::Duration::from_secs(secs)),
+            ..rule(pattern, Action::RequireApproval)
+        };
         let rules = [with_ttl("files__*", 1800), with_ttl("files__write", 120), rule("*", Action::RequireApproval)];
         let ttl = |name| decide_with(&set(&rules), &tool(name, Hints::default())).approval_ttl;
         assert_eq!(ttl("files__write"), Some(std::time::Duration::from_secs(120)));
@@ -728,7 +760,7 @@ mod tests {
 
     #[test]
     fn rules_are_checked_before_they_are_saved() {
-        let field = |r: Rule| match validate_rule(&normalise_rule(r)) {
+        let field = |r: Rule| match validate_rule(&r.normalised()) {
             Err(CoreError::Invalid { field, .. }) => field,
             other => panic!("{other:?}"),
         };
@@ -742,8 +774,7 @@ mod tests {
         );
         assert_eq!(field(Rule { when: Some("true".into()), ..rule("resource:file:///*", Action::Block) }), "pattern");
         assert_eq!(field(Rule { name: "x\u{7}y".into(), ..rule("t", Action::Block) }), "name");
-        let named =
-            normalise_rule(Rule { name: " ".into(), when: Some("  ".into()), ..rule(" git__* ", Action::Block) });
+        let named = Rule { name: " ".into(), when: Some("  ".into()), ..rule(" git__* ", Action::Block) }.normalised();
         assert_eq!((named.name.as_str(), named.pattern.as_str(), named.when), ("git__*", "git__*", None));
     }
 

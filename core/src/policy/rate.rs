@@ -6,68 +6,9 @@
 
 use crate::args;
 use crate::db::Db;
-use crate::error::{CoreError, Result};
+use crate::error::Result;
 
-/// A number of calls per window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    /// Calls let through per window.
-    pub count: u32,
-    /// The window, seconds.
-    pub window_secs: u64,
-}
-
-impl Rate {
-    /// `10/min`, `5/s`, `100/hour`, `1000/day` (also `second`, `minute`, `h`, `d`).
-    pub fn parse(text: &str) -> Result<Rate> {
-        let invalid = || CoreError::Invalid {
-            field: "rate",
-            reason: format!("{text:?}: write calls per unit, e.g. \"10/min\" (units: s, min, hour, day)"),
-        };
-        let (count, unit) = text.trim().split_once('/').ok_or_else(invalid)?;
-        let count: u32 = count.trim().parse().map_err(|_| invalid())?;
-        let window_secs = match unit.trim() {
-            "s" | "sec" | "second" => 1,
-            "m" | "min" | "minute" => 60,
-            "h" | "hour" => 3600,
-            "d" | "day" => 86_400,
-            _ => return Err(invalid()),
-        };
-        if count == 0 {
-            return Err(CoreError::Invalid {
-                field: "rate",
-                reason: "at least 1 call (to refuse every call, block)".into(),
-            });
-        }
-        Ok(Rate { count, window_secs })
-    }
-}
-
-/// Whom a rule's rate counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Per {
-    /// Each agent (by name and owner), over all its credentials and sessions.
-    #[default]
-    Agent,
-    /// Each owner, over all their agents.
-    Owner,
-    /// Each tool, over every agent.
-    Tool,
-}
-
-impl Per {
-    /// From `agent`, `owner` or `tool` (empty: agent).
-    pub fn parse(text: Option<&str>) -> Result<Per> {
-        match text.map(str::trim).unwrap_or_default() {
-            "" | "agent" => Ok(Per::Agent),
-            "owner" => Ok(Per::Owner),
-            "tool" => Ok(Per::Tool),
-            other => {
-                Err(CoreError::Invalid { field: "rate_per", reason: format!("{other:?} is not agent, owner or tool") })
-            }
-        }
-    }
-}
+pub use gatehouse_model::{Per, Rate};
 
 /// One limit a call counts against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,23 +60,4 @@ pub(super) fn take(db: &Db, now_ms: i64, limits: &[Limit]) -> Result<Option<Limi
         }
     }
     Ok(over)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rates_read_as_written() {
-        assert_eq!(Rate::parse("10/min").unwrap(), Rate { count: 10, window_secs: 60 });
-        assert_eq!(Rate::parse(" 5 / s ").unwrap(), Rate { count: 5, window_secs: 1 });
-        assert_eq!(Rate::parse("100/hour").unwrap().window_secs, 3600);
-        assert_eq!(Rate::parse("1000/day").unwrap().window_secs, 86_400);
-        for bad in ["10", "ten/min", "10/week", "0/min", "-1/min", ""] {
-            assert!(Rate::parse(bad).is_err(), "{bad}");
-        }
-        assert_eq!(Per::parse(None).unwrap(), Per::Agent);
-        assert_eq!(Per::parse(Some("owner")).unwrap(), Per::Owner);
-        assert!(Per::parse(Some("session")).is_err());
-    }
 }

@@ -104,6 +104,12 @@ pub async fn call(
         Admitted::Ask(verdict) => verdict,
     };
     let changes_gate = tools::changes_gate(call.name);
+    if let Target::Builtin(_) = &target
+        && let Err(refused) = tools::check_arguments(call.name, &call.arguments)
+    {
+        tracing::info!(tool = call.name, agent = %caller.credential.agent, "gated call refused: its arguments would not be taken");
+        return Ok(shape.fit(refused).into());
+    }
     let limit = state.config.max_gated_arguments_bytes;
     let size = serde_json::to_vec(arguments).map(|v| v.len()).unwrap_or(usize::MAX);
     if size > limit {

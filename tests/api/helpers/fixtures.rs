@@ -14,7 +14,10 @@ pub fn allow_rule(pattern: &str) -> gatehouse_core::policy::Rule {
 
 /// A config-file policy rule: `action` for what matches `pattern`.
 pub fn config_rule(pattern: &str, action: gatehouse_core::policy::Action) -> gatehouse_core::policy::Rule {
-    gatehouse_core::policy::Rule { source: "config".into(), ..gatehouse_core::policy::Rule::new(pattern, action) }
+    gatehouse_core::policy::Rule {
+        source: gatehouse_core::policy::Source::Config,
+        ..gatehouse_core::policy::Rule::new(pattern.parse().unwrap(), action)
+    }
 }
 
 /// An enabled `[[upstream]]` named `name` with nothing else set (add a
