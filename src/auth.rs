@@ -116,8 +116,8 @@ impl Admin {
     /// Who to record as the actor.
     pub fn actor(&self) -> String {
         match self {
-            Admin::User(u) => format!("user:{}", u.username),
-            Admin::ApiToken(id) => format!("api_token:{id}"),
+            Admin::User(u) => u.actor().to_string(),
+            Admin::ApiToken(id) => gatehouse_core::model::Actor::ApiToken(id.clone()).to_string(),
         }
     }
 }

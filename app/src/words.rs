@@ -2,42 +2,13 @@
 //! a person by name, an agent as "the agent", a rule, annotation or grant by
 //! what it is.
 
-use gatehouse_model::State;
+use gatehouse_model::{Actor, State};
 
-/// Who an audit or change entry names (`user:alice`, `agent:cursor`,
-/// `rule:prod-writes`, `annotation:readOnlyHint`, `grant:…`), in words:
+/// Who an audit or change entry names, in words ([`Actor::words`]):
 /// "alice", "the agent cursor", "rule prod-writes", "the tool says it is
 /// read-only", "a grant". `grants` gives a grant's words by id when known.
 pub fn actor(actor: &str, grants: &[(String, String)]) -> String {
-    if let Some(user) = actor.strip_prefix("user:") {
-        return user.to_string();
-    }
-    if let Some(agent) = actor.strip_prefix("agent:") {
-        return format!("the agent {agent}");
-    }
-    if let Some(rule) = actor.strip_prefix("rule:") {
-        return format!("rule {rule}");
-    }
-    if let Some(shadow) = actor.strip_prefix("shadow:") {
-        return format!("shadow rule {shadow}");
-    }
-    if let Some(id) = actor.strip_prefix("execution:") {
-        return format!("the approval of {id}");
-    }
-    if let Some(id) = actor.strip_prefix("grant:") {
-        return grants
-            .iter()
-            .find(|(g, _)| g == id)
-            .map(|(_, words)| words.clone())
-            .unwrap_or_else(|| "a grant".to_string());
-    }
-    match actor {
-        "annotation:readOnlyHint" => "the tool says it is read-only".into(),
-        "annotation:destructiveHint" => "the tool does not say it is read-only".into(),
-        "annotation:untrusted" => "its upstream's annotations are not trusted".into(),
-        "system" | "system:expiry" => "Gatehouse".into(),
-        other => other.to_string(),
-    }
+    actor.parse::<Actor>().map(|a| a.words(grants)).unwrap_or_else(|never| match never {})
 }
 
 /// What a person (or the clock, or the agent) did to take a call out of
@@ -69,7 +40,7 @@ mod tests {
 
     #[test]
     fn actors_read_as_words() {
-        assert_eq!(actor("user:alice", &[]), "alice");
+        assert_eq!(actor("user:alice#4", &[]), "alice");
         assert_eq!(actor("agent:cursor", &[]), "the agent cursor");
         assert_eq!(actor("rule:prod", &[]), "rule prod");
         assert_eq!(actor("grant:g1", &[("g1".into(), "read for 8 hours".into())]), "read for 8 hours");

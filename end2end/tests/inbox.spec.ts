@@ -62,7 +62,7 @@ test("triage: bulk decline with one reason, approve from the keyboard", async ({
   expect(of(ids[0]).state).toBe("declined");
   expect(of(ids[0]).detail).toContain("not this week");
   expect(of(ids[1]).state).toBe("declined");
-  expect(of(ids[2]).actor).toBe("user:ada");
+  expect(of(ids[2]).actor).toMatch(/^user:ada#\d+$/);
   await client.close();
 });
 

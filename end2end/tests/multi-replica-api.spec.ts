@@ -446,7 +446,7 @@ test("100 decisions raced at both replicas on 20 paused calls: one outcome, one 
     else if (eid in outcome && got[0][1] !== outcome[eid])
       problems.push(`${eid}: audit_events says ${got[0][1]}, the API said ${outcome[eid]}`);
   }
-  const onB = rows.filter(([, , actor]) => actor === `user:${USER_B}`).length;
+  const onB = rows.filter(([, , actor]) => actor.startsWith(`user:${USER_B}#`)).length;
   log(
     `audit_events: ${rows.length} decision rows for ${n} executions; ` +
       `the winning decision was made on A ${rows.length - onB}, on B ${onB} times`,

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+pub mod actor;
 pub mod api_token;
 pub mod credential;
 pub mod execution;
@@ -22,6 +23,7 @@ pub mod tools;
 pub mod user;
 
 pub use activity::{ACTIVITY_DAYS, Activity, Busiest, DayDecisions};
+pub use actor::{Actor, Hint, Via};
 pub use api_token::{ApiTokenView, MintedApiToken};
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView, PREVIEW_CHARS, preview_of};

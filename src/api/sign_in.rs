@@ -271,7 +271,7 @@ pub async fn set_password(
         Err(refused) => return Ok(refused),
     };
     state.mcp.core.changes.record(Change {
-        actor: &format!("user:{}", user.username),
+        actor: &user.actor().to_string(),
         subject: "user",
         target: &user.username,
         action: "password",

@@ -9,6 +9,7 @@ use gatehouse_core::changes::Change;
 use gatehouse_core::clock::rfc3339;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::model::HistoryFilter;
+use gatehouse_core::model::{Actor, Via};
 use gatehouse_core::policy::{Hints, Rule, Who};
 use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
@@ -299,11 +300,10 @@ fn run_with_stores(
         // The change log says who asked and which person approved it.
         let approver = approved
             .and_then(|id| state.core.approvals.audit().decided_by(id).ok().flatten())
-            .map(|by| by.trim_start_matches("user:").to_string());
-        let actor = match approver {
-            Some(by) => format!("agent:{} (approved by {by})", caller.credential.agent),
-            None => format!("agent:{} (approved)", caller.credential.agent),
-        };
+            .and_then(|by| by.parse::<Actor>().ok())
+            .map(|by| by.words(&[]));
+        let actor =
+            Actor::Agent { name: caller.credential.agent.clone(), via: Some(Via::Approval(approver)) }.to_string();
         let named = ["name", "pattern"].iter().find_map(|k| arguments.get(*k).and_then(Value::as_str));
         let pattern = named.map(str::trim).unwrap_or_default();
         let (action, detail) = if name == POLICY_SET {

@@ -99,7 +99,7 @@ async fn a_declined_call_does_not_run_and_resume_says_so() {
     assert!(resumed["result"]["content"][0]["text"].as_str().unwrap().contains("declined"));
     assert!(app.core.policy.rules().unwrap().is_empty());
     let last = app.core.approvals.audit().latest(&eid).unwrap().unwrap();
-    assert_eq!((last.state.as_str(), last.actor.as_deref()), ("declined", Some("user:ada")));
+    assert_eq!((last.state.as_str(), last.actor.as_deref()), ("declined", Some("user:ada#1")));
 }
 
 #[tokio::test]

@@ -108,7 +108,7 @@ async fn deciding_many_at_once_keeps_each_calls_rules() {
     for id in &mine {
         let latest = app.core.approvals.audit().latest(&id.as_str().into()).unwrap().unwrap();
         assert_eq!(latest.state, gatehouse_core::approvals::State::Declined);
-        assert_eq!(latest.actor.as_deref(), Some("user:ada"));
+        assert_eq!(latest.actor.as_deref(), Some("user:ada#2"));
         assert!(latest.detail.unwrap_or_default().contains("not today"), "one reason for all");
     }
     // Nothing selected, or an unknown action: a 400 with a sentence.

@@ -108,7 +108,7 @@ async fn a_grant_lets_the_agents_next_calls_through_audited_until_revoked() {
     assert!(paused(&app.tool_call(&token, &sid, TOOL, json!({})).await), "revoked: it waits again");
     let changes = app.core.changes.recent("grant", 10).unwrap();
     let actions: Vec<(&str, &str)> = changes.iter().map(|c| (c.action.as_str(), c.actor.as_str())).collect();
-    assert_eq!(actions, [("revoke", "user:carol"), ("grant", "user:carol")]);
+    assert_eq!(actions, [("revoke", "user:carol#3"), ("grant", "user:carol#3")]);
     assert!(grants_of(&app, &carol).await.is_empty());
 }
 
@@ -373,7 +373,7 @@ async fn grants_are_owner_checked_and_origin_checked() {
     assert_eq!(app.post_fn(&ada, "revoke-grant", &[("id", &id)]).await.status(), 200);
     assert!(grants_of(&app, &carol).await.is_empty());
     let change = app.core.changes.recent("grant", 1).unwrap().remove(0);
-    assert_eq!((change.action.as_str(), change.actor.as_str()), ("revoke", "user:ada"));
+    assert_eq!((change.action.as_str(), change.actor.as_str()), ("revoke", "user:ada#1"));
 }
 
 #[tokio::test]

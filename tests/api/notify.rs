@@ -158,7 +158,7 @@ async fn open_and_settle_messages_are_signed_linked_and_carry_no_arguments() {
     let v: Value = serde_json::from_str(&settled.body).unwrap();
     assert_eq!(v["event"], "execution.declined");
     assert_eq!(v["state"], "declined");
-    assert_eq!(v["by"], "user:ada");
+    assert_eq!(v["by"], "user:ada#1");
     assert_eq!(v["link"], format!("{}/resume/{eid}", app.address));
     assert_ne!(
         opened.headers["gatehouse-delivery"], settled.headers["gatehouse-delivery"],

@@ -177,10 +177,10 @@ async fn an_upstream_that_changes_a_pinned_description_is_held_back_until_an_adm
     assert_eq!(listed["description"], INJECTED, "the accepted definition is what agents see");
     assert_eq!(text(&s.note().await), "noted: hi", "callable again");
     let pin = s.app.core.pins.pinned("shifty", "note").unwrap().unwrap();
-    assert_eq!((pin.by.as_str(), pin.digest.as_str()), ("user:ada", digest.as_str()));
+    assert_eq!((pin.by.as_str(), pin.digest.as_str()), ("user:ada#1", digest.as_str()));
     let audit = s.app.core.changes.recent("tool", 10).unwrap();
     assert_eq!(audit.len(), 1);
-    assert_eq!((audit[0].actor.as_str(), audit[0].action.as_str()), ("user:ada", "accept"));
+    assert_eq!((audit[0].actor.as_str(), audit[0].action.as_str()), ("user:ada#1", "accept"));
     assert_eq!(audit[0].target, "shifty__note");
     let page = s.app.get_as(&s.ada, "/tools").await.text().await.unwrap();
     assert!(!page.contains("Held back for review"));
@@ -201,7 +201,7 @@ async fn a_rejected_change_stays_held_back_until_the_upstream_returns_to_the_pin
     let page = s.app.get_as(&s.ada, "/tools").await.text().await.unwrap();
     assert!(page.contains(r#"data-testid="rejected""#), "the page says it was rejected");
     let audit = s.app.core.changes.recent("tool", 10).unwrap();
-    assert_eq!((audit[0].actor.as_str(), audit[0].action.as_str()), ("user:ada", "reject"));
+    assert_eq!((audit[0].actor.as_str(), audit[0].action.as_str()), ("user:ada#1", "reject"));
     assert_eq!(s.app.core.pins.pinned("shifty", "note").unwrap().unwrap().definition["description"], HONEST);
 
     // The upstream goes back to what was pinned: served again, no review needed.
@@ -363,7 +363,7 @@ async fn a_tool_new_at_a_pinned_upstream_waits_for_an_admin() {
     let ran = s.call_tool("shifty__wipe").await;
     assert_eq!(text(&ran), "ran wipe: 1", "callable now; the refused calls never reached the upstream");
     let pin = s.app.core.pins.pinned("shifty", "wipe").unwrap().expect("pinned once accepted");
-    assert_eq!((pin.by.as_str(), pin.digest.as_str()), ("user:ada", held.digest.as_str()));
+    assert_eq!((pin.by.as_str(), pin.digest.as_str()), ("user:ada#1", held.digest.as_str()));
     let audit = s.app.core.changes.recent("tool", 10).unwrap();
     let actions: Vec<(&str, &str)> = audit.iter().map(|c| (c.action.as_str(), c.target.as_str())).collect();
     assert!(

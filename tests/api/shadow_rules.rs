@@ -48,6 +48,6 @@ async fn a_shadow_rule_records_what_it_would_have_done_and_is_promoted_in_one_st
     let now_blocked = app.tool_call(&token, &sid, AUDIT, json!({"limit": 100})).await;
     assert_eq!(now_blocked["result"]["isError"], true, "enforcing now: {now_blocked}");
     let change = &app.core.changes.recent("policy", 1).unwrap()[0];
-    assert_eq!((change.action.as_str(), change.actor.as_str()), ("promote", "user:root"));
+    assert_eq!((change.action.as_str(), change.actor.as_str()), ("promote", "user:root#1"));
     assert!(!app.core.policy.rules().unwrap().iter().any(|r| r.shadow));
 }

@@ -77,7 +77,7 @@ async fn an_upstreams_read_only_tools_ask_until_an_admin_trusts_its_annotations(
     let ada = app.sign_in("ada").await;
     assert_eq!(app.post_fn(&ada, "upstream_trust", &[("upstream", "files"), ("trust", "on")]).await.status(), 200);
     let changes = app.core.changes.recent("upstream", 5).unwrap();
-    assert!(changes.iter().any(|c| c.target == "files" && c.actor == "user:ada"), "{changes:?}");
+    assert!(changes.iter().any(|c| c.target == "files" && c.actor == "user:ada#1"), "{changes:?}");
     let read = call(&app, &token, &sid, "files__list_directory", json!({"path": dir})).await;
     assert_ne!(read["isError"], true, "{read}");
     assert!(read.to_string().contains("hello.txt"), "trusted, its read-only tool runs at once: {read}");

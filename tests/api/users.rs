@@ -125,7 +125,7 @@ async fn an_invite_link_lets_the_new_user_choose_a_password_and_sign_in_once() {
 
     // Recorded, and the token itself is nowhere in the stores or the logs.
     let changes = app.core.changes.recent("user", 10).unwrap();
-    assert!(changes.iter().any(|c| c.action == "invite" && c.target == "grace" && c.actor == "user:ada"));
+    assert!(changes.iter().any(|c| c.action == "invite" && c.target == "grace" && c.actor == "user:ada#1"));
     assert!(changes.iter().any(|c| c.action == "password" && c.target == "grace"));
     // (What the blocking pool logs is on other threads; the async handlers'
     // lines, the set-password route's included, are captured here.)

@@ -107,7 +107,7 @@ fn GrantRow(grant: GrantView, now_ms: i64, revoke: ServerAction<RevokeGrant>) ->
                 Some(at) => view! { "ends " <When ms=at now_ms/> }.into_any(),
                 None => scope.label().trim_start_matches("for ").to_string().into_any(),
             }}</td>
-            <td data-label="Made"><When ms=created_at_ms now_ms/> " by " <Name text=created_by.trim_start_matches("user:").to_string()/></td>
+            <td data-label="Made"><When ms=created_at_ms now_ms/> " by " <Name text=crate::words::actor(&created_by, &[])/></td>
             <td data-label="Uses"><span class="uses">{uses}</span>{match last_used_ms {
                 Some(at) => view! { <span class="meta">" · last " <When ms=at now_ms/></span> }.into_any(),
                 None => view! { <span class="meta">" · never used"</span> }.into_any(),

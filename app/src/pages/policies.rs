@@ -162,7 +162,7 @@ fn RuleRow(
                     <div class="shadow-rule" data-shadow-count=shadow_count.unwrap_or(0).to_string()>
                         <strong>"Shadow: decides nothing."</strong>
                         {format!(" Would have changed {} call{} since it was saved.", shadow_count.unwrap_or(0), if shadow_count == Some(1) { "" } else { "s" })}
-                        " " <a href=format!("{}?decider={}", routes::HISTORY, encode(&format!("shadow:{}", rule.name)))>"See them"</a>
+                        " " <a href=format!("{}?decider={}", routes::HISTORY, encode(&gatehouse_model::Actor::Shadow(rule.name.clone()).to_string()))>"See them"</a>
                     </div>
                 })}
             </td>

@@ -44,7 +44,7 @@ pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
                         Some(g) => format!(
                             "grant: {}, made by {}",
                             gatehouse_core::grants::describe(g),
-                            g.created_by.trim_start_matches("user:")
+                            crate::words::actor(&g.created_by, &[])
                         ),
                         None => "a grant that has since ended".to_string(),
                     };

@@ -78,7 +78,10 @@ pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
         for rule in rules.iter().filter(|r| r.shadow) {
             let since =
                 if rule.source == Source::Database { core.policy.saved_at(&rule.name)?.unwrap_or(0) } else { 0 };
-            let count = core.approvals.audit().count_by_actor_since(&format!("shadow:{}", rule.name), since)?;
+            let count = core
+                .approvals
+                .audit()
+                .count_by_actor_since(&gatehouse_model::Actor::Shadow(rule.name.clone()).to_string(), since)?;
             shadow_counts.push((rule.name.clone(), count));
         }
         Ok(PoliciesView {
@@ -267,7 +270,7 @@ pub async fn save_rule(draft: RuleDraft) -> Result<(), ServerFnError> {
         }
         let rule = core.policy.set(draft.rule()?)?;
         let detail = describe(&rule);
-        let actor = format!("user:{}", user.username);
+        let actor = user.actor().to_string();
         core.changes.record(Change {
             actor: &actor,
             subject: "policy",
@@ -326,7 +329,7 @@ pub async fn promote_rule(name: String) -> Result<(), ServerFnError> {
             return Err(AccessError::Invalid(format!("{name:?} is not a shadow rule saved here")));
         };
         let rule = core.policy.set(Rule { shadow: false, ..rule.clone() })?;
-        let actor = format!("user:{}", user.username);
+        let actor = user.actor().to_string();
         let detail = describe(&rule);
         let change =
             Change { actor: &actor, subject: "policy", target: &rule.name, action: "promote", detail: Some(&detail) };
@@ -353,7 +356,7 @@ pub async fn remove_rule(name: Option<String>, pattern: Option<String>) -> Resul
         let pattern = name.or(pattern).unwrap_or_default();
         let removed = core.policy.remove(&pattern)?;
         if removed {
-            let actor = format!("user:{}", user.username);
+            let actor = user.actor().to_string();
             core.changes.record(Change {
                 actor: &actor,
                 subject: "policy",

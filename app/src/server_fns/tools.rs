@@ -71,7 +71,7 @@ pub async fn review_tool_change(
         "reject" => false,
         other => return refuse(400, format!("decision must be accept or reject, not {other:?}")),
     };
-    let actor = format!("user:{}", user.username);
+    let actor = user.actor().to_string();
     let reviewed = core
         .run(move |_| catalog.review_change(&upstream, &tool, &digest, accept, &actor))
         .await

@@ -80,7 +80,7 @@ pub async fn set_upstream_trust(upstream: String, trust: String) -> Result<bool,
             return Err(AccessError::Forbidden);
         }
         core.policy.set_trust(&upstream, trusted)?;
-        let actor = format!("user:{}", user.username);
+        let actor = user.actor().to_string();
         let action = if trusted { "trust annotations" } else { "distrust annotations" };
         core.changes.record(Change { actor: &actor, subject: "upstream", target: &upstream, action, detail: None })?;
         tracing::info!(upstream = %upstream, trusted, by = %user.username, "upstream annotations trust changed");

@@ -93,7 +93,7 @@ mod server {
         action: &str,
         detail: Option<&str>,
     ) -> Result<(), CoreError> {
-        core.changes.record(Change { actor: &format!("user:{}", by.username), subject: "user", target, action, detail })
+        core.changes.record(Change { actor: &by.actor().to_string(), subject: "user", target, action, detail })
     }
 
     /// The error a failed password check answers with.
@@ -326,7 +326,7 @@ pub async fn mint_api_token(name: String) -> Result<(), ServerFnError> {
     let handle = server::blocking(true, move |user, core| {
         let issued = core.api_tokens.issue(name.trim())?;
         core.changes.record(gatehouse_core::changes::Change {
-            actor: &format!("user:{}", user.username),
+            actor: &user.actor().to_string(),
             subject: "user",
             target: &issued.id,
             action: "mint API token",
@@ -363,7 +363,7 @@ pub async fn revoke_api_token(id: String) -> Result<(), ServerFnError> {
             return Err(gatehouse_core::CoreError::NotFound(format!("no live API token {id:?}")));
         }
         core.changes.record(gatehouse_core::changes::Change {
-            actor: &format!("user:{}", user.username),
+            actor: &user.actor().to_string(),
             subject: "user",
             target: &id,
             action: "revoke API token",

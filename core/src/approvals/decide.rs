@@ -89,7 +89,7 @@ impl ApprovalStore {
         if view.admin_only && !user.is_admin {
             return Err(AccessError::AdminRequired);
         }
-        let actor = format!("user:{}", user.username);
+        let actor = user.actor().to_string();
         let decided = if self.cluster().is_some() && !self.is_local(id) {
             // Another replica's (or nobody's yet): forwarded to its owner.
             self.decide_at_owner(id, decision, &actor, note.as_deref()).await

@@ -344,16 +344,25 @@ fn matching(filter: &HistoryFilter, scope: &HistoryScope, t: &str) -> Result<(Ve
             if state == State::Cancelled { format!("{t}state IN (?, 'abandoned')") } else { format!("{t}state = ?") };
         add(clause, state.value());
     }
-    if !filter.decider.is_empty() {
-        let actor =
-            if filter.decider.contains(':') { filter.decider.clone() } else { format!("user:{}", filter.decider) };
-        add(format!("{t}actor = ?"), Value::Text(actor));
-    }
     if !filter.from.is_empty() {
         add(format!("{t}at >= ?"), Value::Int(day_start_ms("from", &filter.from)?));
     }
     if !filter.to.is_empty() {
         add(format!("{t}at < ?"), Value::Int(day_start_ms("to", &filter.to)? + DAY_MS));
+    }
+    if !filter.decider.is_empty() {
+        if filter.decider.contains(':') {
+            // An actor as written: a person by name and id is that person only.
+            clauses.push(format!("{t}actor = ?"));
+            values.push(Value::Text(filter.decider.clone()));
+        } else {
+            // A bare name: whoever had that name (`user:ada`, `user:ada#7`).
+            let person = format!("user:{}", filter.decider);
+            let with_id = format!("{person}#");
+            let len = with_id.chars().count() as i64;
+            clauses.push(format!("({t}actor = ? OR substr({t}actor, 1, ?) = ?)"));
+            values.extend([Value::Text(person), Value::Int(len), Value::Text(with_id)]);
+        }
     }
     Ok((clauses, values))
 }
@@ -707,7 +716,7 @@ mod tests {
             })
         };
         write("e1", State::Pending, "fs_write", Some("fs"), Some("ada"), "agent:claude");
-        write("e1", State::Approved, "fs_write", Some("fs"), Some("ada"), "user:ada");
+        write("e1", State::Approved, "fs_write", Some("fs"), Some("ada"), "user:ada#1");
         clock.advance(Duration::from_secs(24 * 3600));
         write("e2", State::Pending, "gatehouse_policy_set", None, Some("bob"), "agent:claude");
         write("e2", State::Declined, "gatehouse_policy_set", None, Some("bob"), "user:root");
@@ -742,6 +751,8 @@ mod tests {
         assert_eq!(ids(all(&f(|f| f.outcome = "cancelled".into()))), vec![5], "a restart's abandoned reads cancelled");
         assert_eq!(all(&f(|f| f.outcome = "cancelled".into()))[0].state, State::Cancelled);
         assert_eq!(ids(all(&f(|f| f.decider = "ada".into()))), vec![2], "a bare name is a user");
+        assert_eq!(ids(all(&f(|f| f.decider = "user:ada#1".into()))), vec![2], "a person by id");
+        assert_eq!(ids(all(&f(|f| f.decider = "user:ada#9".into()))), Vec::<i64>::new(), "a namesake is not them");
         assert_eq!(ids(all(&f(|f| f.decider = "system".into()))), Vec::<i64>::new());
         assert_eq!(ids(all(&f(|f| f.decider = "user:root".into()))), vec![4]);
         assert_eq!(ids(all(&f(|f| f.to = "2025-11-30".into()))), vec![2, 1], "to includes the whole day");

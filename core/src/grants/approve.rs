@@ -62,7 +62,7 @@ pub async fn approve_and_grant(
     let view = if approvals.cluster().is_none() || approvals.is_local(id) {
         db.run(move || {
             let (view, detail) = prepare_grant(&store, &index, &person, &key, &request, note.as_deref())?;
-            let actor = format!("user:{}", person.username);
+            let actor = person.actor().to_string();
             store.decide_here(&key, Decision::Accept, &actor, Some(&detail)).map_err(crate::approvals::access_error)?;
             tracing::info!(execution = %key, decision = "accept", by = %actor, "decision recorded");
             index.insert(view.clone(), &view.created_by)?;
@@ -123,7 +123,7 @@ fn prepare_grant(
         arguments: request.arguments.clone(),
         scope: request.scope,
         session_id,
-        created_by: format!("user:{}", user.username),
+        created_by: user.actor().to_string(),
         execution_id: execution.id.clone(),
         created_at_ms: now,
         expires_at_ms: request.scope.duration_ms().map(|d| now + d),

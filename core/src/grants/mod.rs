@@ -401,7 +401,7 @@ impl GrantStore {
             tx.execute("DELETE FROM grants WHERE id = ?1", args![id])?;
             Db::bump_config(tx)
         })?;
-        let actor = format!("user:{}", user.username);
+        let actor = user.actor().to_string();
         self.changes.record(Change {
             actor: &actor,
             subject: "grant",

@@ -23,6 +23,8 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use serde::{Deserialize, Serialize};
 
+use gatehouse_model::Actor;
+
 use crate::args;
 use crate::clock::Clock;
 use crate::db::{Conn, Db};
@@ -41,6 +43,13 @@ pub struct User {
     pub username: String,
     /// Admins see and decide everything.
     pub is_admin: bool,
+}
+
+impl User {
+    /// How the record names them: by id and name ([`Actor::Person`]).
+    pub fn actor(&self) -> Actor {
+        Actor::person(self.id, &self.username)
+    }
 }
 
 /// Store of users and their browser sessions.
@@ -208,6 +217,21 @@ impl UserStore {
             let tomb = removed_name(username, id);
             for table in ["credentials", "audit_events", "task_results", "grants"] {
                 tx.execute(&format!("UPDATE {table} SET owner = ?1 WHERE owner = ?2"), args![tomb.as_str(), username])?;
+            }
+            // Their decisions and changes stay on the record under the tomb
+            // name, with their id (and any entry written before ids were).
+            let was = [
+                Actor::person(id.into(), username).to_string(),
+                Actor::Person { id: None, name: username.into() }.to_string(),
+            ];
+            let now = Actor::person(id.into(), &tomb).to_string();
+            for (table, column) in
+                [("audit_events", "actor"), ("changes", "actor"), ("grants", "created_by"), ("tool_pins", "pinned_by")]
+            {
+                tx.execute(
+                    &format!("UPDATE {table} SET {column} = ?1 WHERE {column} = ?2 OR {column} = ?3"),
+                    args![now.as_str(), was[0].as_str(), was[1].as_str()],
+                )?;
             }
             tx.execute("DELETE FROM show_once WHERE viewer = ?1", args![username])?;
             let agents = format!("agent:{username}/");

@@ -85,7 +85,7 @@ pub async fn admit(state: &McpState, run: &Run<'_>) -> Result<Admitted, ErrorDat
                 run.tool, limited.rule, limited.retry_after_secs
             );
             tracing::warn!(tool = run.tool, agent = %caller.credential.agent, rule = %limited.rule, "call over a rate limit");
-            let by = format!("rule:{}", limited.rule);
+            let by = gatehouse_core::model::Actor::Rule(limited.rule.clone()).to_string();
             record::refused(state, State::Limited, caller, run.tool, run.upstream, run.arguments, &by, &message).await;
             let details = json!({"tool": run.tool, "rule": limited.rule, "retryAfter": limited.retry_after_secs});
             let refusal = error_result(ToolErrorCode::RateLimited, message, details);
@@ -97,7 +97,7 @@ pub async fn admit(state: &McpState, run: &Run<'_>) -> Result<Admitted, ErrorDat
     }
     if let Some(execution) = run.approved {
         // A person approved this call; its rounds continue it.
-        return Ok(Admitted::Run(format!("execution:{execution}")));
+        return Ok(Admitted::Run(gatehouse_core::model::Actor::Execution(execution.to_string()).to_string()));
     }
     // A person's grant lets it run now — never for a human_only call
     // (gate-changing tools are human_only too).

@@ -58,7 +58,7 @@ pub async fn decide(
         ResumeAction::Accept => Decision::Accept,
         ResumeAction::Decline => Decision::Decline,
     };
-    let actor = format!("agent:{}", caller.credential.agent);
+    let actor = gatehouse_core::model::Actor::agent(&caller.credential.agent).to_string();
     let _ = state.core.approvals.decide(Decide::actor(id, decision, &actor)).await;
     Ok(())
 }

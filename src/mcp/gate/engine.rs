@@ -104,12 +104,6 @@ pub async fn call(
         Admitted::Ask(verdict) => verdict,
     };
     let changes_gate = tools::changes_gate(call.name);
-    if let Target::Builtin(_) = &target
-        && let Err(refused) = tools::check_arguments(call.name, &call.arguments)
-    {
-        tracing::info!(tool = call.name, agent = %caller.credential.agent, "gated call refused: its arguments would not be taken");
-        return Ok(shape.fit(refused).into());
-    }
     let limit = state.config.max_gated_arguments_bytes;
     let size = serde_json::to_vec(arguments).map(|v| v.len()).unwrap_or(usize::MAX);
     if size > limit {
@@ -118,6 +112,12 @@ pub async fn call(
             format!("the arguments of {} are {size} bytes; a call that waits for approval may carry at most {limit} (max_gated_arguments_bytes)", call.name),
             json!({"limit": "max_gated_arguments_bytes", "max": limit, "size": size})))
         .into());
+    }
+    if let Target::Builtin(_) = &target
+        && let Err(refused) = tools::check_arguments(call.name, &call.arguments)
+    {
+        tracing::info!(tool = call.name, agent = %caller.credential.agent, "gated call refused: its arguments would not be taken");
+        return Ok(shape.fit(refused).into());
     }
     let opened = state
         .core

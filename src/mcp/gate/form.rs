@@ -18,7 +18,11 @@ use crate::tool_error::{Shape, ToolErrorCode, error_result};
 /// The audit actor of an answer that came over the agent's own connection:
 /// never a person, whatever the client shows.
 pub(super) fn client_actor(caller: &Caller) -> String {
-    format!("agent:{} via client", caller.credential.agent)
+    gatehouse_core::model::Actor::Agent {
+        name: caller.credential.agent.clone(),
+        via: Some(gatehouse_core::model::Via::Client),
+    }
+    .to_string()
 }
 
 /// A client that declares only form elicitation: ask in the client itself;

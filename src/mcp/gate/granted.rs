@@ -24,7 +24,7 @@ pub async fn lookup(state: &McpState, caller: &Caller, tool: &str, arguments: &V
     }
     let matched =
         grants.find(&credential.agent, credential.owner.as_deref(), tool, caller.session_id.as_deref(), arguments)?;
-    let actor = format!("grant:{}", matched.id);
+    let actor = gatehouse_core::model::Actor::Grant(matched.id.to_string()).to_string();
     if matched.flush_needed {
         // Use counts reach the database in batches, off the async threads.
         let core = state.core.clone();

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit::{self, AT_ONCE_PREFIX};
+use gatehouse_core::model::{Actor, Hint};
 use gatehouse_core::policy::{Basis, Verdict};
 use rmcp::model::{CallToolResponse, ErrorData};
 use serde_json::Value;
@@ -19,16 +20,17 @@ use serde_json::Value;
 use crate::mcp::McpState;
 use crate::mcp::tools::Caller;
 
-/// What let a call run or refused it, as the audit's actor: `rule:<name>`,
-/// `annotation:readOnlyHint`, `annotation:destructiveHint`, `grant:<id>`.
+/// What let a call run or refused it, as the audit's actor: a rule, an
+/// annotation, or Gatehouse's own rule for the tools that change the gate.
 pub fn decided_by(verdict: &Verdict) -> String {
-    match &verdict.basis {
-        Basis::Rule(name) => format!("rule:{name}"),
-        Basis::ReadOnly => "annotation:readOnlyHint".into(),
-        Basis::NotDestructive | Basis::MayDestroy => "annotation:destructiveHint".into(),
-        Basis::UntrustedHints => "annotation:untrusted".into(),
-        Basis::ChangesGate => "gatehouse:changes-gate".into(),
-    }
+    let actor = match &verdict.basis {
+        Basis::Rule(name) => Actor::Rule(name.clone()),
+        Basis::ReadOnly => Actor::Annotation(Hint::ReadOnly),
+        Basis::NotDestructive | Basis::MayDestroy => Actor::Annotation(Hint::NotReadOnly),
+        Basis::UntrustedHints => Actor::Annotation(Hint::Untrusted),
+        Basis::ChangesGate => Actor::ChangesGate,
+    };
+    actor.to_string()
 }
 
 /// What every audit entry of one call holds: who made it, the tool, its
@@ -208,7 +210,7 @@ pub async fn shadows(
     let call = CallOf::new(caller, tool, upstream, arguments);
     for hit in &verdict.shadow {
         let detail = format!("would have: {} (it was: {})", hit.would.label(), verdict.action.label());
-        call.append(state, State::Shadow, &format!("shadow:{}", hit.rule), &detail).await;
+        call.append(state, State::Shadow, &Actor::Shadow(hit.rule.clone()).to_string(), &detail).await;
     }
 }
 
