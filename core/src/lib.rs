@@ -90,6 +90,8 @@ pub struct Settings {
     pub approval_ttl: Duration,
     /// Policy rules from the config file.
     pub policy_rules: Vec<policy::Rule>,
+    /// The config file's tool profiles.
+    pub profiles: Vec<gatehouse_model::Profile>,
     /// Upstreams whose tool annotations the config trusts (`trust_annotations`).
     pub trusted_upstreams: Vec<String>,
     /// An approved execution must start running within this long.
@@ -132,6 +134,7 @@ impl Default for Settings {
             liveness_window: Duration::from_secs(24 * 3600),
             approval_ttl: Duration::from_secs(600),
             policy_rules: Vec::new(),
+            profiles: Vec::new(),
             trusted_upstreams: Vec::new(),
             run_window: Duration::from_secs(300),
             max_executions_per_credential: 20,
@@ -185,7 +188,8 @@ impl Core {
                 live.clone(),
             )?,
             policy: policy::PolicyStore::new(db.clone(), clock.clone(), settings.policy_rules)
-                .trusting(settings.trusted_upstreams),
+                .trusting(settings.trusted_upstreams)
+                .with_profiles(settings.profiles),
             changes: changes::ChangeLog::new(db.clone(), clock.clone()),
             grants: grants::GrantStore::load(
                 db.clone(),

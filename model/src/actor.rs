@@ -31,6 +31,9 @@ pub enum Actor {
     Rule(String),
     /// A shadow rule (it decided nothing; the entry says what it would have).
     Shadow(String),
+    /// A tool profile, by name: the tool is not one its agent may see, or
+    /// its rate was spent.
+    Profile(String),
     /// A grant, by id.
     Grant(String),
     /// A paused call's approval, by execution id (the run it let through).
@@ -102,6 +105,7 @@ impl Actor {
             }
             Actor::Rule(rule) => format!("rule {rule}"),
             Actor::Shadow(rule) => format!("shadow rule {rule}"),
+            Actor::Profile(name) => format!("profile {name}"),
             Actor::Execution(id) => format!("the approval of {id}"),
             Actor::Grant(id) => grants
                 .iter()
@@ -143,6 +147,7 @@ impl fmt::Display for Actor {
             }
             Actor::Rule(name) => write!(f, "rule:{name}"),
             Actor::Shadow(name) => write!(f, "shadow:{name}"),
+            Actor::Profile(name) => write!(f, "profile:{name}"),
             Actor::Grant(id) => write!(f, "grant:{id}"),
             Actor::Execution(id) => write!(f, "execution:{id}"),
             Actor::Annotation(Hint::ReadOnly) => f.write_str("annotation:readOnlyHint"),
@@ -192,9 +197,10 @@ impl Actor {
             return Actor::agent(agent);
         }
         type Make = fn(String) -> Actor;
-        let tagged: [(&str, Make); 5] = [
+        let tagged: [(&str, Make); 6] = [
             ("rule:", Actor::Rule),
             ("shadow:", Actor::Shadow),
+            ("profile:", Actor::Profile),
             ("grant:", Actor::Grant),
             ("execution:", Actor::Execution),
             ("api_token:", Actor::ApiToken),
@@ -230,6 +236,7 @@ mod tests {
             Actor::Agent { name: "cursor".into(), via: Some(Via::Approval(Some("ada".into()))) },
             Actor::Agent { name: "cursor".into(), via: Some(Via::Approval(None)) },
             Actor::Rule("prod writes (main)".into()),
+            Actor::Profile("docs only".into()),
             Actor::Shadow("try: x".into()),
             Actor::Grant("g1".into()),
             Actor::Execution("exec_1".into()),

@@ -1,6 +1,10 @@
 //! Tools as the console shows them: what each exposed tool is, and what
 //! the gate does with it and why.
 
+/// Gatehouse's own tool that continues a paused call: every agent sees it
+/// (no rule or profile hides it; it runs nothing new).
+pub const RESUME: &str = "resume";
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -87,6 +91,9 @@ pub struct ToolInfo {
 pub enum Basis {
     /// A policy rule (its name); among matching rules the strictest wins.
     Rule(String),
+    /// A tool profile (its name) names the agent and does not list the
+    /// tool: hidden from it and refused.
+    Profile(String),
     /// It changes the gate for everyone: no rule lets it run without a person.
     ChangesGate,
     /// No rule; the tool says it only reads (`readOnlyHint`).
@@ -106,6 +113,7 @@ impl Basis {
     pub fn describe(&self) -> String {
         match self {
             Basis::Rule(pattern) => format!("rule {pattern}"),
+            Basis::Profile(name) => format!("not in profile {name}: hidden and refused"),
             Basis::ChangesGate => "changes the gate: always asks an admin".into(),
             Basis::ReadOnly => "annotation: read-only".into(),
             Basis::NotDestructive => "no rule: runs".into(),

@@ -83,6 +83,8 @@ pub struct Config {
     pub proxy_networks: Vec<ipnet::IpNet>,
     /// `[[policy]]`, as the core's rules.
     pub policy_rules: Vec<gatehouse_core::policy::Rule>,
+    /// `[[profile]]`, checked.
+    pub profiles: Vec<gatehouse_core::model::Profile>,
     /// `[[notify]]`, as delivery targets.
     pub notify_targets: Vec<crate::notify::Target>,
 }
@@ -152,6 +154,7 @@ impl Config {
             liveness_window: self.liveness_window,
             approval_ttl: self.approval_ttl,
             policy_rules: self.policy_rules.clone(),
+            profiles: self.profiles.clone(),
             trusted_upstreams: self.upstream.iter().filter(|u| u.trust_annotations).map(|u| u.name.clone()).collect(),
             // Never longer than the approval itself may wait.
             run_window: self.run_window.min(self.approval_ttl),

@@ -50,6 +50,26 @@ fn policy_rules_are_checked() {
 }
 
 #[test]
+fn tool_profiles_are_read_and_checked() {
+    let resolve = |toml: &str| {
+        Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).map_err(|e| e.to_string())?, &Overrides::default())
+            .map_err(|e| e.to_string())
+    };
+    let ok =
+        resolve("[[profile]]\nname = \"docs only\"\nowners = [\"bob\"]\ntools = [\"docs__*\"]\nrate = \"100/hour\"\n")
+            .unwrap();
+    assert_eq!(ok.profiles[0].source, gatehouse_core::policy::Source::Config);
+    assert_eq!(ok.profiles[0].rate.map(|r| r.to_string()).as_deref(), Some("100/hour"));
+    let err = resolve("[[profile]]\nname = \"p\"\ntools = [\"*\"]\n").unwrap_err();
+    assert!(err.contains("profile[0].agents") && err.contains(r#"profile "p""#), "{err}");
+    let err = resolve("[[profile]]\nname = \"p\"\nowners = [\"a\"]\ntool = [\"*\"]\n").unwrap_err();
+    assert!(err.contains("tool"), "an unknown key: {err}");
+    let twice = "[[profile]]\nname = \"p\"\nowners = [\"a\"]\n";
+    let err = resolve(&format!("{twice}{twice}")).unwrap_err();
+    assert!(err.contains("profile[1].name"), "{err}");
+}
+
+#[test]
 fn conditional_rules_are_read_and_a_broken_condition_stops_the_start() {
     let resolve = |toml: &str| {
         Config::resolve(FileConfig::parse(Path::new("g.toml"), toml).unwrap(), &Overrides::default())

@@ -49,6 +49,9 @@ pub struct FileConfig {
     pub trusted_proxies: Vec<String>,
     /// `[[policy]] pattern = "files__read_*"  action = "allow"`
     pub policy: Vec<gatehouse_core::policy::Rule>,
+    /// `[[profile]] name = "docs only"  owners = ["bob"]  tools = ["docs__*"]`:
+    /// which tools the agents it names see at all.
+    pub profile: Vec<gatehouse_core::model::Profile>,
     /// `allow_model_decisions = true` lets `elicitation_mode=model` sessions decide their own calls.
     pub allow_model_decisions: bool,
     /// `native_url = "elicit" | "error"`: how native mode asks URL-capable 2025-11-25 clients.
@@ -130,6 +133,7 @@ impl Default for FileConfig {
             allowed_origins: Vec::new(),
             trusted_proxies: Vec::new(),
             policy: Vec::new(),
+            profile: Vec::new(),
             allow_model_decisions: false,
             native_url: NativeUrl::Elicit,
             upstream: Vec::new(),

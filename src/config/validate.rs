@@ -24,6 +24,7 @@ pub(super) fn resolve(tree: FileConfig, overrides: &Overrides) -> Result<Config,
     check_bounds(&tree)?;
     super::upstreams::check(&tree.upstream)?;
     let policy = policy_rules(&tree)?;
+    let profiles = profiles(&tree)?;
     if let Some(url) = &tree.public_url
         && (!matches!(url.scheme(), "http" | "https") || url.host_str().is_none())
     {
@@ -32,7 +33,7 @@ pub(super) fn resolve(tree: FileConfig, overrides: &Overrides) -> Result<Config,
     if tree.max_body_bytes < 1024 {
         return Err(value("max_body_bytes", "must be at least 1024"));
     }
-    Ok(Config { tree, proxy_networks: trusted_proxies, policy_rules: policy, notify_targets: notify })
+    Ok(Config { tree, proxy_networks: trusted_proxies, policy_rules: policy, profiles, notify_targets: notify })
 }
 
 fn value(key: &str, message: &str) -> ConfigError {
@@ -73,6 +74,26 @@ fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// Each `[[profile]]` table, checked, its names unique.
+fn profiles(t: &FileConfig) -> Result<Vec<gatehouse_core::model::Profile>, ConfigError> {
+    let mut profiles: Vec<gatehouse_core::model::Profile> = Vec::with_capacity(t.profile.len());
+    for (i, profile) in t.profile.iter().enumerate() {
+        let checked = gatehouse_core::model::Profile { source: Source::Config, ..profile.clone() }.normalised();
+        checked.check().map_err(|e| ConfigError::Value {
+            key: format!("profile[{i}].{} (profile {:?})", e.field, checked.name),
+            message: e.reason,
+        })?;
+        if profiles.iter().any(|p| p.name == checked.name) {
+            return Err(ConfigError::Value {
+                key: format!("profile[{i}].name"),
+                message: format!("another profile is named {:?}", checked.name),
+            });
+        }
+        profiles.push(checked);
+    }
+    Ok(profiles)
 }
 
 /// `approval_ttl` and each `[[policy]]` table (its own `approval_ttl`, its

@@ -230,10 +230,12 @@ impl ServerHandler for GatehouseMcp {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let (items, next) =
-            paging::page(self.state.upstreams.prompts(), request.as_ref(), self.state.config.list_page_size)?;
+        let lens = subjects::Lens::of(&self.state, caller(&context.extensions).ok().map(|(c, _)| c)).await;
+        let mut prompts = self.state.upstreams.prompts();
+        prompts.retain(|p| lens.shows(Subject::Prompt(&p.name)));
+        let (items, next) = paging::page(prompts, request.as_ref(), self.state.config.list_page_size)?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Prompts));
@@ -257,10 +259,12 @@ impl ServerHandler for GatehouseMcp {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let (items, next) =
-            paging::page(self.state.upstreams.resources(), request.as_ref(), self.state.config.list_page_size)?;
+        let lens = subjects::Lens::of(&self.state, caller(&context.extensions).ok().map(|(c, _)| c)).await;
+        let mut resources = self.state.upstreams.resources();
+        resources.retain(|r| lens.shows(Subject::Resource(&r.uri)));
+        let (items, next) = paging::page(resources, request.as_ref(), self.state.config.list_page_size)?;
         let mut result = ListResourcesResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Resources));
@@ -270,13 +274,12 @@ impl ServerHandler for GatehouseMcp {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let (items, next) = paging::page(
-            self.state.upstreams.resource_templates(),
-            request.as_ref(),
-            self.state.config.list_page_size,
-        )?;
+        let lens = subjects::Lens::of(&self.state, caller(&context.extensions).ok().map(|(c, _)| c)).await;
+        let mut templates = self.state.upstreams.resource_templates();
+        templates.retain(|t| lens.shows(Subject::Resource(&t.uri_template)));
+        let (items, next) = paging::page(templates, request.as_ref(), self.state.config.list_page_size)?;
         let mut result = ListResourceTemplatesResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Templates));

@@ -3,13 +3,18 @@
 //! by `resource:<uri pattern>` and `prompt:<name pattern>` rules and audited.
 //! A resource URI is first given its normal spelling ([`resource_uri`]), so a
 //! rule cannot be dodged by spelling it differently and the upstream reads
-//! the URI the rule was matched against.
+//! the URI the rule was matched against. A tool profile that names the
+//! agent and does not list the prompt or resource refuses it first, and
+//! leaves it out of the agent's lists ([`Lens`]).
 
 use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit;
 use gatehouse_core::credentials::Credential;
 use gatehouse_core::normalise;
-use gatehouse_core::policy::{Action, Rule, Subject, Verdict, subject_verdict};
+use std::sync::Arc;
+
+use gatehouse_core::model::Member;
+use gatehouse_core::policy::{Action, Basis, Profile, RuleSet, Subject, Verdict, subject_verdict};
 use rmcp::model::ErrorData;
 use serde_json::{Value, json};
 
@@ -19,7 +24,21 @@ use super::McpState;
 /// with a query or fragment added: an upstream may drop them
 /// (`file:///etc/passwd?` is that file), so the URI without them is decided
 /// too and the stricter answer stands.
-fn verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
+fn verdict(rules: &RuleSet, who: Option<Member<'_>>, subject: &Subject<'_>) -> Verdict {
+    if let Some(who) = who
+        && let Some(profile) = rules.hidden_by(who, |p| shows(p, subject))
+    {
+        return Verdict {
+            action: Action::Block,
+            human_only: false,
+            rule: None,
+            basis: Basis::Profile(profile.name.clone()),
+            approval_ttl: None,
+            condition_error: None,
+            limits: Vec::new(),
+            shadow: Vec::new(),
+        };
+    }
     let mut verdict = subject_verdict(rules, subject);
     if verdict.action == Action::Allow
         && let Subject::Resource(uri) = subject
@@ -33,10 +52,43 @@ fn verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
     verdict
 }
 
-/// Whether `rules` let a request on `subject` through (nothing is audited:
-/// [`check`] the request itself).
-pub fn allows(rules: &[Rule], subject: Subject<'_>) -> bool {
-    verdict(rules, &subject).action == Action::Allow
+/// Whether a profile shows `subject`.
+fn shows(profile: &Profile, subject: &Subject<'_>) -> bool {
+    match subject {
+        Subject::Resource(uri) => profile.shows_resource(uri),
+        Subject::Prompt(name) => profile.shows_prompt(name),
+    }
+}
+
+/// Whether `rules` let a request on `subject` through, for anyone (nothing
+/// is audited: [`check`] the request itself, which also applies the
+/// caller's profiles).
+pub fn allows(rules: &RuleSet, subject: Subject<'_>) -> bool {
+    verdict(rules, None, &subject).action == Action::Allow
+}
+
+/// What one agent's lists of prompts, resources and templates show: what
+/// its profiles list (everything, for an agent no profile names).
+pub struct Lens<'c> {
+    // `None`: the rules could not be read, and nothing is shown (fail closed).
+    rules: Option<Arc<RuleSet>>,
+    who: Option<Member<'c>>,
+}
+
+impl<'c> Lens<'c> {
+    /// The lens of `credential` (none: an unauthenticated list, which sees
+    /// what everyone sees).
+    pub async fn of(state: &McpState, credential: Option<&'c Credential>) -> Lens<'c> {
+        let rules =
+            state.core.policy.current().await.inspect_err(|e| tracing::error!(error = %e, "policy unreadable")).ok();
+        Lens { rules, who: credential.map(|c| Member { agent: &c.agent, owner: c.owner.as_deref() }) }
+    }
+
+    /// Whether it shows `subject` (a template by its text, as a resource).
+    pub fn shows(&self, subject: Subject<'_>) -> bool {
+        let Some(rules) = &self.rules else { return false };
+        self.who.is_none_or(|who| rules.hidden_by(who, |p| shows(p, &subject)).is_none())
+    }
 }
 
 /// Lets the request through, or refuses it with the rule that blocks it;
@@ -52,9 +104,15 @@ pub async fn check(
         tracing::error!(error = %e, "policy lookup failed");
         ErrorData::internal_error("policy lookup failed", None)
     })?;
-    let verdict = verdict(&rules, &subject);
+    let who = Member { agent: &credential.agent, owner: credential.owner.as_deref() };
+    let verdict = verdict(&rules, Some(who), &subject);
     let allowed = verdict.action == Action::Allow;
     let name = subject.name();
+    // What refused it is on the record; what let it through, the agent's request.
+    let actor = match &verdict.basis {
+        Basis::Profile(profile) => gatehouse_core::model::Actor::Profile(profile.clone()).to_string(),
+        _ => "agent".to_string(),
+    };
     let entry = audit::Entry {
         execution_id: &gatehouse_core::secret::new_id("req"),
         state: if allowed { State::Allowed } else { State::Blocked },
@@ -65,7 +123,7 @@ pub async fn check(
         owner: credential.owner.as_deref(),
         credential_id: Some(&credential.id),
         thread: credential.thread.as_deref(),
-        actor: Some("agent"),
+        actor: Some(&actor),
         detail: Some(method),
     };
     if let Err(e) = state.core.approvals.audit().append(entry).await {
@@ -73,6 +131,13 @@ pub async fn check(
     }
     if allowed {
         return Ok(());
+    }
+    if let Basis::Profile(profile) = &verdict.basis {
+        tracing::warn!(method, subject = ?name, agent = ?credential.agent, profile = ?profile, "request outside the agent's profile");
+        return Err(ErrorData::invalid_request(
+            format!("{method} of {name} is refused: it is not in profile {profile:?}, which this agent is held to"),
+            Some(json!({"error": "blocked_by_policy", "subject": name, "profile": profile})),
+        ));
     }
     let rule = verdict.rule.unwrap_or_default();
     tracing::warn!(method, subject = ?name, agent = ?credential.agent, rule = ?rule, "request blocked by policy");

@@ -30,7 +30,7 @@ pub const POLICY_SET: &str = "gatehouse_policy_set";
 /// `gatehouse_policy_remove`
 pub const POLICY_REMOVE: &str = "gatehouse_policy_remove";
 /// `resume`: waits for a paused call's decision and returns its result.
-pub const RESUME: &str = "resume";
+pub const RESUME: &str = gatehouse_core::model::tools::RESUME;
 
 /// Who is calling.
 #[derive(Clone)]

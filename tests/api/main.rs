@@ -26,6 +26,7 @@ mod operator;
 mod output_schema;
 mod page_guards;
 mod pinning;
+mod profiles;
 mod proxy;
 mod rate_limits;
 mod relay_stress;

@@ -106,7 +106,7 @@ fn Minted(minted: MintedCredential) -> impl IntoView {
 /// Every agent (by owner and name) with its credentials.
 #[component]
 fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl IntoView {
-    let AgentsView { now_ms, is_admin, credentials, sessions, .. } = view;
+    let AgentsView { now_ms, is_admin, credentials, sessions, profiles, .. } = view;
     if credentials.is_empty() {
         return view! { <p class="empty">"No agent has a credential yet. Mint one above and paste its config into your MCP client."</p> }.into_any();
     }
@@ -121,6 +121,10 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
         {groups.into_iter().map(|((agent, owner), creds)| {
             let active = creds.iter().filter(|c| c.status == CredentialStatus::Active).count();
             let connected: usize = creds.iter().map(|c| sessions_of(&c.id)).sum();
+            let key = (agent.clone(), owner.clone());
+            let named_by = profiles.iter().find(|(k, _)| *k == key).map(|(_, names)| names.clone()).unwrap_or_default();
+            let tools_link = format!("{}?agent={}", gatehouse_model::routes::TOOLS,
+                crate::pages::policies::encode(&format!("{}/{agent}", owner.clone().unwrap_or_default())));
             view! {
                 <section class="agent card" data-agent=agent.clone() aria-label=format!("Agent {agent}")>
                     <div class="agent-head">
@@ -131,6 +135,15 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
                                 None => "no owner (admins decide)".into_any(),
                             }}
                             " · " {active} " active · " {connected} " connected"
+                        </span>
+                        <span class="meta agent-profile" data-profiles=named_by.join(",")>
+                            {if named_by.is_empty() {
+                                view! { "No profile: sees every tool the rules let it" }.into_any()
+                            } else {
+                                view! { {if named_by.len() == 1 { "Profile " } else { "Profiles " }}
+                                    <Name text=named_by.join(", ")/> }.into_any()
+                            }}
+                            " · " <a href=tools_link>"Its tools"</a>
                         </span>
                         {(active > 0).then(|| view! {
                             <RevokeForm revoke scope=RevokeScope::Agent target=agent.clone() owner=owner.clone().unwrap_or_default()

@@ -9,6 +9,7 @@ pub mod home;
 pub mod inbox;
 pub mod not_found;
 pub mod policies;
+pub mod profiles;
 pub mod resume;
 pub mod set_password;
 pub mod setup;

@@ -94,6 +94,7 @@ fn Policies(
             }}
             {(!is_admin).then(|| view! { <p class="hint">"Only admins change rules."</p> })}
         </section>
+        <super::profiles::ProfilesSection/>
         <section aria-labelledby="changes-h">
             <h2 id="changes-h">"Recent changes"</h2>
             {if changes.is_empty() {
@@ -188,7 +189,7 @@ fn RuleRow(
 }
 
 /// Percent-encodes a pattern for the query string.
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),

@@ -23,7 +23,9 @@ use crate::server_fns::{ReviewToolChange, ToolsView, list_tools};
 /// `/tools`
 #[component]
 pub fn ToolsPage() -> impl IntoView {
-    let tools = crate::json::resource(|| (), |_| list_tools());
+    // `?agent=owner/agent`: the list as that agent sees it.
+    let query = leptos_router::hooks::use_query_map();
+    let tools = crate::json::resource(move || query.with(|q| q.get("agent")), list_tools);
     let live = use_changes([refetch_on(&[LiveEvent::UpstreamsChanged], tools)]);
     let review = ServerAction::<ReviewToolChange>::new();
     let outcome: Outcome = RwSignal::new(None);
@@ -60,7 +62,7 @@ pub fn ToolsPage() -> impl IntoView {
 
 #[component]
 fn Tools(view: ToolsView, review: ServerAction<ReviewToolChange>, outcome: Outcome) -> impl IntoView {
-    let ToolsView { now_ms, is_admin, tools, held, reviews } = view;
+    let ToolsView { now_ms, is_admin, tools, held, reviews, agents, seen_as } = view;
     let held_count = held.len();
     view! {
         <OutcomeLine outcome/>
@@ -77,8 +79,22 @@ fn Tools(view: ToolsView, review: ServerAction<ReviewToolChange>, outcome: Outco
             </section>
         })}
         <section aria-labelledby="exposed-h">
-            <h2 id="exposed-h">"Exposed tools (" {tools.len()} ")"</h2>
-            <ToolSearch tools/>
+            {match seen_as.clone() {
+                None => view! { <h2 id="exposed-h">"Exposed tools (" {tools.len()} ")"</h2> }.into_any(),
+                Some(seen) => view! {
+                    <h2 id="exposed-h">"Tools " <Name text=seen.agent.clone()/> " sees (" {tools.len()} ")"</h2>
+                    <p class="hint seen-as" data-hidden=seen.hidden.to_string() data-profiles=seen.profiles.join(",")>
+                        {if seen.profiles.is_empty() {
+                            "No profile names it".to_string()
+                        } else {
+                            format!("Held to profile{} {}", if seen.profiles.len() == 1 { "" } else { "s" }, seen.profiles.join(", "))
+                        }}
+                        {format!("; {} tool{} hidden from it (its profiles, or rules that block them for it). Rules with a condition decide when it calls.",
+                            seen.hidden, if seen.hidden == 1 { " is" } else { "s are" })}
+                    </p>
+                }.into_any(),
+            }}
+            <ToolSearch tools agents seen_as=seen_as.map(|s| s.agent)/>
         </section>
         {(!reviews.is_empty()).then(|| view! { <Reviews reviews now_ms/> })}
     }
@@ -100,7 +116,7 @@ fn matches(gate: &ToolGate, text: &str, action: &str) -> bool {
 /// The search over the exposed tools: a form that works without JavaScript
 /// (`?q=…&gate=…`), and filters as the person types once the page is live.
 #[component]
-fn ToolSearch(tools: Vec<ToolGate>) -> impl IntoView {
+fn ToolSearch(tools: Vec<ToolGate>, agents: Vec<String>, seen_as: Option<String>) -> impl IntoView {
     let query = leptos_router::hooks::use_query_map();
     let text = RwSignal::new(query.read_untracked().get("q").unwrap_or_default());
     let action = RwSignal::new(query.read_untracked().get("gate").unwrap_or_default());
@@ -123,6 +139,20 @@ fn ToolSearch(tools: Vec<ToolGate>) -> impl IntoView {
                     {Action::ALL.iter().map(|a| {
                         let value = a.as_str();
                         view! { <option value=value selected=action.get_untracked() == value>{a.label()}</option> }
+                    }).collect_view()}
+                </select>
+            </label>
+            <label>"As agent"
+                // A new list comes from the server: the form is sent.
+                <select name="agent" on:change=move |e| {
+                    if let Some(form) = event_target::<web_sys::HtmlSelectElement>(&e).form() {
+                        let _ = form.request_submit();
+                    }
+                }>
+                    <option value="" selected=seen_as.is_none()>"anyone (every tool)"</option>
+                    {agents.into_iter().map(|a| {
+                        let selected = seen_as.as_deref() == Some(a.as_str());
+                        view! { <option value=a.clone() selected=selected>{a.clone()}</option> }
                     }).collect_view()}
                 </select>
             </label>

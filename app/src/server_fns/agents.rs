@@ -21,21 +21,39 @@ pub struct AgentsView {
     pub credentials: Vec<CredentialView>,
     /// Connected MCP sessions the viewer may see.
     pub sessions: Vec<McpSessionInfo>,
+    /// The tool profiles that name each agent shown, by (agent, owner):
+    /// what it sees at all (none: every tool the rules let it).
+    pub profiles: Vec<(AgentKey, Vec<String>)>,
 }
+
+/// An agent: its name and its owner's.
+pub type AgentKey = (String, Option<String>);
 
 /// Credentials and sessions the signed-in user may see.
 #[server(prefix = "/api/fn", endpoint = "agents")]
 pub async fn list_agents() -> Result<AgentsView, ServerFnError> {
     ctx::blocking(|user, core| {
         let visible = |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref());
-        let credentials = core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).collect();
+        let credentials: Vec<CredentialView> =
+            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).collect();
         let sessions = core.live.sessions().into_iter().filter(|s| visible(&s.owner)).collect();
+        let rules = core.policy.rules()?;
+        let mut profiles: Vec<(AgentKey, Vec<String>)> = Vec::new();
+        for c in &credentials {
+            let key = (c.agent.clone(), c.owner.clone());
+            if profiles.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            let who = gatehouse_model::Member { agent: &c.agent, owner: c.owner.as_deref() };
+            profiles.push((key.clone(), rules.profiles_of(who).map(|p| p.name.clone()).collect()));
+        }
         Ok(AgentsView {
             now_ms: core.clock.now_ms(),
             is_admin: user.is_admin,
             username: user.username,
             credentials,
             sessions,
+            profiles,
         })
     })
     .await

@@ -14,6 +14,7 @@ pub mod notify;
 pub mod oauth;
 pub mod overview;
 pub mod policies;
+pub mod profiles;
 #[cfg(feature = "ssr")]
 mod shown_once;
 pub mod tools;
@@ -31,6 +32,7 @@ pub use notify::*;
 pub use oauth::*;
 pub use overview::*;
 pub use policies::*;
+pub use profiles::*;
 #[cfg(feature = "ssr")]
 pub use shown_once::{HeldLinks, MintedTokens, ShownOnce};
 pub use tools::*;

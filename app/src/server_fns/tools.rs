@@ -21,26 +21,91 @@ pub struct ToolsView {
     pub held: Vec<ToolChange>,
     /// The latest accepted and rejected changes, newest first.
     pub reviews: Vec<ChangeEntry>,
+    /// The agents whose list the viewer may see, `owner/agent` (an agent
+    /// with no owner: `/agent`), each once, by name.
+    pub agents: Vec<String>,
+    /// The agent the list is seen as, when one was chosen: `tools` is then
+    /// its `tools/list`, with what the gate does for it.
+    pub seen_as: Option<SeenAs>,
+}
+
+/// Whose eyes the tools page looks through.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SeenAs {
+    /// `owner/agent`.
+    pub agent: String,
+    /// The profiles that name it.
+    pub profiles: Vec<String>,
+    /// How many exposed tools it does not see (its profiles, or rules that
+    /// block them for it).
+    pub hidden: usize,
 }
 
 /// How many past reviews the page lists.
 pub const REVIEWS_SHOWN: usize = 20;
 
 /// Every exposed tool, the gate's verdict on each under the current rules,
-/// and the held-back ones (any signed-in user).
+/// and the held-back ones (any signed-in user). With `agent` (`owner/agent`,
+/// one of the viewer's own, or anyone's for an admin): the list as that
+/// agent's `tools/list` has it (its profiles and the rules scoped to it;
+/// what it does not see is left out) and the gate for it.
 #[server(prefix = "/api/fn", endpoint = "tools")]
-pub async fn list_tools() -> Result<ToolsView, ServerFnError> {
+pub async fn list_tools(agent: Option<String>) -> Result<ToolsView, ServerFnError> {
+    use gatehouse_core::approvals::AccessError;
+    use gatehouse_core::policy::{Action, Who, gate_as};
     let catalog = ctx::tool_catalog()?;
     ctx::blocking(move |user, core| {
         let rules = core.policy.rules()?;
-        let tools =
-            catalog.exposed_tools().into_iter().map(|tool| gatehouse_core::policy::gate_for(&rules, tool)).collect();
+        let credentials: Vec<_> = core
+            .credentials
+            .list()?
+            .into_iter()
+            .filter(|c| gatehouse_core::approvals::may_decide(&user, c.owner.as_deref()))
+            .filter(|c| c.status == gatehouse_model::CredentialStatus::Active)
+            .collect();
+        let key = |agent: &str, owner: Option<&str>| format!("{}/{agent}", owner.unwrap_or_default());
+        let mut agents: Vec<String> = credentials.iter().map(|c| key(&c.agent, c.owner.as_deref())).collect();
+        agents.sort();
+        agents.dedup();
+        let chosen = agent.filter(|a| !a.trim().is_empty());
+        let (tools, seen_as) = match chosen {
+            None => (catalog.exposed_tools().into_iter().map(|tool| gate_as(&rules, tool, None)).collect(), None),
+            Some(chosen) => {
+                // Only an agent the viewer may see: another user's agent
+                // is not named back (403, as for one that does not exist).
+                let theirs: Vec<_> =
+                    credentials.iter().filter(|c| key(&c.agent, c.owner.as_deref()) == chosen).collect();
+                let Some(first) = theirs.first() else {
+                    return Err(AccessError::Forbidden);
+                };
+                // A rule's bare agent name in an allow rule names it only
+                // if an admin minted it: shown as its least trusted credential.
+                let who = Who {
+                    agent: &first.agent,
+                    owner: first.owner.as_deref(),
+                    thread: None,
+                    by_admin: theirs.iter().all(|c| c.by_admin),
+                };
+                let all = catalog.exposed_tools();
+                let total = all.len();
+                let seen: Vec<_> = all
+                    .into_iter()
+                    .map(|tool| gate_as(&rules, tool, Some(who)))
+                    .filter(|gate| gate.action != Action::Block || gate.tool.name == gatehouse_model::tools::RESUME)
+                    .collect();
+                let profiles = rules.profiles_of(who.member()).map(|p| p.name.clone()).collect();
+                let hidden = total - seen.len();
+                (seen, Some(SeenAs { agent: chosen, profiles, hidden }))
+            }
+        };
         Ok(ToolsView {
             now_ms: core.clock.now_ms(),
             is_admin: user.is_admin,
             tools,
             held: catalog.held_tools(),
             reviews: core.changes.recent("tool", REVIEWS_SHOWN)?,
+            agents,
+            seen_as,
         })
     })
     .await

@@ -390,4 +390,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX awaiting_input_until ON awaiting_input(until);
     "#,
+    // 26: tool profiles (which tools the agents a profile names see at
+    // all), each kept as its JSON (model::Profile), changed on the console.
+    r#"
+    CREATE TABLE tool_profiles (
+        name       TEXT PRIMARY KEY,
+        spec       TEXT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    "#,
 ];

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::condition::{Bindings, CallView, Condition, MAX_ARGUMENTS_BYTES};
 use super::matches;
 use super::rate::{Limit, Per};
-use gatehouse_model::{Action, Basis, Rule, ToolGate, ToolInfo};
+use gatehouse_model::{Action, Actor, Basis, Member, Profile, Rule, ToolGate, ToolInfo};
 
 /// What the tool itself says, and whether it changes the gate.
 #[derive(Debug, Clone, Copy, Default)]
@@ -40,6 +40,13 @@ pub struct Who<'a> {
     pub thread: Option<&'a str>,
     /// Whether an admin minted its credential (see [`names_agent`]).
     pub by_admin: bool,
+}
+
+impl<'a> Who<'a> {
+    /// The caller as a profile matches it.
+    pub fn member(&self) -> Member<'a> {
+        Member { agent: self.agent, owner: self.owner }
+    }
 }
 
 /// The call itself, when there is one (not for a listing).
@@ -111,6 +118,8 @@ pub struct RuleSet {
     /// Upstreams whose tool annotations an admin trusts: only theirs (and
     /// Gatehouse's own tools') decide anything when no rule does.
     trusted: std::collections::BTreeSet<String>,
+    /// Tool profiles: config first, then the database's.
+    profiles: Vec<Profile>,
 }
 
 impl RuleSet {
@@ -120,7 +129,28 @@ impl RuleSet {
             .iter()
             .map(|rule| rule.when.as_deref().map(|when| Condition::compile(when).map_err(|e| e.to_string())))
             .collect();
-        RuleSet { rules, conditions, trusted: Default::default() }
+        RuleSet { rules, conditions, trusted: Default::default(), profiles: Vec::new() }
+    }
+
+    /// The same rules, with these tool profiles.
+    pub fn with_profiles(self, profiles: Vec<Profile>) -> Self {
+        RuleSet { profiles, ..self }
+    }
+
+    /// The tool profiles, in order.
+    pub fn profiles(&self) -> &[Profile] {
+        &self.profiles
+    }
+
+    /// The profiles that name `who`.
+    pub fn profiles_of<'s>(&'s self, who: Member<'s>) -> impl Iterator<Item = &'s Profile> + 's {
+        self.profiles.iter().filter(move |p| p.names(who))
+    }
+
+    /// The first profile that names `who` and does not show what `shows`
+    /// asks of it: with several, each narrows (see [`gatehouse_model::profile`]).
+    pub fn hidden_by(&self, who: Member<'_>, shows: impl Fn(&Profile) -> bool) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.names(who) && !shows(p))
     }
 
     /// The same rules, trusting the annotations of `upstreams`.
@@ -243,6 +273,22 @@ type Matched<'r> = (&'r Rule, Action, Option<String>);
 /// nothing: each one that matches and would have changed the action is
 /// listed in [`Verdict::shadow`].
 pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
+    // A tool the caller's profile does not show is not there for it: no
+    // rule, grant or person can let it through.
+    if let Some(who) = facts.who
+        && let Some(profile) = rules.hidden_by(who.member(), |p| p.shows_tool(facts.tool, facts.upstream))
+    {
+        return Verdict {
+            action: Action::Block,
+            human_only: false,
+            rule: None,
+            basis: Basis::Profile(profile.name.clone()),
+            approval_ttl: None,
+            condition_error: None,
+            limits: Vec::new(),
+            shadow: Vec::new(),
+        };
+    }
     let mut matching: Vec<Matched<'_>> = Vec::new();
     let mut shadows: Vec<Matched<'_>> = Vec::new();
     let mut bindings = None;
@@ -256,6 +302,11 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
     }
     let trusted = rules.trusts(facts.upstream);
     let mut verdict = verdict_of(&matching, facts, trusted);
+    if let (Some(who), Some(_)) = (facts.who, facts.call) {
+        let profiles = rules.profiles_of(who.member());
+        let rated = profiles.filter_map(|p| Some((Actor::Profile(p.name.clone()), p.rate?, p.rate_per)));
+        verdict.limits.extend(rated.map(|(by, rate, per)| limit(by, rate, per, who, facts)));
+    }
     for shadow in shadows {
         let mut with = matching.clone();
         with.push(shadow.clone());
@@ -340,24 +391,35 @@ fn limits(matching: &[Matched<'_>], facts: &Facts<'_>) -> Vec<Limit> {
     let (Some(who), Some(_)) = (facts.who, facts.call) else { return Vec::new() };
     matching
         .iter()
-        .filter_map(|(rule, ..)| {
-            let rate = rule.rate?;
-            let subject = match rule.rate_per {
-                Per::Owner if who.owner.is_some() => format!("owner:{}", who.owner.unwrap_or_default()),
-                // An agent's name is unique per owner: both name it.
-                Per::Agent | Per::Owner => format!("agent:{}/{}", who.owner.unwrap_or_default(), who.agent),
-                Per::Tool => format!("tool:{}", facts.tool),
-            };
-            Some(Limit { rule: rule.name.clone(), rate, subject })
-        })
+        .filter_map(|(rule, ..)| Some(limit(Actor::Rule(rule.name.clone()), rule.rate?, rule.rate_per, who, facts)))
         .collect()
+}
+
+/// One rate a call counts against: `by`'s, counted per `per`.
+fn limit(by: Actor, rate: super::rate::Rate, per: Per, who: Who<'_>, facts: &Facts<'_>) -> Limit {
+    let subject = match per {
+        Per::Owner if who.owner.is_some() => format!("owner:{}", who.owner.unwrap_or_default()),
+        // An agent's name is unique per owner: both name it.
+        Per::Agent | Per::Owner => format!("agent:{}/{}", who.owner.unwrap_or_default(), who.agent),
+        Per::Tool => format!("tool:{}", facts.tool),
+    };
+    Limit { by, rate, subject }
 }
 
 /// What the gate does with `tool` for any agent and any call, and why:
 /// what the console shows, by the same procedure the gate uses. Rules
 /// scoped to some agents or owners, or with a condition, are not in it.
 pub fn gate_for(rules: &RuleSet, tool: ToolInfo) -> ToolGate {
+    gate_as(rules, tool, None)
+}
+
+/// What the gate does with `tool` for `who` (none: any agent, as
+/// [`gate_for`]) before any call: its profiles and the rules scoped to it
+/// count, conditions do not (they are decided when the call is made). What
+/// `tools/list` hides from that agent is `block` here.
+pub fn gate_as(rules: &RuleSet, tool: ToolInfo, who: Option<Who<'_>>) -> ToolGate {
     let hints = Hints { read_only: tool.read_only, destructive: tool.destructive, changes_gate: tool.changes_gate };
-    let verdict = decide_with(rules, &Facts::tool(&tool.name, tool.upstream.as_deref(), hints));
+    let facts = Facts { who, ..Facts::tool(&tool.name, tool.upstream.as_deref(), hints) };
+    let verdict = decide_with(rules, &facts);
     ToolGate { tool, action: verdict.action, human_only: verdict.human_only, basis: verdict.basis }
 }

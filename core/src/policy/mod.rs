@@ -16,7 +16,7 @@ pub mod evaluations;
 pub mod rate;
 
 pub use condition::{Condition, ConditionError};
-pub use decide::{CallDetail, Facts, Hints, RuleSet, ShadowHit, Verdict, Who, decide_with, gate_for};
+pub use decide::{CallDetail, Facts, Hints, RuleSet, ShadowHit, Verdict, Who, decide_with, gate_as, gate_for};
 pub use rate::{Limit, Limited, Per, Rate};
 
 use crate::args;
@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::db::{Db, Versioned};
 use crate::error::{CoreError, Result};
 
-pub use gatehouse_model::{Action, Basis, Rule, Source, Target, ToolGate, ToolInfo};
+pub use gatehouse_model::{Action, Basis, Member, Profile, Rule, Source, Target, ToolGate, ToolInfo};
 
 use gatehouse_model::RuleError;
 pub use gatehouse_model::rule::matches;
@@ -124,6 +124,8 @@ pub struct PolicyStore {
     config_rules: Arc<Vec<Rule>>,
     /// Upstreams whose annotations the config file trusts.
     config_trusted: Arc<BTreeSet<String>>,
+    /// The config file's tool profiles.
+    config_profiles: Arc<Vec<Profile>>,
     // Every call consults the rules; they change only through this store
     // (on any replica), so a copy is kept, compiled, until they change.
     cache: Arc<Versioned<RuleSet>>,
@@ -202,7 +204,20 @@ impl PolicyStore {
     pub fn new(db: Db, clock: Arc<dyn Clock>, config_rules: Vec<Rule>) -> Self {
         let config_rules =
             config_rules.into_iter().map(|r| Rule { source: Source::Config, ..r }.normalised()).collect();
-        Self { db, clock, config_rules: Arc::new(config_rules), config_trusted: Arc::default(), cache: Arc::default() }
+        Self {
+            db,
+            clock,
+            config_rules: Arc::new(config_rules),
+            config_trusted: Arc::default(),
+            config_profiles: Arc::default(),
+            cache: Arc::default(),
+        }
+    }
+
+    /// The same store, with the config file's tool profiles (checked).
+    pub fn with_profiles(self, profiles: Vec<Profile>) -> Self {
+        let profiles = profiles.into_iter().map(|p| Profile { source: Source::Config, ..p }.normalised()).collect();
+        Self { config_profiles: Arc::new(profiles), ..self }
     }
 
     /// The same store, trusting the tool annotations of `upstreams` (the
@@ -227,8 +242,85 @@ impl PolicyStore {
                     set
                 },
             );
-            Ok(RuleSet::new(rules).trusting(trusted))
+            Ok(RuleSet::new(rules).trusting(trusted).with_profiles(self.load_profiles()?))
         })
+    }
+
+    /// The config file's profiles, then the database's (by name). A stored
+    /// profile that no longer reads fails closed: it hides every tool,
+    /// prompt and resource from every agent until it is replaced or
+    /// removed, keeps its name (the refusal names it), and says why in the
+    /// log. It was checked when saved, so only a hand edit or another
+    /// version's row does this.
+    fn load_profiles(&self) -> Result<Vec<Profile>> {
+        let rows: Vec<(String, String)> =
+            self.db.conn()?.query("SELECT name, spec FROM tool_profiles", args![], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let mut stored: Vec<Profile> = rows
+            .into_iter()
+            .map(|(name, spec)| {
+                serde_json::from_str::<Profile>(&spec)
+                    .map_err(|e| e.to_string())
+                    .and_then(|p| p.check().map(|()| p).map_err(|e| e.to_string()))
+                    .map(|p| Profile { name: name.clone(), source: Source::Database, ..p })
+                    .unwrap_or_else(|why| {
+                        tracing::error!(profile = %name, why, "a saved tool profile does not read: it hides every tool from every agent until it is replaced");
+                        Profile { agents: vec!["*".into(), "*/*".into()], ..Profile::new(&name) }
+                    })
+            })
+            .collect();
+        stored.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut all = self.config_profiles.as_ref().clone();
+        all.extend(stored);
+        Ok(all)
+    }
+
+    /// A profile as [`PolicyStore::set_profile`] would save it, or why not.
+    pub fn check_profile(profile: Profile) -> Result<Profile> {
+        if profile.source != Source::Database {
+            return Err(CoreError::Invalid {
+                field: "source",
+                reason: "profiles from the config file are changed there".into(),
+            });
+        }
+        let profile = profile.normalised();
+        profile.check()?;
+        Ok(profile)
+    }
+
+    /// Adds the database profile `profile.name`, or replaces it (a config
+    /// file profile of that name is refused: it is changed there). Returns
+    /// it as saved.
+    pub fn set_profile(&self, profile: Profile) -> Result<Profile> {
+        let profile = Self::check_profile(profile)?;
+        if self.config_profiles.iter().any(|p| p.name == profile.name) {
+            return Err(CoreError::Invalid {
+                field: "name",
+                reason: format!("the config file has a profile named {:?}; change it there", profile.name),
+            });
+        }
+        let spec = serde_json::to_string(&profile)
+            .map_err(|e| CoreError::Invalid { field: "profile", reason: e.to_string() })?;
+        self.db.conn()?.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO tool_profiles (name, spec, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at",
+                args![profile.name.as_str(), spec, self.clock.now_ms()],
+            )?;
+            Db::bump_config(tx)
+        })?;
+        self.invalidate();
+        Ok(profile)
+    }
+
+    /// Removes the database profile `name`; `false` if there was none.
+    pub fn remove_profile(&self, name: &str) -> Result<bool> {
+        let removed = self.db.conn()?.transaction(|tx| {
+            let n = tx.execute("DELETE FROM tool_profiles WHERE name = ?1", args![name.trim()])?;
+            Db::bump_config(tx)?;
+            Ok(n > 0)
+        })?;
+        self.invalidate();
+        Ok(removed)
     }
 
     /// An admin's word on each upstream's annotations, where they gave one.
@@ -801,5 +893,39 @@ mod tests {
         let v = decide_with(&set(&[ask, lenient]), &call("git__push", CURSOR, &args));
         assert_eq!(v.action, Action::RequireApproval);
         assert!(v.shadow.is_empty(), "the strictest wins: an allow rule would not have changed it");
+    }
+
+    #[test]
+    fn a_profile_hides_what_it_does_not_list_from_the_agents_it_names() {
+        use gatehouse_model::Profile;
+        let profile = Profile {
+            agents: vec!["ada/cursor".into()],
+            tools: vec!["git__status".into()],
+            rate: Some("5/min".parse().unwrap()),
+            ..Profile::new("read git")
+        };
+        let rules =
+            RuleSet::new(vec![Rule::new("git__*".parse().unwrap(), Action::Allow)]).with_profiles(vec![profile]);
+        let cursor = Who { agent: "cursor", owner: Some("ada"), thread: None, by_admin: false };
+        let claude = Who { agent: "claude", ..cursor };
+        let facts = |tool, who| Facts { who: Some(who), ..Facts::tool(tool, Some("git"), Hints::default()) };
+        let v = decide_with(&rules, &facts("git__push", cursor));
+        assert_eq!((v.action, v.basis), (Action::Block, Basis::Profile("read git".into())));
+        assert_eq!(decide_with(&rules, &facts("git__push", claude)).action, Action::Allow, "not named");
+        assert_eq!(decide_with(&rules, &facts("git__status", cursor)).action, Action::Allow);
+        assert_eq!(
+            decide_with(&rules, &facts("resume", cursor)).action,
+            Action::Block,
+            "an upstream's resume is no exception"
+        );
+        let no_upstream = Facts { who: Some(cursor), ..Facts::tool("resume", None, Hints::default()) };
+        assert_ne!(decide_with(&rules, &no_upstream).basis, Basis::Profile("read git".into()), "Gatehouse's resume is");
+        // The console's view of a tool (no agent) is not any agent's.
+        assert_eq!(decide_with(&rules, &Facts::tool("git__push", Some("git"), Hints::default())).action, Action::Allow);
+        // A call counts against the profile's rate, apart from any rule's.
+        let args = serde_json::json!({});
+        let call = CallDetail { arguments: &args, annotations: &args, now_ms: 0 };
+        let v = decide_with(&rules, &Facts { call: Some(call), ..facts("git__status", cursor) });
+        assert_eq!(v.limits.iter().map(|l| l.by.to_string()).collect::<Vec<_>>(), ["profile:read git"]);
     }
 }

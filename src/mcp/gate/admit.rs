@@ -80,14 +80,21 @@ pub async fn admit(state: &McpState, run: &Run<'_>) -> Result<Admitted, ErrorDat
             ErrorData::internal_error("rate limit count failed", None)
         })?;
         if let Some(limited) = limited {
+            use gatehouse_core::model::Actor;
+            let (whose, name) = match &limited.by {
+                Actor::Profile(name) => ("profile", name.clone()),
+                Actor::Rule(name) => ("policy rule", name.clone()),
+                other => ("limit", other.to_string()),
+            };
             let message = format!(
-                "{} is over the rate limit of policy rule {:?}; try again in {} s",
-                run.tool, limited.rule, limited.retry_after_secs
+                "{} is over the rate limit of {whose} {name:?}; try again in {} s",
+                run.tool, limited.retry_after_secs
             );
-            tracing::warn!(tool = run.tool, agent = %caller.credential.agent, rule = %limited.rule, "call over a rate limit");
-            let by = gatehouse_core::model::Actor::Rule(limited.rule.clone()).to_string();
+            tracing::warn!(tool = run.tool, agent = %caller.credential.agent, by = %limited.by, "call over a rate limit");
+            let by = limited.by.to_string();
             record::refused(state, State::Limited, caller, run.tool, run.upstream, run.arguments, &by, &message).await;
-            let details = json!({"tool": run.tool, "rule": limited.rule, "retryAfter": limited.retry_after_secs});
+            let mut details = json!({"tool": run.tool, "retryAfter": limited.retry_after_secs});
+            details[if whose == "profile" { "profile" } else { "rule" }] = json!(name);
             let refusal = error_result(ToolErrorCode::RateLimited, message, details);
             return Ok(Admitted::Refused(run.shape.fit(refusal).into()));
         }

@@ -25,6 +25,7 @@ use crate::mcp::tools::Caller;
 pub fn decided_by(verdict: &Verdict) -> String {
     let actor = match &verdict.basis {
         Basis::Rule(name) => Actor::Rule(name.clone()),
+        Basis::Profile(name) => Actor::Profile(name.clone()),
         Basis::ReadOnly => Actor::Annotation(Hint::ReadOnly),
         Basis::NotDestructive | Basis::MayDestroy => Actor::Annotation(Hint::NotReadOnly),
         Basis::UntrustedHints => Actor::Annotation(Hint::Untrusted),
@@ -234,6 +235,9 @@ pub async fn refused(
 /// What an agent reads when a rule blocks its call: the rule, and why its
 /// condition counted as a match if it could not be evaluated.
 pub fn blocked_message(tool: &str, verdict: &Verdict) -> String {
+    if let Basis::Profile(profile) = &verdict.basis {
+        return format!("{tool} is not among the tools of profile {profile:?}, which this agent is held to");
+    }
     let rule = verdict.rule.as_deref().unwrap_or_default();
     match &verdict.condition_error {
         Some(why) => format!(
