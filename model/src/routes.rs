@@ -15,6 +15,16 @@ pub const AGENTS: &str = "/agents";
 /// changed definitions held back for review.
 pub const TOOLS: &str = "/tools";
 
+/// The tools page as agent `owner/agent` sees it (its `tools/list`).
+pub fn tools_as(agent: &str) -> String {
+    format!("{TOOLS}?{}", serde_urlencoded::to_string([("agent", agent)]).unwrap_or_default())
+}
+
+/// The policies page with profile `name` in the profile form.
+pub fn edit_profile(name: &str) -> String {
+    format!("{POLICIES}?{}#profiles", serde_urlencoded::to_string([("profile", name)]).unwrap_or_default())
+}
+
 /// The grants page: every "allow this tool for this agent" the viewer may
 /// see, with its uses, revocable at once.
 pub const GRANTS: &str = "/grants";

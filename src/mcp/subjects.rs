@@ -28,16 +28,7 @@ fn verdict(rules: &RuleSet, who: Option<Member<'_>>, subject: &Subject<'_>) -> V
     if let Some(who) = who
         && let Some(profile) = rules.hidden_by(who, |p| shows(p, subject))
     {
-        return Verdict {
-            action: Action::Block,
-            human_only: false,
-            rule: None,
-            basis: Basis::Profile(profile.name.clone()),
-            approval_ttl: None,
-            condition_error: None,
-            limits: Vec::new(),
-            shadow: Vec::new(),
-        };
+        return Verdict::outside(profile);
     }
     let mut verdict = subject_verdict(rules, subject);
     if verdict.action == Action::Allow

@@ -123,8 +123,7 @@ fn Agents(view: AgentsView, revoke: ServerAction<RevokeCredentials>) -> impl Int
             let connected: usize = creds.iter().map(|c| sessions_of(&c.id)).sum();
             let key = (agent.clone(), owner.clone());
             let named_by = profiles.iter().find(|(k, _)| *k == key).map(|(_, names)| names.clone()).unwrap_or_default();
-            let tools_link = format!("{}?agent={}", gatehouse_model::routes::TOOLS,
-                crate::pages::policies::encode(&format!("{}/{agent}", owner.clone().unwrap_or_default())));
+            let tools_link = gatehouse_model::routes::tools_as(&format!("{}/{agent}", owner.clone().unwrap_or_default()));
             view! {
                 <section class="agent card" data-agent=agent.clone() aria-label=format!("Agent {agent}")>
                     <div class="agent-head">

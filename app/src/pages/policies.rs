@@ -189,7 +189,7 @@ fn RuleRow(
 }
 
 /// Percent-encodes a pattern for the query string.
-pub(crate) fn encode(s: &str) -> String {
+fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),

@@ -73,7 +73,7 @@ fn Profiles(view: ProfilesView, save: ServerAction<SaveProfile>, remove: ServerA
 #[component]
 fn ProfileCard(profile: Profile, is_admin: bool, remove: ServerAction<RemoveProfile>) -> impl IntoView {
     let from_config = profile.source == Source::Config;
-    let edit = format!("{}?profile={}#profiles", routes::POLICIES, super::policies::encode(&profile.name));
+    let edit = routes::edit_profile(&profile.name);
     let name = profile.name.clone();
     let lines: Vec<(&'static str, String)> = [
         ("Agents", &profile.agents),
@@ -148,7 +148,7 @@ fn ProfileForm(save: ServerAction<SaveProfile>, draft: ProfileDraft) -> impl Int
                 {field("Name", "name", Some(draft.name), "docs only", "A profile of the same name is replaced.")}
                 {field("Agents", "agents", draft.agents, "alice/ci, */reviewer", "Comma-separated owner/agent (a bare name: every agent of that name).")}
                 {field("Owners", "owners", draft.owners, "bob", "Every agent of these users. Name agents, owners or both.")}
-                {field("Tools", "tools", draft.tools, "docs__*, gatehouse_whoami", "Comma-separated tool names or prefix*; resume is always there.")}
+                {field("Tools", "tools", draft.tools, "docs__*, gatehouse_status", "Comma-separated tool names or prefix*; resume is always there.")}
                 {field("Upstreams", "upstreams", draft.upstreams, "docs", "Every tool of these upstreams.")}
                 {field("Prompts", "prompts", draft.prompts, "docs__*", "Comma-separated prompt names or prefix*; empty: none.")}
                 {field("Resources", "resources", draft.resources, "file:///docs/*", "Comma-separated URIs or prefix*; empty: none.")}

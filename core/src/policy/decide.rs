@@ -108,6 +108,23 @@ pub struct Verdict {
     pub shadow: Vec<ShadowHit>,
 }
 
+impl Verdict {
+    /// The verdict on what `profile` does not show an agent it names: not
+    /// there for it (blocked, naming the profile).
+    pub fn outside(profile: &Profile) -> Verdict {
+        Verdict {
+            action: Action::Block,
+            human_only: false,
+            rule: None,
+            basis: Basis::Profile(profile.name.clone()),
+            approval_ttl: None,
+            condition_error: None,
+            limits: Vec::new(),
+            shadow: Vec::new(),
+        }
+    }
+}
+
 /// Rules with their conditions compiled: what the gate holds.
 #[derive(Debug, Default)]
 pub struct RuleSet {
@@ -278,16 +295,7 @@ pub fn decide_with(rules: &RuleSet, facts: &Facts<'_>) -> Verdict {
     if let Some(who) = facts.who
         && let Some(profile) = rules.hidden_by(who.member(), |p| p.shows_tool(facts.tool, facts.upstream))
     {
-        return Verdict {
-            action: Action::Block,
-            human_only: false,
-            rule: None,
-            basis: Basis::Profile(profile.name.clone()),
-            approval_ttl: None,
-            condition_error: None,
-            limits: Vec::new(),
-            shadow: Vec::new(),
-        };
+        return Verdict::outside(profile);
     }
     let mut matching: Vec<Matched<'_>> = Vec::new();
     let mut shadows: Vec<Matched<'_>> = Vec::new();
