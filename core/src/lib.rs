@@ -166,6 +166,45 @@ impl Core {
         self.db.quick(move || work(core)).await
     }
 
+    /// One page (`limit` calls, newest first) of the history `user` may
+    /// read: a row per call with its steps folded in, and what each grant
+    /// that decided a call on it allows, in words ("grant: read_file for 8
+    /// hours, made by alice"). What the history page and `/api/history`
+    /// both answer. Reads the database: call it through [`Core::run`].
+    pub fn calls_page(
+        &self,
+        user: &users::User,
+        filter: &gatehouse_model::HistoryFilter,
+        limit: usize,
+    ) -> Result<gatehouse_model::CallsPage, approvals::AccessError> {
+        let mut page = self.approvals.calls_for(user, filter, limit)?;
+        let named: Vec<String> = page
+            .calls
+            .iter()
+            .filter_map(|c| match c.decider()?.parse::<gatehouse_model::Actor>() {
+                Ok(gatehouse_model::Actor::Grant(id)) => Some(id),
+                _ => None,
+            })
+            .collect();
+        if !named.is_empty() {
+            let live = self.grants.list_for(user)?;
+            page.grants = named
+                .into_iter()
+                .map(|id| {
+                    let words = match live.iter().find(|g| g.id.as_str() == id) {
+                        Some(g) => {
+                            let by = g.created_by.parse::<gatehouse_model::Actor>().map(|a| a.words(&[]));
+                            format!("grant: {}, made by {}", grants::describe(g), by.unwrap_or_default())
+                        }
+                        None => "a grant that has since ended".to_string(),
+                    };
+                    (id, words)
+                })
+                .collect();
+        }
+        Ok(page)
+    }
+
     /// Builds the shared stores over an open database. The server then brings
     /// back a previous run's paused executions ([`approvals::ApprovalStore::restore`]).
     pub fn new(db: Db, clock: Arc<dyn Clock>, settings: Settings) -> Result<Self, CoreError> {

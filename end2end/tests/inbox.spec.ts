@@ -57,8 +57,10 @@ test("triage: bulk decline with one reason, approve from the keyboard", async ({
 
   // What each became, with who and why.
   const history = await page.request.get(`${gh.url}/api/history?tool=gatehouse_policy_set`);
-  const entries = (await history.json()).entries as { executionId: string; state: string; actor: string; detail: string }[];
-  const of = (id: string) => entries.find((e) => e.executionId === id && e.state !== "pending")!;
+  // One row per call, its steps folded in.
+  type Step = { executionId: string; state: string; actor: string; detail: string };
+  const calls = (await history.json()).calls as { latest: Step; steps: Step[] }[];
+  const of = (id: string) => calls.find((c) => c.latest.executionId === id)!.steps.find((s) => s.state !== "pending")!;
   expect(of(ids[0]).state).toBe("declined");
   expect(of(ids[0]).detail).toContain("not this week");
   expect(of(ids[1]).state).toBe("declined");

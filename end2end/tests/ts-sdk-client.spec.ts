@@ -92,8 +92,9 @@ test("rules on arguments, rate limits and shadow rules decide each call, for the
 
     // What ran at once, what was refused and what the shadow rule would have done are on the record.
     const recent = await client.callTool({ name: "gatehouse_audit_recent", arguments: { limit: 20 } });
-    const entries = (recent.structuredContent as { entries: { state: string; actor: string | null }[] }).entries;
-    const states = entries.map((e) => `${e.state} ${e.actor}`);
+    type Step = { state: string; actor: string | null };
+    const calls = (recent.structuredContent as { calls: { latest: Step; steps: Step[] }[] }).calls;
+    const states = calls.flatMap((c) => c.steps).map((e) => `${e.state} ${e.actor}`);
     expect(states).toContain("blocked rule:no long audits");
     expect(states).toContain("limited rule:two statuses a day");
     expect(states).toContain("shadow shadow:try: no audits at all");

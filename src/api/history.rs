@@ -1,6 +1,8 @@
-//! The audit log for people: one page of history as JSON, and the whole
-//! filtered view as a file (JSON Lines or CSV). Admins read everyone's;
-//! others their own agents'. All reads run on the blocking pool.
+//! The audit log for people: one page of history as JSON (a row per call,
+//! as the history page shows it), and the whole filtered log as a file
+//! (JSON Lines or CSV, one line per entry: the record itself, for tools
+//! that keep logs). Admins read everyone's; others their own agents'. All
+//! reads run in the stores' lane.
 
 use std::convert::Infallible;
 
@@ -11,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use gatehouse_core::Core;
 use gatehouse_core::approvals::AccessError;
-use gatehouse_core::model::{AuditEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
+use gatehouse_core::model::{AuditEntry, CallsPage, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage};
 use gatehouse_core::users::User;
 
 use crate::auth::SignedIn;
@@ -28,8 +30,8 @@ fn parse(query: Option<String>) -> Result<HistoryFilter, ApiError> {
         .map_err(|e| ApiError::BadRequest(format!("invalid history filter: {e}")))
 }
 
-/// One page of `user`'s history, read in the stores' lane.
-pub async fn read_page(
+/// One page of `user`'s audit entries (the export's unit), read in the stores' lane.
+async fn read_entries(
     core: &Core,
     user: User,
     filter: HistoryFilter,
@@ -41,13 +43,19 @@ pub async fn read_page(
 }
 
 /// `GET /api/history?agent=&tool=&upstream=&outcome=&decider=&from=&to=&before=`:
-/// one page, newest first, with the cursor of the next.
+/// one page of calls, newest first (each with its steps, oldest first), with
+/// the cursor of the next.
 pub async fn page(
     State(core): State<Core>,
     SignedIn(user): SignedIn,
     RawQuery(query): RawQuery,
-) -> Result<ApiJson<HistoryPage>, ApiError> {
-    Ok(ApiJson(read_page(&core, user, parse(query)?, HISTORY_PAGE_SIZE).await?))
+) -> Result<ApiJson<CallsPage>, ApiError> {
+    let filter = parse(query)?;
+    let page = core
+        .run(move |core| core.calls_page(&user, &filter, HISTORY_PAGE_SIZE))
+        .await
+        .map_err(|e| AccessError::Storage(e.to_string()))??;
+    Ok(ApiJson(page))
 }
 
 /// `GET /api/history/export.jsonl?…`: the filtered history, one JSON object per line.
@@ -70,7 +78,7 @@ async fn export(
 ) -> Result<Response, ApiError> {
     let filter = parse(query)?.at_page(None);
     // A bad filter answers 400 here, not as a broken download.
-    read_page(&core, user.clone(), filter.clone(), 1).await?;
+    read_entries(&core, user.clone(), filter.clone(), 1).await?;
     let core = core.clone();
     // Each page is read in the stores' lane when the client is ready for
     // it (no task of its own; it ends when the client goes away).

@@ -59,7 +59,7 @@ pub struct PolicyRemoveArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRecentArgs {
-    /// How many entries (1–200, default 20).
+    /// How many calls (1–200, default 20).
     pub limit: Option<u32>,
 }
 
@@ -125,8 +125,8 @@ fn build() -> Vec<Tool> {
         Tool::new(POLICIES_LIST, "List the policy rules that decide whether a tool call runs, waits for a person, or is blocked.", empty_schema())
             .with_title("List policy rules")
             .annotate(read_only()),
-        Tool::new(AUDIT_RECENT, "Read the most recent audit entries: paused calls, decisions (who and when) and outcomes.", schema::<AuditRecentArgs>())
-            .with_title("Recent audit entries")
+        Tool::new(AUDIT_RECENT, "Read your most recent calls, one row each: where it stands (`latest`) and every step it took (`steps`: paused, decided by whom and when, ran, its outcome).", schema::<AuditRecentArgs>())
+            .with_title("Recent calls")
             .annotate(read_only()),
         Tool::new(POLICY_SET, "Add or replace the policy rule for a tool-name pattern (`*`, exact, or `prefix*`).", schema::<Rule>())
             .with_title("Set a policy rule")
@@ -267,9 +267,13 @@ fn run_with_stores(
                 // thread's earlier ones), never its owner's other agents'.
                 let audit = state.core.approvals.audit();
                 let scope = HistoryScope::Agent(caller.credential.id.clone());
+                // One row per call, as the history page shows it.
                 audit
-                    .search(&HistoryFilter::default(), &scope, limit)
-                    .map(|entries| CallToolResult::structured(json!({ "entries": entries })))
+                    .calls(&HistoryFilter::default(), &scope, limit)
+                    .map(|calls| {
+                        let calls: Vec<_> = calls.into_iter().map(|(_, call)| call).collect();
+                        CallToolResult::structured(json!({ "calls": calls }))
+                    })
                     .map_err(|e| e.to_string())
             }
         },

@@ -248,16 +248,18 @@ async fn owner_less_credentials_never_read_each_others_audit_entries() {
     app.tool_call(&a, &sid_a, "gatehouse_policy_set", json!({"pattern": "secret_*", "action": "allow"})).await;
     let sid_b = app.open_session(&b).await;
     let seen = app.tool_call(&b, &sid_b, "gatehouse_audit_recent", json!({"limit": 50})).await;
-    assert_eq!(seen["result"]["structuredContent"]["entries"], json!([]), "{seen}");
+    assert_eq!(seen["result"]["structuredContent"]["calls"], json!([]), "{seen}");
     let own = app.tool_call(&a, &sid_a, "gatehouse_audit_recent", json!({"limit": 50})).await;
-    assert_eq!(own["result"]["structuredContent"]["entries"].as_array().unwrap().len(), 1, "{own}");
+    assert_eq!(own["result"]["structuredContent"]["calls"].as_array().unwrap().len(), 1, "{own}");
 }
 
-/// `gatehouse_audit_recent` as `token` in session `sid`: its entries.
+/// `gatehouse_audit_recent` as `token` in session `sid`: every step of
+/// every call it lists.
 async fn audit_recent(app: &TestApp, token: &str, sid: &str) -> Vec<Value> {
     let seen = app.tool_call(token, sid, "gatehouse_audit_recent", json!({"limit": 50})).await;
     assert_eq!(seen["result"]["isError"], false, "{seen}");
-    seen["result"]["structuredContent"]["entries"].as_array().unwrap().clone()
+    let calls = seen["result"]["structuredContent"]["calls"].as_array().unwrap();
+    calls.iter().flat_map(|c| c["steps"].as_array().unwrap().clone()).collect()
 }
 
 #[tokio::test]

@@ -36,27 +36,37 @@ async fn history_is_scoped_filtered_and_paged_newest_first() {
 
     assert_eq!(app.client.get(format!("{}/api/history", app.address)).send().await.unwrap().status(), 401);
 
-    // A plain user reads their own agents' entries only, fifty a page.
+    // A plain user reads their own agents' calls only, fifty a page.
     let page: Value = app.get_as(&ada, "/api/history").await.json().await.unwrap();
-    let entries = page["entries"].as_array().unwrap();
-    assert_eq!(entries.len(), 50);
-    assert_eq!(entries[0]["executionId"], "exec_a59", "newest first");
-    assert!(entries.iter().all(|e| e["owner"] == "ada"));
+    let calls = page["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 50);
+    assert_eq!(calls[0]["latest"]["executionId"], "exec_a59", "newest first");
+    assert!(calls.iter().all(|c| c["latest"]["owner"] == "ada"));
     let next = page["nextBefore"].as_i64().expect("an older page");
     let older: Value = app.get_as(&ada, &format!("/api/history?before={next}")).await.json().await.unwrap();
-    assert_eq!(older["entries"].as_array().unwrap().len(), 10);
-    assert_eq!(older["entries"][9]["executionId"], "exec_a00");
+    assert_eq!(older["calls"].as_array().unwrap().len(), 10);
+    assert_eq!(older["calls"][9]["latest"]["executionId"], "exec_a00");
     assert!(older["nextBefore"].is_null(), "the last page says so");
     let theirs: Value = app.get_as(&ada, "/api/history?agent=bob-bot").await.json().await.unwrap();
-    assert_eq!(theirs["entries"], json!([]), "another user's agent is not in a user's history");
+    assert_eq!(theirs["calls"], json!([]), "another user's agent is not in a user's history");
 
     // An admin reads everyone's, and every filter narrows.
     let declined: Value = app.get_as(&root, "/api/history?outcome=declined&decider=root").await.json().await.unwrap();
-    assert_eq!(declined["entries"].as_array().unwrap().len(), 1);
-    assert_eq!(declined["entries"][0]["agent"], "bob-bot");
-    assert_eq!(declined["entries"][0]["state"], "declined");
+    assert_eq!(declined["calls"].as_array().unwrap().len(), 1);
+    assert_eq!(declined["calls"][0]["latest"]["agent"], "bob-bot");
+    assert_eq!(declined["calls"][0]["latest"]["state"], "declined");
     let own_tools: Value = app.get_as(&root, "/api/history?upstream=gatehouse").await.json().await.unwrap();
-    assert_eq!(own_tools["entries"].as_array().unwrap().len(), 1, "built-in tools have no upstream");
+    assert_eq!(own_tools["calls"].as_array().unwrap().len(), 1, "built-in tools have no upstream");
+
+    // A paused call is one row, its steps folded in, at its latest step.
+    record(&app, "exec_a03", "approved", "fs_write", "ada-bot", Some("ada"), "user:ada");
+    record(&app, "exec_a03", "completed", "fs_write", "ada-bot", Some("ada"), "agent");
+    let page: Value = app.get_as(&ada, "/api/history").await.json().await.unwrap();
+    let calls = page["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["latest"]["executionId"], "exec_a03", "moved up by its latest step");
+    let steps: Vec<&str> = calls[0]["steps"].as_array().unwrap().iter().map(|s| s["state"].as_str().unwrap()).collect();
+    assert_eq!(steps, ["pending", "approved", "completed"]);
+    assert_eq!(calls.iter().filter(|c| c["latest"]["executionId"] == "exec_a03").count(), 1, "once");
 
     // A filter that means nothing is a JSON 400, not an empty page.
     for bad in ["outcome=maybe", "before=soon", "from=yesterday"] {

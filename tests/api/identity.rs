@@ -35,7 +35,7 @@ async fn grant_forever(app: &TestApp, cookie: &str, eid: &str) {
 /// The execution ids of the history entries `cookie` reads.
 async fn history_of(app: &TestApp, cookie: &str) -> Vec<String> {
     let page: Value = app.get_as(cookie, "/api/history").await.json().await.unwrap();
-    page["entries"].as_array().unwrap().iter().map(|e| e["executionId"].as_str().unwrap().to_string()).collect()
+    page["calls"].as_array().unwrap().iter().map(|c| c["latest"]["executionId"].as_str().unwrap().to_string()).collect()
 }
 
 /// A valid authorization request of `client_id`, plus `extra` pairs.
@@ -192,11 +192,11 @@ async fn a_user_added_with_a_removed_users_name_inherits_neither_grants_nor_hist
     // ...and she reads none of the old history, on the page's API or through her agent.
     assert_eq!(history_of(&app, &new_alice).await, vec![hers.to_string()]);
     let recent = app.tool_call(&fresh, &sid, "gatehouse_audit_recent", json!({"limit": 200})).await;
-    let seen: Vec<&str> = recent["result"]["structuredContent"]["entries"]
+    let seen: Vec<&str> = recent["result"]["structuredContent"]["calls"]
         .as_array()
         .unwrap_or_else(|| panic!("{recent}"))
         .iter()
-        .map(|e| e["executionId"].as_str().unwrap())
+        .map(|c| c["latest"]["executionId"].as_str().unwrap())
         .collect();
     assert!(!seen.contains(&granted.as_str()) && !seen.contains(&waiting.as_str()), "{recent}");
     assert!(seen.contains(&hers.as_str()), "{recent}");

@@ -2,7 +2,7 @@
 
 #[cfg(feature = "ssr")]
 use super::context as ctx;
-use gatehouse_model::{AuditEntry, CallsPage, ExecutionId, HistoryPage, HistoryPickers};
+use gatehouse_model::{AuditEntry, CallsPage, ExecutionId, HistoryPickers};
 use leptos::prelude::*;
 
 /// The history's filters from a query string; a 400 with why if they do
@@ -15,46 +15,13 @@ fn parse_filter(query: &str) -> Result<gatehouse_model::HistoryFilter, ServerFnE
     })
 }
 
-/// One page of the history the signed-in user may read, newest first;
-/// `query` is the page's query string (the filters and the cursor).
-#[server(prefix = "/api/fn", endpoint = "history")]
-pub async fn get_history(query: String) -> Result<HistoryPage, ServerFnError> {
-    let filter = parse_filter(&query)?;
-    ctx::blocking(move |user, core| core.approvals.history_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE))
-        .await
-}
-
 /// One page of the history as the page shows it: a row per call (its steps
 /// folded in), with what each grant that decided a call on it allows.
-/// `query` as for [`get_history`].
+/// `query` is the page's query string (the filters and the cursor).
 #[server(prefix = "/api/fn", endpoint = "calls")]
 pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
     let filter = parse_filter(&query)?;
-    ctx::blocking(move |user, core| {
-        let mut page = core.approvals.calls_for(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE)?;
-        // Grants in words: a live one says what it allows and who made it.
-        let named: Vec<String> =
-            page.calls.iter().filter_map(|c| c.decider()?.strip_prefix("grant:").map(str::to_string)).collect();
-        if !named.is_empty() {
-            let live = core.grants.list_for(&user)?;
-            page.grants = named
-                .into_iter()
-                .map(|id| {
-                    let words = match live.iter().find(|g| g.id.as_str() == id) {
-                        Some(g) => format!(
-                            "grant: {}, made by {}",
-                            gatehouse_core::grants::describe(g),
-                            crate::words::actor(&g.created_by, &[])
-                        ),
-                        None => "a grant that has since ended".to_string(),
-                    };
-                    (id, words)
-                })
-                .collect();
-        }
-        Ok(page)
-    })
-    .await
+    ctx::blocking(move |user, core| core.calls_page(&user, &filter, gatehouse_model::HISTORY_PAGE_SIZE)).await
 }
 
 /// What the history's filters suggest: the agents the viewer may see, the

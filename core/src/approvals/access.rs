@@ -3,7 +3,7 @@
 //! decision itself is [`ApprovalStore::decide`] (in `decide.rs`).
 
 use gatehouse_model::{
-    AuditEntry, CallRow, CallsPage, DecisionView, ExecutionId, ExecutionView, HistoryFilter, HistoryPage, State,
+    AuditEntry, CallsPage, DecisionView, ExecutionId, ExecutionView, HistoryFilter, HistoryPage, State,
 };
 
 use super::Execution;
@@ -160,7 +160,7 @@ impl ApprovalStore {
 
     /// One page (`limit` calls, newest first) of the history `user` may
     /// read, a row per call with its steps folded in (see
-    /// [`crate::audit::AuditLog::search_calls`]). The grants' words are
+    /// [`crate::audit::AuditLog::calls`]). The grants' words are
     /// left for the caller. Reads the database: call it off the
     /// async runtime's threads.
     pub fn calls_for(
@@ -170,24 +170,13 @@ impl ApprovalStore {
         limit: usize,
     ) -> std::result::Result<CallsPage, AccessError> {
         let scope = HistoryScope::of(user);
-        let mut found = self.inner.audit.search_calls(filter, &scope, limit + 1)?;
+        // One more than shown tells whether an older page exists.
+        let mut found = self.inner.audit.calls(filter, &scope, limit + 1)?;
         let next_before = (found.len() > limit).then(|| {
             found.truncate(limit);
-            found.last().map(|e| e.id)
+            found.last().map(|(placed, _)| *placed)
         });
-        let ids: Vec<ExecutionId> = found.iter().map(|e| e.execution_id.clone()).collect();
-        let mut steps: std::collections::HashMap<ExecutionId, Vec<AuditEntry>> = std::collections::HashMap::new();
-        for entry in self.inner.audit.timelines(&ids)? {
-            steps.entry(entry.execution_id.clone()).or_default().push(entry);
-        }
-        let calls = found
-            .into_iter()
-            .map(|matched| {
-                let steps = steps.remove(&matched.execution_id).unwrap_or_else(|| vec![matched.clone()]);
-                let latest = steps.last().cloned().unwrap_or(matched);
-                CallRow { latest, steps }
-            })
-            .collect();
+        let calls = found.into_iter().map(|(_, call)| call).collect();
         Ok(CallsPage { now_ms: self.now_ms(), calls, next_before: next_before.flatten(), grants: Vec::new() })
     }
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use gatehouse_model::{AuditEntry, CredentialId, ExecutionId, HistoryFilter, State, UserId};
+use gatehouse_model::{AuditEntry, CallRow, CredentialId, ExecutionId, HistoryFilter, State, UserId};
 
 use crate::args;
 use crate::clock::{Clock, rfc3339};
@@ -243,9 +243,31 @@ impl AuditLog {
     }
 
     /// Up to `limit` calls `scope` may read with an entry `filter` lets
-    /// through, newest first: each call once, by its latest such entry
-    /// (older than `filter.before`, when set, which is then the cursor).
-    pub fn search_calls(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
+    /// through, newest first, one row each with every step of the call
+    /// folded in (oldest first). A call is placed by its latest matching
+    /// entry, whose id is the cursor: `filter.before` takes calls placed
+    /// before it. The one way a history is read by calls: the history page,
+    /// `/api/history` and `gatehouse_audit_recent`.
+    pub fn calls(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<(i64, CallRow)>> {
+        let found = self.search_calls(filter, scope, limit)?;
+        let ids: Vec<ExecutionId> = found.iter().map(|e| e.execution_id.clone()).collect();
+        let mut steps: std::collections::HashMap<ExecutionId, Vec<AuditEntry>> = std::collections::HashMap::new();
+        for entry in self.timelines(&ids)? {
+            steps.entry(entry.execution_id.clone()).or_default().push(entry);
+        }
+        Ok(found
+            .into_iter()
+            .map(|matched| {
+                let placed = matched.id;
+                let steps = steps.remove(&matched.execution_id).unwrap_or_else(|| vec![matched.clone()]);
+                let latest = steps.last().cloned().unwrap_or(matched);
+                (placed, CallRow { latest, steps })
+            })
+            .collect())
+    }
+
+    /// Each call's latest entry that `filter` lets through (see [`AuditLog::calls`]).
+    fn search_calls(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
         self.flush();
         let (mut clauses, mut values) = matching(filter, scope, "e.")?;
         // A call is listed at its latest matching entry: none later matches.
@@ -269,7 +291,7 @@ impl AuditLog {
     }
 
     /// Every entry of each of `executions`, oldest first.
-    pub fn timelines(&self, executions: &[ExecutionId]) -> Result<Vec<AuditEntry>> {
+    fn timelines(&self, executions: &[ExecutionId]) -> Result<Vec<AuditEntry>> {
         if executions.is_empty() {
             return Ok(Vec::new());
         }
