@@ -81,6 +81,30 @@ test("the preview says what a conditional rule does to the other calls, and that
   await expect(cell).toContainText("shadow: decides nothing; would have: blocked");
 });
 
+test("while a rule is written, it is tried on the calls of the last days", async ({ page }) => {
+  const issued = gh.issueToken("replay-bot", ["--owner", "ada"]);
+  const { client } = await connectClient(issued.endpoint, issued.token, "replay-client");
+  await client.callTool({ name: "gatehouse_status", arguments: {} });
+  await client.callTool({ name: "gatehouse_status", arguments: {} });
+  await client.close();
+
+  await signIn(page, "ada");
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  await page.getByLabel("Pattern").fill("gatehouse_status");
+  await page.getByLabel("Action").selectOption("block");
+  const replay = page.getByTestId("replay");
+  await expect(replay).toContainText("On the last 7 days");
+  await expect(replay).toContainText("would have blocked 2 calls that ran");
+  const changed = replay.getByRole("list", { name: "Calls it would change" }).getByRole("listitem");
+  await expect(changed).toHaveCount(2);
+  await expect(changed.first()).toContainText("ada/replay-bot");
+  await expect(changed.first().getByRole("link", { name: "History" })).toHaveAttribute("href", /tool=gatehouse_status/);
+  // With a condition the calls cannot be tried: their arguments are not kept.
+  await page.getByText("Only some calls").click();
+  await page.getByLabel("When (CEL)").fill("args.x == 1");
+  await expect(replay.getByTestId("replay-untried")).toContainText("2 calls it reaches could not be tried");
+});
+
 test("preview and save work without JavaScript", async ({ browser }) => {
   const context = await browser.newContext({ javaScriptEnabled: false });
   const page = await context.newPage();

@@ -30,6 +30,7 @@ mod profiles;
 mod proxy;
 mod rate_limits;
 mod relay_stress;
+mod replay;
 mod replicas;
 mod resource_rules;
 mod rule_contract;

@@ -16,7 +16,8 @@ use crate::components::name::Name;
 use crate::components::when::When;
 use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::server_fns::{
-    PoliciesView, PromoteRule, RemoveRule, RuleDraft, SaveRule, condition_warnings, list_policies, preview_rule,
+    PoliciesView, PromoteRule, RemoveRule, Replay, RuleDraft, SaveRule, condition_warnings, list_policies,
+    preview_rule, replay_rule,
 };
 
 /// `/policies`
@@ -254,29 +255,41 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             }
         }
     });
-    let preview = crate::json::resource(
-        move || fields.map(|f| f.get()),
-        |[name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow]| async move {
-            if pattern.trim().is_empty() {
-                return Ok(None);
-            }
-            let some = |s: String| Some(s).filter(|s| !s.trim().is_empty());
-            let draft = RuleDraft {
-                name: some(name),
-                pattern,
-                action,
-                human_only: some(human_only),
-                agents: some(agents),
-                owners: some(owners),
-                upstreams: some(upstreams),
-                when: some(when),
-                rate: some(rate),
-                rate_per: some(rate_per),
-                shadow: some(shadow),
-            };
-            preview_rule(draft).await.map(Some)
-        },
-    );
+    // The draft as the fields hold it; none until a pattern is typed.
+    let draft = move || {
+        let [name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow] =
+            fields.map(|f| f.get());
+        if pattern.trim().is_empty() {
+            return None;
+        }
+        let some = |s: String| Some(s).filter(|s| !s.trim().is_empty());
+        Some(RuleDraft {
+            name: some(name),
+            pattern,
+            action,
+            human_only: some(human_only),
+            agents: some(agents),
+            owners: some(owners),
+            upstreams: some(upstreams),
+            when: some(when),
+            rate: some(rate),
+            rate_per: some(rate_per),
+            shadow: some(shadow),
+        })
+    };
+    let preview = crate::json::resource(draft, |draft| async move {
+        match draft {
+            Some(draft) => preview_rule(draft).await.map(Some),
+            None => Ok(None),
+        }
+    });
+    // The same draft tried on the record.
+    let replay = crate::json::resource(draft, |draft| async move {
+        match draft {
+            Some(draft) => replay_rule(draft).await,
+            None => Ok(None),
+        }
+    });
     // A text test on a path or URL, said beside the condition as it is
     // written (and on the server's page after Preview, before hydration).
     let warnings = crate::json::resource(
@@ -374,6 +387,9 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                     Err(e) => view! { <p role="alert" class="error" data-testid="preview-error">{crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Transition>
+            <Transition fallback=|| ()>
+                {move || replay.get().and_then(Result::ok).flatten().map(|replay| view! { <ReplayView replay/> })}
+            </Transition>
             <ActionForm action=save attr:class="save-form">
                 // Attributes, not properties: the server renders them, so the
                 // form works before hydration too.
@@ -384,6 +400,61 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 <button type="submit" class="primary" disabled=move || pattern.get().trim().is_empty()>"Save rule"</button>
             </ActionForm>
         </section>
+    }
+}
+
+/// What the rule being written would have done to the calls of the last days.
+#[component]
+fn ReplayView(replay: Replay) -> impl IntoView {
+    let Replay { now_ms, days, read, same, changes, changed, untried } = replay;
+    let calls = |n: usize| format!("{n} call{}", if n == 1 { "" } else { "s" });
+    let what = |did: Action, would: Action, n: usize| {
+        let done = match did {
+            Action::Allow => "ran",
+            Action::RequireApproval => "waited for a person",
+            Action::Block => "were refused",
+        };
+        let then = match would {
+            Action::Allow => "let through",
+            Action::RequireApproval => "paused",
+            Action::Block => "blocked",
+        };
+        format!("would have {then} {} that {done}", calls(n))
+    };
+    let summary: Vec<String> = changes.iter().map(|(did, would, n)| what(*did, *would, *n)).collect();
+    view! {
+        <div class="replay" data-testid="replay" data-same=same.to_string() data-untried=untried.to_string()>
+            <h3>{format!("On the last {days} days")}</h3>
+            <p>
+                {if summary.is_empty() {
+                    format!("It would have changed none of the {} you may see.", calls(read))
+                } else {
+                    format!("Of the {} you may see, it {}.", calls(read), summary.join(", "))
+                }}
+                {(same > 0).then(|| format!(" {} it reaches would go as they do now.", calls(same)))}
+                {(untried > 0).then(|| view! {
+                    " " <span data-testid="replay-untried">{format!(
+                        "{} it reaches could not be tried (its condition needs their arguments, which are not kept, or the tool is gone).",
+                        calls(untried))}</span>
+                })}
+            </p>
+            {(!changed.is_empty()).then(|| view! {
+                <ul class="changes" aria-label="Calls it would change">
+                    {changed.into_iter().map(|c| {
+                        let filter = gatehouse_model::HistoryFilter { tool: c.tool.clone(), agent: c.agent.clone(), ..Default::default() };
+                        let link = format!("{}?{}", routes::HISTORY, filter.to_query());
+                        view! {
+                            <li data-execution=c.execution_id.clone()>
+                                <When ms=c.at_ms now_ms/> " " <code><Name text=c.tool.clone()/></code> " by "
+                                <Name text=match &c.owner { Some(o) => format!("{o}/{}", c.agent), None => c.agent.clone() }/>
+                                ": " {c.did.label()} " → " <strong>{c.would.label()}</strong> " "
+                                <a href=link>"History"</a>
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+            })}
+        </div>
     }
 }
 

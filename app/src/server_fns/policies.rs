@@ -226,6 +226,130 @@ pub async fn preview_rule(draft: RuleDraft) -> Result<Vec<RulePreview>, ServerFn
     .await
 }
 
+/// How many days back a rule being written is tried on the record.
+pub const REPLAY_DAYS: u32 = 7;
+/// The most calls it is tried on (the latest ones the viewer may see).
+pub const REPLAY_CALLS: usize = 2_000;
+/// The most changed calls listed (all are counted).
+pub const REPLAY_LISTED: usize = 20;
+
+/// What a rule being written would have done to the calls of the last
+/// [`REPLAY_DAYS`] days that the viewer may see, against the rules as they
+/// stand: computed by the gate's own decision procedure over the record.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Replay {
+    /// Server time when read (Unix ms).
+    pub now_ms: i64,
+    /// How many days back.
+    pub days: u32,
+    /// How many calls were read (at most [`REPLAY_CALLS`]).
+    pub read: usize,
+    /// How many the rule reaches whose outcome it leaves as the rules have it.
+    pub same: usize,
+    /// For each change, what the gate did and would do, and how many calls.
+    pub changes: Vec<(Action, Action, usize)>,
+    /// The changed calls, newest first (at most [`REPLAY_LISTED`]).
+    pub changed: Vec<ReplayedCall>,
+    /// Calls it reaches that cannot be tried: it has a condition and
+    /// arguments are not kept, or the tool is gone.
+    pub untried: usize,
+}
+
+/// One past call a rule being written would treat otherwise.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReplayedCall {
+    /// The call's execution id.
+    pub execution_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The agent, and its owner.
+    pub agent: String,
+    /// Its owner.
+    pub owner: Option<String>,
+    /// When (Unix ms).
+    pub at_ms: i64,
+    /// What the gate did.
+    pub did: Action,
+    /// What it would do with the rule saved.
+    pub would: Action,
+}
+
+/// The rule being edited tried on the last [`REPLAY_DAYS`] days of calls the
+/// viewer may see (their own agents', or everyone's for an admin): each
+/// call decided by the gate's own procedure with the rule saved and
+/// without it; where they differ, what the record says the gate did and
+/// what it would do. None for a resource or prompt rule.
+#[server(prefix = "/api/fn", endpoint = "policy_replay")]
+pub async fn replay_rule(draft: RuleDraft) -> Result<Option<Replay>, ServerFnError> {
+    use gatehouse_core::approvals::AccessError;
+    use gatehouse_core::policy::Hints;
+    use gatehouse_core::policy::decide::in_scope;
+    use gatehouse_core::policy::replay::{Tried, try_call};
+    let catalog = ctx::tool_catalog()?;
+    ctx::blocking(move |user, core| {
+        let rule = draft.rule()?;
+        if !rule.pattern.is_tools() {
+            return Ok(None);
+        }
+        let now = core.policy.rules()?;
+        // Saved, it replaces the database's rule of its name; tried as
+        // enforced (a shadow rule's would-be effect).
+        let others: Vec<Rule> =
+            now.iter().filter(|r| !(r.name == rule.name && r.source == Source::Database)).cloned().collect();
+        let mut with = others.clone();
+        with.push(Rule { shadow: false, ..rule.clone() });
+        let (without, with) = (now.with_rules(others), now.with_rules(with));
+        let now_ms = core.clock.now_ms();
+        let since = now_ms - i64::from(REPLAY_DAYS) * 86_400_000;
+        let from = gatehouse_core::clock::rfc3339(since).chars().take(10).collect();
+        let filter = gatehouse_model::HistoryFilter { from, ..Default::default() };
+        let calls = core.approvals.calls_for(&user, &filter, REPLAY_CALLS)?.calls;
+        let tools = catalog.exposed_tools();
+        let hints_of = |name: &str| {
+            tools.iter().find(|t| t.name == name).map(|t| Hints {
+                read_only: t.read_only,
+                destructive: t.destructive,
+                changes_gate: t.changes_gate,
+            })
+        };
+        let minted_by_admin: std::collections::HashSet<String> =
+            core.credentials.list()?.into_iter().filter(|c| c.by_admin).map(|c| c.id.to_string()).collect();
+        let mut replay = Replay { now_ms, days: REPLAY_DAYS, read: calls.len(), ..Default::default() };
+        for call in calls.iter().filter(|c| c.latest.at_ms >= since) {
+            let by_admin = call.latest.credential_id.as_ref().is_some_and(|id| minted_by_admin.contains(id.as_str()));
+            let hints = hints_of(&call.latest.tool);
+            let reaches = |facts: &gatehouse_core::policy::Facts<'_>| in_scope(&rule, facts);
+            match try_call(&with, &without, call, reaches, rule.when.is_some(), hints, by_admin) {
+                Tried::Skipped => {}
+                Tried::Untried => replay.untried += 1,
+                // Only what the rule changes: the rules without it may
+                // already differ from the record (rules changed since).
+                Tried::Decided { without, would, .. } if without == would => replay.same += 1,
+                Tried::Decided { did, would, .. } => {
+                    let e = &call.latest;
+                    match replay.changes.iter_mut().find(|(d, w, _)| (*d, *w) == (did, would)) {
+                        Some((.., n)) => *n += 1,
+                        None => replay.changes.push((did, would, 1)),
+                    }
+                    if replay.changed.len() < REPLAY_LISTED {
+                        replay.changed.push(ReplayedCall {
+                            execution_id: e.execution_id.to_string(),
+                            tool: e.tool.clone(),
+                            agent: e.agent.clone(),
+                            owner: e.owner.clone(),
+                            at_ms: e.at_ms,
+                            did,
+                            would,
+                        });
+                    }
+                }
+            }
+        }
+        Ok::<_, AccessError>(Some(replay))
+    })
+    .await
+}
+
 /// What the editor warns of in a condition being written (a text test on a
 /// path or URL: `path_under` or `url_under` says what is meant); nothing
 /// for an empty one or one that does not parse (saving says why).

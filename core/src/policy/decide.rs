@@ -149,6 +149,11 @@ impl RuleSet {
         RuleSet { rules, conditions, trusted: Default::default(), profiles: Vec::new() }
     }
 
+    /// Other rules under the same trust and profiles (a rule being tried).
+    pub fn with_rules(&self, rules: Vec<Rule>) -> Self {
+        RuleSet::new(rules).trusting(self.trusted.clone()).with_profiles(self.profiles.clone())
+    }
+
     /// The same rules, with these tool profiles.
     pub fn with_profiles(self, profiles: Vec<Profile>) -> Self {
         RuleSet { profiles, ..self }
@@ -226,7 +231,7 @@ pub fn names_agent(rule: &Rule, who: Option<Who<'_>>) -> bool {
 }
 
 /// Whether the rule's pattern and scopes take in the call (its condition aside).
-fn in_scope(rule: &Rule, facts: &Facts<'_>) -> bool {
+pub fn in_scope(rule: &Rule, facts: &Facts<'_>) -> bool {
     rule.pattern.matches_tool(facts.tool)
         && (rule.upstreams.is_empty() || any(&rule.upstreams, facts.upstream))
         && (rule.agents.is_empty() || names_agent(rule, facts.who))

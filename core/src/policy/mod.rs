@@ -14,6 +14,7 @@ pub mod condition;
 pub mod decide;
 pub mod evaluations;
 pub mod rate;
+pub mod replay;
 
 pub use condition::{Condition, ConditionError};
 pub use decide::{CallDetail, Facts, Hints, RuleSet, ShadowHit, Verdict, Who, decide_with, gate_as, gate_for};
