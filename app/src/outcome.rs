@@ -59,6 +59,21 @@ where
     });
 }
 
+/// The refusal of `action`'s last run when it names `field` (the core's
+/// "invalid <field>: …"), for the sentence shown next to that field.
+pub fn field_error<S>(action: ServerAction<S>, field: &'static str) -> impl Fn() -> Option<String> + Copy
+where
+    S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
+    S::Output: Send + Sync + 'static,
+{
+    move || {
+        action
+            .value()
+            .with(|v| v.as_ref().and_then(|r| r.as_ref().err()).map(message))
+            .filter(|e| e.contains(&format!("invalid {field}:")))
+    }
+}
+
 /// The outcome's line: an alert for an error, a status for a success.
 #[component]
 pub fn OutcomeLine(outcome: Outcome) -> impl IntoView {

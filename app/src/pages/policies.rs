@@ -302,15 +302,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
         },
     );
     // A refused Save says which field: its message is shown next to it.
-    let save_error = move |field: &'static str| {
-        move || {
-            save.value()
-                .get()
-                .and_then(|r| r.err())
-                .map(|e| crate::outcome::message(&e))
-                .filter(|e| e.contains(&format!("invalid {field}:")))
-        }
-    };
+    let save_error = move |field: &'static str| crate::outcome::field_error(save, field);
     let text = move |label: &'static str,
                      key: &'static str,
                      signal: RwSignal<String>,

@@ -117,21 +117,12 @@ fn ProfileCard(profile: Profile, is_admin: bool, remove: ServerAction<RemoveProf
 /// The form that adds or replaces a profile; a refused field says why beside it.
 #[component]
 fn ProfileForm(save: ServerAction<SaveProfile>, draft: ProfileDraft) -> impl IntoView {
-    let error_for = move |field: &'static str| {
-        move || {
-            save.value()
-                .get()
-                .and_then(|r| r.err())
-                .map(|e| crate::outcome::message(&e))
-                .filter(|e| e.contains(&format!("invalid {field}:")))
-        }
-    };
     let field = move |label: &'static str,
                       key: &'static str,
                       value: Option<String>,
                       placeholder: &'static str,
                       hint: &'static str| {
-        let error = error_for(key);
+        let error = crate::outcome::field_error(save, key);
         view! {
             <label>{label}
                 <input id=format!("profile-{key}") name=format!("draft[{key}]") autocomplete="off"

@@ -22,6 +22,12 @@ pub mod upstreams;
 pub mod users;
 
 pub use agents::*;
+
+/// A form field of comma-separated patterns, each trimmed, empty ones dropped.
+#[cfg(feature = "ssr")]
+fn comma_list(field: Option<String>) -> Vec<String> {
+    field.unwrap_or_default().split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
+}
 #[cfg(feature = "ssr")]
 pub use context::{OAuthConsent, ToolCatalog};
 pub use executions::*;

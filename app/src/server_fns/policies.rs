@@ -141,9 +141,7 @@ impl RuleDraft {
     /// field is read by the contract's own parser, so a refusal names it.
     fn rule(self) -> Result<Rule, gatehouse_core::error::CoreError> {
         use gatehouse_model::Target;
-        let list = |s: Option<String>| -> Vec<String> {
-            s.unwrap_or_default().split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
-        };
+        let list = super::comma_list;
         let on = |v: Option<String>| v.is_some_and(|v| !v.is_empty() && v != "false");
         let text = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
         let rule = Rule {

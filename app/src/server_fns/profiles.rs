@@ -72,9 +72,7 @@ impl ProfileDraft {
     /// checked as the store will; a refusal names the field.
     #[cfg(feature = "ssr")]
     fn profile(self) -> Result<Profile, gatehouse_core::error::CoreError> {
-        let list = |s: Option<String>| -> Vec<String> {
-            s.unwrap_or_default().split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
-        };
+        let list = super::comma_list;
         let text = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
         let profile = Profile {
             agents: list(self.agents),
