@@ -48,6 +48,8 @@ async fn seed(data: &std::path::Path, n: usize) {
                 human_only: false,
                 admin_only: true,
                 ttl: None,
+                asked_by: None,
+                kept_arguments: None,
             })
             .await
             .unwrap();

@@ -76,6 +76,7 @@ fn seed(data: &Path, credentials: usize, rows: usize) -> Result<(), BoxError> {
             thread: credential.thread.as_deref(),
             actor: Some(actor),
             detail: None,
+            arguments: None,
         });
     }
     // Queued: on disk before the server under test opens the database.

@@ -26,6 +26,8 @@ const HOUSEKEEPING_JOB: i32 = 0x686b;
 pub struct Swept {
     /// Expired browser sessions.
     pub sessions: usize,
+    /// Calls whose kept arguments were forgotten (`keep_arguments_for`).
+    pub arguments_forgotten: usize,
     /// Audit entries past the retention.
     pub audit_events: usize,
     /// Expired OAuth codes and tokens, and registrations never used.
@@ -51,12 +53,14 @@ pub struct Retention {
     /// `audit_max_entries`: past this many, the oldest go (at-once calls
     /// first, people's decisions last: [`AuditLog::prune_to`]).
     pub entries: u64,
+    /// `keep_arguments_for`: kept arguments older than this are forgotten.
+    pub arguments: Duration,
 }
 
 impl Retention {
     /// The configuration's.
     pub fn of(config: &crate::config::Config) -> Self {
-        Self { age: config.audit_retention, entries: config.audit_max_entries }
+        Self { age: config.audit_retention, entries: config.audit_max_entries, arguments: config.keep_arguments_for }
     }
 }
 
@@ -67,6 +71,7 @@ pub async fn sweep(core: &Core, retention: Retention) -> Result<Swept, CoreError
         let swept = core.db.exclusively(HOUSEKEEPING_JOB, || {
             let sessions = core.users.purge_expired_sessions()?;
             let log = AuditLog::new(core.db.clone(), core.clock.clone());
+            let arguments_forgotten = log.forget_arguments_older_than(retention.arguments)?;
             let audit_events = log.prune_older_than(retention.age)? + log.prune_to(retention.entries)?;
             let entries = log.count()?;
             core.approvals.metrics().audit_entries.store(entries, std::sync::atomic::Ordering::Relaxed);
@@ -87,6 +92,7 @@ pub async fn sweep(core: &Core, retention: Retention) -> Result<Swept, CoreError
             let expired_calls =
                 AwaitingInput::new(core.db.clone(), core.clock.clone()).expire_overdue(core.approvals.audit())?;
             Ok(Swept {
+                arguments_forgotten,
                 sessions,
                 audit_events,
                 oauth,
@@ -116,6 +122,7 @@ pub async fn run(core: Core, retention: Retention, shutdown: CancellationToken) 
             Ok(swept) if swept != Swept::default() => {
                 tracing::info!(
                     sessions = swept.sessions,
+                    arguments_forgotten = swept.arguments_forgotten,
                     audit_events = swept.audit_events,
                     oauth = swept.oauth,
                     task_results = swept.task_results,

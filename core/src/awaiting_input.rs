@@ -75,6 +75,7 @@ impl AwaitingInput {
                     thread: last.thread.as_deref(),
                     actor: Some("system"),
                     detail: Some(EXPIRED_DETAIL),
+                    arguments: None,
                 });
                 ended += 1;
             }

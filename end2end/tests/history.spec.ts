@@ -1,6 +1,7 @@
 // The history page end to end: a new decision appears live on the first
 // page, the filter form narrows it into a shareable link, a row opens the
-// call's page with its timeline, and the filtered view downloads as CSV.
+// call's page with its timeline and its kept arguments, and the filtered
+// view downloads as CSV.
 import { test, expect } from "@playwright/test";
 import { spawnGatehouse, connectClient, signInPage, type Gatehouse } from "./gatehouse";
 
@@ -38,6 +39,11 @@ test("decisions arrive live, filters make a link, a row opens its timeline, the 
   await row.getByText("2 steps").click();
   await expect(row.getByRole("listitem")).toHaveCount(2);
   await expect(row.getByRole("listitem").nth(1)).toContainText("declined by ada");
+  // The pending step names what asked; the arguments a person saw are kept
+  // (keep_arguments = "gated", the default) and shown in the row.
+  await expect(row.getByRole("listitem").nth(0)).toContainText("pending by");
+  await row.getByText("Arguments", { exact: true }).click();
+  await expect(row.getByTestId("kept-arguments")).toContainText('"pattern": "h_*"');
 
   await page.getByLabel("Outcome").selectOption("declined");
   await page.getByRole("button", { name: "Filter" }).click();
@@ -54,5 +60,7 @@ test("decisions arrive live, filters make a link, a row opens its timeline, the 
   const timeline = page.getByRole("list", { name: "Timeline" });
   await expect(timeline.getByRole("listitem")).toHaveCount(2);
   await expect(timeline.getByRole("listitem").nth(1)).toContainText("declined by ada");
+  // Settled, the call's page shows the arguments the record kept.
+  await expect(page.getByTestId("kept-arguments")).toContainText('"action": "allow"');
   await client.close();
 });

@@ -18,8 +18,12 @@ pub struct ExecutionView {
     pub tool: String,
     /// Upstream server, if any.
     pub upstream: Option<String>,
-    /// Arguments (`None` once settled: only the digest is kept).
+    /// Arguments, while it is live (`None` once settled: see `kept`).
     pub arguments: Option<Value>,
+    /// Once settled, its arguments as the record kept them
+    /// (`keep_arguments`), bounded and redacted; `None` if it kept none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<crate::kept::KeptArguments>,
     /// SHA-256 of the canonical arguments.
     pub arguments_digest: String,
     /// Agent name.
@@ -150,6 +154,7 @@ mod tests {
             tool: "t".into(),
             upstream: None,
             arguments: None,
+            kept: None,
             arguments_digest: String::new(),
             agent: "a".into(),
             owner: None,

@@ -39,6 +39,10 @@ pub struct AuditEntry {
     pub actor: Option<String>,
     /// Extra words (error text, reason).
     pub detail: Option<String>,
+    /// The call's arguments, on its first entry when the record keeps them
+    /// (`keep_arguments`): bounded and redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<crate::kept::KeptArguments>,
 }
 
 /// What narrows the history. Every field is optional; empty strings count as

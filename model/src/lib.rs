@@ -12,6 +12,7 @@ pub mod execution;
 pub mod grants;
 pub mod history;
 pub mod ids;
+pub mod kept;
 pub mod live;
 pub mod note;
 pub mod oauth;
@@ -34,6 +35,7 @@ pub use history::{
     HistoryPickers,
 };
 pub use ids::{CredentialId, ExecutionId, GrantId, UserId};
+pub use kept::{Keep, KeptArguments};
 pub use live::{LiveEvent, McpSessionInfo, SIGNED_OUT_EVENT, StreamEvent, UpstreamInfo};
 pub use note::{MAX_NOTE_CHARS, NoteError, clean_note};
 pub use oauth::{ConsentInfo, ConsentView};

@@ -84,6 +84,10 @@ pub struct Rule {
     /// recorded as `shadow:<name>` with what it would have done.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shadow: bool,
+    /// Whose arguments the record keeps for the calls this rule decides
+    /// (`gated`, `all` or `none`), over the global `keep_arguments`.
+    #[serde(default, alias = "keepArguments", skip_serializing_if = "Option::is_none")]
+    pub keep_arguments: Option<crate::kept::Keep>,
 }
 
 impl Rule {
@@ -103,6 +107,7 @@ impl Rule {
             rate: None,
             rate_per: Per::Agent,
             shadow: false,
+            keep_arguments: None,
         }
     }
 

@@ -70,6 +70,20 @@ pub struct FileConfig {
     pub max_executions_per_credential: usize,
     /// `max_gated_arguments_bytes = 65536`: largest arguments of a call that waits for approval.
     pub max_gated_arguments_bytes: usize,
+    /// `keep_arguments = "gated" | "all" | "none"`: whose calls' arguments
+    /// the record keeps (those that waited for a person, every call's, or
+    /// none); a `[[policy]]` rule or an `[[upstream]]` may say otherwise.
+    pub keep_arguments: gatehouse_core::model::Keep,
+    /// `keep_arguments_max_bytes = 4096`: past this, a call's kept
+    /// arguments are their first bytes (and the entry's digest), said so.
+    pub keep_arguments_max_bytes: usize,
+    /// `keep_arguments_for = "30d"`: kept arguments are forgotten after
+    /// this long (the entries stay until `audit_retention`).
+    #[serde(deserialize_with = "duration")]
+    pub keep_arguments_for: Duration,
+    /// `redact_arguments = ["password", "token", …]`: argument names (at
+    /// any depth, any case) whose values are kept as "•••".
+    pub redact_arguments: Vec<String>,
     /// `max_sessions_per_credential = 16`: MCP sessions one credential may hold open.
     pub max_sessions_per_credential: usize,
     /// `max_sessions = 1024`: MCP sessions open in all.
@@ -142,6 +156,12 @@ impl Default for FileConfig {
             run_window: core.run_window,
             max_executions_per_credential: core.max_executions_per_credential,
             max_gated_arguments_bytes: 64 * 1024,
+            keep_arguments: gatehouse_core::model::Keep::Gated,
+            keep_arguments_max_bytes: 4096,
+            keep_arguments_for: Duration::from_secs(30 * 24 * 3600),
+            redact_arguments: ["password", "passphrase", "secret", "token", "api_key", "apikey", "authorization"]
+                .map(String::from)
+                .to_vec(),
             max_sessions_per_credential: 16,
             max_sessions: 1024,
             // Well under `approval_ttl`: a pause the client waits on keeps its

@@ -52,6 +52,10 @@ pub struct UpstreamConfig {
     /// the upstreams page.
     #[serde(default)]
     pub trust_annotations: bool,
+    /// Whose calls' arguments the record keeps for this upstream's tools
+    /// (`gated`, `all` or `none`), over the global `keep_arguments`.
+    #[serde(default)]
+    pub keep_arguments: Option<gatehouse_core::model::Keep>,
     /// Names of Gatehouse's own environment variables a stdio child also gets
     /// (besides [`crate::mcp::upstream::stdio::INHERITED_ENV`] and `env`).
     #[serde(default)]
@@ -142,6 +146,7 @@ impl Default for UpstreamConfig {
             enabled: true,
             pin_tools: true,
             trust_annotations: false,
+            keep_arguments: None,
             inherit_env: Vec::new(),
             max_line_bytes: upstream_defaults::max_line_bytes(),
             max_response_bytes: upstream_defaults::max_response_bytes(),

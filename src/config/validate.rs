@@ -48,6 +48,7 @@ fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
     for (key, count) in [
         ("max_executions_per_credential", t.max_executions_per_credential),
         ("max_gated_arguments_bytes", t.max_gated_arguments_bytes),
+        ("keep_arguments_max_bytes", t.keep_arguments_max_bytes),
         ("max_sessions_per_credential", t.max_sessions_per_credential),
         ("max_sessions", t.max_sessions),
         ("max_connections", t.max_connections),
@@ -68,6 +69,7 @@ fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
         ("idle_timeout", t.idle_timeout),
         ("session_idle_timeout", t.session_idle_timeout),
         ("oauth.unused_registration_ttl", t.oauth.unused_registration_ttl),
+        ("keep_arguments_for", t.keep_arguments_for),
     ] {
         if wait.is_zero() {
             return Err(value(key, "must be longer than 0s"));

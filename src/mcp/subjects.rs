@@ -116,6 +116,9 @@ pub async fn check(
         thread: credential.thread.as_deref(),
         actor: Some(&actor),
         detail: Some(method),
+        // Tool calls' arguments are kept by choice; a subject's entry names
+        // what was read (its URI or prompt) and nothing more.
+        arguments: None,
     };
     if let Err(e) = state.core.approvals.audit().append(entry).await {
         tracing::error!(error = %e, "audit write failed");

@@ -20,6 +20,7 @@ fn record(app: &TestApp, eid: &str, state: &str, tool: &str, agent: &str, owner:
         thread: None,
         actor: Some(actor),
         detail: None,
+        arguments: None,
     });
 }
 

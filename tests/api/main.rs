@@ -15,6 +15,7 @@ mod helpers;
 mod history;
 mod home;
 mod identity;
+mod kept_arguments;
 mod mcp_auth;
 mod mcp_transport;
 mod modern;

@@ -145,7 +145,11 @@ async fn the_sweeper_sweeps_at_start_and_ends_on_shutdown() {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let sweeper = tokio::spawn(gatehouse::housekeeping::run(
         app.core.clone(),
-        gatehouse::housekeeping::Retention { age: Duration::from_secs(3600), entries: 1_000_000 },
+        gatehouse::housekeeping::Retention {
+            age: Duration::from_secs(3600),
+            entries: 1_000_000,
+            arguments: Duration::from_secs(3600),
+        },
         shutdown.clone(),
     ));
     for _ in 0..200 {

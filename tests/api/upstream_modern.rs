@@ -720,6 +720,7 @@ async fn an_approved_calls_round_runs_only_while_the_call_is_running() {
             thread: execution.thread.as_deref(),
             actor: Some("system"),
             detail: Some("test"),
+            arguments: None,
         })
         .await
         .unwrap();

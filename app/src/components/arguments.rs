@@ -24,3 +24,27 @@ pub fn Arguments(text: String) -> impl IntoView {
         </pre>
     }
 }
+
+/// A settled call's arguments as the record kept them: in full (redacted
+/// names said), or cut past the size bound (said, with the sizes).
+#[component]
+pub fn KeptArgumentsView(kept: gatehouse_model::KeptArguments) -> impl IntoView {
+    use gatehouse_model::KeptArguments;
+    let redacted = kept.redacted().join(", ");
+    let cut = match &kept {
+        KeptArguments::Cut { size, first, .. } => Some(format!(
+            "Kept cut: the first {} of {size} bytes (keep_arguments_max_bytes); the digest identifies them whole.",
+            first.len()
+        )),
+        KeptArguments::Whole { .. } => None,
+    };
+    view! {
+        <div class="kept-arguments" data-testid="kept-arguments">
+            <Arguments text=kept.shown()/>
+            {cut.map(|c| view! { <p class="hint" data-testid="kept-cut">{c}</p> })}
+            {(!redacted.is_empty()).then(|| view! {
+                <p class="hint" data-testid="kept-redacted">{format!("Not kept (redact_arguments): {redacted}.")}</p>
+            })}
+        </div>
+    }
+}

@@ -8,7 +8,7 @@ use gatehouse_model::routes;
 
 use crate::components::live::use_inbox;
 use crate::components::notify::NotifyButton;
-use crate::server_fns::get_viewer;
+use crate::server_fns::{Viewer, get_viewer};
 use gatehouse_model::Theme;
 
 /// The console's sections, in the order the navigation shows them.
@@ -26,12 +26,27 @@ const SECTIONS: &[(&str, &str)] = &[
 /// Header with the product name, navigation, who is signed in and sign-out,
 /// on every page (the name is read once with the page, and serialized
 /// into it, so hydration asks nothing more).
+///
+/// The viewer is read under one `<Suspense>` only: a resource read under
+/// several boundaries can leave a server-rendered page unfinished, its
+/// body never ending (leptos issue 4851, seen here under load about once
+/// in a few thousand pages).
 #[component]
 pub fn Header() -> impl IntoView {
     let me = crate::json::resource(|| (), |_| get_viewer());
-    let username = move || me.get().and_then(Result::ok).and_then(|v| v.username);
-    let theme = move || me.get().and_then(Result::ok).map(|v| v.theme).unwrap_or_default();
-    let held = move || me.get().and_then(Result::ok).map(|v| v.held).filter(|n| *n > 0);
+    view! {
+        <Suspense fallback=|| view! { <Top viewer=None/> }>
+            {move || me.get().map(|viewer| view! { <Top viewer=viewer.ok()/> })}
+        </Suspense>
+    }
+}
+
+/// The header as drawn for `viewer` (`None` while it loads, or if it could not be read).
+#[component]
+fn Top(viewer: Option<Viewer>) -> impl IntoView {
+    let username = viewer.as_ref().and_then(|v| v.username.clone());
+    let theme = viewer.as_ref().map(|v| v.theme).unwrap_or_default();
+    let held = viewer.as_ref().map(|v| v.held).filter(|n| *n > 0);
     let inbox = use_inbox();
     let pending = move || inbox.get().map(|i| i.total).filter(|n| *n > 0);
     let location = use_location();
@@ -61,12 +76,8 @@ pub fn Header() -> impl IntoView {
                                 </Show>
                             })}
                             // An admin learns here that a tool waits for their review.
-                            {is_tools.then(|| view! {
-                                <Suspense fallback=|| ()>
-                                    {move || held().map(|n| view! {
-                                        <span class="count held" data-testid="held-count" aria-label=format!("{n} held back for review")>{n}</span>
-                                    })}
-                                </Suspense>
+                            {is_tools.then_some(held).flatten().map(|n| view! {
+                                <span class="count held" data-testid="held-count" aria-label=format!("{n} held back for review")>{n}</span>
                             })}
                         </a>
                     }
@@ -77,17 +88,13 @@ pub fn Header() -> impl IntoView {
             // kept in a cookie so every page is drawn in it from the start.
             <form method="post" action=routes::API_THEME class="theme" aria-label="Colours">
                 <input type="hidden" name="next" value=here/>
-                <Suspense fallback=|| ()>
-                    {move || Theme::ALL.into_iter().map(|t| view! {
-                        <button type="submit" name="theme" value=t.as_str() class="quiet"
-                            aria-pressed=move || (theme() == t).to_string()>{t.label()}</button>
-                    }).collect_view()}
-                </Suspense>
+                {Theme::ALL.into_iter().map(|t| view! {
+                    <button type="submit" name="theme" value=t.as_str() class="quiet"
+                        aria-pressed=(theme == t).to_string()>{t.label()}</button>
+                }).collect_view()}
             </form>
             <form method="post" action=routes::API_SIGN_OUT class="sign-out">
-                <Suspense fallback=|| ()>
-                    {move || username().map(|u| view! { <span class="who" data-testid="signed-in-as">{u}</span> })}
-                </Suspense>
+                {username.map(|u| view! { <span class="who" data-testid="signed-in-as">{u}</span> })}
                 <button type="submit" class="quiet">"Sign out"</button>
             </form>
         </header>

@@ -9,6 +9,7 @@ use leptos_router::hooks::use_location;
 
 use gatehouse_model::{CallRow, CallsPage, ExportFormat, HistoryFilter, HistoryPickers, LiveEvent, State, routes};
 
+use crate::components::arguments::KeptArgumentsView;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
@@ -130,6 +131,8 @@ fn Calls(page: CallsPage, filter: HistoryFilter) -> impl IntoView {
                 let gated = latest.execution_id.as_str().starts_with("exec_");
                 let id = latest.execution_id.to_string();
                 let tool = view! { <Name text=latest.tool.clone() joints=true/> };
+                // The arguments, where the record kept them (`keep_arguments`).
+                let kept = steps.iter().find_map(|s| s.arguments.clone());
                 let folded = (steps.len() > 1).then(|| {
                     let n = steps.len();
                     let grants = grants.clone();
@@ -164,6 +167,12 @@ fn Calls(page: CallsPage, filter: HistoryFilter) -> impl IntoView {
                                 None => view! { <span>"gatehouse"</span> }.into_any(),
                             }}
                         </div>
+                        {kept.map(|kept| view! {
+                            <details class="kept">
+                                <summary>"Arguments"</summary>
+                                <KeptArgumentsView kept/>
+                            </details>
+                        })}
                     </td>
                     <td data-label="Outcome"><span class=format!("badge {}", latest.state)>{latest.state.as_str()}</span></td>
                     <td data-label="Decided by" class="by-cell">{decided.map(|d| view! { <Name text=d/> })}</td>

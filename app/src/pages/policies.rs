@@ -16,7 +16,7 @@ use crate::components::name::Name;
 use crate::components::when::When;
 use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::server_fns::{
-    PoliciesView, PromoteRule, RemoveRule, Replay, RuleDraft, SaveRule, condition_warnings, list_policies,
+    PoliciesView, PromoteRule, REPLAY_DAYS, RemoveRule, Replay, RuleDraft, SaveRule, condition_warnings, list_policies,
     preview_rule, replay_rule,
 };
 
@@ -66,7 +66,7 @@ fn Policies(
     promote: ServerAction<PromoteRule>,
     outcome: Outcome,
 ) -> impl IntoView {
-    let PoliciesView { now_ms, is_admin, rules, changes, unmatched, shadow_counts } = view;
+    let PoliciesView { now_ms, is_admin, rules, changes, unmatched, shadow_counts, decided } = view;
     view! {
         {is_admin.then(|| view! { <Editor save/> })}
         <OutcomeLine outcome/>
@@ -86,7 +86,8 @@ fn Policies(
                         {rules.into_iter().map(|r| {
                             let unmatched = unmatched.iter().any(|u| u == r.pattern.as_str());
                             let shadow_count = shadow_counts.iter().find(|(name, _)| *name == r.name).map(|(_, n)| *n);
-                            view! { <RuleRow rule=r is_admin unmatched shadow_count remove promote/> }
+                            let decided = decided.iter().find(|(name, _)| *name == r.name).map_or(0, |(_, n)| *n);
+                            view! { <RuleRow rule=r is_admin unmatched shadow_count decided remove promote/> }
                         }).collect_view()}
                         </tbody>
                     </table>
@@ -123,6 +124,8 @@ fn RuleRow(
     is_admin: bool,
     unmatched: bool,
     shadow_count: Option<i64>,
+    /// Calls it decided in the last [`REPLAY_DAYS`] days.
+    decided: i64,
     remove: ServerAction<RemoveRule>,
     promote: ServerAction<PromoteRule>,
 ) -> impl IntoView {
@@ -142,6 +145,9 @@ fn RuleRow(
     }
     if let Some(rate) = &rule.rate {
         only.push(format!("at most {rate} per {}", rule.rate_per.as_str()));
+    }
+    if let Some(keep) = rule.keep_arguments {
+        only.push(format!("keeps arguments: {}", keep.as_str()));
     }
     view! {
         <tr data-pattern=rule.pattern.to_string() data-name=rule.name.clone() data-source=rule.source.as_str()>
@@ -165,6 +171,18 @@ fn RuleRow(
                         <strong>"Shadow: decides nothing."</strong>
                         {format!(" Would have changed {} call{} since it was saved.", shadow_count.unwrap_or(0), if shadow_count == Some(1) { "" } else { "s" })}
                         " " <a href=format!("{}?decider={}", routes::HISTORY, encode(&gatehouse_model::Actor::Shadow(rule.name.clone()).to_string()))>"See them"</a>
+                    </div>
+                })}
+                {(!shadow).then(|| view! {
+                    <div class="decided hint" data-decided=decided.to_string()>
+                        {match decided {
+                            0 => format!("Decided no call in {REPLAY_DAYS} days."),
+                            1 => format!("Decided 1 call in {REPLAY_DAYS} days."),
+                            n => format!("Decided {n} calls in {REPLAY_DAYS} days."),
+                        }}
+                        {(decided > 0).then(|| view! {
+                            " " <a href=format!("{}?decider={}", routes::HISTORY, encode(&gatehouse_model::Actor::Rule(rule.name.clone()).to_string()))>"See them"</a>
+                        })}
                     </div>
                 })}
             </td>
@@ -200,8 +218,20 @@ fn encode(s: &str) -> String {
 }
 
 /// The editor's fields, as they travel in the query string and the forms.
-const FIELDS: [&str; 11] =
-    ["name", "pattern", "action", "human_only", "agents", "owners", "upstreams", "when", "rate", "rate_per", "shadow"];
+const FIELDS: [&str; 12] = [
+    "name",
+    "pattern",
+    "action",
+    "human_only",
+    "agents",
+    "owners",
+    "upstreams",
+    "when",
+    "rate",
+    "rate_per",
+    "shadow",
+    "keep_arguments",
+];
 
 /// The link that opens `rule` in the editor.
 fn edit_link(rule: &Rule) -> String {
@@ -229,6 +259,9 @@ fn edit_link(rule: &Rule) -> String {
     if let Some(rate) = rule.rate {
         link.push_str(&format!("&rate={}&rate_per={}", encode(&rate.to_string()), rule.rate_per.as_str()));
     }
+    if let Some(keep) = rule.keep_arguments {
+        link.push_str(&format!("&keep_arguments={}", keep.as_str()));
+    }
     link
 }
 
@@ -238,8 +271,9 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     let query = use_query_map();
     let initial = |key: &str| query.with_untracked(|q| q.get(key)).unwrap_or_default();
     // One signal per field, in FIELDS order.
-    let fields: [RwSignal<String>; 11] = std::array::from_fn(|i| RwSignal::new(initial(FIELDS[i])));
-    let [name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow] = fields;
+    let fields: [RwSignal<String>; 12] = std::array::from_fn(|i| RwSignal::new(initial(FIELDS[i])));
+    let [name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow, keep_arguments] =
+        fields;
     if Action::parse(&action.get_untracked()).is_none() {
         action.set("require_approval".into());
     }
@@ -257,8 +291,20 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     });
     // The draft as the fields hold it; none until a pattern is typed.
     let draft = move || {
-        let [name, pattern, action, human_only, agents, owners, upstreams, when, rate, rate_per, shadow] =
-            fields.map(|f| f.get());
+        let [
+            name,
+            pattern,
+            action,
+            human_only,
+            agents,
+            owners,
+            upstreams,
+            when,
+            rate,
+            rate_per,
+            shadow,
+            keep_arguments,
+        ] = fields.map(|f| f.get());
         if pattern.trim().is_empty() {
             return None;
         }
@@ -275,6 +321,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             rate: some(rate),
             rate_per: some(rate_per),
             shadow: some(shadow),
+            keep_arguments: some(keep_arguments),
         })
     };
     let preview = crate::json::resource(draft, |draft| async move {
@@ -347,8 +394,8 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 </label>
                 <details class="conditions" open=!(agents.get_untracked().is_empty() && owners.get_untracked().is_empty()
                     && upstreams.get_untracked().is_empty() && when.get_untracked().is_empty() && name.get_untracked().is_empty()
-                    && rate.get_untracked().is_empty())>
-                    <summary>"Only some calls: agents, owners, upstreams, a condition, a rate limit"</summary>
+                    && rate.get_untracked().is_empty() && keep_arguments.get_untracked().is_empty())>
+                    <summary>"Only some calls: agents, owners, upstreams, a condition, a rate limit; kept arguments"</summary>
                     {text("Name", "name", name, "default: the pattern", "A rule of the same name is replaced.")}
                     {text("Agents", "agents", agents, "alice/cursor, */claude-*", "Comma-separated owner/agent; empty: every agent. In an allow rule, a name without an owner covers only agents an admin minted, or those of the owners below.")}
                     {text("Owners", "owners", owners, "alice", "Comma-separated user names; empty: every owner.")}
@@ -369,6 +416,8 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                     </label>
                     {text("Rate limit", "rate", rate, "10/min", "At most this many matching calls (units s, min, hour, day), across replicas.")}
                     {text("Counted per", "rate_per", rate_per, "agent", "agent (default), owner or tool.")}
+                    {text("Keep arguments", "keep_arguments", keep_arguments, "as configured",
+                        "gated, all or none: whose arguments the record keeps for the calls this rule decides; empty: keep_arguments as configured.")}
                 </details>
                 <button type="submit" class="quiet">"Preview"</button>
             </form>
@@ -426,7 +475,7 @@ fn ReplayView(replay: Replay) -> impl IntoView {
                 {(same > 0).then(|| format!(" {} it reaches would go as they do now.", calls(same)))}
                 {(untried > 0).then(|| view! {
                     " " <span data-testid="replay-untried">{format!(
-                        "{} it reaches could not be tried (its condition needs their arguments, which are not kept, or the tool is gone).",
+                        "{} it reaches could not be tried (its condition needs their arguments, which the record did not keep whole, or the tool is gone).",
                         calls(untried))}</span>
                 })}
             </p>

@@ -7,7 +7,7 @@ use leptos_router::hooks::use_params_map;
 
 use gatehouse_model::{ExecutionId, ExecutionView, GrantScope, MAX_NOTE_CHARS, State, routes};
 
-use crate::components::arguments::Arguments;
+use crate::components::arguments::{Arguments, KeptArgumentsView};
 use crate::components::clock::{countdown, use_now};
 use crate::components::header::Header;
 use crate::components::live::{LiveState, LiveStatus, use_live_events};
@@ -121,6 +121,7 @@ fn ResumeBody(
         tool,
         upstream,
         arguments,
+        kept,
         arguments_digest,
         agent,
         owner,
@@ -183,9 +184,10 @@ fn ResumeBody(
                 })}
             </p>
             <h2>"Arguments"</h2>
-            {match arguments {
-                Some(text) => view! { <Arguments text/> }.into_any(),
-                None => view! { <p class="hint">"The arguments are no longer kept once a call has settled; the digest below identifies them."</p> }.into_any(),
+            {match (arguments, kept) {
+                (Some(text), _) => view! { <Arguments text/> }.into_any(),
+                (None, Some(kept)) => view! { <KeptArgumentsView kept/> }.into_any(),
+                (None, None) => view! { <p class="hint">"The record did not keep this call's arguments (keep_arguments); the digest below identifies them."</p> }.into_any(),
             }}
             <p class="digest">"SHA-256 " <code>{arguments_digest}</code></p>
             <Show when=move || error().is_some()>

@@ -28,6 +28,10 @@ pub struct PoliciesView {
     /// Each shadow rule (by name): how many calls it would have changed
     /// since it was saved (a config rule: since the log began).
     pub shadow_counts: Vec<(String, i64)>,
+    /// Each rule (by name) that decided calls in the last [`REPLAY_DAYS`]
+    /// days: how many (let through, paused, blocked or held to its rate),
+    /// among the calls the viewer may see.
+    pub decided: Vec<(String, i64)>,
 }
 
 /// One tool a rule being edited matches: what the gate does now, and would do.
@@ -84,6 +88,9 @@ pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
                 .count_by_actor_since(&gatehouse_model::Actor::Shadow(rule.name.clone()).to_string(), since)?;
             shadow_counts.push((rule.name.clone(), count));
         }
+        let since = core.clock.now_ms() - i64::from(REPLAY_DAYS) * 86_400_000;
+        let decided =
+            core.approvals.audit().decided_by_rules_since(since, &gatehouse_core::audit::HistoryScope::of(&user))?;
         Ok(PoliciesView {
             now_ms: core.clock.now_ms(),
             is_admin: user.is_admin,
@@ -91,6 +98,7 @@ pub async fn list_policies() -> Result<PoliciesView, ServerFnError> {
             changes: core.changes.recent("policy", 20)?,
             unmatched,
             shadow_counts,
+            decided,
         })
     })
     .await
@@ -133,6 +141,10 @@ pub struct RuleDraft {
     /// A checkbox: shadow mode.
     #[serde(default)]
     pub shadow: Option<String>,
+    /// Whose arguments the record keeps (`gated`, `all`, `none`; empty:
+    /// as configured).
+    #[serde(default)]
+    pub keep_arguments: Option<String>,
 }
 
 #[cfg(feature = "ssr")]
@@ -154,6 +166,10 @@ impl RuleDraft {
             rate: text(self.rate).map(|r| r.parse()).transpose()?,
             rate_per: text(self.rate_per).unwrap_or_default().parse()?,
             shadow: on(self.shadow),
+            keep_arguments: text(self.keep_arguments)
+                .map(|k| k.parse())
+                .transpose()
+                .map_err(|reason| gatehouse_core::error::CoreError::Invalid { field: "keep_arguments", reason })?,
             ..Rule::new(Target::parse(&self.pattern)?, self.action.parse()?)
         }
         .normalised();

@@ -71,6 +71,16 @@ pub struct NewExecution {
     /// (its `expires_at_ms` holds from then on; a stored row has none).
     #[serde(skip)]
     pub ttl: Option<std::time::Duration>,
+    /// Who asked for a person: the verdict's actor (a rule, the tool's
+    /// annotations, the gate-changing rule), which its pending entry names,
+    /// so a rule's decisions can be counted. Read once, when the execution
+    /// opens; `None` reads as the agent.
+    #[serde(skip)]
+    pub asked_by: Option<String>,
+    /// Its arguments as the record keeps them (`keep_arguments`), if it
+    /// does: its pending entry holds them, past the call's settling.
+    #[serde(skip)]
+    pub kept_arguments: Option<gatehouse_model::KeptArguments>,
 }
 
 /// Whether `credential` may resume, decide (model mode) or retry

@@ -86,6 +86,8 @@ mod tests {
             human_only: false,
             admin_only: false,
             ttl: None,
+            asked_by: None,
+            kept_arguments: None,
         }
     }
 
@@ -449,6 +451,8 @@ mod tests {
                 human_only: false,
                 admin_only: false,
                 ttl: None,
+                asked_by: None,
+                kept_arguments: None,
             },
             arguments_digest: String::new(),
             created_at_ms: 0,

@@ -126,6 +126,8 @@ impl Persist {
                         admin_only: r.get(13)?,
                         // Its expiry is stored; the TTL it was opened with is spent.
                         ttl: None,
+                        asked_by: None,
+                        kept_arguments: None,
                     },
                     arguments_digest: r.get(6)?,
                     created_at_ms: r.get(14)?,

@@ -203,6 +203,18 @@ impl ApprovalStore {
     /// Queues the audit entry of `execution`'s move to `state` (no I/O: it
     /// is called under the lock; see `persist`'s crash consistency).
     pub(super) fn record(&self, execution: &Execution, state: State, actor: Option<&str>, detail: Option<&str>) {
+        self.record_with(execution, state, actor, detail, None);
+    }
+
+    /// [`Self::record`], with the arguments as kept (the pending entry).
+    fn record_with(
+        &self,
+        execution: &Execution,
+        state: State,
+        actor: Option<&str>,
+        detail: Option<&str>,
+        arguments: Option<&gatehouse_model::KeptArguments>,
+    ) {
         self.inner.audit.record(audit::Entry {
             execution_id: execution.id.as_str(),
             state,
@@ -215,6 +227,7 @@ impl ApprovalStore {
             thread: execution.thread.as_deref(),
             actor,
             detail,
+            arguments,
         });
     }
 
@@ -281,7 +294,8 @@ impl ApprovalStore {
             if here.max(elsewhere) >= limit {
                 return Err(OpenError::TooMany { limit });
             }
-            self.record(&execution, State::Pending, Some("agent"), None);
+            let asked_by = execution.asked_by.as_deref().unwrap_or("agent");
+            self.record_with(&execution, State::Pending, Some(asked_by), None, execution.kept_arguments.as_ref());
             self.inner.persist.insert(execution.clone(), self.me());
             entries.insert(
                 execution.id.clone(),

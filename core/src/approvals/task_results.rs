@@ -177,6 +177,8 @@ mod tests {
                 human_only: false,
                 admin_only: false,
                 ttl: None,
+                asked_by: None,
+                kept_arguments: None,
             },
             arguments_digest: String::new(),
             created_at_ms: 0,

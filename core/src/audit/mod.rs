@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use gatehouse_model::{AuditEntry, CallRow, CredentialId, ExecutionId, HistoryFilter, State, UserId};
+use gatehouse_model::{
+    Actor, AuditEntry, CallRow, CredentialId, ExecutionId, HistoryFilter, KeptArguments, State, UserId,
+};
 
 use crate::args;
 use crate::clock::{Clock, rfc3339};
@@ -35,6 +37,8 @@ pub struct Entry<'a> {
     pub actor: Option<&'a str>,
     /// Detail.
     pub detail: Option<&'a str>,
+    /// The call's arguments as kept (on its first entry, when they are).
+    pub arguments: Option<&'a KeptArguments>,
 }
 
 /// The id prefix of a call that ran (or was refused) at once, without a
@@ -60,6 +64,7 @@ struct Row {
     thread: Option<String>,
     actor: Option<String>,
     detail: Option<String>,
+    arguments: Option<String>,
 }
 
 /// The longest name an entry keeps (tool, upstream, agent, owner, thread,
@@ -96,6 +101,8 @@ impl Row {
             thread: owned(e.thread),
             actor: owned(e.actor),
             detail: e.detail.map(|d| clip(d, MAX_DETAIL_CHARS)),
+            // Bounded where they are kept (`keep_arguments_max_bytes`).
+            arguments: e.arguments.and_then(|a| serde_json::to_string(a).ok()),
         }
     }
 }
@@ -114,12 +121,12 @@ fn insert(conn: &mut Conn<'_>, e: &Row) -> Result<()> {
         // later entries carry its first entry's id rather than looking the
         // name up again: a call still running when its owner was removed
         // must not land in the history of a namesake added since.
-        "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, owner_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+        "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, arguments, owner_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
            CASE WHEN EXISTS (SELECT 1 FROM audit_events WHERE execution_id = ?1)
              THEN (SELECT owner_id FROM audit_events WHERE execution_id = ?1 ORDER BY id LIMIT 1)
              ELSE (SELECT id FROM users WHERE username = ?7) END)",
-        args![e.execution_id, e.at_ms, e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream],
+        args![e.execution_id, e.at_ms, e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream, e.arguments],
     )?;
     Ok(())
 }
@@ -175,6 +182,43 @@ impl AuditLog {
             args![actor, since_ms],
             |r| r.get(0),
         )
+    }
+
+    /// How many calls each rule decided at or after `since_ms`, among those
+    /// `scope` may read: every call a rule let through, paused (its pending
+    /// entry names the rule), blocked or held to its rate, each once however
+    /// many of its entries name the rule (an input round). One scan of the
+    /// window, for a page; rules that decided nothing are absent.
+    pub fn decided_by_rules_since(&self, since_ms: i64, scope: &HistoryScope) -> Result<Vec<(String, i64)>> {
+        self.flush();
+        let (mut clauses, mut values) = matching(&HistoryFilter::default(), scope, "")?;
+        clauses.push("at >= ?".into());
+        values.push(Value::Int(since_ms));
+        clauses.push("actor LIKE 'rule:%'".into());
+        let sql = format!(
+            "SELECT actor, COUNT(DISTINCT execution_id) FROM audit_events {} GROUP BY actor",
+            where_sql(&clauses)
+        );
+        let counts: Vec<(String, i64)> = self.db.conn()?.query(&sql, &values, |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(counts
+            .into_iter()
+            .filter_map(|(actor, n)| match actor.parse::<Actor>() {
+                Ok(Actor::Rule(name)) => Some((name, n)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The arguments the record kept of a call (on its first entry that
+    /// holds any), if it kept them.
+    pub fn kept_arguments(&self, execution_id: &ExecutionId) -> Result<Option<KeptArguments>> {
+        self.flush();
+        let text: Option<String> = self.db.conn()?.query_opt(
+            "SELECT arguments FROM audit_events WHERE execution_id = ?1 AND arguments IS NOT NULL ORDER BY id LIMIT 1",
+            args![execution_id],
+            |r| r.get(0),
+        )?;
+        Ok(text.and_then(|text| serde_json::from_str(&text).ok()))
     }
 
     /// The latest entry of an execution.
@@ -456,6 +500,16 @@ impl AuditLog {
         Ok(total)
     }
 
+    /// Forgets the kept arguments of entries older than `age`
+    /// (`keep_arguments_for`); the entries themselves stay. How many.
+    pub fn forget_arguments_older_than(&self, age: std::time::Duration) -> Result<usize> {
+        let cutoff = self.clock.now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+        self.flush();
+        self.db
+            .conn()?
+            .execute("UPDATE audit_events SET arguments = NULL WHERE arguments IS NOT NULL AND at < ?1", args![cutoff])
+    }
+
     /// Deletes entries older than `retention` (audit retention); returns how
     /// many. Works in batches so a large backlog never holds the database
     /// for long at a time.
@@ -501,8 +555,7 @@ impl HistoryScope {
 
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-const COLUMNS: &str =
-    "id, execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream";
+const COLUMNS: &str = "id, execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, arguments";
 
 /// Midnight UTC of a `YYYY-MM-DD` day, in Unix ms.
 fn day_start_ms(field: &'static str, day: &str) -> Result<i64> {
@@ -546,6 +599,8 @@ fn row(r: &DbRow<'_>) -> Result<AuditEntry> {
         credential_id: r.get(10)?,
         thread: r.get(11)?,
         upstream: r.get(12)?,
+        // Written here from a KeptArguments; anything else reads as not kept.
+        arguments: r.get::<Option<String>>(13)?.and_then(|text| serde_json::from_str(&text).ok()),
     })
 }
 
@@ -568,6 +623,7 @@ mod tests {
             thread: None,
             actor: Some("grant:g"),
             detail: None,
+            arguments: None,
         }
     }
 
@@ -643,6 +699,24 @@ mod tests {
         assert_eq!(log.prune_to(0).unwrap(), 1);
     }
 
+    #[tokio::test]
+    async fn kept_arguments_are_read_back_and_forgotten_after_their_time_while_the_entry_stays() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let log = AuditLog::new(Db::for_tests().unwrap(), clock.clone());
+        let kept = KeptArguments::keep(&serde_json::json!({"path": "/tmp/a", "token": "t"}), &["token".into()], 100);
+        log.append(Entry { arguments: Some(&kept), ..allowed("call_1") }).await.unwrap();
+        log.append(Entry { state: State::Completed, ..allowed("call_1") }).await.unwrap();
+        assert_eq!(log.kept_arguments(&"call_1".into()).unwrap(), Some(kept.clone()));
+        let steps = log.timeline(&"call_1".into()).unwrap();
+        assert_eq!((steps[0].arguments.as_ref(), steps[1].arguments.as_ref()), (Some(&kept), None));
+        clock.advance(Duration::from_secs(10 * 24 * 3600));
+        assert_eq!(log.forget_arguments_older_than(Duration::from_secs(30 * 24 * 3600)).unwrap(), 0);
+        clock.advance(Duration::from_secs(21 * 24 * 3600));
+        assert_eq!(log.forget_arguments_older_than(Duration::from_secs(30 * 24 * 3600)).unwrap(), 1);
+        assert_eq!(log.kept_arguments(&"call_1".into()).unwrap(), None);
+        assert_eq!(log.timeline(&"call_1".into()).unwrap().len(), 2, "the entries stay");
+    }
+
     #[test]
     fn entries_older_than_the_retention_are_pruned() {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
@@ -692,6 +766,7 @@ mod tests {
                 thread: None,
                 actor: Some("agent:claude"),
                 detail: None,
+                arguments: None,
             })
         };
         write("e1", State::Pending);
@@ -735,6 +810,7 @@ mod tests {
                 thread: None,
                 actor: Some(actor),
                 detail: None,
+                arguments: None,
             })
         };
         write("e1", State::Pending, "fs_write", Some("fs"), Some("ada"), "agent:claude");

@@ -399,4 +399,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         updated_at BIGINT NOT NULL
     );
     "#,
+    // 27: arguments kept by choice (`keep_arguments`): a call's first
+    // entry holds them (model::KeptArguments, as JSON), bounded and
+    // redacted, and goes with the entry at retention; a rule may say whose.
+    r#"
+    ALTER TABLE audit_events ADD COLUMN arguments TEXT;
+    ALTER TABLE policy_rules ADD COLUMN keep_arguments TEXT;
+    "#,
 ];

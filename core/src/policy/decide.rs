@@ -106,6 +106,9 @@ pub struct Verdict {
     pub limits: Vec<Limit>,
     /// The shadow rules that would have changed what happens.
     pub shadow: Vec<ShadowHit>,
+    /// Whose arguments the record keeps, when a matching rule says
+    /// (`keep_arguments`; of several, the one that keeps less).
+    pub keep_arguments: Option<gatehouse_model::Keep>,
 }
 
 impl Verdict {
@@ -121,6 +124,7 @@ impl Verdict {
             condition_error: None,
             limits: Vec::new(),
             shadow: Vec::new(),
+            keep_arguments: None,
         }
     }
 }
@@ -356,6 +360,7 @@ fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>, trusted: bool) -> Ver
     let human_only = matching.iter().any(|(r, ..)| r.human_only) || hints.changes_gate;
     // The strictest TTL wins, as the strictest action does.
     let approval_ttl = matching.iter().filter_map(|(r, ..)| r.approval_ttl).min();
+    let keep_arguments = matching.iter().filter_map(|(r, ..)| r.keep_arguments).min();
     // The last of equally strict rules names the reason (as it always has).
     let strictest = matching.iter().max_by_key(|(_, action, _)| *action);
     let verdict = if let Some((rule, action, failed)) = strictest {
@@ -368,6 +373,7 @@ fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>, trusted: bool) -> Ver
             condition_error: failed.clone(),
             limits,
             shadow: Vec::new(),
+            keep_arguments,
         }
     } else {
         // Only a trusted read-only hint runs a call at once: "not
@@ -389,6 +395,7 @@ fn verdict_of(matching: &[Matched<'_>], facts: &Facts<'_>, trusted: bool) -> Ver
             condition_error: None,
             limits,
             shadow: Vec::new(),
+            keep_arguments,
         }
     };
     // No rule lets an agent change the gate for everyone without a person

@@ -145,6 +145,7 @@ struct Row {
     rate: Option<String>,
     rate_per: Option<String>,
     shadow: bool,
+    keep_arguments: Option<String>,
 }
 
 impl Row {
@@ -170,6 +171,7 @@ impl Row {
                 rate,
                 rate_per,
                 shadow: self.shadow,
+                keep_arguments: self.keep_arguments.as_deref().map(str::parse).transpose()?,
                 ..Rule::new(
                     Target::parse(&self.pattern).map_err(|e| e.to_string())?,
                     self.action.parse().map_err(|e: RuleError| e.to_string())?,
@@ -368,7 +370,7 @@ impl PolicyStore {
     /// The config file's rules, then the database's ([`Row::rule`]).
     fn load(&self) -> Result<Vec<Rule>> {
         let rows = self.db.conn()?.query(
-            "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr, rate, rate_per, shadow FROM policy_rules",
+            "SELECT name, pattern, action, human_only, agents, owners, upstreams, when_expr, rate, rate_per, shadow, keep_arguments FROM policy_rules",
             args![],
             |r| {
                 Ok(Row {
@@ -383,6 +385,7 @@ impl PolicyStore {
                     rate: r.get(8)?,
                     rate_per: r.get(9)?,
                     shadow: r.get(10)?,
+                    keep_arguments: r.get(11)?,
                 })
             },
         )?;
@@ -425,12 +428,13 @@ impl PolicyStore {
         let json = |list: &Vec<String>| serde_json::to_string(list).unwrap_or_else(|_| "[]".into());
         self.db.conn()?.transaction(|tx| {
             tx.execute(
-                "INSERT INTO policy_rules (name, pattern, action, human_only, agents, owners, upstreams, when_expr, updated_at, rate, rate_per, shadow)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                "INSERT INTO policy_rules (name, pattern, action, human_only, agents, owners, upstreams, when_expr, updated_at, rate, rate_per, shadow, keep_arguments)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT(name) DO UPDATE SET pattern = excluded.pattern, action = excluded.action,
                    human_only = excluded.human_only, agents = excluded.agents, owners = excluded.owners,
                    upstreams = excluded.upstreams, when_expr = excluded.when_expr, updated_at = excluded.updated_at,
-                   rate = excluded.rate, rate_per = excluded.rate_per, shadow = excluded.shadow",
+                   rate = excluded.rate, rate_per = excluded.rate_per, shadow = excluded.shadow,
+                   keep_arguments = excluded.keep_arguments",
                 args![
                     rule.name.as_str(),
                     rule.pattern.as_str(),
@@ -443,7 +447,8 @@ impl PolicyStore {
                     self.clock.now_ms(),
                     rule.rate.map(|r| r.to_string()),
                     rule.rate.map(|_| rule.rate_per.as_str()),
-                    rule.shadow
+                    rule.shadow,
+                    rule.keep_arguments.map(|k| k.as_str())
                 ],
             )?;
             Db::bump_config(tx)
@@ -535,6 +540,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
         .iter()
         .filter(|r| r.pattern.as_str().starts_with(subject.prefix()) && subject_matches(r.pattern.as_str(), &name))
         .collect();
+    let keep_arguments = matching.iter().filter_map(|r| r.keep_arguments).min();
     match matching.iter().max_by_key(|r| r.action) {
         Some(strictest) => Verdict {
             action: strictest.action,
@@ -545,6 +551,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             condition_error: None,
             limits: Vec::new(),
             shadow: Vec::new(),
+            keep_arguments,
         },
         None => Verdict {
             action: Action::Allow,
@@ -555,6 +562,7 @@ pub fn subject_verdict(rules: &[Rule], subject: &Subject<'_>) -> Verdict {
             condition_error: None,
             limits: Vec::new(),
             shadow: Vec::new(),
+            keep_arguments,
         },
     }
 }

@@ -5,7 +5,7 @@
 
 use gatehouse_model::{Action, CallRow, State};
 
-use super::decide::{Facts, Hints, RuleSet, Who, decide_with};
+use super::decide::{CallDetail, Facts, Hints, RuleSet, Who, decide_with};
 use crate::audit::AT_ONCE_PREFIX;
 
 /// What the gate did to a call, as the record has it: ran at once
@@ -51,11 +51,12 @@ pub enum Tried {
 }
 
 /// Tries one past call with the rule being tried (`with`) and without it.
-/// `reaches` says whether the rule being
-/// tried takes in the call (its pattern and scopes); `conditional`, whether
-/// it has a condition (it then needs the arguments, which are not kept);
-/// `hints` is what the tool declares of itself now (`None`: it is gone);
-/// `by_admin`, whether an admin minted the call's credential.
+/// `reaches` says whether the rule being tried takes in the call (its
+/// pattern and scopes); `conditional`, whether it has a condition (it then
+/// needs the call's arguments: those the record kept whole, else the call
+/// is untried); `hints` is what the tool declares of itself now (`None`: it
+/// is gone); `by_admin`, whether an admin minted the call's credential.
+/// A condition on the tool's annotations reads none (they are not kept).
 pub fn try_call(
     with: &RuleSet,
     without: &RuleSet,
@@ -68,12 +69,18 @@ pub fn try_call(
     let Some(did) = what_happened(call) else { return Tried::Skipped };
     let e = &call.latest;
     let who = Who { agent: &e.agent, owner: e.owner.as_deref(), thread: e.thread.as_deref(), by_admin };
-    let facts = Facts { who: Some(who), ..Facts::tool(&e.tool, e.upstream.as_deref(), hints.unwrap_or_default()) };
+    let mut facts = Facts { who: Some(who), ..Facts::tool(&e.tool, e.upstream.as_deref(), hints.unwrap_or_default()) };
     if !reaches(&facts) {
         return Tried::Skipped;
     }
-    if conditional || hints.is_none() {
+    if hints.is_none() {
         return Tried::Untried;
+    }
+    let annotations = serde_json::json!({});
+    if conditional {
+        let kept = call.steps.iter().find_map(|s| Some((s.arguments.as_ref()?.whole()?, s.at_ms)));
+        let Some((arguments, at_ms)) = kept else { return Tried::Untried };
+        facts.call = Some(CallDetail { arguments, annotations: &annotations, now_ms: at_ms });
     }
     Tried::Decided { did, without: decide_with(without, &facts).action, would: decide_with(with, &facts).action }
 }
@@ -99,6 +106,7 @@ mod tests {
             thread: None,
             actor: None,
             detail: None,
+            arguments: None,
         }
     }
 
@@ -136,5 +144,27 @@ mod tests {
         );
         assert_eq!(try_call(&block, &none, &ran, all, false, None, false), Tried::Untried, "the tool is gone");
         assert_eq!(try_call(&block, &none, &ran, |_| false, false, hints, false), Tried::Skipped);
+    }
+
+    #[test]
+    fn a_condition_reads_the_arguments_the_record_kept_whole() {
+        use gatehouse_model::KeptArguments;
+        let when = |rule: Rule| Rule { when: Some("args.branch == 'main'".into()), ..rule };
+        let block = RuleSet::new(vec![when(Rule::new("git__push".parse().unwrap(), Action::Block))]);
+        let none = RuleSet::new(Vec::new());
+        let kept = |arguments: serde_json::Value, max: usize| {
+            let mut e = entry("call_1", State::Completed, "git__push");
+            e.arguments = Some(KeptArguments::keep(&arguments, &[], max));
+            call(vec![e])
+        };
+        let (all, hints) = (|_: &Facts<'_>| true, Some(Hints::default()));
+        let to_main =
+            try_call(&block, &none, &kept(serde_json::json!({"branch": "main"}), 100), all, true, hints, false);
+        assert!(matches!(to_main, Tried::Decided { would: Action::Block, .. }), "{to_main:?}");
+        let elsewhere =
+            try_call(&block, &none, &kept(serde_json::json!({"branch": "dev"}), 100), all, true, hints, false);
+        assert!(matches!(elsewhere, Tried::Decided { would: Action::RequireApproval, .. }), "{elsewhere:?}");
+        let cut = try_call(&block, &none, &kept(serde_json::json!({"branch": "main"}), 5), all, true, hints, false);
+        assert_eq!(cut, Tried::Untried, "arguments kept cut are not enough");
     }
 }

@@ -8,6 +8,7 @@
 //! both call [`admit`].
 
 use gatehouse_core::approvals::State;
+use gatehouse_core::model::KeptArguments;
 use gatehouse_core::policy::{Action, CallDetail, Facts, Verdict};
 use rmcp::model::{CallToolResponse, ErrorData, Tool};
 use serde_json::{Value, json};
@@ -39,8 +40,9 @@ pub struct Run<'a> {
 /// What the procedure says of one run.
 pub enum Admitted {
     /// Run it now; the audit's actor for what let it through
-    /// ([`record::decided_by`], `grant:<id>`, or `execution:<id>`).
-    Run(String),
+    /// ([`record::decided_by`], `grant:<id>`, or `execution:<id>`), and
+    /// its arguments as the record keeps them ([`record::kept`]).
+    Run(String, Option<KeptArguments>),
     /// It needs a person's decision, which it does not have.
     Ask(Verdict),
     /// Refused (blocked, over a rate), already on the record: the answer.
@@ -65,11 +67,14 @@ pub async fn admit(state: &McpState, run: &Run<'_>) -> Result<Admitted, ErrorDat
         ErrorData::internal_error("policy lookup failed", None)
     })?;
     record::shadows(state, caller, run.tool, run.upstream, run.arguments, &verdict).await;
+    // What the record keeps of a call that does not wait for a person.
+    let kept = || record::kept(state, &verdict, run.upstream, false, run.arguments);
     if verdict.action == Action::Block {
         tracing::warn!(tool = run.tool, agent = %caller.credential.agent, rule = ?verdict.rule, "call blocked by policy");
         let message = record::blocked_message(run.tool, &verdict);
         let by = record::decided_by(&verdict);
-        record::refused(state, State::Blocked, caller, run.tool, run.upstream, run.arguments, &by, &message).await;
+        let (tool, upstream, arguments) = (run.tool, run.upstream, run.arguments);
+        record::refused(state, State::Blocked, caller, tool, upstream, arguments, kept(), (&by, &message)).await;
         let refusal = error_result(ToolErrorCode::BlockedByPolicy, message, json!({"tool": run.tool}));
         return Ok(Admitted::Refused(run.shape.fit(refusal).into()));
     }
@@ -92,7 +97,8 @@ pub async fn admit(state: &McpState, run: &Run<'_>) -> Result<Admitted, ErrorDat
             );
             tracing::warn!(tool = run.tool, agent = %caller.credential.agent, by = %limited.by, "call over a rate limit");
             let by = limited.by.to_string();
-            record::refused(state, State::Limited, caller, run.tool, run.upstream, run.arguments, &by, &message).await;
+            let (tool, upstream, arguments) = (run.tool, run.upstream, run.arguments);
+            record::refused(state, State::Limited, caller, tool, upstream, arguments, kept(), (&by, &message)).await;
             let mut details = json!({"tool": run.tool, "retryAfter": limited.retry_after_secs});
             details[if whose == "profile" { "profile" } else { "rule" }] = json!(name);
             let refusal = error_result(ToolErrorCode::RateLimited, message, details);
@@ -100,11 +106,12 @@ pub async fn admit(state: &McpState, run: &Run<'_>) -> Result<Admitted, ErrorDat
         }
     }
     if verdict.action == Action::Allow {
-        return Ok(Admitted::Run(record::decided_by(&verdict)));
+        return Ok(Admitted::Run(record::decided_by(&verdict), kept()));
     }
     if let Some(execution) = run.approved {
-        // A person approved this call; its rounds continue it.
-        return Ok(Admitted::Run(gatehouse_core::model::Actor::Execution(execution.to_string()).to_string()));
+        // A person approved this call; its rounds continue it (on its record).
+        let by = gatehouse_core::model::Actor::Execution(execution.to_string()).to_string();
+        return Ok(Admitted::Run(by, None));
     }
     // A person's grant lets it run now — never for a human_only call
     // (gate-changing tools are human_only too).
@@ -112,7 +119,7 @@ pub async fn admit(state: &McpState, run: &Run<'_>) -> Result<Admitted, ErrorDat
         && !tools::changes_gate(run.tool)
         && let Some(grant) = granted::lookup(state, caller, run.tool, run.arguments).await
     {
-        return Ok(Admitted::Run(grant));
+        return Ok(Admitted::Run(grant, kept()));
     }
     Ok(Admitted::Ask(verdict))
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::admit::{Admitted, Run, admit};
 use super::outcome::{Target, held_back, held_shape, run_target, tool_digest};
-use super::record::AtOnce;
+use super::record::{self, AtOnce};
 use super::tool_call::Call;
 use super::{Mode, announce, input_required, resume, upstream_round, url_elicitation};
 use crate::mcp::McpState;
@@ -96,8 +96,8 @@ pub async fn call(
     };
     let verdict = match admit(state, &run).await? {
         Admitted::Refused(answer) => return Ok(answer),
-        Admitted::Run(decided_by) => {
-            let record = AtOnce::start(state, caller, call.name, upstream.as_deref(), arguments, decided_by);
+        Admitted::Run(decided_by, kept) => {
+            let record = AtOnce::start(state, caller, call.name, upstream.as_deref(), arguments, (decided_by, kept));
             let answer = run_target(state, caller, &target, arguments, shape, None).await;
             return record.end(answer, ctx.ct.is_cancelled()).await;
         }
@@ -119,6 +119,7 @@ pub async fn call(
         tracing::info!(tool = call.name, agent = %caller.credential.agent, "gated call refused: its arguments would not be taken");
         return Ok(shape.fit(refused).into());
     }
+    let kept_arguments = record::kept(state, &verdict, upstream.as_deref(), true, &call.arguments);
     let opened = state
         .core
         .approvals
@@ -136,6 +137,8 @@ pub async fn call(
             human_only: verdict.human_only,
             admin_only: changes_gate,
             ttl: verdict.approval_ttl,
+            asked_by: Some(record::decided_by(&verdict)),
+            kept_arguments,
         })
         .await;
     let execution = match opened {

@@ -1,7 +1,8 @@
 //! Every call on the record: a call that runs at once (allowed by a rule,
 //! the tool's annotations or a grant) or is refused at once is audited like
-//! a paused one — who, which tool and upstream, the arguments' digest (never
-//! the arguments), what decided, how long it ran and how it ended.
+//! a paused one — who, which tool and upstream, the arguments' digest (and
+//! the arguments themselves where `keep_arguments` says: [`kept`]), what
+//! decided, how long it ran and how it ended.
 //!
 //! One entry per call, written when it ends, through the database's one
 //! ordered writer: nothing on the request path waits for the disk (only for
@@ -12,7 +13,7 @@ use std::time::Instant;
 
 use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit::{self, AT_ONCE_PREFIX};
-use gatehouse_core::model::{Actor, Hint};
+use gatehouse_core::model::{Actor, Hint, Keep, KeptArguments};
 use gatehouse_core::policy::{Basis, Verdict};
 use rmcp::model::{CallToolResponse, ErrorData};
 use serde_json::Value;
@@ -34,18 +35,38 @@ pub fn decided_by(verdict: &Verdict) -> String {
     actor.to_string()
 }
 
+/// The arguments of one call as the record keeps them, or `None` where it
+/// keeps none: the global `keep_arguments`, overridden by the deciding
+/// rules' and the upstream's (the one that keeps less, when both say);
+/// `waited` says the call paused for a person. Bounded and redacted
+/// (`keep_arguments_max_bytes`, `redact_arguments`).
+pub fn kept(
+    state: &McpState,
+    verdict: &Verdict,
+    upstream: Option<&str>,
+    waited: bool,
+    arguments: &Value,
+) -> Option<KeptArguments> {
+    let config = &state.config;
+    let of_upstream = upstream.and_then(|name| config.upstream.iter().find(|u| u.name == name)?.keep_arguments);
+    Keep::of(config.keep_arguments, verdict.keep_arguments, of_upstream)
+        .keeps(waited)
+        .then(|| KeptArguments::keep(arguments, &config.redact_arguments, config.keep_arguments_max_bytes))
+}
+
 /// What every audit entry of one call holds: who made it, the tool, its
-/// upstream and the arguments' digest.
+/// upstream and the arguments' digest; its arguments as kept, if they are.
 struct CallOf<'a> {
     caller: &'a Caller,
     tool: &'a str,
     upstream: Option<&'a str>,
     digest: String,
+    kept: Option<KeptArguments>,
 }
 
 impl<'a> CallOf<'a> {
     fn new(caller: &'a Caller, tool: &'a str, upstream: Option<&'a str>, arguments: &Value) -> Self {
-        CallOf { caller, tool, upstream, digest: digest(arguments) }
+        CallOf { caller, tool, upstream, digest: digest(arguments), kept: None }
     }
 
     /// Its entry: `state`, caused by `actor`, under execution id `id`.
@@ -63,6 +84,7 @@ impl<'a> CallOf<'a> {
             thread: credential.thread.as_deref(),
             actor: Some(actor),
             detail: Some(detail),
+            arguments: self.kept.as_ref(),
         }
     }
 
@@ -93,19 +115,20 @@ pub struct AtOnce<'a> {
 }
 
 impl<'a> AtOnce<'a> {
-    /// A call about to run, let through by `decided_by`.
+    /// A call about to run, let through by `decided_by`, its arguments
+    /// `kept` on its entry if they are ([`kept`]).
     pub fn start(
         state: &'a McpState,
         caller: &'a Caller,
         tool: &'a str,
         upstream: Option<&'a str>,
         arguments: &Value,
-        decided_by: String,
+        (decided_by, kept): (String, Option<KeptArguments>),
     ) -> Self {
         AtOnce {
             id: gatehouse_core::secret::new_id(AT_ONCE_PREFIX),
             state,
-            call: CallOf::new(caller, tool, upstream, arguments),
+            call: CallOf { kept, ..CallOf::new(caller, tool, upstream, arguments) },
             decided_by,
             label: "ran at once".into(),
             on_execution: false,
@@ -122,6 +145,8 @@ impl<'a> AtOnce<'a> {
         if let Some(id) = execution {
             self.id = id.to_string();
             self.on_execution = true;
+            // Its pending entry holds them already.
+            self.call.kept = None;
         }
         self
     }
@@ -217,7 +242,7 @@ pub async fn shadows(
 
 /// Records a call refused at once: `blocked` by a rule, or `limited` by a
 /// rule's rate; `actor` is what refused it ([`decided_by`], or
-/// `rule:<name>` for a rate).
+/// `rule:<name>` for a rate); its arguments `kept` if they are.
 #[allow(clippy::too_many_arguments)] // what the entry holds
 pub async fn refused(
     state: &McpState,
@@ -226,10 +251,10 @@ pub async fn refused(
     tool: &str,
     upstream: Option<&str>,
     arguments: &Value,
-    actor: &str,
-    why: &str,
+    kept: Option<KeptArguments>,
+    (actor, why): (&str, &str),
 ) {
-    CallOf::new(caller, tool, upstream, arguments).append(state, outcome, actor, why).await;
+    CallOf { kept, ..CallOf::new(caller, tool, upstream, arguments) }.append(state, outcome, actor, why).await;
 }
 
 /// What an agent reads when a rule blocks its call: the rule, and why its

@@ -85,7 +85,7 @@ pub async fn retry_call(
         approved: execution.as_deref(),
     };
     let decided_by = match admit(state, &run).await? {
-        Admitted::Run(decided_by) => decided_by,
+        Admitted::Run(decided_by, kept) => (decided_by, kept),
         Admitted::Refused(answer) => return Ok(answer),
         Admitted::Ask(_) => {
             let why = format!("{exposed} now needs approval; make the call again without the requestState");

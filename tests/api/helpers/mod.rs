@@ -93,6 +93,11 @@ async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: im
         config.database.url = test_database_url(&config.data_dir);
     }
     let core = Core::new(gatehouse::startup::open_db(&config).unwrap(), clock.clone(), config.settings()).unwrap();
+    // GATEHOUSE_TEST_LOG=debug shows the server's log beside a failing test.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("GATEHOUSE_TEST_LOG"))
+        .try_init();
     let shutdown = CancellationToken::new();
     let app = Application::build_with_core(&config, core.clone(), shutdown.clone()).await.unwrap();
     let upstreams = app.state().mcp.upstreams.clone();
@@ -103,7 +108,13 @@ async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: im
         address: format!("http://{host}"),
         core,
         clock,
-        client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+        // No request of a test takes a minute: past it, fail naming it
+        // instead of hanging the suite.
+        client: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
         upstreams,
         dir,
         state,

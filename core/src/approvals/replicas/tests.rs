@@ -84,6 +84,8 @@ fn new_execution() -> NewExecution {
         human_only: false,
         admin_only: false,
         ttl: None,
+        asked_by: None,
+        kept_arguments: None,
     }
 }
 
