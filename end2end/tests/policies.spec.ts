@@ -134,3 +134,31 @@ test("a plain user sees the rules but cannot change them", async ({ page }) => {
   });
   expect(r.status).toBe(403);
 });
+
+test("a shadow rule records what it would have done, Enforce promotes it, and its row counts what it decided", async ({ page }) => {
+  const issued = gh.issueToken("shadow-bot", ["--owner", "ada"]);
+  const { client } = await connectClient(issued.endpoint, issued.token, "shadow-client");
+  await signIn(page, "ada");
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  await page.getByLabel("Pattern").fill("gatehouse_policies_list");
+  await page.getByLabel("Action").selectOption("block");
+  await page.getByText("Shadow: decide nothing yet").click();
+  await page.getByRole("button", { name: "Save rule" }).click();
+  const row = page.getByRole("table", { name: "Rules" }).getByRole("row").filter({ hasText: "gatehouse_policies_list" });
+  await expect(row).toContainText("Shadow: decides nothing.");
+
+  // In shadow mode the call runs; the rule only notes what it would have done.
+  expect((await client.callTool({ name: "gatehouse_policies_list", arguments: {} })).isError).not.toBe(true);
+  await page.reload();
+  await expect(row.locator(".shadow-rule")).toHaveAttribute("data-shadow-count", "1");
+  await row.getByRole("button", { name: "Enforce" }).click();
+  await expect(row.locator(".shadow-rule")).toHaveCount(0);
+  await expect(row.locator(".decided")).toHaveAttribute("data-decided", "0");
+
+  const refused = await client.callTool({ name: "gatehouse_policies_list", arguments: {} });
+  expect(refused.isError).toBe(true);
+  expect(JSON.stringify(refused.content)).toContain("blocked");
+  await page.reload();
+  await expect(row.locator(".decided")).toContainText("Decided 1 call in 7 days.");
+  await client.close();
+});

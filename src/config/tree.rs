@@ -116,7 +116,7 @@ pub struct FileConfig {
     #[serde(deserialize_with = "duration")]
     pub audit_retention: Duration,
     /// `audit_max_entries = 5000000`: past this many entries the oldest are
-    /// deleted (each entry is at most about 3 KB, most near 400 bytes): calls
+    /// deleted (each entry is at most about 3 KB plus the arguments it keeps, most near 400 bytes): calls
     /// that ran or were refused at once first, people's decisions last.
     pub audit_max_entries: u64,
     /// `metrics_listen = "127.0.0.1:9464"`: serve `/metrics` without
