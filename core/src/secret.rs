@@ -29,6 +29,16 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
 
+/// [`new_id`] for rows written by the thousand (a call that ran at once):
+/// its first 48 bits are the time (a UUIDv7, 74 bits random), so ids made
+/// later sort later and the index over them grows at its end. A random id
+/// lands on a different index page each time, and every page a commit
+/// touches is written to the WAL whole: measured in BENCHMARKS.md. The time
+/// it shows is the entry's own `at`, no secret.
+pub fn new_ordered_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
+}
+
 /// The secret key `name` that every process on this database shares (made
 /// of `len` random bytes by whoever asks first; later askers get the same).
 /// For PostgreSQL replicas; blocks on the database.

@@ -406,4 +406,21 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit_events ADD COLUMN arguments TEXT;
     ALTER TABLE policy_rules ADD COLUMN keep_arguments TEXT;
     "#,
+    // 28: the owner's name index goes: every read scopes by `owner_id`
+    // (audit_owner_id) since migration 22, and each index is one more
+    // entry written per call on the record. Suggested grants: a person's
+    // approvals found by agent and tool (a partial index: only approvals,
+    // a few rows, not every call), and the offers a person turned down.
+    r#"
+    DROP INDEX IF EXISTS audit_owner;
+    CREATE INDEX audit_approvals ON audit_events(agent, tool, at) WHERE state = 'approved';
+    CREATE TABLE declined_suggestions (
+        user_id    BIGINT NOT NULL,
+        owner_id   BIGINT NOT NULL,
+        agent      TEXT NOT NULL,
+        tool       TEXT NOT NULL,
+        declined_at BIGINT NOT NULL,
+        PRIMARY KEY (user_id, owner_id, agent, tool)
+    );
+    "#,
 ];

@@ -71,6 +71,21 @@ struct Progress {
     watch: watch::Sender<u64>,
     /// Callers waiting for a flush right now: the writer stops lingering.
     waiting: std::sync::atomic::AtomicUsize,
+    /// The writer thread, woken from its linger by whoever cannot wait
+    /// ([`Progress::hurry`]). It lingers parked, not in `recv`: a send to a
+    /// receiver blocked in `recv` wakes its thread, one wake-up (a futex and
+    /// a context switch) per audited call.
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl Progress {
+    /// Ends the writer's linger now: a write someone acts on, a flush
+    /// waited for, or a full batch.
+    fn hurry(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
 }
 
 /// The queue to the writer thread.
@@ -101,11 +116,13 @@ impl Writer {
             stopped: AtomicBool::new(false),
             watch: watch::channel(0).0,
             waiting: std::sync::atomic::AtomicUsize::new(0),
+            thread: std::sync::OnceLock::new(),
         });
         let writing = progress.clone();
         // A plain thread, not a runtime task: the writes block on the
         // database, and the CLI builds the stores without a runtime.
         let spawned = std::thread::Builder::new().name("gatehouse-db-writer".into()).spawn(move || {
+            let _ = writing.thread.set(std::thread::current());
             write_loop(&db, &rx, &writing);
             writing.stopped.store(true, Ordering::SeqCst);
             writing.watch.send_replace(u64::MAX);
@@ -138,6 +155,9 @@ impl Writer {
         match sender.send((number, write, !bounded)) {
             Ok(()) => {
                 self.last.store(number, Ordering::SeqCst);
+                if !bounded || self.in_flight() >= BATCH as u64 {
+                    self.progress.hurry();
+                }
                 Ok(())
             }
             Err(mpsc::SendError((_, write, _))) => {
@@ -188,6 +208,7 @@ struct Waiting<'a>(&'a Progress);
 impl<'a> Waiting<'a> {
     fn new(progress: &'a Progress) -> Self {
         progress.waiting.fetch_add(1, Ordering::SeqCst);
+        progress.hurry();
         Waiting(progress)
     }
 }
@@ -216,11 +237,9 @@ fn write_loop(db: &Db, rx: &mpsc::Receiver<Job>, progress: &Progress) {
             if urgent || batch.len() >= BATCH || left.is_zero() {
                 break;
             }
-            match rx.recv_timeout(left.min(Duration::from_millis(1))) {
-                Ok(job) => batch.push(job),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
+            // Parked, not in `recv`: senders then wake no one (see
+            // `Progress::thread`); what cannot wait unparks it.
+            std::thread::park_timeout(left);
         }
         let last = batch.last().map_or(0, |(number, ..)| *number);
         let written = db

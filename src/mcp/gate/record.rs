@@ -90,7 +90,7 @@ impl<'a> CallOf<'a> {
 
     /// Appends a one-entry record of it (a fresh `call_…` id).
     async fn append(&self, state: &McpState, outcome: State, actor: &str, detail: &str) {
-        let id = gatehouse_core::secret::new_id(AT_ONCE_PREFIX);
+        let id = gatehouse_core::secret::new_ordered_id(AT_ONCE_PREFIX);
         if let Err(e) = state.core.approvals.audit().append(self.entry(&id, outcome, actor, detail)).await {
             tracing::error!(error = %e, "audit write failed");
         }
@@ -126,7 +126,7 @@ impl<'a> AtOnce<'a> {
         (decided_by, kept): (String, Option<KeptArguments>),
     ) -> Self {
         AtOnce {
-            id: gatehouse_core::secret::new_id(AT_ONCE_PREFIX),
+            id: gatehouse_core::secret::new_ordered_id(AT_ONCE_PREFIX),
             state,
             call: CallOf { kept, ..CallOf::new(caller, tool, upstream, arguments) },
             decided_by,
