@@ -166,6 +166,23 @@ impl Core {
         self.db.quick(move || work(core)).await
     }
 
+    /// Execution `id` as `user` sees it on its page and in the API: its
+    /// view, with the grant offered to them if one fits
+    /// ([`grants::suggest`]; an offer that cannot be read is left out, not
+    /// an error). Reads the database: call it through [`Core::run`].
+    pub fn execution_for(
+        &self,
+        user: &users::User,
+        id: &gatehouse_model::ExecutionId,
+    ) -> Result<gatehouse_model::ExecutionView, approvals::AccessError> {
+        let mut view = self.approvals.view_for(user, id)?;
+        match self.grants.suggestion_for(self.approvals.audit(), user, &view) {
+            Ok(suggestion) => view.suggestion = suggestion,
+            Err(e) => tracing::warn!(error = %e, execution = %id, "could not read whether to suggest a grant"),
+        }
+        Ok(view)
+    }
+
     /// One page (`limit` calls, newest first) of the history `user` may
     /// read: a row per call with its steps folded in, and what each grant
     /// that decided a call on it allows, in words ("grant: read_file for 8

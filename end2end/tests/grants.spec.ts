@@ -105,6 +105,57 @@ test("grant on the resume page: the next call runs at once; revoked on /grants, 
   await client.close();
 });
 
+test("a suggested grant accepted: after three approvals alike, one tap approves and allows the like", async ({ page }) => {
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  const issued = gh.issueToken("suggestee", ["--owner", "carol"]);
+  const { client } = await connectClient(issued.endpoint, issued.token);
+  await waitForTool(client);
+  const pause = async (path: string) => {
+    const r = await client.callTool({ name: TOOL, arguments: { path } });
+    const paused = r.structuredContent as Paused;
+    expect(paused.status).toBe("user_approval_required");
+    const url = new URL(paused.approvalUrl);
+    return url.pathname + url.search;
+  };
+  let signedIn = false;
+  for (const path of ["/tmp/build/a.o", "/tmp/build/lib/b.o", "/tmp/build/c.o"]) {
+    const at = await pause(path);
+    if (!signedIn) {
+      await signInPage(page, gh, "carol", PW, at);
+      signedIn = true;
+    } else {
+      await page.goto(`${gh.url}${at}`);
+    }
+    await expect(page.getByTestId("suggestion")).toHaveCount(0);
+    await page.getByRole("button", { name: "Approve", exact: true }).click();
+    await expect(page.getByRole("status")).toContainText(/Approved/);
+  }
+
+  await page.goto(`${gh.url}${await pause("/tmp/build/d.o")}`);
+  const offer = page.getByTestId("suggestion");
+  await expect(offer).toContainText("approved 3 times in the last 7 days");
+  await expect(offer).toContainText("for 8 hours");
+  await expect(offer).toContainText("/tmp/build/");
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  await shoot(page, "resume-suggestion");
+  await axe(page);
+  await offer.getByRole("button", { name: "Approve and allow" }).click();
+  await expect(page.getByRole("status")).toContainText(/Approved|Running|Completed/);
+
+  // Under /tmp/build/ the next call runs at once; elsewhere it still asks.
+  const inside = await client.callTool({ name: TOOL, arguments: { path: "/tmp/build/sub/e.o" } });
+  expect(inside.structuredContent).toBeUndefined();
+  expect(JSON.stringify(inside.content)).toContain("simple text response");
+  await pause("/tmp/elsewhere.o");
+  await page.goto(`${gh.url}/grants`);
+  await expect(page.locator("tr[data-tool='ev__test_simple_text']").filter({ hasText: "suggestee" })).toContainText(
+    'path starts with "/tmp/build/"',
+  );
+  expect(errors).toEqual([]);
+  await client.close();
+});
+
 test("a reason typed when declining reaches the TypeScript SDK client", async ({ page }) => {
   const issued = gh.issueToken("decline-reader", ["--owner", "carol"]);
   const { client } = await connectClient(issued.endpoint, issued.token);

@@ -52,6 +52,11 @@ pub struct ExecutionView {
     /// it in place of the arguments, which only the call's page shows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
+    /// The grant its page offers the viewer, who approved calls like it
+    /// before (only while pending, to who may make it, unless they turned
+    /// the offer down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<crate::grants::GrantSuggestion>,
 }
 
 /// How much of a call's arguments the inbox shows.
@@ -167,6 +172,7 @@ mod tests {
             admin_only: false,
             human_only: false,
             preview: None,
+            suggestion: None,
         }
     }
 

@@ -108,6 +108,31 @@ pub struct GrantRequest {
     pub arguments: BTreeMap<String, ArgMatch>,
 }
 
+/// A grant the call's page offers after a person approved calls like this
+/// one several times ([`SUGGEST_AFTER`] in [`SUGGEST_WINDOW_MS`]): the
+/// narrowest constraints that cover each of them and this call. Accepting
+/// it is the grant form's own step (approve and allow), pre-filled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantSuggestion {
+    /// How many like it a person approved in the window.
+    pub approvals: u32,
+    /// How long the offered grant lasts.
+    pub scope: GrantScope,
+    /// What it would allow: each an exact value or a prefix every approved
+    /// call and this one satisfy.
+    pub arguments: BTreeMap<String, ArgMatch>,
+    /// The call's other top-level arguments, which the grant leaves free
+    /// (any value): the page says so beside the constraints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free: Vec<String>,
+}
+
+/// Approvals like a call's in the window before the page offers a grant.
+pub const SUGGEST_AFTER: u32 = 3;
+/// The window those approvals are counted in: 7 days.
+pub const SUGGEST_WINDOW_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// One grant as the console shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -29,7 +29,9 @@ pub use actor::{Actor, Hint, Via};
 pub use api_token::{ApiTokenView, MintedApiToken};
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView, PREVIEW_CHARS, preview_of};
-pub use grants::{ArgMatch, GrantRequest, GrantScope, GrantView, GrantsView};
+pub use grants::{
+    ArgMatch, GrantRequest, GrantScope, GrantSuggestion, GrantView, GrantsView, SUGGEST_AFTER, SUGGEST_WINDOW_MS,
+};
 pub use history::{
     AuditEntry, CallRow, CallsPage, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage,
     HistoryPickers,

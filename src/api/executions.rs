@@ -25,7 +25,7 @@ pub async fn get(
     SignedIn(user): SignedIn,
     Path(id): Path<ExecutionId>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(core.approvals.view_for(&user, &id)?))
+    Ok(ApiJson(core.run(move |core| core.execution_for(&user, &id)).await??))
 }
 
 /// `GET /api/mcp-sessions/{sid}/executions/{eid}`: the session only locates
@@ -35,7 +35,7 @@ pub async fn get_in_session(
     SignedIn(user): SignedIn,
     Path((_sid, id)): Path<(String, ExecutionId)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(ApiJson(core.approvals.view_for(&user, &id)?))
+    Ok(ApiJson(core.run(move |core| core.execution_for(&user, &id)).await??))
 }
 
 /// Body of a decision.

@@ -39,6 +39,7 @@ mod session_caps;
 mod shadow_rules;
 mod shutdown;
 mod starvation;
+mod suggested_grants;
 mod tasks;
 mod throttling;
 mod upstream_http;

@@ -5,7 +5,9 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
-use gatehouse_model::{ExecutionId, ExecutionView, GrantScope, MAX_NOTE_CHARS, State, routes};
+use gatehouse_model::{
+    ArgMatch, ExecutionId, ExecutionView, GrantScope, GrantSuggestion, MAX_NOTE_CHARS, State, routes,
+};
 
 use crate::components::arguments::{Arguments, KeptArgumentsView};
 use crate::components::clock::{countdown, use_now};
@@ -14,7 +16,7 @@ use crate::components::live::{LiveState, LiveStatus, use_live_events};
 use crate::components::name::Name;
 use crate::components::when::When;
 use crate::reveal::visible;
-use crate::server_fns::{DecideExecution, GrantExecution, Lookup, get_execution, get_timeline};
+use crate::server_fns::{DecideExecution, DeclineSuggestion, GrantExecution, Lookup, get_execution, get_timeline};
 use crate::time_fmt::{exact, iso};
 
 fn state_label(state: State) -> &'static str {
@@ -60,7 +62,10 @@ pub fn ResumePage() -> impl IntoView {
                     // A memo, so an event that repeats what the page shows (the
                     // stream's first one always does) re-renders nothing.
                     let current: Signal<ExecutionView> = Memo::new(move |_| {
-                        latest.get().filter(|v| v.execution_id == execution.execution_id).unwrap_or_else(|| (*execution).clone())
+                        // A live event carries no offer: the one the page was loaded with stays.
+                        latest.get().filter(|v| v.execution_id == execution.execution_id)
+                            .map(|v| ExecutionView { suggestion: execution.suggestion.clone(), ..v })
+                            .unwrap_or_else(|| (*execution).clone())
                     }).into();
                     view! { <Resume current now_ms is_admin decide grant live/> }.into_any()
                 }
@@ -130,6 +135,7 @@ fn ResumeBody(
         admin_only,
         human_only,
         session_id,
+        suggestion,
         ..
     } = execution;
     let string_args = arguments.as_ref().map(constrainable).unwrap_or_default();
@@ -213,6 +219,9 @@ fn ResumeBody(
                         <textarea form="approve-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
                     </label>
                 </div>
+                {suggestion.filter(|_| !human_only).map(|offer| view! {
+                    <Suggestion offer grant id=execution_id.clone()/>
+                })}
                 {(!human_only).then(|| view! {
                     <GrantForm grant id=id_g.clone() has_session=session_id.is_some() string_args=string_args.clone()/>
                 })}
@@ -251,6 +260,83 @@ fn constrainable(arguments: &serde_json::Value) -> Vec<(String, String)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The grant offered once people approved calls like this one: one
+/// step to approve it and allow the like (the grant form's own action,
+/// pre-filled), or a turn-down that is remembered.
+#[component]
+fn Suggestion(offer: GrantSuggestion, grant: ServerAction<GrantExecution>, id: ExecutionId) -> impl IntoView {
+    let turn_down = ServerAction::<DeclineSuggestion>::new();
+    let turned_down = move || turn_down.value().get().is_some_and(|r| r.is_ok());
+    let shown = move || (!turned_down()).then(|| offer_view(&offer, grant, turn_down, &id));
+    view! { {shown} }
+}
+
+/// The offer itself ([`Suggestion`]).
+fn offer_view(
+    offer: &GrantSuggestion,
+    grant: ServerAction<GrantExecution>,
+    turn_down: ServerAction<DeclineSuggestion>,
+    id: &ExecutionId,
+) -> impl IntoView + use<> {
+    let when = offer
+        .arguments
+        .iter()
+        .enumerate()
+        .map(|(i, (name, want))| {
+            let (words, value) = match want {
+                ArgMatch::Exact(v) => (" is exactly ", v.clone()),
+                ArgMatch::Prefix(p) => (" is under ", p.clone()),
+            };
+            view! { {if i == 0 { " when " } else { " and " }}<code>{name.clone()}</code>{words}<code class="value"><Name text=value/></code> }
+        })
+        .collect_view();
+    let times = match offer.approvals {
+        1 => "once".to_string(),
+        2 => "twice".to_string(),
+        n => format!("{n} times"),
+    };
+    let free = (!offer.free.is_empty()).then(|| {
+        let names = offer
+            .free
+            .iter()
+            .enumerate()
+            .map(|(i, name)| view! { {(i > 0).then_some(", ")}<code><Name text=name.clone()/></code> })
+            .collect_view();
+        view! { <p class="hint" data-testid="left-free">"Any value of " {names} ": these varied too much to hold."</p> }
+    });
+    let fields = offer
+        .arguments
+        .iter()
+        .map(|(name, want)| match want {
+            ArgMatch::Exact(_) => view! { <input type="hidden" name=format!("exact[{name}]") value="on"/> }.into_any(),
+            ArgMatch::Prefix(p) => {
+                view! { <input type="hidden" name=format!("prefix[{name}]") value=p.clone()/> }.into_any()
+            }
+        })
+        .collect_view();
+    let (scope, label) = (offer.scope.as_str(), offer.scope.label());
+    let (id_d, id_g) = (id.to_string(), id.to_string());
+    view! {
+        <section class="panel suggestion" data-testid="suggestion" aria-label="Suggested grant">
+            <p>{format!("Calls like this were approved {times} in the last 7 days. Allow them {label}")}{when}"?"</p>
+            {free}
+            <p class="hint">"Approves this call too. Revoke it any time on the Grants page."</p>
+            <div class="decide">
+                <ActionForm action=turn_down attr:class="decide-form">
+                    <input type="hidden" name="id" value=id_d/>
+                    <button type="submit" class="quiet">"Don't suggest this again"</button>
+                </ActionForm>
+                <ActionForm action=grant attr:class="decide-form">
+                    <input type="hidden" name="id" value=id_g/>
+                    <input type="hidden" name="scope" value=scope/>
+                    {fields}
+                    <button type="submit" class="approve">"Approve and allow"</button>
+                </ActionForm>
+            </div>
+        </section>
+    }
 }
 
 /// "Allow this tool for this agent": approves this call and stores a grant

@@ -29,8 +29,11 @@ pub enum Lookup {
 pub async fn get_execution(id: ExecutionId) -> Result<Lookup, ServerFnError> {
     use gatehouse_core::approvals::AccessError;
     let (user, core) = ctx::context()?;
-    Ok(match core.approvals.view_for(&user, &id) {
-        Ok(view) => Lookup::Found { execution: Box::new(view), now_ms: core.clock.now_ms(), is_admin: user.is_admin },
+    let (now_ms, is_admin) = (core.clock.now_ms(), user.is_admin);
+    let found =
+        core.run(move |core| core.execution_for(&user, &id)).await.map_err(|e| ServerFnError::new(e.to_string()))?;
+    Ok(match found {
+        Ok(view) => Lookup::Found { execution: Box::new(view), now_ms, is_admin },
         Err(e @ AccessError::Forbidden) => {
             ctx::set_status(gatehouse_core::Status::status(&e));
             Lookup::Forbidden
@@ -173,6 +176,25 @@ pub async fn decide_many(
         }
     }
     Ok(outcome)
+}
+
+/// Turns down the grant a call's page offered (`suggestion`): it is not
+/// offered to this person for this agent and tool again.
+#[server(prefix = "/api/fn", endpoint = "decline-suggestion")]
+pub async fn decline_suggestion(id: ExecutionId) -> Result<(), ServerFnError> {
+    use gatehouse_core::approvals::AccessError;
+    let (user, core) = ctx::context()?;
+    let done = core
+        .run(move |core| {
+            let view = core.approvals.view_for(&user, &id)?;
+            core.grants.decline_suggestion(&user, &view).map_err(|e| AccessError::Storage(e.to_string()))
+        })
+        .await
+        .map_err(|e| ServerFnError::new(e.to_string()))?;
+    done.map_err(|e| {
+        ctx::set_status(gatehouse_core::Status::status(&e));
+        ServerFnError::new(e.to_string())
+    })
 }
 
 /// Approves an execution and allows its tool for its agent from now on

@@ -97,6 +97,7 @@ pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> Execution
         admin_only: execution.admin_only,
         human_only: execution.human_only,
         preview: None,
+        suggestion: None,
     }
 }
 
@@ -138,6 +139,7 @@ impl ApprovalStore {
             admin_only: false,
             human_only: false,
             preview: None,
+            suggestion: None,
         })
     }
 

@@ -75,6 +75,7 @@ impl ApprovalStore {
             .map(|e| ExecutionView {
                 arguments: None,
                 preview: Some(preview_of(&e.execution.arguments)),
+                suggestion: None,
                 ..live_view(&e.execution, &e.tx.borrow())
             })
             .collect();
@@ -83,6 +84,7 @@ impl ApprovalStore {
         all.extend(self.remote_pending_for(user).iter().map(|(e, snapshot)| ExecutionView {
             arguments: None,
             preview: Some(preview_of(&e.arguments)),
+            suggestion: None,
             ..live_view(e, snapshot)
         }));
         all.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.execution_id.cmp(&b.execution_id)));

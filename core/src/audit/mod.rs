@@ -221,6 +221,32 @@ impl AuditLog {
         Ok(text.and_then(|text| serde_json::from_str(&text).ok()))
     }
 
+    /// The arguments the record kept of each call a person approved for
+    /// agent `agent` of the owner with id `owner_id` (`None`: owner-less) to
+    /// `tool` at or after `since_ms`: what a suggested grant is made from
+    /// (`grants::suggest`). Found through the approvals' own index.
+    pub fn approved_arguments(
+        &self,
+        owner_id: Option<gatehouse_model::UserId>,
+        agent: &str,
+        tool: &str,
+        since_ms: i64,
+    ) -> Result<Vec<KeptArguments>> {
+        self.flush();
+        // Each approval once, with its call's first kept arguments.
+        let texts: Vec<Option<String>> = self.db.conn()?.query(
+            "SELECT (SELECT p.arguments FROM audit_events p WHERE p.execution_id = a.execution_id
+                       AND p.arguments IS NOT NULL ORDER BY p.id LIMIT 1)
+             FROM audit_events a
+             WHERE a.state = 'approved' AND a.agent = ?1 AND a.tool = ?2 AND a.at >= ?3
+               AND a.owner_id IS NOT DISTINCT FROM ?4 AND a.actor LIKE 'user:%'
+             ORDER BY a.id",
+            args![agent, tool, since_ms, owner_id.map(|id| id.get())],
+            |r| r.get(0),
+        )?;
+        Ok(texts.iter().flatten().filter_map(|text| serde_json::from_str(text).ok()).collect())
+    }
+
     /// The latest entry of an execution.
     pub fn latest(&self, execution_id: &ExecutionId) -> Result<Option<AuditEntry>> {
         self.flush();

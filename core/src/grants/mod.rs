@@ -39,6 +39,7 @@ use crate::users::User;
 
 mod approve;
 mod error;
+pub mod suggest;
 #[cfg(test)]
 mod tests;
 
