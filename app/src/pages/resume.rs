@@ -219,9 +219,6 @@ fn ResumeBody(
                         <textarea form="approve-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
                     </label>
                 </div>
-                {suggestion.filter(|_| !human_only).map(|offer| view! {
-                    <Suggestion offer grant id=execution_id.clone()/>
-                })}
                 {(!human_only).then(|| view! {
                     <GrantForm grant id=id_g.clone() has_session=session_id.is_some() string_args=string_args.clone()/>
                 })}
@@ -237,6 +234,10 @@ fn ResumeBody(
                         <button type="submit" class="approve">"Approve"</button>
                     </ActionForm>
                 </div>
+                // After the sticky decide bar, so the bar never covers it.
+                {suggestion.filter(|_| !human_only).map(|offer| view! {
+                    <Suggestion offer grant id=execution_id.clone()/>
+                })}
             })}
             {(pending && can_decide && human_only).then(|| view! {
                 <p class="hint">"A person decides every call to this tool: it cannot be allowed in advance."</p>
@@ -323,7 +324,7 @@ fn offer_view(
             <p>{format!("Calls like this were approved {times} in the last 7 days. Allow them {label}")}{when}"?"</p>
             {free}
             <p class="hint">"Approves this call too. Revoke it any time on the Grants page."</p>
-            <div class="decide">
+            <div class="offer-answers">
                 <ActionForm action=turn_down attr:class="decide-form">
                     <input type="hidden" name="id" value=id_d/>
                     <button type="submit" class="quiet">"Don't suggest this again"</button>
