@@ -128,6 +128,13 @@ pub struct GrantSuggestion {
     pub free: Vec<String>,
 }
 
+/// Whether argument `name` can travel as a grant form's field
+/// (`exact[NAME]`, `prefix[NAME]`): the names the call page offers to
+/// constrain, and so the only ones a suggested grant holds.
+pub fn form_field_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
 /// Approvals like a call's in the window before the page offers a grant.
 pub const SUGGEST_AFTER: u32 = 3;
 /// The window those approvals are counted in: 7 days.

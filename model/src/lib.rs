@@ -31,6 +31,7 @@ pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, 
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView, PREVIEW_CHARS, preview_of};
 pub use grants::{
     ArgMatch, GrantRequest, GrantScope, GrantSuggestion, GrantView, GrantsView, SUGGEST_AFTER, SUGGEST_WINDOW_MS,
+    form_field_name,
 };
 pub use history::{
     AuditEntry, CallRow, CallsPage, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage,

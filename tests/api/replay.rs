@@ -14,15 +14,23 @@ async fn replay(app: &TestApp, cookie: &str, draft: &[(&str, &str)]) -> Value {
     r.json().await.unwrap()
 }
 
-#[tokio::test]
-async fn a_rule_is_tried_on_the_calls_the_viewer_may_see() {
-    let app = spawn_app().await;
+/// Admin "root", plain users "ada" (signed in, with agent "cursor" in an
+/// open MCP session) and "bob": (root's cookie, ada's, cursor's token, its
+/// session id).
+async fn people(app: &TestApp) -> (String, String, String, String) {
     app.add_user("root", true).await;
     app.add_user("ada", false).await;
     app.add_user("bob", false).await;
     let (root, ada) = (app.sign_in("root").await, app.sign_in("ada").await);
     let adas = app.issue_owned("cursor", "ada");
     let sid = app.open_session(&adas).await;
+    (root, ada, adas, sid)
+}
+
+#[tokio::test]
+async fn a_rule_is_tried_on_the_calls_the_viewer_may_see() {
+    let app = spawn_app().await;
+    let (root, ada, adas, sid) = people(&app).await;
     for _ in 0..2 {
         app.tool_call(&adas, &sid, "gatehouse_status", json!({})).await;
     }
@@ -92,12 +100,7 @@ async fn each_rule_counts_the_calls_it_decided_among_those_the_viewer_may_see() 
         ]
     })
     .await;
-    app.add_user("root", true).await;
-    app.add_user("ada", false).await;
-    app.add_user("bob", false).await;
-    let (root, ada) = (app.sign_in("root").await, app.sign_in("ada").await);
-    let adas = app.issue_owned("cursor", "ada");
-    let sid = app.open_session(&adas).await;
+    let (root, ada, adas, sid) = people(&app).await;
     for _ in 0..3 {
         app.tool_call(&adas, &sid, "gatehouse_status", json!({})).await;
     }

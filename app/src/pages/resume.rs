@@ -248,15 +248,11 @@ fn ResumeBody(
 /// Top-level string arguments a grant may be narrowed by, as (name, value);
 /// names that do not fit a form field name plainly are not offered.
 fn constrainable(arguments: &serde_json::Value) -> Vec<(String, String)> {
-    let plain = |name: &str| {
-        (1..=64).contains(&name.len())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-    };
     arguments
         .as_object()
         .map(|map| {
             map.iter()
-                .filter(|(name, _)| plain(name))
+                .filter(|(name, _)| gatehouse_model::form_field_name(name))
                 .filter_map(|(name, value)| value.as_str().map(|v| (name.clone(), v.to_string())))
                 .collect()
         })

@@ -10,7 +10,7 @@
 //! nothing is offered where nothing was kept. A value kept redacted or cut
 //! short constrains nothing it cannot vouch for.
 
-use gatehouse_model::{GrantSuggestion, KeptArguments, SUGGEST_AFTER, SUGGEST_WINDOW_MS, UserId};
+use gatehouse_model::{GrantSuggestion, KeptArguments, SUGGEST_AFTER, SUGGEST_WINDOW_MS, UserId, form_field_name};
 
 use super::*;
 
@@ -32,12 +32,6 @@ impl AgentOf {
     fn owner_key(&self) -> i64 {
         self.owner_id.map_or(0, |id| id.get())
     }
-}
-
-/// Whether `name` can travel as a grant form's field (`exact[NAME]`): the
-/// same names the call page offers to constrain.
-pub fn plain_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 /// The JSON type of a value, for a shape.
@@ -88,7 +82,7 @@ pub fn narrowest(current: &Value, approved: &[&Value]) -> Option<BTreeMap<String
     let mut constraints = BTreeMap::new();
     let Some(args) = current.as_object() else { return Some(constraints) };
     for (name, value) in args {
-        let Some(now) = value.as_str().filter(|_| plain_name(name)) else { continue };
+        let Some(now) = value.as_str().filter(|_| form_field_name(name)) else { continue };
         let mut values: Vec<&str> = approved.iter().filter_map(|a| a.get(name).and_then(Value::as_str)).collect();
         if values.len() != approved.len() || values.contains(&gatehouse_model::kept::REDACTED) {
             continue;
