@@ -102,6 +102,8 @@ pub struct Settings {
     pub oauth: oauth::Lifetimes,
     /// What one user may hold at once.
     pub per_user: PerUser,
+    /// When a call's page offers a grant.
+    pub suggest: grants::suggest::Suggest,
 }
 
 /// What one user may hold at once; each bound is a config key of the name
@@ -144,6 +146,7 @@ impl Default for Settings {
                 registration: oauth::Registration::default(),
             },
             per_user: PerUser::default(),
+            suggest: grants::suggest::Suggest::default(),
         }
     }
 }
@@ -181,6 +184,19 @@ impl Core {
             Err(e) => tracing::warn!(error = %e, execution = %id, "could not read whether to suggest a grant"),
         }
         Ok(view)
+    }
+
+    /// `user` turns down the grant offered on execution `id`'s page: it is
+    /// not offered to them for that agent and tool again. Only someone who
+    /// may see the call may (one path for the page's form and the API).
+    /// Reads and writes the database: call it through [`Core::run`].
+    pub fn decline_suggestion(
+        &self,
+        user: &users::User,
+        id: &gatehouse_model::ExecutionId,
+    ) -> Result<(), approvals::AccessError> {
+        let view = self.approvals.view_for(user, id)?;
+        self.grants.decline_suggestion(user, &view).map_err(|e| approvals::AccessError::Storage(e.to_string()))
     }
 
     /// One page (`limit` calls, newest first) of the history `user` may
@@ -253,7 +269,8 @@ impl Core {
                 changes::ChangeLog::new(db.clone(), clock.clone()),
                 live.clone(),
             )?
-            .with_max_per_user(settings.per_user.grants),
+            .with_max_per_user(settings.per_user.grants)
+            .with_suggest(settings.suggest),
             pins: pins::ToolPins::new(db.clone(), clock.clone()),
             credentials,
             oauth,

@@ -109,7 +109,8 @@ pub struct GrantRequest {
 }
 
 /// A grant the call's page offers after a person approved calls like this
-/// one several times ([`SUGGEST_AFTER`] in [`SUGGEST_WINDOW_MS`]): the
+/// one several times (`suggest_grants_after` in `suggest_grants_window`;
+/// by default [`SUGGEST_AFTER`] in [`SUGGEST_WINDOW_MS`]): the
 /// narrowest constraints that cover each of them and this call. Accepting
 /// it is the grant form's own step (approve and allow), pre-filled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,10 +136,15 @@ pub fn form_field_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
-/// Approvals like a call's in the window before the page offers a grant.
+/// Approvals like a call's in the window before the page offers a grant
+/// (`suggest_grants_after`'s default).
 pub const SUGGEST_AFTER: u32 = 3;
-/// The window those approvals are counted in: 7 days.
+/// The window those approvals are counted in: 7 days
+/// (`suggest_grants_window`'s default).
 pub const SUGGEST_WINDOW_MS: i64 = 7 * 24 * 3600 * 1000;
+/// The most recent approvals an offer is drawn from: a tool approved
+/// thousands of times a week costs one bounded read.
+pub const SUGGEST_FROM_AT_MOST: u32 = 200;
 
 /// One grant as the console shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,8 +30,8 @@ pub use api_token::{ApiTokenView, MintedApiToken};
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView, PREVIEW_CHARS, preview_of};
 pub use grants::{
-    ArgMatch, GrantRequest, GrantScope, GrantSuggestion, GrantView, GrantsView, SUGGEST_AFTER, SUGGEST_WINDOW_MS,
-    form_field_name,
+    ArgMatch, GrantRequest, GrantScope, GrantSuggestion, GrantView, GrantsView, SUGGEST_AFTER, SUGGEST_FROM_AT_MOST,
+    SUGGEST_WINDOW_MS, form_field_name,
 };
 pub use history::{
     AuditEntry, CallRow, CallsPage, ChangeEntry, ExportFormat, HISTORY_PAGE_SIZE, HistoryFilter, HistoryPage,

@@ -95,6 +95,11 @@ pub fn execution(execution_id: &str) -> String {
     format!("/api/executions/{execution_id}")
 }
 
+/// Where a person turns down the grant an execution's view offers.
+pub fn execution_decline_suggestion(execution_id: &str) -> String {
+    format!("/api/executions/{execution_id}/suggestion/decline")
+}
+
 /// Where a decision on an execution is posted.
 pub fn execution_resume(execution_id: &str) -> String {
     format!("/api/executions/{execution_id}/resume")

@@ -38,6 +38,18 @@ pub async fn get_in_session(
     Ok(ApiJson(core.run(move |core| core.execution_for(&user, &id)).await??))
 }
 
+/// `POST /api/executions/{eid}/suggestion/decline`: turns down the grant
+/// the call's view offers (`suggestion`); it is not offered to this person
+/// for that agent and tool again. 204; 403/404 as for reading the call.
+pub async fn decline_suggestion(
+    State(core): State<Core>,
+    SignedIn(user): SignedIn,
+    Path(id): Path<ExecutionId>,
+) -> Result<impl IntoResponse, ApiError> {
+    core.run(move |core| core.decline_suggestion(&user, &id)).await??;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
 /// Body of a decision.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

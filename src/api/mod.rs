@@ -32,6 +32,7 @@ pub fn router() -> Router<AppState> {
         .route(routes::LIVE_EVENTS, get(live::events))
         .route(&routes::execution("{eid}"), get(executions::get))
         .route(&routes::execution_resume("{eid}"), post(executions::resume))
+        .route(&routes::execution_decline_suggestion("{eid}"), post(executions::decline_suggestion))
         .route(&routes::execution_events("{eid}"), get(executions::events))
         .route("/api/mcp-sessions/{sid}/executions/{eid}", get(executions::get_in_session))
         .route("/api/mcp-sessions/{sid}/executions/{eid}/resume", post(executions::resume_in_session))

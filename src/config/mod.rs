@@ -173,6 +173,10 @@ impl Config {
                 oauth_clients: self.max_oauth_clients_per_user,
                 grants: self.max_grants_per_user,
             },
+            suggest: gatehouse_core::grants::suggest::Suggest {
+                after: self.suggest_grants_after,
+                window: self.suggest_grants_window,
+            },
         }
     }
 

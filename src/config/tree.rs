@@ -112,6 +112,13 @@ pub struct FileConfig {
     pub max_oauth_clients_per_user: usize,
     /// `max_grants_per_user = 500`: live grants for one user's agents.
     pub max_grants_per_user: usize,
+    /// `suggest_grants_after = 3`: approvals of an agent's calls to a tool,
+    /// with arguments of one shape, before the next such call's page offers
+    /// a grant covering them; `0` offers none.
+    pub suggest_grants_after: u32,
+    /// `suggest_grants_window = "7d"`: how far back those approvals count.
+    #[serde(deserialize_with = "duration")]
+    pub suggest_grants_window: Duration,
     /// `audit_retention = "90d"`: audit entries older than this are deleted.
     #[serde(deserialize_with = "duration")]
     pub audit_retention: Duration,
@@ -177,6 +184,8 @@ impl Default for FileConfig {
             max_browser_sessions_per_user: core.per_user.browser_sessions,
             max_oauth_clients_per_user: core.per_user.oauth_clients,
             max_grants_per_user: core.per_user.grants,
+            suggest_grants_after: core.suggest.after,
+            suggest_grants_window: core.suggest.window,
             audit_retention: Duration::from_secs(90 * 24 * 3600),
             audit_max_entries: 5_000_000,
             metrics_listen: None,

@@ -70,6 +70,7 @@ fn check_bounds(t: &FileConfig) -> Result<(), ConfigError> {
         ("session_idle_timeout", t.session_idle_timeout),
         ("oauth.unused_registration_ttl", t.oauth.unused_registration_ttl),
         ("keep_arguments_for", t.keep_arguments_for),
+        ("suggest_grants_window", t.suggest_grants_window),
     ] {
         if wait.is_zero() {
             return Err(value(key, "must be longer than 0s"));

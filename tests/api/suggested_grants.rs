@@ -179,3 +179,78 @@ async fn a_scripted_week_asks_fewer_questions_when_the_offers_are_accepted() {
     // later day asks once (yesterday's grant has ended) and is offered again.
     assert_eq!(with, 4 + 6);
 }
+
+/// Turns down the offer on `eid` as `cookie` through the JSON API.
+async fn decline_offer(app: &TestApp, cookie: &str, eid: &str) -> reqwest::Response {
+    app.same_origin(Method::POST, &format!("/api/executions/{eid}/suggestion/decline"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_json_api_turns_an_offer_down_for_who_may_see_the_call_and_same_site_only() {
+    let (app, _ada, carol, bob) = app().await;
+    let token = app.issue_owned("claude", "carol");
+    let sid = app.open_session(&token).await;
+    for n in 0..3 {
+        let eid = call(&app, &token, &sid, &format!("/srv/logs/{n}.log")).await.unwrap();
+        approve(&app, &carol, &eid).await;
+    }
+    let next = call(&app, &token, &sid, "/srv/logs/3.log").await.unwrap();
+    assert!(view(&app, &carol, &next).await.1["suggestion"].is_object());
+
+    assert_eq!(decline_offer(&app, &bob, &next).await.status(), 403, "another user");
+    let r = app
+        .client
+        .post(format!("{}/api/executions/{next}/suggestion/decline", app.address))
+        .header("cookie", &carol)
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "a page of another site in carol's browser");
+    assert!(view(&app, &carol, &next).await.1["suggestion"].is_object(), "neither turned it down");
+
+    assert_eq!(decline_offer(&app, &carol, &next).await.status(), 204);
+    assert_eq!(view(&app, &carol, &next).await.1.get("suggestion"), None);
+    assert_eq!(decline_offer(&app, &carol, "exec_missing").await.status(), 404);
+}
+
+#[tokio::test]
+async fn no_offer_for_a_call_only_a_person_may_decide_nor_when_offers_are_off() {
+    let (app, _ada, carol, _bob) = app().await;
+    let token = app.issue_owned("claude", "carol");
+    let sid = app.open_session(&token).await;
+    let rule = gatehouse_core::policy::Rule {
+        human_only: true,
+        ..gatehouse_core::policy::Rule::new(TOOL.parse().unwrap(), gatehouse_core::policy::Action::RequireApproval)
+    };
+    let saved = app.core.policy.set(rule).unwrap();
+    for n in 0..3 {
+        let eid = call(&app, &token, &sid, &format!("/srv/db/{n}.sql")).await.unwrap();
+        approve(&app, &carol, &eid).await;
+    }
+    let next = call(&app, &token, &sid, "/srv/db/3.sql").await.unwrap();
+    let (status, seen) = view(&app, &carol, &next).await;
+    assert_eq!((status, seen["humanOnly"].clone()), (200, Value::Bool(true)), "{seen}");
+    assert_eq!(seen.get("suggestion"), None, "a person decides every call: no grant is offered");
+    // Without the rule, the same history offers one: the check above is the rule's doing.
+    assert!(app.core.policy.remove(saved.name.as_str()).unwrap());
+    let later = call(&app, &token, &sid, "/srv/db/4.sql").await.unwrap();
+    assert!(view(&app, &carol, &later).await.1["suggestion"].is_object());
+
+    // suggest_grants_after = 0: never offered.
+    let off = spawn_app_fronting(everything_stdio(), |c| c.suggest_grants_after = 0).await;
+    off.wait_for_upstream_tool(TOOL).await;
+    off.add_user("carol", false).await;
+    let carol = off.sign_in("carol").await;
+    let token = off.issue_owned("claude", "carol");
+    let sid = off.open_session(&token).await;
+    for n in 0..4 {
+        let eid = call(&off, &token, &sid, &format!("/srv/db/{n}.sql")).await.unwrap();
+        assert_eq!(view(&off, &carol, &eid).await.1.get("suggestion"), None);
+        approve(&off, &carol, &eid).await;
+    }
+}

@@ -182,13 +182,9 @@ pub async fn decide_many(
 /// offered to this person for this agent and tool again.
 #[server(prefix = "/api/fn", endpoint = "decline-suggestion")]
 pub async fn decline_suggestion(id: ExecutionId) -> Result<(), ServerFnError> {
-    use gatehouse_core::approvals::AccessError;
     let (user, core) = ctx::context()?;
     let done = core
-        .run(move |core| {
-            let view = core.approvals.view_for(&user, &id)?;
-            core.grants.decline_suggestion(&user, &view).map_err(|e| AccessError::Storage(e.to_string()))
-        })
+        .run(move |core| core.decline_suggestion(&user, &id))
         .await
         .map_err(|e| ServerFnError::new(e.to_string()))?;
     done.map_err(|e| {

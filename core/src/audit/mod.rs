@@ -231,17 +231,19 @@ impl AuditLog {
         agent: &str,
         tool: &str,
         since_ms: i64,
+        at_most: u32,
     ) -> Result<Vec<KeptArguments>> {
         self.flush();
-        // Each approval once, with its call's first kept arguments.
+        // Each approval once, with its call's first kept arguments; the
+        // newest `at_most` (the partial index `audit_approvals` reads them).
         let texts: Vec<Option<String>> = self.db.conn()?.query(
             "SELECT (SELECT p.arguments FROM audit_events p WHERE p.execution_id = a.execution_id
                        AND p.arguments IS NOT NULL ORDER BY p.id LIMIT 1)
              FROM audit_events a
              WHERE a.state = 'approved' AND a.agent = ?1 AND a.tool = ?2 AND a.at >= ?3
                AND a.owner_id IS NOT DISTINCT FROM ?4 AND a.actor LIKE 'user:%'
-             ORDER BY a.id",
-            args![agent, tool, since_ms, owner_id.map(|id| id.get())],
+             ORDER BY a.id DESC LIMIT ?5",
+            args![agent, tool, since_ms, owner_id.map(|id| id.get()), i64::from(at_most)],
             |r| r.get(0),
         )?;
         Ok(texts.iter().flatten().filter_map(|text| serde_json::from_str(text).ok()).collect())

@@ -120,6 +120,8 @@ pub struct GrantStore {
     inner: Arc<Inner>,
     /// Live grants one user's agents may hold (`max_grants_per_user`).
     max_per_user: usize,
+    /// When a call's page offers a grant.
+    suggest: suggest::Suggest,
 }
 
 /// What a matched grant tells the gate.
@@ -164,6 +166,7 @@ impl GrantStore {
                 version: Mutex::new(version),
             }),
             max_per_user: crate::PerUser::default().grants,
+            suggest: suggest::Suggest::default(),
         };
         for view in views {
             store.insert_live(view);
@@ -175,6 +178,11 @@ impl GrantStore {
     /// agents (`max_grants_per_user`).
     pub fn with_max_per_user(self, max: usize) -> Self {
         Self { max_per_user: max, ..self }
+    }
+
+    /// The same store, offering grants when `suggest` says.
+    pub fn with_suggest(self, suggest: suggest::Suggest) -> Self {
+        Self { suggest, ..self }
     }
 
     /// Refused with [`GrantError::Limit`] when the grants of `owner`'s agents

@@ -1,6 +1,7 @@
 //! Suggested grants: once a person has approved the same agent's calls to
-//! the same tool with arguments of the same shape [`SUGGEST_AFTER`] times in
-//! [`SUGGEST_WINDOW_MS`], the call's page offers the narrowest grant that
+//! the same tool with arguments of the same shape [`Suggest::after`] times
+//! in [`Suggest::window`] (config keys `suggest_grants_after` and
+//! `suggest_grants_window`), the call's page offers the narrowest grant that
 //! covers each of them and the call at hand. Accepting it goes through
 //! [`super::approve_and_grant`], like any grant; turning it down is
 //! remembered for that person, agent and tool.
@@ -10,9 +11,29 @@
 //! nothing is offered where nothing was kept. A value kept redacted or cut
 //! short constrains nothing it cannot vouch for.
 
-use gatehouse_model::{GrantSuggestion, KeptArguments, SUGGEST_AFTER, SUGGEST_WINDOW_MS, UserId, form_field_name};
+use gatehouse_model::{
+    GrantSuggestion, KeptArguments, SUGGEST_AFTER, SUGGEST_FROM_AT_MOST, SUGGEST_WINDOW_MS, UserId, form_field_name,
+};
+
+use std::time::Duration;
 
 use super::*;
+
+/// When the call page offers a grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Suggest {
+    /// `suggest_grants_after = 3`: approvals alike before an offer; `0`
+    /// offers nothing.
+    pub after: u32,
+    /// `suggest_grants_window = "7d"`: how far back those approvals count.
+    pub window: Duration,
+}
+
+impl Default for Suggest {
+    fn default() -> Self {
+        Self { after: SUGGEST_AFTER, window: Duration::from_millis(SUGGEST_WINDOW_MS.unsigned_abs()) }
+    }
+}
 
 /// How long a suggested grant lasts: long enough to spare a working day's
 /// questions, short enough to be gone by tomorrow.
@@ -101,12 +122,12 @@ pub fn narrowest(current: &Value, approved: &[&Value]) -> Option<BTreeMap<String
 
 /// The offer for a call of `agent` to `tool` with `arguments`, from the
 /// `approved` calls' kept arguments: those of its shape, kept whole, if
-/// there are enough of them.
-pub fn offer(arguments: &Value, approved: &[KeptArguments]) -> Option<GrantSuggestion> {
+/// there are `after` of them (at least one).
+pub fn offer(arguments: &Value, approved: &[KeptArguments], after: u32) -> Option<GrantSuggestion> {
     let like: Vec<&Value> =
         approved.iter().filter_map(KeptArguments::whole).filter(|a| same_shape(a, arguments)).collect();
     let approvals = u32::try_from(like.len()).unwrap_or(u32::MAX);
-    if approvals < SUGGEST_AFTER {
+    if after == 0 || approvals < after {
         return None;
     }
     let held = narrowest(arguments, &like)?;
@@ -129,7 +150,8 @@ impl GrantStore {
         view: &gatehouse_model::ExecutionView,
     ) -> Result<Option<GrantSuggestion>, CoreError> {
         let Some(arguments) = view.arguments.as_ref() else { return Ok(None) };
-        let could_grant = view.state == gatehouse_model::State::Pending
+        let could_grant = self.suggest.after > 0
+            && view.state == gatehouse_model::State::Pending
             && crate::approvals::may_decide(user, view.owner.as_deref())
             && !view.human_only
             && (!view.admin_only || user.is_admin);
@@ -140,9 +162,11 @@ impl GrantStore {
         if self.declined(user, &agent, &view.tool)? {
             return Ok(None);
         }
-        let since = self.clock.now_ms() - SUGGEST_WINDOW_MS;
-        let approved = audit.approved_arguments(agent.owner_id, &agent.agent, &view.tool, since)?;
-        Ok(offer(arguments, &approved))
+        let window = i64::try_from(self.suggest.window.as_millis()).unwrap_or(i64::MAX);
+        let since = self.clock.now_ms().saturating_sub(window);
+        let approved =
+            audit.approved_arguments(agent.owner_id, &agent.agent, &view.tool, since, SUGGEST_FROM_AT_MOST)?;
+        Ok(offer(arguments, &approved, self.suggest.after))
     }
 
     /// Remembers that `user` turned down the offer for `view`'s agent and
@@ -198,7 +222,7 @@ mod tests {
     fn three_approvals_under_one_directory_offer_that_directory() {
         let approved: Vec<_> =
             ["/tmp/build/a.o", "/tmp/build/sub/b.o", "/tmp/build/c.o"].map(|p| whole(json!({"path": p}))).into();
-        let offer = offer(&json!({"path": "/tmp/build/d.o"}), &approved).expect("an offer");
+        let offer = offer(&json!({"path": "/tmp/build/d.o"}), &approved, 3).expect("an offer");
         assert_eq!(offer.approvals, 3);
         assert_eq!(offer.scope, GrantScope::EightHours);
         assert_eq!(offer.arguments["path"], ArgMatch::Prefix("/tmp/build/".into()));
@@ -207,18 +231,18 @@ mod tests {
     #[test]
     fn two_are_not_enough_and_another_shape_does_not_count() {
         let two: Vec<_> = ["/tmp/a", "/tmp/b"].map(|p| whole(json!({"path": p}))).into();
-        assert_eq!(offer(&json!({"path": "/tmp/c"}), &two), None);
+        assert_eq!(offer(&json!({"path": "/tmp/c"}), &two, 3), None);
         let mut three = two.clone();
         three.push(whole(json!({"path": "/tmp/d", "force": true})));
-        assert_eq!(offer(&json!({"path": "/tmp/c"}), &three), None, "a call with another argument is not alike");
+        assert_eq!(offer(&json!({"path": "/tmp/c"}), &three, 3), None, "a call with another argument is not alike");
         three.push(whole(json!({"path": 7})));
-        assert_eq!(offer(&json!({"path": "/tmp/c"}), &three), None, "nor one whose argument has another type");
+        assert_eq!(offer(&json!({"path": "/tmp/c"}), &three, 3), None, "nor one whose argument has another type");
     }
 
     #[test]
     fn the_same_value_each_time_is_offered_exactly() {
         let approved: Vec<_> = (0..4).map(|_| whole(json!({"repo": "gatehouse", "n": 1}))).collect();
-        let offer = offer(&json!({"repo": "gatehouse", "n": 2}), &approved).unwrap();
+        let offer = offer(&json!({"repo": "gatehouse", "n": 2}), &approved, 3).unwrap();
         assert_eq!(offer.approvals, 4);
         assert_eq!(offer.arguments.len(), 1, "numbers are not constrained: {:?}", offer.arguments);
         assert_eq!(offer.arguments["repo"], ArgMatch::Exact("gatehouse".into()));
@@ -228,7 +252,7 @@ mod tests {
     #[test]
     fn nothing_in_common_offers_nothing_rather_than_any_arguments() {
         let approved: Vec<_> = ["/etc/a", "/home/b", "/var/c"].map(|p| whole(json!({"path": p}))).into();
-        assert_eq!(offer(&json!({"path": "/tmp/d"}), &approved), None);
+        assert_eq!(offer(&json!({"path": "/tmp/d"}), &approved, 3), None);
         // Only the root in common: not a constraint worth offering.
         assert_eq!(common_directory(&["/etc/a", "/tmp/b"]), None);
         assert_eq!(common_directory(&["https://a.example/x", "https://b.example/y"]), None);
@@ -243,7 +267,7 @@ mod tests {
         let approved: Vec<_> =
             ["/tmp/build/a", "/tmp/build/b", "/tmp/build/../../etc/passwd"].map(|p| whole(json!({"path": p}))).into();
         // The shared string prefix is /tmp/build/, but one value is not under it.
-        assert_eq!(offer(&json!({"path": "/tmp/build/c"}), &approved), None);
+        assert_eq!(offer(&json!({"path": "/tmp/build/c"}), &approved, 3), None);
     }
 
     #[test]
@@ -254,17 +278,17 @@ mod tests {
                 redacted: vec!["token".into()],
             })
             .into();
-        let offered = offer(&json!({"path": "/tmp/d", "token": "s3cret"}), &approved).unwrap();
+        let offered = offer(&json!({"path": "/tmp/d", "token": "s3cret"}), &approved, 3).unwrap();
         assert_eq!(offered.arguments.keys().collect::<Vec<_>>(), ["path"], "the redacted value is not offered");
         assert_eq!(offered.free, ["token"]);
         approved.truncate(2);
         approved.push(KeptArguments::Cut { size: 9000, first: "{\"path\":\"/tmp/c\"".into(), redacted: vec![] });
-        assert_eq!(offer(&json!({"path": "/tmp/d", "token": "x"}), &approved), None, "a cut call does not count");
+        assert_eq!(offer(&json!({"path": "/tmp/d", "token": "x"}), &approved, 3), None, "a cut call does not count");
     }
 
     #[test]
     fn a_call_without_arguments_is_offered_as_it_is() {
         let approved: Vec<_> = (0..3).map(|_| whole(json!({}))).collect();
-        assert_eq!(offer(&json!({}), &approved).unwrap().arguments, BTreeMap::new());
+        assert_eq!(offer(&json!({}), &approved, 3).unwrap().arguments, BTreeMap::new());
     }
 }
