@@ -45,6 +45,25 @@ test.beforeAll(async () => {
       pendingId = eid;
     }
   }
+  // The longest realistic content a rule row holds: a shadow rule (its row
+  // has Edit, Remove and Enforce) with a 200-character condition, a long
+  // tool pattern, human-only, a rate and a name of its own.
+  const condition =
+    'args.path.startsWith("/srv/build/artifacts/") && !args.path.contains("..") && size(args.content) < 65536 && args.mode in ["overwrite", "append"] && args.owner == "release-engineering-team"';
+  const saved = await fetch(`${gh.url}/api/fn/policy_save`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: gh.url, cookie: ada, accept: "application/json" },
+    body: new URLSearchParams({
+      "draft[name]": "release artifacts are written only under the build directory by the release team",
+      "draft[pattern]": "filesystem_production_release_artifacts__write_file_with_checksum_verification",
+      "draft[action]": "require_approval",
+      "draft[human_only]": "on",
+      "draft[when]": condition,
+      "draft[rate]": "30/hour",
+      "draft[shadow]": "on",
+    }).toString(),
+  });
+  expect(saved.status, await saved.text()).toBe(200);
   // An OAuth client asking ada for access: its consent page.
   const reg = await fetch(`${gh.url}/oauth/register`, {
     method: "POST",
@@ -111,6 +130,9 @@ for (const [name, path] of pages) {
         // Nothing wider than the screen: a phone never scrolls sideways.
         const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
         expect(overflow).toBeLessThanOrEqual(0);
+        // The header: one row at desktop width, two on a phone.
+        const header = await page.locator("header.top").boundingBox();
+        expect(header!.height, "the header's height").toBeLessThanOrEqual(width > 1000 ? 64 : 100);
         await page.screenshot({ path: join(shots, `${name}-${width}-${colorScheme}.png`), fullPage: true });
         await context.close();
       }

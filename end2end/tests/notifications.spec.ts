@@ -1,7 +1,7 @@
 // Browser notifications: a system notification for each call that becomes
 // pending while a console page is open (not for what already waited, never
 // twice for one call), which opens the call's page when clicked; and the
-// "Turn on notifications" button that asks for permission once.
+// "Notify me" button that asks for permission once.
 // Headless chromium shows no notifications, so `window.Notification` is
 // replaced by a recorder before any page script runs.
 import { test, expect, type BrowserContext, type Page } from "@playwright/test";
@@ -67,7 +67,7 @@ test("a call that starts waiting raises one notification that opens its page", a
   const before = await pausedCall("notify-before", "before_*");
   await signInPage(page, gh, "ada", PW, "/approvals");
   await expect(page.getByTestId("pending-count")).toHaveText("1");
-  await expect(page.getByRole("button", { name: "Turn on notifications" })).toHaveCount(0);
+  await expect(page.getByRole("button", { name: "Notify me" })).toHaveCount(0);
 
   const fresh = await pausedCall("notify-agent", "fresh_*");
   await expect(page.getByTestId("pending-count")).toHaveText("2");
@@ -105,7 +105,7 @@ test("the header asks for permission only when clicked, and only while undecided
   const page = await context.newPage();
   await signInPage(page, gh, "ada", PW, "/approvals");
   await expect(page.locator(".live-status")).toHaveAttribute("data-state", "live"); // hydrated
-  const button = page.getByRole("button", { name: "Turn on notifications" });
+  const button = page.getByRole("button", { name: "Notify me" });
   await expect(button).toBeVisible();
   expect(await page.evaluate(() => (window as any).__asked)).toBe(0); // no prompt without a click
   await button.click();
@@ -117,7 +117,7 @@ test("the header asks for permission only when clicked, and only while undecided
   const other = await denied.newPage();
   await signInPage(other, gh, "ada", PW, "/approvals");
   await expect(other.locator(".live-status")).toHaveAttribute("data-state", "live"); // hydrated
-  await expect(other.getByRole("button", { name: "Turn on notifications" })).toHaveCount(0);
+  await expect(other.getByRole("button", { name: "Notify me" })).toHaveCount(0);
   await context.close();
   await denied.close();
 });

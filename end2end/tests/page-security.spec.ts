@@ -76,7 +76,7 @@ test("names with hidden characters show them on the inbox and the resume page", 
   await expect(page.locator(".eyebrow")).toContainText("safe⟨U+202E⟩exe.txt");
   await expect(page.locator(".live-status")).toHaveText("Live");
   await page.goto(`${gh.url}/`);
-  await expect(page.getByRole("list", { name: "MCP sessions" })).toContainText("client⟨U+2066⟩name");
+  await expect(page.getByRole("list", { name: "Connected agents" })).toContainText("client⟨U+2066⟩name");
   expect(seen.csp).toEqual([]);
   await client.close();
 });

@@ -47,6 +47,13 @@ test("an unauthenticated visit goes to sign-in and comes back after", async ({ p
   await page.getByLabel("Password").fill("wrong password");
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page.getByRole("alert")).toContainText("did not match");
+  // The name typed is kept, and the address does not carry the refusal.
+  await expect(page.getByLabel("Username")).toHaveValue(ADMIN.username);
+  await expect(page).toHaveURL(/\/sign-in\?next=[^&]*$/);
+  // Said once: a reload (or Back, later) shows no stale refusal.
+  await page.reload();
+  await expect(page.getByRole("button", { name: "Sign in" })).toBeVisible();
+  await expect(page.getByRole("alert")).toHaveCount(0);
   await page.getByLabel("Username").fill(ADMIN.username);
   await page.getByLabel("Password").fill(ADMIN.password);
   await page.getByRole("button", { name: "Sign in" }).click();
@@ -69,11 +76,20 @@ test("the home page hydrates and shows a new MCP session without reload", async 
 
   const issued = gh.issueToken("playwright-agent", ["--thread", "pw-1", "--owner", ADMIN.username]);
   const { client, transport } = await connectClient(issued.endpoint, issued.token, "pw-client");
-  const sessions = page.getByRole("list", { name: "MCP sessions" });
+  const sessions = page.getByRole("list", { name: "Connected agents" });
   const card = sessions.getByRole("listitem").filter({ hasText: "playwright-agent" });
   await expect(card).toBeVisible();
   await expect(card).toContainText("pw-client");
-  await expect(card).toContainText(transport.sessionId!);
+  await expect(card).toContainText("1 session");
+  // A second session of the same agent is counted on its card, not drawn
+  // as another card; no raw session id is shown.
+  const second = await connectClient(issued.endpoint, issued.token, "pw-client");
+  await expect(card).toContainText("2 sessions");
+  await expect(sessions.getByRole("listitem")).toHaveCount(1);
+  await expect(card).not.toContainText(transport.sessionId!);
+  await second.transport.terminateSession();
+  await second.client.close();
+  await expect(card).toContainText("1 session");
   // Minting and connecting tick their steps, live; the others wait.
   await expect(checklist.getByRole("listitem").nth(0)).toHaveAttribute("data-done", "true");
   await expect(checklist.getByRole("listitem").nth(1)).toHaveAttribute("data-done", "true");

@@ -50,4 +50,6 @@ pub use tools::{
     Action, Basis, DiffLine, PINNED_FIELDS, PinView, ToolChange, ToolGate, ToolInfo, definition_field,
     definition_fields, line_diff,
 };
-pub use user::{LinkPurpose, PasswordLink, UserStatus, UserView};
+pub use user::{
+    LinkPurpose, PasswordLink, SIGN_IN_ATTEMPT_COOKIE, SIGN_IN_ATTEMPT_SECS, SignInAttempt, UserStatus, UserView,
+};

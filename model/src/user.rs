@@ -91,3 +91,56 @@ pub struct PasswordLink {
     /// When it stops working (Unix ms).
     pub expires_ms: i64,
 }
+
+/// The cookie that carries a refused sign-in back to the sign-in page,
+/// once: what was typed as the name (kept in the field) and why it was
+/// refused. A cookie, not the address, so the name never lands in the
+/// browser's history or a log, and Back never shows a stale refusal.
+pub const SIGN_IN_ATTEMPT_COOKIE: &str = "gatehouse_sign_in";
+
+/// How long that cookie lives: the redirect's round trip, with room.
+pub const SIGN_IN_ATTEMPT_SECS: u64 = 60;
+
+/// A refused sign-in, as the sign-in page shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignInAttempt {
+    /// What was typed as the name.
+    pub username: String,
+    /// Refused for too many failures: seconds until the next try; `None`:
+    /// the name and password did not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
+}
+
+impl SignInAttempt {
+    /// The cookie's value (form-encoded: only characters a cookie may hold).
+    pub fn to_cookie_value(&self) -> String {
+        serde_urlencoded::to_string(self).unwrap_or_default()
+    }
+
+    /// The attempt in a request's `Cookie` header, if there is a readable one.
+    pub fn from_cookie_header(header: &str) -> Option<Self> {
+        header
+            .split(';')
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(name, _)| *name == SIGN_IN_ATTEMPT_COOKIE)
+            .and_then(|(_, value)| serde_urlencoded::from_str(value).ok())
+    }
+}
+
+#[cfg(test)]
+mod sign_in_attempt_tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_survives_its_cookie_whatever_was_typed() {
+        for typed in ["ada", "a b;c=d,\"e\"&%", "ünïcode ✓", ""] {
+            let attempt = SignInAttempt { username: typed.into(), retry_after_secs: Some(30) };
+            let value = attempt.to_cookie_value();
+            assert!(!value.contains([';', ',', ' ', '"', '\\']), "{value}");
+            let header = format!("theme=dark; {SIGN_IN_ATTEMPT_COOKIE}={value}; other=1");
+            assert_eq!(SignInAttempt::from_cookie_header(&header), Some(attempt));
+        }
+        assert_eq!(SignInAttempt::from_cookie_header("theme=dark"), None);
+    }
+}

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use bytes::Bytes;
 use gatehouse_core::CoreError;
 use gatehouse_core::changes::Change;
-use gatehouse_core::model::routes;
+use gatehouse_core::model::{SIGN_IN_ATTEMPT_COOKIE, SIGN_IN_ATTEMPT_SECS, SignInAttempt, routes};
 use gatehouse_core::users::User;
 use serde::Deserialize;
 use serde_json::json;
@@ -28,6 +28,21 @@ fn session_cookie(state: &AppState, value: String) -> Cookie<'static> {
     cookie.set_same_site(SameSite::Lax);
     cookie.set_path("/");
     cookie.set_secure(state.https);
+    cookie
+}
+
+/// Carries a refused form sign-in back to the page, once (the page clears
+/// it): the name stays in its field, and the address says nothing.
+fn attempt_cookie(state: &AppState, attempt: &SignInAttempt) -> Cookie<'static> {
+    // A name longer than any real one is kept short: a cookie past the
+    // browser's size bound would be dropped whole.
+    let kept = SignInAttempt { username: attempt.username.chars().take(128).collect(), ..attempt.clone() };
+    let mut cookie = Cookie::new(SIGN_IN_ATTEMPT_COOKIE, kept.to_cookie_value());
+    cookie.set_http_only(true);
+    cookie.set_same_site(SameSite::Strict);
+    cookie.set_path("/");
+    cookie.set_secure(state.https);
+    cookie.set_max_age(tower_cookies::cookie::time::Duration::seconds(SIGN_IN_ATTEMPT_SECS as i64));
     cookie
 }
 
@@ -84,9 +99,9 @@ pub async fn sign_in(
         Err(limit) => {
             tracing::warn!(username_tag = %tag, client = ?addr, "sign-in throttled");
             return Ok(if form {
-                let wait = limit.retry_after_secs();
-                Redirect::to(&format!("/sign-in?error=throttled&retry_after={wait}&next={}", enc(&next)))
-                    .into_response()
+                let attempt = SignInAttempt { username, retry_after_secs: Some(limit.retry_after_secs()) };
+                cookies.add(attempt_cookie(&state, &attempt));
+                Redirect::to(&format!("/sign-in?next={}", enc(&next))).into_response()
             } else {
                 limit.into_response()
             });
@@ -96,7 +111,8 @@ pub async fn sign_in(
         attempt.failed();
         tracing::warn!(username_tag = %tag, username_chars = username.chars().count(), client = ?addr, "sign-in refused");
         return Ok(if form {
-            Redirect::to(&format!("/sign-in?error=1&next={}", enc(&next))).into_response()
+            cookies.add(attempt_cookie(&state, &SignInAttempt { username, retry_after_secs: None }));
+            Redirect::to(&format!("/sign-in?next={}", enc(&next))).into_response()
         } else {
             (
                 StatusCode::UNAUTHORIZED,

@@ -60,7 +60,11 @@ async fn calls_that_run_or_are_refused_at_once_are_audited_one_entry_each() {
     assert!(detail.starts_with("ran at once · ") && detail.ends_with(" ms · ok"), "{detail}");
 
     let failed = find(&at_once, "ev__test_error_handling");
-    assert_eq!((failed[0].state.as_str(), failed[0].detail.as_deref().unwrap().ends_with("isError")), ("failed", true));
+    // Says what failed and where, in words: the upstream's own error text.
+    let said = failed[0].detail.as_deref().unwrap();
+    assert_eq!(failed[0].state.as_str(), "failed");
+    assert!(said.contains(" ms · upstream everything answered with an error: ") && !said.contains("isError"), "{said}");
+    assert!(!said.ends_with("(no error text)"), "the upstream's text is kept: {said}");
     let blocked = find(&at_once, "ev__test_image_content");
     assert_eq!(blocked[0].state.as_str(), "blocked");
     assert_eq!(blocked[0].actor.as_deref(), Some("rule:ev__test_image_content"));
@@ -110,4 +114,33 @@ async fn a_call_the_agent_cancels_is_recorded_as_it_ended() {
     assert_eq!(entry.state.as_str(), "cancelled", "{entry:?}");
     assert!(entry.detail.as_deref().unwrap().ends_with("cancelled by the agent"), "{entry:?}");
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_approved_call_that_fails_says_where_and_why_on_its_record() {
+    let app = spawn_app_fronting(everything_stdio(), |_| {}).await;
+    app.wait_for_upstream_tool("ev__test_error_handling").await;
+    let (ada, _bob) = app.ada_and_bob().await;
+    let token = app.issue_owned("claude", "ada");
+    let sid = app.open_session(&token).await;
+    // Unannotated: it waits for a person.
+    let paused_call = app.tool_call(&token, &sid, "ev__test_error_handling", json!({})).await;
+    let eid = execution_id(&paused_call).to_string();
+    let r = app
+        .same_origin(reqwest::Method::POST, &format!("/api/executions/{eid}/resume"))
+        .header("cookie", &ada)
+        .json(&json!({"action": "accept"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let ran = app.tool_call(&token, &sid, "resume", json!({"executionId": eid})).await;
+    assert_eq!(ran["result"]["isError"], true, "{ran}");
+    let text = ran["result"]["content"][0]["text"].as_str().unwrap().to_string();
+
+    let timeline = app.core.approvals.audit().timeline(&eid.clone().into()).unwrap();
+    let last = timeline.last().unwrap();
+    assert_eq!(last.state.as_str(), "failed");
+    let expected = format!("upstream everything answered with an error: {}", text.trim());
+    assert_eq!(last.detail.as_deref(), Some(expected.as_str()), "the person reads the upstream's own words");
 }

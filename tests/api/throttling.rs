@@ -87,9 +87,16 @@ async fn a_locked_form_sign_in_goes_back_to_the_page_saying_how_long_to_wait() {
     let r = form(PASSWORD).await.unwrap();
     assert_eq!(r.status(), 303);
     let location = r.headers()["location"].to_str().unwrap().to_string();
-    assert!(location.starts_with("/sign-in?error=throttled&retry_after="), "{location}");
-    assert!(location.ends_with("next=%2Fapprovals"), "{location}");
-    let page = app.client.get(format!("{}{location}", app.address)).send().await.unwrap().text().await.unwrap();
+    assert_eq!(location, "/sign-in?next=%2Fapprovals", "the address says nothing of the refusal");
+    let attempt = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(attempt.starts_with("gatehouse_sign_in=username=ada&retry_after_secs="), "{attempt}");
+    let cookie = attempt.split(';').next().unwrap().to_string();
+    let r = app.client.get(format!("{}{location}", app.address)).header("cookie", &cookie).send().await.unwrap();
+    assert!(
+        r.headers().get_all("set-cookie").iter().any(|c| c.to_str().unwrap().starts_with("gatehouse_sign_in=;")),
+        "read once: the page clears it"
+    );
+    let page = r.text().await.unwrap();
     assert!(page.contains("Too many failed sign-ins. Try again in"), "the page says why");
 }
 

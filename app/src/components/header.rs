@@ -41,6 +41,15 @@ pub fn Header() -> impl IntoView {
     }
 }
 
+/// A theme's symbol, for the phone's compact header.
+fn theme_symbol(theme: Theme) -> &'static str {
+    match theme {
+        Theme::System => "◐",
+        Theme::Light => "☀",
+        Theme::Dark => "☾",
+    }
+}
+
 /// The header as drawn for `viewer` (`None` while it loads, or if it could not be read).
 #[component]
 fn Top(viewer: Option<Viewer>) -> impl IntoView {
@@ -88,9 +97,14 @@ fn Top(viewer: Option<Viewer>) -> impl IntoView {
             // kept in a cookie so every page is drawn in it from the start.
             <form method="post" action=routes::API_THEME class="theme" aria-label="Colours">
                 <input type="hidden" name="next" value=here/>
+                // A symbol on phones (the header stays two rows), the word
+                // elsewhere; its name is the word either way.
                 {Theme::ALL.into_iter().map(|t| view! {
                     <button type="submit" name="theme" value=t.as_str() class="quiet"
-                        aria-pressed=(theme == t).to_string()>{t.label()}</button>
+                        aria-pressed=(theme == t).to_string() aria-label=t.label() title=t.label()>
+                        <span class="wide-only" aria-hidden="true">{t.label()}</span>
+                        <span class="narrow-only" aria-hidden="true">{theme_symbol(t)}</span>
+                    </button>
                 }).collect_view()}
             </form>
             <form method="post" action=routes::API_SIGN_OUT class="sign-out">

@@ -1,5 +1,5 @@
 //! System notifications for calls that wait for the signed-in person: a
-//! "Turn on notifications" button (browsers ask for permission only after a
+//! "Notify me" button (browsers ask for permission only after a
 //! click), and one notification per newly pending call they may decide,
 //! which opens the call's page when clicked.
 
@@ -102,7 +102,7 @@ fn raise(title: &str, body: &str, tag: &str, url: String) {
     on_click.forget();
 }
 
-/// The header's "Turn on notifications" button: shown only where the
+/// The header's "Notify me" button: shown only where the
 /// browser supports notifications and has not been asked yet (a person who
 /// said no is not asked again); a click asks once.
 #[component]
@@ -130,9 +130,8 @@ pub fn NotifyButton() -> impl IntoView {
         <Show when=move || ask.get()>
             <button type="button" class="quiet notify-on" on:click=on_click
                 title="Get a system notification when a call waits for you">
-                // The short label on phones, so the header keeps one row.
-                <span class="wide-only">"Turn on notifications"</span>
-                <span class="narrow-only">"Notify me"</span>
+                // Short, so the header keeps one row at desktop width.
+                "Notify me"
             </button>
         </Show>
     }

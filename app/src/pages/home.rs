@@ -284,8 +284,49 @@ fn UpstreamHealth(upstreams: Vec<UpstreamInfo>) -> impl IntoView {
     })
 }
 
-/// MCP sessions: those whose agent showed a sign of life lately, then the
-/// idle ones (their client may have exited without closing them).
+/// One agent's MCP sessions, as one card.
+struct AgentSessions {
+    owner: Option<String>,
+    agent: String,
+    sessions: usize,
+    /// Its threads and clients, each once, in the order first seen.
+    threads: Vec<String>,
+    clients: Vec<String>,
+    last_seen: i64,
+}
+
+impl AgentSessions {
+    fn new(at: i64, s: &McpSessionInfo) -> Self {
+        let mut a = Self {
+            owner: s.owner.clone(),
+            agent: s.agent.clone(),
+            sessions: 0,
+            threads: Vec::new(),
+            clients: Vec::new(),
+            last_seen: at,
+        };
+        a.add(at, s);
+        a
+    }
+
+    fn add(&mut self, at: i64, s: &McpSessionInfo) {
+        self.sessions += 1;
+        self.last_seen = self.last_seen.max(at);
+        if let Some(t) = &s.thread
+            && !self.threads.contains(t)
+        {
+            self.threads.push(t.clone());
+        }
+        let client = s.client();
+        if !client.is_empty() && !self.clients.contains(&client) {
+            self.clients.push(client);
+        }
+    }
+}
+
+/// Connected agents, one card each with its MCP sessions counted: those
+/// that showed a sign of life lately, then the idle ones (their client may
+/// have exited without closing their sessions).
 #[component]
 fn Sessions(
     sessions: Vec<McpSessionInfo>,
@@ -297,20 +338,31 @@ fn Sessions(
     let seen = |s: &McpSessionInfo| {
         credentials.iter().find(|c| c.id == s.credential_id).map(|c| c.last_seen_ms).unwrap_or(s.opened_at_ms)
     };
-    let (live, idle): (Vec<_>, Vec<_>) =
-        sessions.into_iter().map(|s| (seen(&s), s)).partition(|(at, _)| now_ms - at < IDLE_AFTER_MS);
-    let card = move |(last_seen, s): (i64, McpSessionInfo)| {
-        let (sid, client) = (s.session_id.clone(), s.client());
+    // One card per agent (owner and name), its sessions counted: a client
+    // that opens a session per task would otherwise fill the page with
+    // identical cards.
+    let mut agents: Vec<AgentSessions> = Vec::new();
+    for s in sessions {
+        let at = seen(&s);
+        match agents.iter_mut().find(|a| a.owner == s.owner && a.agent == s.agent) {
+            Some(a) => a.add(at, &s),
+            None => agents.push(AgentSessions::new(at, &s)),
+        }
+    }
+    agents.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then_with(|| a.agent.cmp(&b.agent)));
+    let (live, idle): (Vec<_>, Vec<_>) = agents.into_iter().partition(|a| now_ms - a.last_seen < IDLE_AFTER_MS);
+    let card = move |a: AgentSessions| {
+        let count = a.sessions;
         view! {
-            <li class="card" data-session-id=sid>
-                <strong class="agent"><Name text=s.agent/></strong>
-                {s.thread.map(|t| view! { <span class="tag">"thread " <Name text=t/></span> })}
+            <li class="card">
+                <strong class="agent"><Name text=a.agent/></strong>
+                {is_admin.then_some(a.owner).flatten().map(|o| view! { <span class="tag">"of " <Name text=o/></span> })}
+                {a.threads.into_iter().map(|t| view! { <span class="tag">"thread " <Name text=t/></span> }).collect_view()}
                 <div class="meta">
-                    <span><Name text=client/></span>
-                    " · " <span>{s.protocol_version}</span>
-                    " · last sign of life " <When ms=last_seen now_ms/>
+                    <span>{format!("{count} session{}", if count == 1 { "" } else { "s" })}</span>
+                    {a.clients.into_iter().map(|c| view! { " · " <span><Name text=c/></span> }).collect_view()}
+                    " · last sign of life " <When ms=a.last_seen now_ms/>
                 </div>
-                <div class="meta mono">{s.session_id}</div>
             </li>
         }
     };
@@ -322,13 +374,13 @@ fn Sessions(
             {if live.is_empty() {
                 view! { <p class="empty">"No agent is connected. Mint a credential on the " <a href=routes::AGENTS>"Agents"</a> " page and paste its config into your MCP client."</p> }.into_any()
             } else {
-                view! { <ul class="cards" aria-label="MCP sessions">{live.into_iter().map(card).collect_view()}</ul> }.into_any()
+                view! { <ul class="cards" aria-label="Connected agents">{live.into_iter().map(card).collect_view()}</ul> }.into_any()
             }}
             {(idle_count > 0).then(|| view! {
                 <details class="idle-sessions">
-                    <summary>{format!("{idle_count} idle session{}", if idle_count == 1 { "" } else { "s" })}</summary>
+                    <summary>{format!("{idle_count} idle agent{}", if idle_count == 1 { "" } else { "s" })}</summary>
                     <p class="hint">"No sign of life for five minutes or more: the client may have exited without closing them. They end on their own."</p>
-                    <ul class="cards" aria-label="Idle MCP sessions">{idle.into_iter().map(card).collect_view()}</ul>
+                    <ul class="cards" aria-label="Idle agents">{idle.into_iter().map(card).collect_view()}</ul>
                 </details>
             })}
         </section>

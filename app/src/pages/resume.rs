@@ -402,7 +402,9 @@ fn Timeline(id: ExecutionId, state: Memo<State>, now: ReadSignal<i64>) -> impl I
                     Ok(entries) => view! {
                         <ol class="timeline" aria-label="Timeline">
                             {entries.into_iter().map(|e| {
-                                let by = e.actor.as_deref().map(|a| crate::words::actor(a, &[])).unwrap_or_default();
+                                // How a run ended is nobody's doing: its detail says what happened.
+                                let ended = matches!(e.state, State::Completed | State::Failed);
+                                let by = e.actor.as_deref().filter(|_| !ended).map(|a| crate::words::actor(a, &[])).unwrap_or_default();
                                 view! {
                                     <li data-state=e.state.as_str()>
                                         <When ms=e.at_ms now_ms=now.get_untracked()/>

@@ -29,3 +29,23 @@ pub async fn get_viewer() -> Result<Viewer, ServerFnError> {
     };
     Ok(Viewer { username: user.map(|u| u.username.clone()), theme: Theme::from_cookie_header(cookies), held })
 }
+
+/// The refused sign-in this browser was just sent back with, once: the
+/// cookie is cleared as it is read (reloading the page, or coming Back to
+/// it later, shows no stale refusal).
+#[server(prefix = "/api/fn", endpoint = "sign-in-attempt")]
+pub async fn sign_in_attempt() -> Result<Option<gatehouse_model::SignInAttempt>, ServerFnError> {
+    use gatehouse_model::{SIGN_IN_ATTEMPT_COOKIE, SignInAttempt};
+    let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
+    let cookies = parts.headers.get(http::header::COOKIE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let attempt = SignInAttempt::from_cookie_header(cookies);
+    if cookies.contains(SIGN_IN_ATTEMPT_COOKIE)
+        && let Some(response) = use_context::<leptos_axum::ResponseOptions>()
+    {
+        let gone = format!("{SIGN_IN_ATTEMPT_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
+        if let Ok(value) = http::HeaderValue::from_str(&gone) {
+            response.append_header(http::header::SET_COOKIE, value);
+        }
+    }
+    Ok(attempt)
+}

@@ -162,7 +162,7 @@ impl<'a> AtOnce<'a> {
         let (state, outcome) = match &answer {
             _ if cancelled => (State::Cancelled, "cancelled by the agent".to_string()),
             Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
-                (State::Failed, "isError".to_string())
+                (State::Failed, super::outcome::failure(result, self.call.upstream))
             }
             Ok(CallToolResponse::Complete(_)) => (State::Completed, "ok".into()),
             // It goes on (the agent answers an input request, or polls a task).
@@ -170,7 +170,7 @@ impl<'a> AtOnce<'a> {
             Ok(CallToolResponse::InputRequired(_)) => (State::Allowed, "input required".into()),
             Ok(CallToolResponse::Task(_)) => (State::Allowed, "task".into()),
             Ok(_) => (State::Allowed, "answered".into()),
-            Err(e) => (State::Failed, format!("JSON-RPC error {}: {}", e.code.0, e.message)),
+            Err(e) => (State::Failed, format!("the call was refused: {} (JSON-RPC error {})", e.message, e.code.0)),
         };
         let detail = format!("{} · {} ms · {outcome}", self.label, self.started.elapsed().as_millis());
         let entry = self.call.entry(&self.id, state, &self.decided_by, &detail);
