@@ -65,10 +65,28 @@ fn Top(viewer: Option<Viewer>) -> impl IntoView {
         q if q.is_empty() => path.get(),
         q => format!("{}?{q}", path.get()),
     };
+    // On a phone the sections are a strip that scrolls on its own: bring
+    // the current one into it.
+    let strip = NodeRef::<leptos::html::Nav>::new();
+    Effect::new(move |_| {
+        path.track();
+        #[cfg(feature = "hydrate")]
+        if let Some(nav) = strip.get() {
+            use wasm_bindgen::JsCast;
+            if let Some(current) = nav
+                .query_selector("a[aria-current=page]")
+                .ok()
+                .flatten()
+                .and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok())
+            {
+                nav.set_scroll_left(current.offset_left() - nav.offset_left() - 12);
+            }
+        }
+    });
     view! {
         <header class="top">
             <a class="brand" href=routes::HOME>"Gatehouse"</a>
-            <nav aria-label="Main">
+            <nav aria-label="Main" node_ref=strip>
                 {SECTIONS.iter().map(|(href, label)| {
                     let current = move || path.with(|p| p.starts_with(href)).then_some("page");
                     let is_approvals = *href == routes::APPROVALS;

@@ -77,7 +77,7 @@ fn Policies(
             } else {
                 view! {
                     <div class="table-wrap" tabindex="0" role="region" aria-label="Rules (scrolls sideways)">
-                    <table class="responsive" aria-label="Rules">
+                    <table class="responsive rules" aria-label="Rules">
                         <thead><tr>
                             <th scope="col">"Pattern"</th><th scope="col">"Action"</th><th scope="col">"Human only"</th>
                             <th scope="col">"Source"</th><th scope="col"><span class="visually-hidden">"Actions"</span></th>
@@ -153,7 +153,7 @@ fn RuleRow(
         <tr data-pattern=rule.pattern.to_string() data-name=rule.name.clone() data-source=rule.source.as_str()>
             <td data-label="Pattern">
                 {named.then(|| view! { <strong class="rule-name"><Name text=rule.name.clone()/></strong> " " })}
-                <code><Name text=rule.pattern.to_string()/></code>
+                <code><Name text=rule.pattern.to_string() joints=true/></code>
                 {(!only.is_empty()).then(|| view! {
                     <ul class="rule-scope" aria-label="Only calls">
                         {only.into_iter().map(|o| view! { <li><code><Name text=o/></code></li> }).collect_view()}
@@ -517,8 +517,8 @@ fn Preview(previews: Vec<crate::server_fns::RulePreview>) -> impl IntoView {
             .into_any();
     }
     view! {
-        <div class="table-wrap" tabindex="0" role="region" aria-label="Preview (scrolls sideways)">
-        <table class="responsive" aria-label="Preview">
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Preview">
+        <table class="responsive preview" aria-label="Preview">
             <thead><tr>
                 <th scope="col">"Tool"</th><th scope="col">"Upstream"</th><th scope="col">"Now"</th><th scope="col">"With this rule"</th>
             </tr></thead>
@@ -527,7 +527,7 @@ fn Preview(previews: Vec<crate::server_fns::RulePreview>) -> impl IntoView {
                 let changes = if p.shadow { p.now.action != p.stays } else { p.now.action != p.then || p.now.human_only != p.then_human_only };
                 view! {
                 <tr data-tool=p.now.tool.name.clone() class:changes=changes>
-                    <td data-label="Tool"><code><Name text=p.now.tool.name.clone()/></code></td>
+                    <td data-label="Tool"><code><Name text=p.now.tool.name.clone() joints=true/></code></td>
                     <td data-label="Upstream">{p.now.tool.upstream.clone().unwrap_or_else(|| "gatehouse".into())}</td>
                     <td data-label="Now"><span class=format!("action {}", p.now.action)>{p.now.action.label()}</span>
                         <div class="meta">{p.now.basis.describe()}</div></td>

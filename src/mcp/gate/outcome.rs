@@ -145,30 +145,6 @@ pub async fn finish_decided(state: &McpState, caller: &Caller, id: &ExecutionId,
     }
 }
 
-/// Longest error text a failed call's record keeps (what the person reads
-/// on its page and in the history): enough for a message, not a dump.
-const FAILURE_CHARS: usize = 300;
-
-/// What a failed call's record says: where it failed (the upstream, or
-/// Gatehouse for its own tools) and the error text the tool answered with,
-/// bounded. Hidden characters stay as they are here; every page shows them.
-pub fn failure(result: &CallToolResult, upstream: Option<&str>) -> String {
-    let text: String = result
-        .content
-        .iter()
-        .find_map(|c| c.as_text().map(|t| t.text.trim().to_string()))
-        .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| "(no error text)".into());
-    let mut said: String = text.chars().take(FAILURE_CHARS).collect();
-    if said.len() < text.len() {
-        said.push('…');
-    }
-    match upstream {
-        Some(name) => format!("upstream {name} answered with an error: {said}"),
-        None => format!("Gatehouse answered with an error: {said}"),
-    }
-}
-
 /// [`finish_decided`], where the upstream may still ask a 2026-07-28 agent
 /// for input (the approval covered the call; its input rounds continue it).
 pub async fn finish_decided_response(
@@ -190,7 +166,7 @@ pub async fn finish_decided_response(
             }
             let failure = match &answer {
                 CallToolResponse::Complete(r) if r.is_error == Some(true) => {
-                    Some(failure(r, execution.upstream.as_deref()))
+                    Some(super::record::failure(r, execution.upstream.as_deref()))
                 }
                 _ => None,
             };

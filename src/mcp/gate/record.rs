@@ -15,7 +15,7 @@ use gatehouse_core::approvals::{State, digest};
 use gatehouse_core::audit::{self, AT_ONCE_PREFIX};
 use gatehouse_core::model::{Actor, Hint, Keep, KeptArguments};
 use gatehouse_core::policy::{Basis, Verdict};
-use rmcp::model::{CallToolResponse, ErrorData};
+use rmcp::model::{CallToolResponse, CallToolResult, ErrorData};
 use serde_json::Value;
 
 use crate::mcp::McpState;
@@ -162,7 +162,7 @@ impl<'a> AtOnce<'a> {
         let (state, outcome) = match &answer {
             _ if cancelled => (State::Cancelled, "cancelled by the agent".to_string()),
             Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
-                (State::Failed, super::outcome::failure(result, self.call.upstream))
+                (State::Failed, failure(result, self.call.upstream))
             }
             Ok(CallToolResponse::Complete(_)) => (State::Completed, "ok".into()),
             // It goes on (the agent answers an input request, or polls a task).
@@ -181,6 +181,30 @@ impl<'a> AtOnce<'a> {
             awaits_input(self.state, &self.id, state == State::Running).await;
         }
         answer
+    }
+}
+
+/// Longest error text a failed call's record keeps (what the person reads
+/// on its page and in the history): enough for a message, not a dump.
+const FAILURE_CHARS: usize = 300;
+
+/// What a failed call's record says: where it failed (the upstream, or
+/// Gatehouse for its own tools) and the error text the tool answered with,
+/// bounded. Hidden characters stay as they are here; every page shows them.
+pub fn failure(result: &CallToolResult, upstream: Option<&str>) -> String {
+    let text: String = result
+        .content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.trim().to_string()))
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| "(no error text)".into());
+    let mut said: String = text.chars().take(FAILURE_CHARS).collect();
+    if said.len() < text.len() {
+        said.push('…');
+    }
+    match upstream {
+        Some(name) => format!("upstream {name} answered with an error: {said}"),
+        None => format!("Gatehouse answered with an error: {said}"),
     }
 }
 

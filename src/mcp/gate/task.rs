@@ -249,7 +249,7 @@ async fn start(state: &McpState, caller: &Caller, execution: &Execution) {
             )),
         };
         let failed = result.is_error == Some(true);
-        let failure = failed.then(|| super::outcome::failure(&result, execution.upstream.as_deref()));
+        let failure = failed.then(|| super::record::failure(&result, execution.upstream.as_deref()));
         // Inlined as a complete result: `resultType` included (SEP-2663 clients check it).
         let value = serde_json::to_value(crate::mcp::results::Served::served(result)).unwrap_or_default();
         if let Err(e) = results(&state).save(&execution, "completed", &value) {
