@@ -86,7 +86,7 @@ pub fn App() -> impl IntoView {
                 // Async SSR: the HTML carries the data, so pages work before
                 // (and without) hydration instead of showing a fallback.
                 <Route path=StaticSegment("") view=pages::home::HomePage ssr=SsrMode::Async/>
-                <Route path=StaticSegment("sign-in") view=pages::sign_in::SignInPage/>
+                <Route path=StaticSegment("sign-in") view=pages::sign_in::SignInPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("setup") view=pages::setup::SetupPage/>
                 <Route path=StaticSegment("set-password") view=pages::set_password::SetPasswordPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("approvals") view=pages::inbox::InboxPage ssr=SsrMode::Async/>

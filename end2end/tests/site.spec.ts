@@ -105,6 +105,25 @@ test("the home page hydrates and shows a new MCP session without reload", async 
   expect(errors, "no hydration or script errors").toEqual([]);
 });
 
+test("without JavaScript, a refused sign-in keeps the name and says why, once", async ({ browser }) => {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  await page.goto(`${gh.url}/sign-in`);
+  await page.getByLabel("Username").fill(ADMIN.username);
+  await page.getByLabel("Password").fill("wrong password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByRole("alert")).toHaveText("That name and password did not match.");
+  await expect(page.getByLabel("Username")).toHaveValue(ADMIN.username);
+  await page.reload();
+  await expect(page.getByRole("button", { name: "Sign in" })).toBeVisible();
+  await expect(page.getByRole("alert")).toHaveCount(0);
+  await page.getByLabel("Username").fill(ADMIN.username);
+  await page.getByLabel("Password").fill(ADMIN.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByRole("heading", { name: "At a glance" })).toBeVisible();
+  await context.close();
+});
+
 test("pages cannot be framed and sign-out ends the session", async ({ page }) => {
   await signIn(page);
   const response = await page.request.get(`${gh.url}/`);
