@@ -19,6 +19,10 @@
 //!    module's name), followed through re-exports; a file and its own
 //!    ancestors (`mod.rs`) are one unit; test modules are left out. The test
 //!    lists each cycle's files and the imports inside it.
+//! 3. Every relative link in the project's Markdown (README.md, SECURITY.md,
+//!    BENCHMARKS.md, ARCHITECTURE.md, `docs/`) leads to a file the
+//!    repository has, and an anchor to a heading that file has: a newcomer
+//!    who follows a link never meets a 404.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -54,6 +58,113 @@ const BLOCKING_ALLOWED: &[(&str, &str, &str)] = &[
     ("core/src/users/hashing.rs", "spawn_blocking", "password hashing: CPU-bound, bounded by the hashing gate"),
     ("src/cli.rs", "block_on", "the CLI has no server runtime: it starts one"),
 ];
+
+#[test]
+fn markdown_links_lead_somewhere() {
+    let root = workspace();
+    let mut files: Vec<PathBuf> = ["README.md", "SECURITY.md", "BENCHMARKS.md", "ARCHITECTURE.md"]
+        .iter()
+        .map(|f| root.join(f))
+        .filter(|f| f.exists())
+        .collect();
+    files.extend(markdown_under(&root.join("docs")));
+    let broken: Vec<String> = files.iter().flat_map(|f| broken_links(root, f)).collect();
+    assert!(broken.is_empty(), "links that lead nowhere:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn broken_links_are_found_and_only_they() {
+    let dir = std::env::temp_dir().join(format!("tidy-links-{}", std::process::id()));
+    fs::create_dir_all(dir.join("docs")).unwrap();
+    fs::write(dir.join("docs/a.md"), "# A title, with words\n\n## Two\n").unwrap();
+    let readme = "[ok](docs/a.md) [anchor](docs/a.md#a-title-with-words) [here](#top-part)\n\
+                  [web](https://example.com/x.md) [gone](docs/b.md) [bad anchor](docs/a.md#three)\n\
+                  ![picture](docs/missing.png) `[code](docs/c.md)`\n\n# Top part\n\n```\n[fenced](docs/d.md)\n```\n";
+    fs::write(dir.join("README.md"), readme).unwrap();
+    let found = broken_links(&dir, &dir.join("README.md"));
+    fs::remove_dir_all(&dir).ok();
+    let targets: Vec<&str> = found.iter().map(|b| b.rsplit(' ').next().unwrap()).collect();
+    assert_eq!(targets, ["docs/b.md", "docs/a.md#three", "docs/missing.png"], "{found:?}");
+}
+
+/// Every `.md` file under `dir`, sorted.
+fn markdown_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(markdown_under(&path));
+        } else if path.extension().is_some_and(|e| e == "md") {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The relative links of Markdown file `file` (outside code) whose file or
+/// anchor does not exist, as "file:line target".
+fn broken_links(root: &Path, file: &Path) -> Vec<String> {
+    static LINK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\]\(([^)\s]+)\)").unwrap());
+    let text = read(file);
+    let mut broken = Vec::new();
+    let mut fenced = false;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Inline code is not a link.
+        let line: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        for link in LINK.captures_iter(&line).map(|c| c[1].to_string()) {
+            if link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = link.split_once('#').map_or((link.as_str(), None), |(p, a)| (p, Some(a)));
+            let target = if path.is_empty() { file.to_path_buf() } else { file.parent().unwrap().join(path) };
+            let fine = target.exists()
+                && anchor.is_none_or(|a| {
+                    target.extension().is_none_or(|e| e != "md") || headings(&read(&target)).contains(a)
+                });
+            if !fine {
+                let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+                broken.push(format!("{shown}:{} {link}", n + 1));
+            }
+        }
+    }
+    broken
+}
+
+/// The anchors of a Markdown file's headings, as GitHub makes them: lower
+/// case, punctuation dropped, spaces as hyphens, a repeat numbered.
+fn headings(text: &str) -> BTreeSet<String> {
+    let mut anchors = BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let Some(title) = line.strip_prefix('#').filter(|_| !fenced) else { continue };
+        let title = title.trim_start_matches('#').trim();
+        let slug: String = title
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let mut anchor = slug.clone();
+        let mut n = 0;
+        while anchors.contains(&anchor) {
+            n += 1;
+            anchor = format!("{slug}-{n}");
+        }
+        anchors.insert(anchor);
+    }
+    anchors
+}
 
 #[test]
 fn store_work_leaves_the_runtime_in_one_place() {

@@ -97,6 +97,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("tools") view=pages::tools::ToolsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("upstreams") view=pages::upstreams::UpstreamsPage ssr=SsrMode::Async/>
                 <Route path=StaticSegment("users") view=pages::users::UsersPage ssr=SsrMode::Async/>
+                <Route path=StaticSegment("account") view=pages::account::AccountPage ssr=SsrMode::Async/>
                 <Route path=(StaticSegment("oauth"), StaticSegment("authorize")) view=pages::consent::ConsentPage ssr=SsrMode::Async/>
                 <Route path=(StaticSegment("resume"), ParamSegment("eid")) view=pages::resume::ResumePage ssr=SsrMode::Async/>
             </Routes>

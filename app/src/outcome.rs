@@ -46,31 +46,92 @@ where
     S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
     S::Output: Send + Sync + 'static,
 {
-    let read = move || action.value().with(|v| v.as_ref().map(|r| r.as_ref().map(|_| ()).map_err(message)));
+    report_with(outcome, action, move |_| done.to_string());
+}
+
+/// [`report`], saying what was done in words drawn from the action's answer.
+pub fn report_with<S>(outcome: Outcome, action: ServerAction<S>, done: impl Fn(&S::Output) -> String + 'static)
+where
+    S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
+    S::Output: Send + Sync + 'static,
+{
+    report_as(outcome, action, done, |why| why);
+}
+
+/// [`report`] for a form that marks each refused field beside it
+/// ([`field_error`]): a refusal naming fields says only that they are
+/// marked, so no reason is printed twice.
+pub fn report_fields<S>(outcome: Outcome, action: ServerAction<S>, done: &'static str)
+where
+    S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
+    S::Output: Send + Sync + 'static,
+{
+    report_as(
+        outcome,
+        action,
+        move |_| done.to_string(),
+        |why| match fields_named(&why) {
+            0 => why,
+            1 => "Not saved: the marked field needs a change.".into(),
+            n => format!("Not saved: the {n} marked fields need a change."),
+        },
+    );
+}
+
+fn report_as<S>(
+    outcome: Outcome,
+    action: ServerAction<S>,
+    done: impl Fn(&S::Output) -> String + 'static,
+    refused: impl Fn(String) -> String + 'static,
+) where
+    S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
+    S::Output: Send + Sync + 'static,
+{
+    let read =
+        move || action.value().with(|v| v.as_ref().map(|r| r.as_ref().map(&done).map_err(|e| refused(message(e)))));
     // What the action starts with: a plain form's error, carried back in
     // the URL, drawn by the server too (effects run only in the browser).
-    if let Some(Err(why)) = untrack(read) {
+    if let Some(Err(why)) = untrack(&read) {
         outcome.set(Some(Err(why)));
     }
     Effect::new(move |_| {
         if let Some(result) = read() {
-            outcome.set(Some(result.map(|()| done.to_string())));
+            outcome.set(Some(result));
         }
     });
 }
 
-/// The refusal of `action`'s last run when it names `field` (the core's
-/// "invalid <field>: …"), for the sentence shown next to that field.
+/// How many fields a refusal names when every line of it is one field's
+/// (`invalid <field>: <why>`, the core's way); 0 when it is anything else.
+pub fn fields_named(message: &str) -> usize {
+    let lines: Vec<&str> = message.lines().collect();
+    let named = lines.iter().filter(|l| l.starts_with("invalid ") && l.contains(": ")).count();
+    if named == lines.len() { named } else { 0 }
+}
+
+/// What a refusal says of `field` (its line `invalid <field>: <why>`), as
+/// a sentence: "Line 1, column 15: it ends too soon."
+pub fn field_line(message: &str, field: &str) -> Option<String> {
+    let prefix = format!("invalid {field}: ");
+    message.lines().find_map(|line| line.strip_prefix(prefix.as_str())).map(|why| {
+        let mut chars = why.chars();
+        let mut said: String = chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
+        if !said.ends_with(['.', '!', '?', '…']) {
+            said.push('.');
+        }
+        said
+    })
+}
+
+/// What the refusal of `action`'s last run says of `field` ([`field_line`]),
+/// for the sentence shown next to that field.
 pub fn field_error<S>(action: ServerAction<S>, field: &'static str) -> impl Fn() -> Option<String> + Copy
 where
     S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
     S::Output: Send + Sync + 'static,
 {
     move || {
-        action
-            .value()
-            .with(|v| v.as_ref().and_then(|r| r.as_ref().err()).map(message))
-            .filter(|e| e.contains(&format!("invalid {field}:")))
+        action.value().with(|v| v.as_ref().and_then(|r| r.as_ref().err()).and_then(|e| field_line(&message(e), field)))
     }
 }
 

@@ -21,7 +21,7 @@ pub fn duration(secs: u64) -> String {
         120..=7199 => (secs.div_ceil(60), "minute"),
         _ => (secs.div_ceil(3600), "hour"),
     };
-    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+    crate::words::count(n, unit)
 }
 
 /// A wait in short: "45 s", "4 min", "3 h", "2 d" (for a number tile).

@@ -11,6 +11,12 @@ pub fn actor(actor: &str, grants: &[(String, String)]) -> String {
     actor.parse::<Actor>().map(|a| a.words(grants)).unwrap_or_else(|never| match never {})
 }
 
+/// `n` of `noun`, in words: "1 session", "3 sessions".
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// What a person (or the clock, or the agent) did to take a call out of
 /// pending, read off the state it is in now: a call that ran was approved.
 pub fn decision(state: State) -> Option<&'static str> {

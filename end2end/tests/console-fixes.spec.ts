@@ -5,7 +5,8 @@
 // tool; on a phone, with "Allow this tool…" open, only its own button
 // approves; an invite link's expiry is a date.
 import { test, expect } from "@playwright/test";
-import { spawnGatehouse, connectClient, signInPage, type Gatehouse } from "./gatehouse";
+import { join } from "node:path";
+import { spawnGatehouse, connectClient, signInPage, root, type Gatehouse } from "./gatehouse";
 
 const PW = "a long enough password";
 let gh: Gatehouse;
@@ -55,11 +56,31 @@ test("a refused form keeps what was typed and says why plainly; a success clears
   await page.getByLabel("Pattern").fill("keep_*");
   await page.getByText("Only some calls").click();
   await page.getByLabel("When (CEL)").fill("args.branch ==");
+  await page.locator("#rule-rate").fill("often");
   await page.getByRole("button", { name: "Save rule" }).click();
-  await expect(page.getByTestId("when-error")).toContainText("Syntax error");
+  // Every bad field is marked beside it, in words, once; the condition's
+  // line is shown with a mark under where it went wrong; what was typed stays.
+  await expect(page.getByTestId("when-error")).toHaveText("Line 1, column 15: it ends too soon.");
+  // The mark sits under column 15, just past the condition's end (exact text: toHaveText would fold the spaces).
+  await expect(page.getByTestId("when-position")).toBeVisible();
+  expect(await page.getByTestId("when-position").textContent()).toBe("args.branch ==\n" + " ".repeat(14) + "^");
+  await expect(page.locator('.field-error[data-field="rate"]')).toContainText("often");
+  await expect(page.getByText("it ends too soon")).toHaveCount(1);
+  await expect(page.getByTestId("outcome")).toHaveText("Not saved: the 2 marked fields need a change.");
+  await expect(page.getByTestId("preview-error")).toHaveCount(0);
   await expect(page.getByText("error running server function")).toHaveCount(0);
   await expect(page.getByLabel("Pattern")).toHaveValue("keep_*");
   await expect(page.getByLabel("When (CEL)")).toHaveValue("args.branch ==");
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const [w, h] of [[390, 844], [1280, 800]]) {
+      await page.setViewportSize({ width: w, height: h });
+      await page.screenshot({ path: join(root, "end2end", "test-results", "screenshots", `rule-errors-${w}-${scheme}.png`), fullPage: true });
+    }
+  }
+  await page.emulateMedia({ colorScheme: "light" });
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.locator("#rule-rate").fill("");
 
   await page.getByLabel("When (CEL)").fill('args.branch == "main"');
   await page.getByRole("button", { name: "Save rule" }).click();

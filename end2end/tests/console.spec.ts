@@ -112,6 +112,7 @@ const pages: [string, () => string][] = [
   ["upstreams", () => "/upstreams"],
   ["grants", () => "/grants"],
   ["users", () => "/users"],
+  ["account", () => "/account"],
 ];
 
 for (const [name, path] of pages) {

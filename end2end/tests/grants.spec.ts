@@ -70,7 +70,13 @@ test("grant on the resume page: the next call runs at once; revoked on /grants, 
 
   await signInPage(page, gh, "carol", PW, new URL(paused.approvalUrl).pathname + new URL(paused.approvalUrl).search);
   await expect(page.locator(".live-status")).toHaveText("Live");
+  // One note per approval: opening the grant panel carries what was typed
+  // into its own field, and the note above goes out of sight.
+  const notes = page.getByLabel("Note on approving (optional)").filter({ visible: true });
+  await notes.fill("weekly report");
   await page.getByText("Allow this tool for this agent…").click();
+  await expect(notes).toHaveCount(1);
+  await expect(notes).toHaveValue("weekly report");
   await page.getByLabel("8 hours").check();
   await page.getByLabel("or path starts with").fill("/tmp/");
   await shoot(page, "resume-grant");
@@ -81,6 +87,7 @@ test("grant on the resume page: the next call runs at once; revoked on /grants, 
   await expect(page.getByRole("status")).toContainText(/Approved|Running|Completed/);
   expect((await resumed).isError).toBeFalsy();
   expect(await page.evaluate(() => (window as any).__noReload)).toBe(true);
+  await expect(page.locator(".timeline")).toContainText("weekly report");
 
   // The next identical call runs without a pause; one outside /tmp/ waits.
   const again = await client.callTool({ name: TOOL, arguments: { ...args, path: "/tmp/other.txt" } });

@@ -54,6 +54,8 @@ test("triage: bulk decline with one reason, approve from the keyboard", async ({
   await page.keyboard.press("a");
   await expect(list.getByRole("listitem")).toHaveCount(0);
   await expect(page.getByText("No call is waiting for a decision.")).toBeVisible();
+  // The line says which call was decided, not just "Decided.".
+  await expect(page.getByTestId("outcome")).toHaveText(/^Approved gatehouse_policy_set for \S*triage-agent\.$/);
 
   // What each became, with who and why.
   const history = await page.request.get(`${gh.url}/api/history?tool=gatehouse_policy_set`);

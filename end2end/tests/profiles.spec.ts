@@ -37,7 +37,8 @@ test("a profile written on the console narrows what the agent sees, and the page
   await form.locator("#profile-name").fill("broken");
   await form.locator("#profile-tools").fill("a*b");
   await form.getByRole("button", { name: "Save profile" }).click();
-  await expect(form.locator(".field-error")).toContainText("invalid tools");
+  await expect(form.locator(".field-error")).toHaveText('"a*b": write `*`, an exact name, or `prefix*`.');
+  await expect(page.getByTestId("outcome")).toHaveText("Not saved: the marked field needs a change.");
   await expect(form.locator("#profile-tools")).toHaveValue("a*b");
 
   // The agent's real client: only what the profile lists (and resume).

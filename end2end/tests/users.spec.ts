@@ -1,6 +1,7 @@
 // The users page end to end: an admin invites a user; in another browser the
 // link sets a password and signs them in; the admin disables them, and their
-// open page goes to sign-in at once. Also without JavaScript, and as a plain user.
+// open page goes to sign-in at once. Also without JavaScript, and a plain
+// user on their own account page (/account), who sees no users page.
 import { test, expect, type Page, type Browser } from "@playwright/test";
 import { spawnGatehouse, type Gatehouse } from "./gatehouse";
 
@@ -14,12 +15,12 @@ test.beforeAll(async () => {
 });
 test.afterAll(() => gh.stop());
 
-async function signIn(page: Page, user: string, password = PW) {
-  await page.goto(`${gh.url}/sign-in?next=/users`);
+async function signIn(page: Page, user: string, password = PW, next = "/users") {
+  await page.goto(`${gh.url}/sign-in?next=${next}`);
   await page.getByLabel("Username").fill(user);
   await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page).toHaveURL(`${gh.url}/users`);
+  await expect(page).toHaveURL(`${gh.url}${next}`);
 }
 
 async function invite(page: Page, name: string): Promise<string> {
@@ -52,8 +53,12 @@ test("invite, the link sets a password and signs in, disabling sends their open 
   // Grace, in her own browser, without signing in first.
   const grace = await choosePassword(browser, link, "grace's own password");
   await expect(grace.page.getByRole("navigation", { name: "Main" })).toBeVisible();
-  await grace.page.goto(`${gh.url}/users`);
-  await expect(grace.page.getByRole("heading", { name: /Your account \(grace\)/ })).toBeVisible();
+  // Her name in the header opens her account; the users page is not hers.
+  const nav = grace.page.getByRole("navigation", { name: "Main" });
+  await expect(nav.getByRole("link", { name: "Users" })).toHaveCount(0);
+  await grace.page.getByTestId("signed-in-as").click();
+  await expect(grace.page).toHaveURL(`${gh.url}/account`);
+  await expect(grace.page.getByTestId("account-of")).toContainText("Signed in as grace.");
   await expect(grace.page.locator(".live-status")).toHaveText("Live");
 
   // The link worked once.
@@ -70,7 +75,7 @@ test("invite, the link sets a password and signs in, disabling sends their open 
 
   // Her open page goes to sign-in at once (its live stream says the session
   // ended), any navigation would too, and signing in fails.
-  await expect(grace.page).toHaveURL(/\/sign-in\?next=%2Fusers/);
+  await expect(grace.page).toHaveURL(/\/sign-in\?next=%2Faccount/);
   await grace.page.goto(`${gh.url}/agents`);
   await expect(grace.page).toHaveURL(/\/sign-in\?next=%2Fagents/);
   await grace.page.getByLabel("Username").fill("grace");
@@ -106,13 +111,16 @@ test("without JavaScript: invite, choose a password, reset, and the last admin s
   await context.close();
 });
 
-test("a plain user changes their own password and signs out their other sessions", async ({ page, browser }) => {
+test("a plain user changes their own password and signs out their other sessions on /account; /users is not theirs", async ({ page, browser }) => {
   const other = await browser.newContext();
   const otherPage = await other.newPage();
-  await signIn(otherPage, "bob");
+  await signIn(otherPage, "bob", PW, "/account");
   await expect(otherPage.locator(".live-status")).toHaveText("Live");
-  await signIn(page, "bob");
+  await signIn(page, "bob", PW, "/users");
   await expect(page.getByRole("heading", { name: "Add a user" })).toHaveCount(0);
+  await expect(page.getByRole("alert")).toContainText("only an admin may manage users");
+  await page.getByRole("link", { name: "your account page" }).click();
+  await expect(page).toHaveURL(`${gh.url}/account`);
   await expect(page.getByTestId("other-sessions")).toContainText("1 other browser");
   await page.getByRole("button", { name: "Sign out other sessions" }).click();
   await expect(page.getByRole("status").filter({ hasText: "Signed out 1 other session." })).toBeVisible();
@@ -129,6 +137,6 @@ test("a plain user changes their own password and signs out their other sessions
   await page.getByLabel("New password again").fill("bob's new password");
   await page.getByRole("button", { name: "Change password" }).click();
   await expect(page.getByRole("status").filter({ hasText: "Your password was changed" })).toBeVisible();
-  await page.goto(`${gh.url}/users`);
-  await expect(page.getByRole("heading", { name: /Your account \(bob\)/ })).toBeVisible();
+  await page.goto(`${gh.url}/account`);
+  await expect(page.getByTestId("account-of")).toContainText("Signed in as bob.");
 });

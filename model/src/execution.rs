@@ -57,6 +57,10 @@ pub struct ExecutionView {
     /// the offer down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggestion: Option<crate::grants::GrantSuggestion>,
+    /// Once it failed: where and why, as its record says ("upstream X
+    /// answered with an error: …"), bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// How much of a call's arguments the inbox shows.
@@ -173,6 +177,7 @@ mod tests {
             human_only: false,
             preview: None,
             suggestion: None,
+            failure: None,
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod activity;
 pub mod actor;
 pub mod api_token;
+pub mod cookie;
 pub mod credential;
 pub mod execution;
 pub mod grants;
@@ -27,6 +28,7 @@ pub mod user;
 pub use activity::{ACTIVITY_DAYS, Activity, Busiest, DayDecisions};
 pub use actor::{Actor, Hint, Via};
 pub use api_token::{ApiTokenView, MintedApiToken};
+pub use cookie::cookie_value;
 pub use credential::{ClientConfig, CredentialStatus, CredentialView, IssuedVia, MintedCredential, RevokeScope};
 pub use execution::{DecisionView, ExecutionView, INBOX_EVENT, INBOX_LIMIT, InboxView, PREVIEW_CHARS, preview_of};
 pub use grants::{

@@ -36,8 +36,12 @@ pub fn grant(grant_id: &str) -> String {
     format!("{API_GRANTS}/{grant_id}")
 }
 
-/// The users page (admins manage users; everyone their own password and sessions).
+/// The users page (admins only: invite, reset, disable, remove users).
 pub const USERS: &str = "/users";
+
+/// The signed-in person's own page: password, browser sessions, agents and
+/// their credentials, what notifies them.
+pub const ACCOUNT: &str = "/account";
 
 /// The users page showing the one-time link just made as `id` (the link
 /// itself never goes in a URL but its own).

@@ -50,12 +50,7 @@ impl Theme {
     /// The theme a `Cookie` header carries (the system's when none or a
     /// value no theme has).
     pub fn from_cookie_header(header: &str) -> Self {
-        header
-            .split(';')
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == THEME_COOKIE)
-            .and_then(|(_, value)| Self::parse(value))
-            .unwrap_or_default()
+        crate::cookie_value(header, THEME_COOKIE).and_then(Self::parse).unwrap_or_default()
     }
 }
 

@@ -120,11 +120,7 @@ impl SignInAttempt {
 
     /// The attempt in a request's `Cookie` header, if there is a readable one.
     pub fn from_cookie_header(header: &str) -> Option<Self> {
-        header
-            .split(';')
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == SIGN_IN_ATTEMPT_COOKIE)
-            .and_then(|(_, value)| serde_urlencoded::from_str(value).ok())
+        crate::cookie_value(header, SIGN_IN_ATTEMPT_COOKIE).and_then(|value| serde_urlencoded::from_str(value).ok())
     }
 }
 

@@ -33,11 +33,11 @@ fn session_cookie(state: &AppState, value: String) -> Cookie<'static> {
 
 /// Carries a refused form sign-in back to the page, once (the page clears
 /// it): the name stays in its field, and the address says nothing.
-fn attempt_cookie(state: &AppState, attempt: &SignInAttempt) -> Cookie<'static> {
+fn attempt_cookie(state: &AppState, mut attempt: SignInAttempt) -> Cookie<'static> {
     // A name longer than any real one is kept short: a cookie past the
     // browser's size bound would be dropped whole.
-    let kept = SignInAttempt { username: attempt.username.chars().take(128).collect(), ..attempt.clone() };
-    let mut cookie = Cookie::new(SIGN_IN_ATTEMPT_COOKIE, kept.to_cookie_value());
+    attempt.username = attempt.username.chars().take(128).collect();
+    let mut cookie = Cookie::new(SIGN_IN_ATTEMPT_COOKIE, attempt.to_cookie_value());
     cookie.set_http_only(true);
     cookie.set_same_site(SameSite::Strict);
     cookie.set_path("/");
@@ -100,7 +100,7 @@ pub async fn sign_in(
             tracing::warn!(username_tag = %tag, client = ?addr, "sign-in throttled");
             return Ok(if form {
                 let attempt = SignInAttempt { username, retry_after_secs: Some(limit.retry_after_secs()) };
-                cookies.add(attempt_cookie(&state, &attempt));
+                cookies.add(attempt_cookie(&state, attempt));
                 Redirect::to(&format!("/sign-in?next={}", enc(&next))).into_response()
             } else {
                 limit.into_response()
@@ -111,7 +111,7 @@ pub async fn sign_in(
         attempt.failed();
         tracing::warn!(username_tag = %tag, username_chars = username.chars().count(), client = ?addr, "sign-in refused");
         return Ok(if form {
-            cookies.add(attempt_cookie(&state, &SignInAttempt { username, retry_after_secs: None }));
+            cookies.add(attempt_cookie(&state, SignInAttempt { username, retry_after_secs: None }));
             Redirect::to(&format!("/sign-in?next={}", enc(&next))).into_response()
         } else {
             (

@@ -85,7 +85,7 @@ fn conditional_rules_are_read_and_a_broken_condition_stops_the_start() {
     assert_eq!((rule.agents.len(), rule.owners.len(), rule.upstreams.len()), (1, 1, 1));
     let err =
         resolve("[[policy]]\nname = \"r\"\npattern = \"x\"\naction = \"block\"\nwhen = \"args.a >\"\n").unwrap_err();
-    assert!(err.contains("policy[0].when") && err.contains(r#"rule "r""#) && err.contains("line:column 1:"), "{err}");
+    assert!(err.contains("policy[0].when") && err.contains(r#"rule "r""#) && err.contains("line 1, column"), "{err}");
     let err = resolve("[[policy]]\npattern = \"x\"\naction = \"block\"\nagents = [\"a*b*\"]\n").unwrap_err();
     assert!(err.contains("policy[0].agents"), "{err}");
 }

@@ -152,7 +152,7 @@ async fn the_policy_tool_saves_a_conditional_rule_once_an_admin_approves() {
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert!(app.core.approvals.pending().is_empty(), "no call waits");
     let message = refused["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(message.contains("invalid when: at line:column 1:"), "{message}");
+    assert!(message.contains("invalid when: line 1, column"), "{message}");
 }
 
 #[tokio::test]
@@ -175,12 +175,24 @@ async fn the_console_refuses_a_broken_condition_next_to_its_field_and_saves_a_go
     let r = app.post_fn(&root, "policy_save", &form("args.branch == ")).await;
     assert_eq!(r.status(), 400);
     let body = r.text().await.unwrap();
-    assert!(body.contains("invalid when: at line:column 1:"), "{body}");
+    assert!(body.contains("invalid when: line 1, column"), "{body}");
     let r = app.post_fn(&root, "policy_save", &form("argz.branch == 'main'")).await;
     let body = r.text().await.unwrap();
     assert!(body.contains("unknown name") && body.contains("argz"), "{body}");
     let r = app.post_fn(&root, "policy_preview", &form("args.branch == ")).await;
     assert_eq!(r.status(), 400, "the preview checks it as it is typed");
+    // Every bad field is named at once, one line each, so the page marks
+    // each beside its field; nothing is saved.
+    let mut two_bad = form("args.branch == ");
+    two_bad.push(("draft[rate]", "often"));
+    two_bad.push(("draft[owners]", "a/b"));
+    let r = app.post_fn(&root, "policy_save", &two_bad).await;
+    assert_eq!(r.status(), 400);
+    let body = r.text().await.unwrap();
+    for field in ["when", "rate", "owners"] {
+        assert_eq!(body.matches(&format!("invalid {field}: ")).count(), 1, "{field} once: {body}");
+    }
+    assert!(app.core.policy.rules().unwrap().iter().all(|r| r.name != "no pushes to main"));
     assert_eq!(app.post_fn(&ada, "policy_save", &form(r#"args.branch == "main""#)).await.status(), 403);
 
     let r = app.post_fn(&root, "policy_save", &form(r#"args.branch == "main""#)).await;

@@ -120,7 +120,7 @@ async fn a_call_the_agent_cancels_is_recorded_as_it_ended() {
 async fn an_approved_call_that_fails_says_where_and_why_on_its_record() {
     let app = spawn_app_fronting(everything_stdio(), |_| {}).await;
     app.wait_for_upstream_tool("ev__test_error_handling").await;
-    let (ada, _bob) = app.ada_and_bob().await;
+    let (ada, bob) = app.ada_and_bob().await;
     let token = app.issue_owned("claude", "ada");
     let sid = app.open_session(&token).await;
     // Unannotated: it waits for a person.
@@ -143,4 +143,16 @@ async fn an_approved_call_that_fails_says_where_and_why_on_its_record() {
     assert_eq!(last.state.as_str(), "failed");
     let expected = format!("upstream everything answered with an error: {}", text.trim());
     assert_eq!(last.detail.as_deref(), Some(expected.as_str()), "the person reads the upstream's own words");
+
+    // The call's page says it under its state, and the home page lists it
+    // among the calls that failed lately, for its owner only.
+    let said = "upstream everything answered with an error: ";
+    let page = app.get_as(&ada, &format!("/resume/{eid}")).await.text().await.unwrap();
+    let at = page.find(r#"data-testid="failure""#).expect("the call's page says why it failed");
+    assert!(page[at..].contains(said), "{page}");
+    let home = app.get_as(&ada, "/").await.text().await.unwrap();
+    assert!(home.contains("Failed lately") && home.contains(said), "{home}");
+    assert!(home.contains(&format!("/resume/{eid}")), "it links to the call");
+    let others = app.get_as(&bob, "/").await.text().await.unwrap();
+    assert!(!others.contains("Failed lately"), "bob may not see ada's calls");
 }

@@ -58,7 +58,7 @@ async fn set_password(app: &TestApp, token: &str, password: &str) -> reqwest::Re
 
 /// Whether `cookie` still signs anyone in.
 async fn signed_in(app: &TestApp, cookie: &str) -> bool {
-    match call_fn(app, cookie, "users", &[]).await.status() {
+    match call_fn(app, cookie, "account", &[]).await.status() {
         StatusCode::OK => true,
         StatusCode::UNAUTHORIZED => false,
         other => panic!("unexpected {other}"),
@@ -67,6 +67,12 @@ async fn signed_in(app: &TestApp, cookie: &str) -> bool {
 
 async fn users_view(app: &TestApp, cookie: &str) -> Value {
     let r = call_fn(app, cookie, "users", &[]).await;
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+async fn account_view(app: &TestApp, cookie: &str) -> Value {
+    let r = call_fn(app, cookie, "account", &[]).await;
     assert_eq!(r.status(), 200);
     r.json().await.unwrap()
 }
@@ -182,11 +188,11 @@ async fn disabling_a_user_ends_their_sessions_at_once_and_blocks_sign_in() {
     let app = spawn_app().await;
     let (ada, bob) = app.ada_and_bob().await;
     let token = app.issue_owned("bobs-agent", "bob");
-    assert_eq!(app.get_as(&bob, "/users").await.status(), 200);
+    assert_eq!(app.get_as(&bob, "/account").await.status(), 200);
     let r = call_fn(&app, &ada, "user-disabled", &[("username", "bob"), ("disabled", "true")]).await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     // The very next request with the old cookie is not signed in.
-    let page = app.get_as(&bob, "/users").await;
+    let page = app.get_as(&bob, "/account").await;
     assert_eq!(page.status(), 303);
     assert!(page.headers()["location"].to_str().unwrap().starts_with("/sign-in"));
     assert!(!signed_in(&app, &bob).await);
@@ -269,7 +275,7 @@ async fn the_last_admin_cannot_be_disabled_demoted_or_removed() {
     // With a second admin, the first may step down.
     assert_eq!(call_fn(&app, &ada, "user-admin", &[("username", "bob"), ("admin", "true")]).await.status(), 200);
     assert_eq!(call_fn(&app, &ada, "user-admin", &[("username", "ada"), ("admin", "false")]).await.status(), 200);
-    assert_eq!(users_view(&app, &ada).await["is_admin"], false);
+    assert_eq!(account_view(&app, &ada).await["is_admin"], false);
 }
 
 #[tokio::test]
@@ -288,11 +294,13 @@ async fn only_admins_manage_users() {
     }
     assert_eq!(app.core.users.list().unwrap().len(), 2, "nobody was added");
     assert!(app.sign_in_with("ada", PASSWORD).await.status() == 200, "ada untouched");
-    // Bob sees his own account only.
-    let view = users_view(&app, &bob).await;
-    assert_eq!((view["is_admin"].as_bool(), view["users"].as_array().unwrap().len()), (Some(false), 0));
-    let page = app.get_as(&bob, "/users").await.text().await.unwrap();
-    assert!(page.contains("Only admins add") && !page.contains("Add a user"), "{page}");
+    // The users page is not his: it says so (403), and where his own account is.
+    let page = app.get_as(&bob, "/users").await;
+    assert_eq!(page.status(), 403);
+    let page = page.text().await.unwrap();
+    assert!(page.contains("only an admin may manage users") && page.contains(r#"href="/account""#), "{page}");
+    assert!(!page.contains("Add a user") && !page.contains(r#"data-testid="password-link""#), "{page}");
+    assert_eq!(account_view(&app, &bob).await["is_admin"], false);
 }
 
 #[tokio::test]
@@ -314,7 +322,7 @@ async fn changing_ones_own_password_needs_the_current_one_and_keeps_this_session
     assert_eq!(app.sign_in_with("bob", PASSWORD).await.status(), 200);
     let r = change(PASSWORD, "bob's new password", "bob's new password").await.unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["location"], "/users?changed=password");
+    assert_eq!(r.headers()["location"], "/account?changed=password");
     assert!(signed_in(&app, &here).await, "this session stays");
     assert!(!signed_in(&app, &elsewhere).await, "the others end");
     assert_eq!(app.sign_in_with("bob", PASSWORD).await.status(), 401);
@@ -327,15 +335,15 @@ async fn signing_out_other_sessions_keeps_this_one() {
     app.add_user("bob", false).await;
     let here = app.sign_in("bob").await;
     let others = [app.sign_in("bob").await, app.sign_in("bob").await];
-    assert_eq!(users_view(&app, &here).await["my_sessions"], 3);
+    assert_eq!(account_view(&app, &here).await["my_sessions"], 3);
     let r = call_fn(&app, &here, "sign-out-others", &[]).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["location"], "/users?signed_out=2");
+    assert_eq!(r.headers()["location"], "/account?signed_out=2");
     assert!(signed_in(&app, &here).await);
     for other in &others {
         assert!(!signed_in(&app, other).await);
     }
-    assert_eq!(users_view(&app, &here).await["my_sessions"], 1);
+    assert_eq!(account_view(&app, &here).await["my_sessions"], 1);
 }
 
 #[tokio::test]
@@ -449,4 +457,29 @@ async fn credentials_per_user_are_bounded_with_an_error_naming_the_limit() {
         .unwrap();
     assert_eq!(revoked.status(), 200);
     assert_eq!(issue("five", None).await.unwrap().status(), 201);
+}
+
+#[tokio::test]
+async fn the_users_page_is_for_admins_and_an_account_shows_only_its_own() {
+    let app = spawn_app().await;
+    let (ada, bob) = app.ada_and_bob().await;
+    // Bob may not read everyone; the page's data says why, with a 403.
+    let r = call_fn(&app, &bob, "users", &[]).await;
+    assert_eq!(r.status(), 403);
+    assert!(r.text().await.unwrap().contains("only an admin may manage users"));
+    assert_eq!(users_view(&app, &ada).await["users"].as_array().unwrap().len(), 2);
+
+    // Each account lists its own agents' credentials, an admin's too.
+    app.issue_owned("bobs-agent", "bob");
+    app.issue_owned("adas-agent", "ada");
+    let agents = |view: &Value| -> Vec<String> {
+        view["credentials"].as_array().unwrap().iter().map(|c| c["agent"].as_str().unwrap().to_string()).collect()
+    };
+    let bobs = account_view(&app, &bob).await;
+    assert_eq!(bobs["username"], "bob");
+    assert_eq!(agents(&bobs), ["bobs-agent"]);
+    assert_eq!(agents(&account_view(&app, &ada).await), ["adas-agent"]);
+    // Nobody signed in: 401, nothing read.
+    let r = app.same_origin(Method::POST, "/api/fn/account").send().await.unwrap();
+    assert_eq!(r.status(), 401);
 }

@@ -11,7 +11,8 @@ use crate::components::notify::NotifyButton;
 use crate::server_fns::{Viewer, get_viewer};
 use gatehouse_model::Theme;
 
-/// The console's sections, in the order the navigation shows them.
+/// The console's sections, in the order the navigation shows them (the
+/// last, users, only to admins).
 const SECTIONS: &[(&str, &str)] = &[
     (routes::APPROVALS, "Approvals"),
     (routes::AGENTS, "Agents"),
@@ -56,6 +57,7 @@ fn Top(viewer: Option<Viewer>) -> impl IntoView {
     let username = viewer.as_ref().and_then(|v| v.username.clone());
     let theme = viewer.as_ref().map(|v| v.theme).unwrap_or_default();
     let held = viewer.as_ref().map(|v| v.held).filter(|n| *n > 0);
+    let is_admin = viewer.as_ref().is_some_and(|v| v.is_admin);
     let inbox = use_inbox();
     let pending = move || inbox.get().map(|i| i.total).filter(|n| *n > 0);
     let location = use_location();
@@ -87,7 +89,7 @@ fn Top(viewer: Option<Viewer>) -> impl IntoView {
         <header class="top">
             <a class="brand" href=routes::HOME>"Gatehouse"</a>
             <nav aria-label="Main" node_ref=strip>
-                {SECTIONS.iter().map(|(href, label)| {
+                {SECTIONS.iter().filter(|(href, _)| is_admin || *href != routes::USERS).map(|(href, label)| {
                     let current = move || path.with(|p| p.starts_with(href)).then_some("page");
                     let is_approvals = *href == routes::APPROVALS;
                     let is_tools = *href == routes::TOOLS;
@@ -126,7 +128,13 @@ fn Top(viewer: Option<Viewer>) -> impl IntoView {
                 }).collect_view()}
             </form>
             <form method="post" action=routes::API_SIGN_OUT class="sign-out">
-                {username.map(|u| view! { <span class="who" data-testid="signed-in-as">{u}</span> })}
+                {username.map(|u| {
+                    let current = move || path.with(|p| p == routes::ACCOUNT).then_some("page");
+                    view! {
+                        <a class="who" href=routes::ACCOUNT aria-current=current data-testid="signed-in-as"
+                            title="Your account: password, sessions, agents, notifications">{u}</a>
+                    }
+                })}
                 <button type="submit" class="quiet">"Sign out"</button>
             </form>
         </header>

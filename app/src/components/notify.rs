@@ -136,3 +136,26 @@ pub fn NotifyButton() -> impl IntoView {
         </Show>
     }
 }
+
+/// Where this browser stands on notifications, in words, with the button
+/// to turn them on while it has not been asked (the account page).
+#[component]
+pub fn NotifyStatus() -> impl IntoView {
+    // Only the browser knows: nothing is said before hydration.
+    let (said, set_said) = signal(None::<&'static str>);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        use web_sys::NotificationPermission as P;
+        set_said.set(Some(match permission() {
+            Some(P::Granted) => "On in this browser.",
+            Some(P::Denied) => "Blocked in this browser: allow notifications for this site in its settings.",
+            Some(_) => "Off in this browser.",
+            None => "This browser cannot show notifications.",
+        }));
+    });
+    #[cfg(not(feature = "hydrate"))]
+    let _ = set_said;
+    view! {
+        <p data-testid="notify-status">{move || said.get()} " " <NotifyButton/></p>
+    }
+}

@@ -29,7 +29,7 @@ pub fn HistoryPage() -> impl IntoView {
     view! {
         <Title text="History — Gatehouse"/>
         <Header/>
-        <main class="page">
+        <main class="page wide">
             <h1>"History"</h1>
             <p class="hint">"Every call: those that waited for a person, with their decision, and those that ran or were refused at once — newest first."</p>
             // Apart from the calls, so a live update never resets a filter

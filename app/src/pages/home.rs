@@ -6,7 +6,10 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use gatehouse_model::{Activity, Busiest, CredentialView, LiveEvent, McpSessionInfo, UpstreamInfo, routes};
+use gatehouse_model::{
+    Activity, AuditEntry, Busiest, CredentialView, HistoryFilter, LiveEvent, McpSessionInfo, State, UpstreamInfo,
+    routes,
+};
 
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
@@ -64,6 +67,7 @@ fn Home(overview: Overview) -> impl IntoView {
         sessions,
         credentials,
         setup,
+        failures,
         ..
     } = overview;
     let show_checklist = if is_admin { !setup.done() } else { !(setup.credential && setup.connected) };
@@ -71,6 +75,7 @@ fn Home(overview: Overview) -> impl IntoView {
         {show_checklist.then(|| view! { <Checklist setup is_admin sessions=sessions.clone()/> })}
         <Tiles pending oldest_pending_ms now_ms activity=activity.clone() upstreams=upstreams.clone() held is_admin/>
         <DecisionsChart activity=activity.clone()/>
+        <Failures failures now_ms/>
         <div class="two-up">
             <BusiestList title="Busiest tools" id="busiest-tools" items=activity.tools.clone() empty="No call in these two weeks."/>
             <BusiestList title="Busiest agents" id="busiest-agents" items=activity.agents.clone() empty="No agent called anything in these two weeks."/>
@@ -208,7 +213,12 @@ fn DecisionsChart(activity: Activity) -> impl IntoView {
                             <title>{title}</title>
                             <rect class="bar approved" x=x.to_string() width=(W - 8.0).to_string() y=(H - ha).to_string() height=ha.to_string()/>
                             <rect class="bar declined" x=x.to_string() width=(W - 8.0).to_string() y=(H - ha - hd).to_string() height=hd.to_string()/>
-                            <text x=(x + (W - 8.0) / 2.0).to_string() y=(H + 12.0).to_string() text-anchor="middle">{label}</text>
+                            // The last label ends at the chart's edge: centred, "today" overhangs it.
+                            {if i == last {
+                                view! { <text x=width.to_string() y=(H + 12.0).to_string() text-anchor="end">{label}</text> }
+                            } else {
+                                view! { <text x=(x + (W - 8.0) / 2.0).to_string() y=(H + 12.0).to_string() text-anchor="middle">{label}</text> }
+                            }}
                         </g>
                     }
                 }).collect_view()}
@@ -224,6 +234,38 @@ fn DecisionsChart(activity: Activity) -> impl IntoView {
             {(total == 0).then(|| view! { <p class="empty">"No decision in these two weeks: calls that wait for a person show up here once someone decides them."</p> })}
         </section>
     }
+}
+
+/// The calls that failed lately, each with where and why; nothing when
+/// none did.
+#[component]
+fn Failures(failures: Vec<AuditEntry>, now_ms: i64) -> impl IntoView {
+    (!failures.is_empty()).then(|| {
+        view! {
+            <section class="panel failures" aria-labelledby="failures-h">
+                <h2 id="failures-h">"Failed lately"</h2>
+                <ul data-testid="failures">
+                    {failures.into_iter().map(|e| {
+                        let tool = view! { <Name text=e.tool.clone() joints=true/> };
+                        // A paused call has a page; one that ran at once, its history.
+                        let href = if e.execution_id.as_str().starts_with("exec_") {
+                            routes::resume(e.execution_id.as_str(), None)
+                        } else {
+                            routes::history(&HistoryFilter { tool: e.tool.clone(), ..Default::default() })
+                        };
+                        view! {
+                            <li>
+                                <a class="tool-link" href=href>{tool}</a>
+                                <span class="hint">" · " <Name text=e.agent/> " · " <When ms=e.at_ms now_ms/></span>
+                                {e.detail.map(|d| view! { <div class="why"><Name text=d/></div> })}
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+                <p><a href=routes::history(&HistoryFilter { outcome: State::Failed.as_str().into(), ..Default::default() })>"Every failed call"</a></p>
+            </section>
+        }
+    })
 }
 
 /// The day of the month of a UTC midnight (Unix ms), e.g. "7".
@@ -352,14 +394,13 @@ fn Sessions(
     agents.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then_with(|| a.agent.cmp(&b.agent)));
     let (live, idle): (Vec<_>, Vec<_>) = agents.into_iter().partition(|a| now_ms - a.last_seen < IDLE_AFTER_MS);
     let card = move |a: AgentSessions| {
-        let count = a.sessions;
         view! {
             <li class="card">
                 <strong class="agent"><Name text=a.agent/></strong>
                 {is_admin.then_some(a.owner).flatten().map(|o| view! { <span class="tag">"of " <Name text=o/></span> })}
                 {a.threads.into_iter().map(|t| view! { <span class="tag">"thread " <Name text=t/></span> }).collect_view()}
                 <div class="meta">
-                    <span>{format!("{count} session{}", if count == 1 { "" } else { "s" })}</span>
+                    <span>{crate::words::count(a.sessions as u64, "session")}</span>
                     {a.clients.into_iter().map(|c| view! { " · " <span><Name text=c/></span> }).collect_view()}
                     " · last sign of life " <When ms=a.last_seen now_ms/>
                 </div>
@@ -378,7 +419,7 @@ fn Sessions(
             }}
             {(idle_count > 0).then(|| view! {
                 <details class="idle-sessions">
-                    <summary>{format!("{idle_count} idle agent{}", if idle_count == 1 { "" } else { "s" })}</summary>
+                    <summary>{crate::words::count(idle_count as u64, "idle agent")}</summary>
                     <p class="hint">"No sign of life for five minutes or more: the client may have exited without closing them. They end on their own."</p>
                     <ul class="cards" aria-label="Idle agents">{idle.into_iter().map(card).collect_view()}</ul>
                 </details>

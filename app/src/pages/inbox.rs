@@ -15,8 +15,8 @@ use crate::components::clock::use_now;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, use_inbox, use_live_events};
 use crate::components::name::Name;
-use crate::outcome::{Outcome, OutcomeLine, report};
-use crate::server_fns::{DecideExecution, DecideMany, DecidedMany, ToConfirm, list_pending};
+use crate::outcome::{Outcome, OutcomeLine, report_with};
+use crate::server_fns::{DecideExecution, DecideMany, DecidedCall, DecidedMany, ToConfirm, list_pending};
 use crate::time_fmt::{duration, exact, iso, relative};
 
 /// A decision asked for from the keyboard, waiting for its confirmation:
@@ -33,7 +33,7 @@ pub fn InboxPage() -> impl IntoView {
     let many = ServerAction::<DecideMany>::new();
     let outcome: Outcome = RwSignal::new(None);
     let confirming = RwSignal::new(None::<ToConfirm>);
-    report(outcome, decide, "Decided.");
+    report_with(outcome, decide, DecidedCall::sentence);
     // Several at once: say how many, and which could not be; an approval
     // first comes back to be confirmed.
     Effect::new(move |_| {

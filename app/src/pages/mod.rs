@@ -1,6 +1,7 @@
 //! One file per page. Forms post to the HTTP API or to server functions,
 //! so they work before hydration.
 
+pub mod account;
 pub mod agents;
 pub mod consent;
 pub mod grants;

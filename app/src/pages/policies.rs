@@ -14,7 +14,7 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
-use crate::outcome::{Outcome, OutcomeLine, on_success, report};
+use crate::outcome::{Outcome, OutcomeLine, field_line, fields_named, on_success, report, report_fields};
 use crate::server_fns::{
     PoliciesView, PromoteRule, REPLAY_DAYS, RemoveRule, Replay, RuleDraft, SaveRule, condition_warnings, list_policies,
     preview_rule, replay_rule,
@@ -33,7 +33,7 @@ pub fn PoliciesPage() -> impl IntoView {
     on_success(save, move || policies.refetch());
     on_success(remove, move || policies.refetch());
     on_success(promote, move || policies.refetch());
-    report(outcome, save, "Rule saved.");
+    report_fields(outcome, save, "Rule saved.");
     report(outcome, remove, "Rule removed.");
     report(outcome, promote, "The shadow rule now decides.");
     let live = use_changes([refetch_on(&[LiveEvent::UpstreamsChanged], policies)]);
@@ -348,8 +348,23 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
             condition_warnings(when).await
         },
     );
-    // A refused Save says which field: its message is shown next to it.
-    let save_error = move |field: &'static str| crate::outcome::field_error(save, field);
+    // Every field the draft gets wrong is marked beside it, once: as the
+    // preview finds it while the person types, else as Save was refused (a
+    // refusal of an older draft goes as soon as the draft changes).
+    Effect::new(move |first: Option<()>| {
+        fields.iter().for_each(|f| f.track());
+        if first.is_some() {
+            save.value().set(None);
+        }
+    });
+    let save_error = move |field: &'static str| {
+        let saved = crate::outcome::field_error(save, field);
+        move || {
+            let previewed =
+                preview.get().and_then(|r| r.err()).and_then(|e| field_line(&crate::outcome::message(&e), field));
+            previewed.or_else(saved)
+        }
+    };
     let text = move |label: &'static str,
                      key: &'static str,
                      signal: RwSignal<String>,
@@ -362,7 +377,9 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 <input id=id name=key autocomplete="off" placeholder=placeholder
                     value=signal.get_untracked() prop:value=signal on:input=move |e| signal.set(event_target_value(&e))/>
                 {(!hint.is_empty()).then(|| view! { <span class="hint">{hint}</span> })}
-                {move || error().map(|e| view! { <span role="alert" class="error field-error">{e}</span> })}
+                <Transition fallback=|| ()>
+                    {move || error().map(|e| view! { <span role="alert" class="error field-error" data-field=key>{e}</span> })}
+                </Transition>
             </label>
         }
     };
@@ -407,7 +424,12 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                         <span class="hint">"Over " <code>"tool"</code> ", " <code>"upstream"</code> ", " <code>"agent"</code> ", "
                             <code>"owner"</code> ", " <code>"thread"</code> ", " <code>"args"</code> ", " <code>"annotations"</code>
                             " and " <code>"now"</code> ". A condition that cannot be evaluated blocks the call."</span>
-                        {move || when_error().map(|e| view! { <span role="alert" class="error field-error" data-testid="when-error">{e}</span> })}
+                        <Transition fallback=|| ()>
+                            {move || when_error().map(|e| view! {
+                                <span role="alert" class="error field-error" data-testid="when-error">{e.clone()}</span>
+                                <Position source=when.get_untracked() said=e/>
+                            })}
+                        </Transition>
                         <Transition fallback=|| ()>
                             {move || warnings.get().and_then(Result::ok).map(|warnings| warnings.into_iter().map(|w| view! {
                                 <span class="field-warning" data-testid="when-warning">{with_code(&w)}</span>
@@ -425,6 +447,8 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                 {move || preview.get().map(|result| match result {
                     Ok(None) => view! { <p class="hint">"Type a pattern to see the tools it matches."</p> }.into_any(),
                     Ok(Some(previews)) => view! { <Preview previews/> }.into_any(),
+                    // A field's mistake is said beside the field.
+                    Err(e) if fields_named(&crate::outcome::message(&e)) > 0 => ().into_any(),
                     Err(e) => view! { <p role="alert" class="error" data-testid="preview-error">{crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Transition>
@@ -444,11 +468,31 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
     }
 }
 
+/// Where in a condition its mistake is: the line it is on, with a mark
+/// under the column the message names ("Line 2, column 7: …"). Nothing when
+/// the message names no position.
+#[component]
+fn Position(source: String, said: String) -> impl IntoView {
+    let at = said.strip_prefix("Line ").and_then(|rest| {
+        let (line, rest) = rest.split_once(", column ")?;
+        let column = rest.split(':').next()?;
+        Some((line.parse::<usize>().ok()?, column.parse::<usize>().ok()?))
+    });
+    at.and_then(|(line, column)| {
+        let text = source.lines().nth(line.checked_sub(1)?)?.to_string();
+        // The mark sits under the column's character (1-based), or just past the end.
+        let pad = " ".repeat(column.saturating_sub(1).min(text.chars().count()));
+        Some(view! {
+            <pre class="position" data-testid="when-position" aria-hidden="true">{text}"\n"{pad}"^"</pre>
+        })
+    })
+}
+
 /// What the rule being written would have done to the calls of the last days.
 #[component]
 fn ReplayView(replay: Replay) -> impl IntoView {
     let Replay { now_ms, days, read, same, changes, changed, untried } = replay;
-    let calls = |n: usize| format!("{n} call{}", if n == 1 { "" } else { "s" });
+    let calls = |n: usize| crate::words::count(n as u64, "call");
     let what = |did: Action, would: Action, n: usize| {
         let done = match did {
             Action::Allow => "ran",

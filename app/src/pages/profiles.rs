@@ -9,7 +9,7 @@ use leptos_router::hooks::use_query_map;
 use gatehouse_model::{Profile, Source, routes};
 
 use crate::components::name::Name;
-use crate::outcome::{Outcome, OutcomeLine, on_success, report};
+use crate::outcome::{Outcome, OutcomeLine, on_success, report, report_fields};
 use crate::server_fns::{ProfileDraft, ProfilesView, RemoveProfile, SaveProfile, list_profiles};
 
 /// The section: list and form, with its own outcome line.
@@ -21,7 +21,7 @@ pub fn ProfilesSection() -> impl IntoView {
     let outcome: Outcome = RwSignal::new(None);
     on_success(save, move || profiles.refetch());
     on_success(remove, move || profiles.refetch());
-    report(outcome, save, "Profile saved: the agents it names see only what it lists.");
+    report_fields(outcome, save, "Profile saved: the agents it names see only what it lists.");
     report(outcome, remove, "Profile removed.");
     view! {
         <section id="profiles" aria-labelledby="profiles-h">

@@ -136,6 +136,7 @@ fn ResumeBody(
         human_only,
         session_id,
         suggestion,
+        failure,
         ..
     } = execution;
     let string_args = arguments.as_ref().map(constrainable).unwrap_or_default();
@@ -155,6 +156,7 @@ fn ResumeBody(
     };
     let id_a = execution_id.clone();
     let id_d = execution_id.clone();
+    let approve_note = NodeRef::<leptos::html::Textarea>::new();
     let id_g = execution_id.clone();
     view! {
         <Title text=title/>
@@ -189,6 +191,7 @@ fn ResumeBody(
                     view! { <span class="by" data-testid="decided-by">{lead} <Name text=crate::words::actor(&by, &[])/></span> }
                 })}
             </p>
+            {failure.map(|why| view! { <p class="failure" data-testid="failure"><Name text=why/></p> })}
             <h2>"Arguments"</h2>
             {match (arguments, kept) {
                 (Some(text), _) => view! { <Arguments text/> }.into_any(),
@@ -215,12 +218,12 @@ fn ResumeBody(
                     <label>"Reason for declining (optional; the agent sees it)"
                         <textarea form="decline-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
                     </label>
-                    <label>"Note on approving (optional)"
-                        <textarea form="approve-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string()></textarea>
+                    <label class="approve-note">"Note on approving (optional)"
+                        <textarea form="approve-form" name="reason" rows="2" maxlength=MAX_NOTE_CHARS.to_string() node_ref=approve_note></textarea>
                     </label>
                 </div>
                 {(!human_only).then(|| view! {
-                    <GrantForm grant id=id_g.clone() has_session=session_id.is_some() string_args=string_args.clone()/>
+                    <GrantForm grant id=id_g.clone() has_session=session_id.is_some() string_args=string_args.clone() approve_note/>
                 })}
                 <div class="decide">
                     <ActionForm action=decide attr:class="decide-form" attr:id="decline-form">
@@ -344,7 +347,18 @@ fn GrantForm(
     id: ExecutionId,
     has_session: bool,
     string_args: Vec<(String, String)>,
+    approve_note: NodeRef<leptos::html::Textarea>,
 ) -> impl IntoView {
+    // One note per approval: while this panel is open it stands in for the
+    // note above (hidden by the style sheet), and starts with what was typed there.
+    let grant_note = NodeRef::<leptos::html::Textarea>::new();
+    let carry_note = move |_| {
+        if let (Some(above), Some(here)) = (approve_note.get(), grant_note.get())
+            && here.value().is_empty()
+        {
+            here.set_value(&above.value());
+        }
+    };
     let scopes: Vec<GrantScope> =
         GrantScope::ALL.into_iter().filter(|s| has_session || *s != GrantScope::Session).collect();
     let scope_label = |s: GrantScope| match s {
@@ -355,7 +369,7 @@ fn GrantForm(
         GrantScope::UntilRevoked => "Until revoked",
     };
     view! {
-        <details class="panel grant">
+        <details class="panel grant" on:toggle=carry_note>
             <summary>"Allow this tool for this agent…"</summary>
             <p class="hint">"Approves this call, and lets the next ones run without asking, for every credential of this agent. Revoke it any time on the Grants page."</p>
             <ActionForm action=grant attr:class="grant-form">
@@ -382,7 +396,9 @@ fn GrantForm(
                         }).collect_view()}
                     </fieldset>
                 })}
-                <label>"Note (optional)" <input name="note" maxlength=MAX_NOTE_CHARS.to_string() autocomplete="off"/></label>
+                <label>"Note on approving (optional)"
+                    <textarea name="note" rows="2" maxlength=MAX_NOTE_CHARS.to_string() node_ref=grant_note></textarea>
+                </label>
                 <button type="submit" class="approve">"Approve and allow"</button>
             </ActionForm>
         </details>

@@ -36,19 +36,23 @@ pub fn ToolsPage() -> impl IntoView {
         <Header/>
         <main class="page">
             <h1>"Tools"</h1>
-            <p class="hint">
-                "Every tool agents can see, and what the gate does with it and why. An upstream tool's definition "
-                "(all of it as agents see it: name, title, description, schemas, annotations, icons, metadata) is "
-                "pinned when its upstream is first listed; if the upstream later changes it, or adds a tool, that "
-                "tool is held back — hidden from agents, its calls refused with "
-                <code>"tool_changed"</code> " — until an admin accepts it."
+            <p class="lead">
+                "Every tool your agents can see, and what happens when they call it: it runs at once, waits for "
+                "a person, or is refused, and why."
             </p>
-            <p class="hint">
-                "What an upstream says of its tools (read-only, not destructive) decides nothing until an admin "
-                "trusts that upstream's annotations (on the upstreams page, or " <code>"trust_annotations = true"</code>
-                " in its " <code>"[[upstream]]"</code> "): until then its tools ask unless a rule allows them. "
-                "Trusted, a tool it calls read-only runs at once; \"not destructive\" alone never does."
-            </p>
+            <details class="about">
+                <summary>"How Gatehouse checks tools"</summary>
+                <p class="hint">
+                    "Gatehouse remembers each upstream tool as it first saw it. If the upstream later changes a tool, "
+                    "or adds one, that tool is held back: agents can neither see nor call it until an admin looks "
+                    "at the change and accepts it."
+                </p>
+                <p class="hint">
+                    "An upstream may say that a tool only reads. Gatehouse believes it only for upstreams an admin "
+                    "trusts (on the Upstreams page); until then those tools wait for a person unless a rule allows "
+                    "them. \"Not destructive\" alone never lets a call run."
+                </p>
+            </details>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || tools.get().map(|result| match result {
                     Ok(view) => view! { <Tools view review outcome/> }.into_any(),

@@ -1,13 +1,13 @@
-//! `/users`: everyone changes their own password and signs out their other
-//! browser sessions; admins invite users with a one-time link (shown once,
+//! `/users`, for admins: invite users with a one-time link (shown once,
 //! with a copy button), make reset links, disable, enable, promote, demote
-//! and remove users, and see the latest user changes.
+//! and remove users, and see the latest user changes. Everyone's own
+//! password and sessions are on `/account`.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use gatehouse_model::{ChangeEntry, LinkPurpose, LiveEvent, PasswordLink, UserStatus, UserView};
+use gatehouse_model::{ChangeEntry, LinkPurpose, LiveEvent, PasswordLink, UserStatus, UserView, routes};
 
 use crate::components::copy::CopyButton;
 use crate::components::header::Header;
@@ -16,8 +16,8 @@ use crate::components::name::Name;
 use crate::components::when::When;
 use crate::outcome::{Outcome, OutcomeLine, on_success, report};
 use crate::server_fns::{
-    ChangePassword, InviteUser, MintApiToken, RemoveUser, ResetLink, RevokeApiToken, SetUserAdmin, SetUserDisabled,
-    SignOutOthers, UsersView, list_api_tokens, list_users, take_api_token, take_link,
+    InviteUser, MintApiToken, RemoveUser, ResetLink, RevokeApiToken, SetUserAdmin, SetUserDisabled, UsersView,
+    list_api_tokens, list_users, take_api_token, take_link,
 };
 use crate::time_fmt::{exact, iso};
 
@@ -43,8 +43,6 @@ pub fn UsersPage() -> impl IntoView {
         admin: ServerAction::new(),
         remove: ServerAction::new(),
     };
-    let password = ServerAction::<ChangePassword>::new();
-    let sign_out = ServerAction::<SignOutOthers>::new();
     let users = crate::json::resource(|| (), |_| list_users());
     // Read again after a change that succeeded; a refused form keeps what
     // was typed, and the list says what came of the last change.
@@ -52,7 +50,6 @@ pub fn UsersPage() -> impl IntoView {
     on_success(actions.disable, move || users.refetch());
     on_success(actions.admin, move || users.refetch());
     on_success(actions.remove, move || users.refetch());
-    on_success(sign_out, move || users.refetch());
     let outcome = actions.outcome;
     report(outcome, actions.reset, "Link made: it is shown above, this once.");
     report(outcome, actions.disable, "Saved.");
@@ -69,31 +66,21 @@ pub fn UsersPage() -> impl IntoView {
             }
         },
     );
-    let notice = move || {
-        let q = query.read();
-        if q.get("changed").as_deref() == Some("password") {
-            Some("Your password was changed, and your other browser sessions were signed out.".to_string())
-        } else {
-            q.get("signed_out").map(|n| match n.as_str() {
-                "0" => "There were no other sessions to sign out.".to_string(),
-                "1" => "Signed out 1 other session.".to_string(),
-                n => format!("Signed out {n} other sessions."),
-            })
-        }
-    };
     view! {
         <Title text="Users — Gatehouse"/>
         <Header/>
         <main class="page">
             <h1>"Users"</h1>
-            {move || notice().map(|n| view! { <p role="status" class="notice">{n}</p> })}
             <Suspense fallback=|| ()>
                 {move || link.get().flatten().map(|l| view! { <LinkShown link=l/> })}
             </Suspense>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || users.get().map(|result| match result {
-                    Ok(view) => view! { <UsersBody view invite actions password sign_out/> }.into_any(),
-                    Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
+                    Ok(view) => view! { <UsersBody view invite actions/> }.into_any(),
+                    Err(e) => view! {
+                        <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p>
+                        <p>"Your own password and browser sessions are on " <a href=routes::ACCOUNT>"your account page"</a> "."</p>
+                    }.into_any(),
                 })}
             </Suspense>
             <LiveStatus state=live/>
@@ -101,28 +88,16 @@ pub fn UsersPage() -> impl IntoView {
     }
 }
 
-/// What the page shows once loaded: the admin's part, then the viewer's account.
+/// What the page shows once loaded.
 #[component]
-fn UsersBody(
-    view: UsersView,
-    invite: ServerAction<InviteUser>,
-    actions: Actions,
-    password: ServerAction<ChangePassword>,
-    sign_out: ServerAction<SignOutOthers>,
-) -> impl IntoView {
-    let UsersView { now_ms, username, is_admin, my_sessions, users, changes } = view;
+fn UsersBody(view: UsersView, invite: ServerAction<InviteUser>, actions: Actions) -> impl IntoView {
+    let UsersView { now_ms, username, users, changes } = view;
     view! {
-        {if is_admin {
-            view! {
-                <InviteForm invite/>
-                <UserList users now_ms me=username.clone() actions/>
-                <ApiTokens now_ms/>
-                <Changes changes now_ms/>
-            }.into_any()
-        } else {
-            view! { <p class="hint">"Only admins add, reset, disable or remove users. Here you manage your own account."</p> }.into_any()
-        }}
-        <Account username my_sessions password sign_out/>
+        <p class="hint">"Your own password and browser sessions are on " <a href=routes::ACCOUNT>"your account page"</a> "."</p>
+        <InviteForm invite/>
+        <UserList users now_ms me=username actions/>
+        <ApiTokens now_ms/>
+        <Changes changes now_ms/>
     }
 }
 
@@ -374,41 +349,4 @@ fn Changes(changes: Vec<ChangeEntry>, now_ms: i64) -> impl IntoView {
             </section>
         }
     })
-}
-
-/// The viewer's own password and browser sessions.
-#[component]
-fn Account(
-    username: String,
-    my_sessions: usize,
-    password: ServerAction<ChangePassword>,
-    sign_out: ServerAction<SignOutOthers>,
-) -> impl IntoView {
-    let error = move || password.value().get().and_then(|r| r.err()).map(|e| crate::outcome::message(&e));
-    let sign_out_error = move || sign_out.value().get().and_then(|r| r.err()).map(|e| crate::outcome::message(&e));
-    let others = my_sessions.saturating_sub(1);
-    view! {
-        <section aria-labelledby="account-h" class="panel">
-            <h2 id="account-h">"Your account (" {username.clone()} ")"</h2>
-            <h3>"Change your password"</h3>
-            <ActionForm action=password attr:class="stack password-form">
-                <input type="text" name="username" value=username autocomplete="username" readonly hidden/>
-                <label>"Current password" <input name="current" type="password" autocomplete="current-password" required/></label>
-                <label>"New password (8 characters or more)" <input name="new" type="password" autocomplete="new-password" minlength="8" required/></label>
-                <label>"New password again" <input name="confirm" type="password" autocomplete="new-password" minlength="8" required/></label>
-                <button type="submit" class="primary">"Change password"</button>
-            </ActionForm>
-            {move || error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
-            <h3>"Browser sessions"</h3>
-            <p data-testid="other-sessions">{match others {
-                0 => "You are signed in only here.".to_string(),
-                1 => "You are signed in here and in 1 other browser.".to_string(),
-                n => format!("You are signed in here and in {n} other browsers."),
-            }}</p>
-            <ActionForm action=sign_out attr:class="row-form">
-                <button type="submit" class="quiet">"Sign out other sessions"</button>
-            </ActionForm>
-            {move || sign_out_error().map(|e| view! { <p role="alert" class="error">{e}</p> })}
-        </section>
-    }
 }

@@ -46,6 +46,33 @@ pub async fn get_execution(id: ExecutionId) -> Result<Lookup, ServerFnError> {
     })
 }
 
+/// What deciding one call came to: the state it is in now, and which call
+/// it was (its tool and agent), so the page can say so.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DecidedCall {
+    /// Its state after the decision.
+    pub state: State,
+    /// Its tool.
+    pub tool: String,
+    /// The agent that made it.
+    pub agent: String,
+}
+
+impl DecidedCall {
+    /// "Approved write_file for cursor."
+    pub fn sentence(&self) -> String {
+        let done = match self.state {
+            State::Declined => "Declined",
+            State::Approved | State::Running | State::Completed | State::Failed => "Approved",
+            _ => "Decided",
+        };
+        if self.tool.is_empty() {
+            return format!("{done}.");
+        }
+        format!("{done} {} for {}.", crate::reveal::visible(&self.tool), crate::reveal::visible(&self.agent))
+    }
+}
+
 /// Approve (`accept`) or decline (`decline`) an execution, with an
 /// optional `reason` (a decline's reaches the agent; an approval's is a
 /// note; both audited). The state it left the execution in. Works as a
@@ -55,7 +82,7 @@ pub async fn decide_execution(
     id: ExecutionId,
     action: String,
     #[server(default)] reason: Option<String>,
-) -> Result<State, ServerFnError> {
+) -> Result<DecidedCall, ServerFnError> {
     let (user, core) = ctx::context()?;
     use gatehouse_model::Decision;
     let decision = match Decision::parse(&action) {
@@ -69,9 +96,17 @@ pub async fn decide_execution(
             return Err(ServerFnError::new(e.to_string()));
         }
     };
+    // Which call it is, for the sentence that says it was decided (read
+    // before: a decided call may leave the live store).
+    let (who, key) = (user.clone(), id.clone());
+    let call = core.run(move |core| core.execution_for(&who, &key)).await.ok().and_then(Result::ok);
     use gatehouse_core::approvals::Decide;
     match core.approvals.decide(Decide::person(&id, decision, &user).note(reason.as_deref())).await {
-        Ok(snapshot) => Ok(snapshot.state),
+        Ok(snapshot) => Ok(DecidedCall {
+            state: snapshot.state,
+            tool: call.as_ref().map(|c| c.tool.clone()).unwrap_or_default(),
+            agent: call.map(|c| c.agent).unwrap_or_default(),
+        }),
         Err(e) => {
             ctx::set_status(gatehouse_core::Status::status(&e));
             Err(ServerFnError::new(e.to_string()))

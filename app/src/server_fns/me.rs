@@ -14,6 +14,8 @@ pub struct Viewer {
     pub theme: Theme,
     /// Upstream tools held back for review (admins only: they decide them).
     pub held: usize,
+    /// Whether they are an admin (the header lists the admins' pages).
+    pub is_admin: bool,
 }
 
 /// The viewer of this request (a not-found page is drawn for anyone: this
@@ -27,7 +29,12 @@ pub async fn get_viewer() -> Result<Viewer, ServerFnError> {
         Some(u) if u.is_admin => super::context::tool_catalog().map(|c| c.held_tools().len()).unwrap_or(0),
         _ => 0,
     };
-    Ok(Viewer { username: user.map(|u| u.username.clone()), theme: Theme::from_cookie_header(cookies), held })
+    Ok(Viewer {
+        username: user.map(|u| u.username.clone()),
+        theme: Theme::from_cookie_header(cookies),
+        held,
+        is_admin: user.is_some_and(|u| u.is_admin),
+    })
 }
 
 /// The refused sign-in this browser was just sent back with, once: the
@@ -39,7 +46,7 @@ pub async fn sign_in_attempt() -> Result<Option<gatehouse_model::SignInAttempt>,
     let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
     let cookies = parts.headers.get(http::header::COOKIE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let attempt = SignInAttempt::from_cookie_header(cookies);
-    if cookies.contains(SIGN_IN_ATTEMPT_COOKIE)
+    if gatehouse_model::cookie_value(cookies, SIGN_IN_ATTEMPT_COOKIE).is_some()
         && let Some(response) = use_context::<leptos_axum::ResponseOptions>()
     {
         let gone = format!("{SIGN_IN_ATTEMPT_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");

@@ -3,6 +3,7 @@
 //! The types compile on both sides; the bodies run only on the server,
 //! against the same stores the HTTP API uses.
 
+pub mod account;
 pub mod agents;
 #[cfg(feature = "ssr")]
 pub mod context;
@@ -21,6 +22,7 @@ pub mod tools;
 pub mod upstreams;
 pub mod users;
 
+pub use account::*;
 pub use agents::*;
 
 /// A form field of comma-separated patterns, each trimmed, empty ones dropped.

@@ -3,7 +3,7 @@
 
 #[cfg(feature = "ssr")]
 use super::context as ctx;
-use gatehouse_model::{Activity, CredentialView, McpSessionInfo, UpstreamInfo};
+use gatehouse_model::{Activity, AuditEntry, CredentialView, McpSessionInfo, UpstreamInfo};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +54,13 @@ pub struct Overview {
     pub credentials: Vec<CredentialView>,
     /// The first-run steps.
     pub setup: Setup,
+    /// The latest calls that failed within the activity's window, newest
+    /// first (at most [`FAILURES_SHOWN`]), each saying where and why.
+    pub failures: Vec<AuditEntry>,
 }
+
+/// How many failed calls the home page lists.
+pub const FAILURES_SHOWN: usize = 5;
 
 /// The signed-in user's home: admins see everyone's, others their own
 /// agents' (sessions, credentials, pending calls and activity alike).
@@ -71,13 +77,25 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         move |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref())
     };
     let sessions: Vec<McpSessionInfo> = core.live.sessions().into_iter().filter(|s| visible(&s.owner)).collect();
-    let (activity, credentials, rule) = ctx::blocking(move |user, core| {
+    let (activity, credentials, rule, failures) = ctx::blocking(move |user, core| {
         let scope = gatehouse_core::audit::HistoryScope::of(&user);
         let activity = core.approvals.audit().activity(&scope)?;
+        let failed = gatehouse_model::HistoryFilter {
+            outcome: gatehouse_model::State::Failed.as_str().into(),
+            ..Default::default()
+        };
+        let since = activity.days.first().map_or(0, |d| d.day_ms);
+        let failures: Vec<AuditEntry> = core
+            .approvals
+            .audit()
+            .search(&failed, &scope, FAILURES_SHOWN)?
+            .into_iter()
+            .filter(|e| e.at_ms >= since)
+            .collect();
         let credentials: Vec<CredentialView> =
             core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).collect();
         let rule = !core.policy.rules()?.rules().is_empty();
-        Ok((activity, credentials, rule))
+        Ok((activity, credentials, rule, failures))
     })
     .await?;
     let setup = Setup {
@@ -98,5 +116,6 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         sessions,
         credentials,
         setup,
+        failures,
     })
 }

@@ -151,11 +151,32 @@ pub struct RuleDraft {
 impl RuleDraft {
     /// The rule it describes, normalised and checked as Save would; each
     /// field is read by the contract's own parser, so a refusal names it.
-    fn rule(self) -> Result<Rule, gatehouse_core::error::CoreError> {
-        use gatehouse_model::Target;
+    fn rule(self) -> Result<Rule, RuleProblems> {
+        use gatehouse_model::{RuleError, Target};
         let list = super::comma_list;
         let on = |v: Option<String>| v.is_some_and(|v| !v.is_empty() && v != "false");
         let text = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+        // Each field read on its own, so every bad one is named at once; a
+        // field that does not read stands in as its default for the checks.
+        let mut problems: Vec<RuleError> = Vec::new();
+        fn read<T>(problems: &mut Vec<RuleError>, parsed: Result<T, RuleError>, default: T) -> T {
+            parsed.unwrap_or_else(|e| {
+                problems.push(e);
+                default
+            })
+        }
+        let target = read(&mut problems, Target::parse(&self.pattern).map(Some), None);
+        let action = read(&mut problems, self.action.parse().map(Some), None);
+        let rate = read(&mut problems, text(self.rate).map(|r| r.parse()).transpose(), None);
+        let rate_per = read(&mut problems, text(self.rate_per).unwrap_or_default().parse(), Default::default());
+        let keep_arguments = read(
+            &mut problems,
+            text(self.keep_arguments)
+                .map(|k| k.parse())
+                .transpose()
+                .map_err(|reason| RuleError { field: "keep_arguments", reason }),
+            None,
+        );
         let rule = Rule {
             name: self.name.unwrap_or_default(),
             human_only: on(self.human_only),
@@ -163,18 +184,40 @@ impl RuleDraft {
             owners: list(self.owners),
             upstreams: list(self.upstreams),
             when: self.when,
-            rate: text(self.rate).map(|r| r.parse()).transpose()?,
-            rate_per: text(self.rate_per).unwrap_or_default().parse()?,
+            rate,
+            rate_per,
             shadow: on(self.shadow),
-            keep_arguments: text(self.keep_arguments)
-                .map(|k| k.parse())
-                .transpose()
-                .map_err(|reason| gatehouse_core::error::CoreError::Invalid { field: "keep_arguments", reason })?,
-            ..Rule::new(Target::parse(&self.pattern)?, self.action.parse()?)
+            keep_arguments,
+            ..Rule::new(
+                target.clone().unwrap_or_else(|| Target::parse("*").expect("`*` is a pattern")),
+                action.unwrap_or(gatehouse_model::Action::RequireApproval),
+            )
         }
         .normalised();
-        gatehouse_core::policy::validate_rule(&rule)?;
-        Ok(rule)
+        for problem in gatehouse_core::policy::rule_problems(&rule) {
+            // A name that stands in for an unreadable pattern says nothing new.
+            let stand_in = problem.field == "pattern" && target.is_none();
+            if !stand_in && !problems.iter().any(|p| p.field == problem.field) {
+                problems.push(problem);
+            }
+        }
+        if problems.is_empty() { Ok(rule) } else { Err(RuleProblems(problems)) }
+    }
+}
+
+/// Every field of a draft that does not make a rule, each with why. Said
+/// one line per field (`invalid <field>: <why>`), which the editor splits
+/// to mark each field ([`crate::outcome::field_error`]).
+#[cfg(feature = "ssr")]
+#[derive(Debug)]
+pub struct RuleProblems(Vec<gatehouse_model::RuleError>);
+
+#[cfg(feature = "ssr")]
+impl From<RuleProblems> for gatehouse_core::approvals::AccessError {
+    fn from(problems: RuleProblems) -> Self {
+        let lines: Vec<String> =
+            problems.0.into_iter().map(|p| gatehouse_core::error::CoreError::from(p).to_string()).collect();
+        gatehouse_core::approvals::AccessError::Invalid(lines.join("\n"))
     }
 }
 

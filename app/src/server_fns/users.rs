@@ -1,5 +1,4 @@
-//! The users page: everyone changes their own password and signs out their
-//! other browser sessions; admins invite users (a one-time link instead of a
+//! The users page, for admins: they invite users (a one-time link instead of a
 //! typed password), make reset links, disable, enable, promote, demote and
 //! remove users. Every change goes to the change log.
 
@@ -14,13 +13,9 @@ pub struct UsersView {
     pub now_ms: i64,
     /// The viewer's name.
     pub username: String,
-    /// Whether the viewer is an admin (sees and manages every user).
-    pub is_admin: bool,
-    /// The viewer's live browser sessions, this one included.
-    pub my_sessions: usize,
-    /// Every user (admins only; empty otherwise).
+    /// Every user.
     pub users: Vec<UserView>,
-    /// The latest user changes, newest first (admins only).
+    /// The latest user changes, newest first.
     pub changes: Vec<ChangeEntry>,
 }
 
@@ -103,19 +98,16 @@ mod server {
     }
 }
 
-/// The viewer's account, and for an admin every user and the latest changes.
+/// Every user and the latest changes to them (admins only: 403 otherwise;
+/// a person's own account is [`super::get_account`]).
 #[server(prefix = "/api/fn", endpoint = "users")]
 pub async fn list_users() -> Result<UsersView, ServerFnError> {
-    server::blocking(false, |user, core| {
-        let (users, changes) =
-            if user.is_admin { (core.users.list()?, core.changes.recent("user", 10)?) } else { (vec![], vec![]) };
+    server::blocking(true, |user, core| {
         Ok(UsersView {
             now_ms: core.clock.now_ms(),
-            my_sessions: core.users.live_sessions(user.id)?,
+            users: core.users.list()?,
+            changes: core.changes.recent("user", 10)?,
             username: user.username,
-            is_admin: user.is_admin,
-            users,
-            changes,
         })
     })
     .await
@@ -265,12 +257,12 @@ pub async fn change_password(current: String, new: String, confirm: String) -> R
         .await
         .map_err(|e| ServerFnError::new(e.to_string()))?
         .map_err(|e| ServerFnError::new(e.to_string()))?;
-    leptos_axum::redirect(&format!("{}?changed=password", gatehouse_model::routes::USERS));
+    leptos_axum::redirect(&format!("{}?changed=password", gatehouse_model::routes::ACCOUNT));
     Ok(())
 }
 
 /// Ends every browser session of the viewer but this one; the browser is
-/// sent to `/users?signed_out=N` to say how many ended.
+/// sent to `/account?signed_out=N` to say how many ended.
 #[server(prefix = "/api/fn", endpoint = "sign-out-others")]
 pub async fn sign_out_others() -> Result<(), ServerFnError> {
     use gatehouse_core::users::BrowserSession;
@@ -278,7 +270,7 @@ pub async fn sign_out_others() -> Result<(), ServerFnError> {
         .and_then(|p| p.extensions.get::<BrowserSession>().cloned())
         .ok_or_else(|| server::refuse(401, "only a browser session can sign out its others"))?;
     let n = server::blocking(false, move |user, core| core.users.end_other_sessions(user.id, &keep)).await?;
-    leptos_axum::redirect(&format!("{}?signed_out={n}", gatehouse_model::routes::USERS));
+    leptos_axum::redirect(&format!("{}?signed_out={n}", gatehouse_model::routes::ACCOUNT));
     Ok(())
 }
 

@@ -98,7 +98,13 @@ pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> Execution
         human_only: execution.human_only,
         preview: None,
         suggestion: None,
+        failure: failure(snapshot.state, snapshot.detail.as_deref()),
     }
+}
+
+/// What a failed call's page says of why: its last entry's detail.
+fn failure(state: State, detail: Option<&str>) -> Option<String> {
+    (state == State::Failed).then(|| detail.map(str::to_string)).flatten()
 }
 
 impl ApprovalStore {
@@ -140,6 +146,7 @@ impl ApprovalStore {
             human_only: false,
             preview: None,
             suggestion: None,
+            failure: failure(state, last.detail.as_deref()),
         })
     }
 

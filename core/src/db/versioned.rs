@@ -1,6 +1,7 @@
 //! A cached copy of rows that every request consults (policy rules, tool
 //! pins) and that change rarely.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::Db;
@@ -11,12 +12,15 @@ use crate::error::Result;
 /// shared version ([`Db::bump_config`]) and the next read here refills it,
 /// so a rule changed on one replica holds on every replica's next request.
 pub struct Versioned<T> {
-    slot: RwLock<Option<(Option<i64>, Arc<T>)>>,
+    slot: RwLock<Option<(Option<i64>, u64, Arc<T>)>>,
+    /// Counts this process's drops: a refill that began before a drop is
+    /// not kept as current (it may have read what the drop replaced).
+    generation: AtomicU64,
 }
 
 impl<T> Default for Versioned<T> {
     fn default() -> Self {
-        Self { slot: RwLock::new(None) }
+        Self { slot: RwLock::new(None), generation: AtomicU64::new(0) }
     }
 }
 
@@ -24,20 +28,23 @@ impl<T> Versioned<T> {
     /// The copy, refilled by `load` when missing or stale.
     pub fn get(&self, db: &Db, load: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
         let version = db.config_version()?;
-        if let Some((seen, value)) = self.slot.read().unwrap_or_else(|p| p.into_inner()).as_ref()
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some((seen, made, value)) = self.slot.read().unwrap_or_else(|p| p.into_inner()).as_ref()
             && *seen == version
+            && *made == generation
         {
             return Ok(value.clone());
         }
         // Read after the version: a write in between leaves an older version
         // with newer rows, which only costs one more refill.
         let value = Arc::new(load()?);
-        *self.slot.write().unwrap_or_else(|p| p.into_inner()) = Some((version, value.clone()));
+        *self.slot.write().unwrap_or_else(|p| p.into_inner()) = Some((version, generation, value.clone()));
         Ok(value)
     }
 
-    /// Drops the copy (this process changed the rows).
+    /// Drops the copy (this process changed the rows, or what they are read with).
     pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         *self.slot.write().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }

@@ -300,11 +300,52 @@ impl Condition {
     }
 }
 
-/// CEL's message without its `ERROR: <input>:` prefix: `1:5: Syntax error…`.
+/// CEL's parser message as a person reads it: where (`line 1, column 5`)
+/// and what is wrong in plain words, without the parser's list of tokens it
+/// expected (`missing ')' at '<EOF>'` → "a ')' is missing at the end").
 fn syntax_message(message: &str) -> String {
     let first = message.lines().next().unwrap_or(message);
     let short = first.strip_prefix("ERROR: <input>:").unwrap_or(first);
-    errors::bounded(format!("at line:column {short}"))
+    let mut parts = short.splitn(3, ':');
+    let (line, column, rest) = (parts.next(), parts.next(), parts.next());
+    let (Some(line), Some(column), Some(rest)) = (line, column, rest) else {
+        return errors::bounded(short.to_string());
+    };
+    let what = rest.trim().strip_prefix("Syntax error:").unwrap_or(rest).trim();
+    errors::bounded(format!("line {line}, column {column}: {}", plain_syntax(what)))
+}
+
+/// The ANTLR phrases CEL's parser uses, in words. `'<EOF>'` is the end.
+fn plain_syntax(what: &str) -> String {
+    // The token a phrase names: the text between the first pair of quotes.
+    let quoted = |s: &str| -> String {
+        let token = s.split('\'').nth(1).unwrap_or(s);
+        if token == "<EOF>" { "the end".into() } else { format!("'{token}'") }
+    };
+    // ANTLR quotes its expected tokens in braces; they say little to a person.
+    let before_expecting = |s: &str| s.split(" expecting").next().unwrap_or(s).to_string();
+    if let Some(rest) = what.strip_prefix("missing ") {
+        let (token, at) = rest.split_once(" at ").unwrap_or((rest, "'<EOF>'"));
+        return match quoted(at).as_str() {
+            "the end" => format!("{token} is missing at the end"),
+            at => format!("{token} is missing before {at}"),
+        };
+    }
+    for prefix in ["mismatched input ", "extraneous input "] {
+        if let Some(rest) = what.strip_prefix(prefix) {
+            return match quoted(&before_expecting(rest)).as_str() {
+                "the end" => "it ends too soon".into(),
+                token => format!("{token} is not expected here"),
+            };
+        }
+    }
+    if let Some(rest) = what.strip_prefix("no viable alternative at input ") {
+        return format!("it cannot be read on from {}", quoted(rest));
+    }
+    if let Some(rest) = what.strip_prefix("token recognition error at: ") {
+        return format!("{} is not something a condition can hold", quoted(rest));
+    }
+    before_expecting(what)
 }
 
 /// Refuses unknown names, unknown functions or arities, and a

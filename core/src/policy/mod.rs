@@ -80,41 +80,53 @@ pub const MAX_SCOPE_PATTERNS: usize = 50;
 
 /// Checks a rule before it is saved, or loaded from the config file: what
 /// its types cannot say (its name, scopes, what applies to its kind of
-/// target) and its condition (compiled). The error names the field.
+/// target) and its condition (compiled). The error names the field (the
+/// first of [`rule_problems`]).
 pub fn validate_rule(rule: &Rule) -> Result<()> {
+    match rule_problems(rule).into_iter().next() {
+        Some(problem) => Err(problem.into()),
+        None => Ok(()),
+    }
+}
+
+/// Every check [`validate_rule`] makes that the rule fails, at most one per
+/// field, in the order of the rule's fields: a form marks each bad field at once.
+pub fn rule_problems(rule: &Rule) -> Vec<RuleError> {
+    let mut problems = Vec::new();
+    let mut refuse = |field: &'static str, reason: String| {
+        if !problems.iter().any(|p: &RuleError| p.field == field) {
+            problems.push(RuleError { field, reason });
+        }
+    };
     if rule.name.trim().is_empty() || rule.name.chars().count() > 100 || rule.name.chars().any(char::is_control) {
-        return Err(CoreError::Invalid { field: "name", reason: "a rule's name is 1 to 100 characters".into() });
+        refuse("name", "a rule's name is 1 to 100 characters".into());
+    }
+    let subject = !rule.pattern.is_tools();
+    if subject && (rule.is_conditional() || !rule.upstreams.is_empty() || rule.shadow) {
+        refuse("pattern", "agents, owners, upstreams, when and shadow apply to tool rules only".into());
     }
     for (field, patterns) in [("agents", &rule.agents), ("owners", &rule.owners), ("upstreams", &rule.upstreams)] {
         if patterns.len() > MAX_SCOPE_PATTERNS {
-            return Err(CoreError::Invalid { field, reason: format!("at most {MAX_SCOPE_PATTERNS} patterns") });
+            refuse(field, format!("at most {MAX_SCOPE_PATTERNS} patterns"));
         }
         for pattern in patterns {
             // An agent is named with its owner: `alice/billing-bot`.
             let parts: Vec<&str> = if field == "agents" { pattern.splitn(2, '/').collect() } else { vec![pattern] };
             if parts.iter().any(|p| validate_pattern(p).is_err() || p.contains('/')) {
                 let form = if field == "agents" { "owner/agent, each side " } else { "" };
-                return Err(CoreError::Invalid {
-                    field,
-                    reason: format!("{pattern:?}: write {form}`*`, an exact name, or `prefix*`"),
-                });
+                refuse(field, format!("{pattern:?}: write {form}`*`, an exact name, or `prefix*`"));
             }
         }
     }
-    let subject = !rule.pattern.is_tools();
-    if subject && (rule.is_conditional() || !rule.upstreams.is_empty() || rule.shadow) {
-        return Err(CoreError::Invalid {
-            field: "pattern",
-            reason: "agents, owners, upstreams, when and shadow apply to tool rules only".into(),
-        });
-    }
-    if let Some(when) = &rule.when {
-        Condition::compile(when).map_err(|e| CoreError::Invalid { field: "when", reason: e.to_string() })?;
+    if let Some(when) = &rule.when
+        && let Err(e) = Condition::compile(when)
+    {
+        refuse("when", e.to_string());
     }
     if subject && rule.rate.is_some() {
-        return Err(CoreError::Invalid { field: "rate", reason: "a rate applies to tool rules only".into() });
+        refuse("rate", "a rate applies to tool rules only".into());
     }
-    Ok(())
+    problems
 }
 
 /// Rules from the config file (fixed) and the database (changeable).
@@ -122,14 +134,34 @@ pub fn validate_rule(rule: &Rule) -> Result<()> {
 pub struct PolicyStore {
     db: Db,
     clock: Arc<dyn Clock>,
-    config_rules: Arc<Vec<Rule>>,
-    /// Upstreams whose annotations the config file trusts.
-    config_trusted: Arc<BTreeSet<String>>,
-    /// The config file's tool profiles.
-    config_profiles: Arc<Vec<Profile>>,
+    /// What the config file says; replaced whole when it is reloaded
+    /// ([`PolicyStore::replace_config`]), never held across I/O.
+    file: Arc<std::sync::RwLock<Arc<FromFile>>>,
     // Every call consults the rules; they change only through this store
     // (on any replica), so a copy is kept, compiled, until they change.
     cache: Arc<Versioned<RuleSet>>,
+}
+
+/// The rules, trusted upstreams and profiles of the config file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FromFile {
+    /// Its `[[policy]]` rules, in order.
+    pub rules: Vec<Rule>,
+    /// Upstreams whose annotations it trusts (`trust_annotations`).
+    pub trusted: BTreeSet<String>,
+    /// Its `[[profile]]`s.
+    pub profiles: Vec<Profile>,
+}
+
+impl FromFile {
+    /// The file's parts, marked as the file's and normalised.
+    pub fn new(rules: Vec<Rule>, trusted: impl IntoIterator<Item = String>, profiles: Vec<Profile>) -> Self {
+        FromFile {
+            rules: rules.into_iter().map(|r| Rule { source: Source::Config, ..r }.normalised()).collect(),
+            trusted: trusted.into_iter().collect(),
+            profiles: profiles.into_iter().map(|p| Profile { source: Source::Config, ..p }.normalised()).collect(),
+        }
+    }
 }
 
 /// A `policy_rules` row as stored.
@@ -205,28 +237,37 @@ impl Trust {
 impl PolicyStore {
     /// A store with the config file's rules.
     pub fn new(db: Db, clock: Arc<dyn Clock>, config_rules: Vec<Rule>) -> Self {
-        let config_rules =
-            config_rules.into_iter().map(|r| Rule { source: Source::Config, ..r }.normalised()).collect();
-        Self {
-            db,
-            clock,
-            config_rules: Arc::new(config_rules),
-            config_trusted: Arc::default(),
-            config_profiles: Arc::default(),
-            cache: Arc::default(),
-        }
+        let file = FromFile::new(config_rules, [], Vec::new());
+        Self { db, clock, file: Arc::new(std::sync::RwLock::new(Arc::new(file))), cache: Arc::default() }
     }
 
     /// The same store, with the config file's tool profiles (checked).
     pub fn with_profiles(self, profiles: Vec<Profile>) -> Self {
-        let profiles = profiles.into_iter().map(|p| Profile { source: Source::Config, ..p }.normalised()).collect();
-        Self { config_profiles: Arc::new(profiles), ..self }
+        let profiles = FromFile::new(Vec::new(), [], profiles).profiles;
+        self.replace_config(FromFile { profiles, ..(*self.file()).clone() });
+        self
     }
 
     /// The same store, trusting the tool annotations of `upstreams` (the
     /// config file's `trust_annotations`) unless an admin says otherwise.
     pub fn trusting(self, upstreams: Vec<String>) -> Self {
-        Self { config_trusted: Arc::new(upstreams.into_iter().collect()), ..self }
+        self.replace_config(FromFile { trusted: upstreams.into_iter().collect(), ..(*self.file()).clone() });
+        self
+    }
+
+    /// What the config file says now.
+    pub fn file(&self) -> Arc<FromFile> {
+        self.file.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces what the config file says (it was reloaded): every replica
+    /// reads its own file, so only this process's copy is dropped. Whether
+    /// anything changed.
+    pub fn replace_config(&self, file: FromFile) -> bool {
+        let changed = *self.file() != file;
+        *self.file.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(file);
+        self.invalidate();
+        changed
     }
 
     /// Every rule: config first, then the database's; and the upstreams
@@ -235,7 +276,7 @@ impl PolicyStore {
         self.cache.get(&self.db, || {
             let rules = self.load()?;
             let trusted = self.trust_overrides()?.into_iter().fold(
-                self.config_trusted.as_ref().clone(),
+                self.file().trusted.clone(),
                 |mut set, (upstream, trusted)| {
                     if trusted {
                         set.insert(upstream);
@@ -272,7 +313,7 @@ impl PolicyStore {
             })
             .collect();
         stored.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut all = self.config_profiles.as_ref().clone();
+        let mut all = self.file().profiles.clone();
         all.extend(stored);
         Ok(all)
     }
@@ -295,7 +336,7 @@ impl PolicyStore {
     /// it as saved.
     pub fn set_profile(&self, profile: Profile) -> Result<Profile> {
         let profile = Self::check_profile(profile)?;
-        if self.config_profiles.iter().any(|p| p.name == profile.name) {
+        if self.file().profiles.iter().any(|p| p.name == profile.name) {
             return Err(CoreError::Invalid {
                 field: "name",
                 reason: format!("the config file has a profile named {:?}; change it there", profile.name),
@@ -338,7 +379,7 @@ impl PolicyStore {
         let admin = self.trust_overrides()?.into_iter().find(|(u, _)| u == upstream).map(|(_, t)| t);
         Ok(match admin {
             Some(trusted) => Trust::Admin(trusted),
-            None => Trust::Config(self.config_trusted.contains(upstream)),
+            None => Trust::Config(self.file().trusted.contains(upstream)),
         })
     }
 
@@ -394,7 +435,7 @@ impl PolicyStore {
         // could order differently, and which of equally strict rules is
         // named as the reason depends on the order.
         db_rules.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut all: Vec<Rule> = self.config_rules.as_ref().clone();
+        let mut all: Vec<Rule> = self.file().rules.clone();
         all.extend(db_rules);
         Ok(all)
     }

@@ -56,7 +56,13 @@ fn evaluation_errors_are_errors_never_a_value() {
 #[test]
 fn mistakes_are_refused_when_the_rule_is_saved() {
     let err = Condition::compile("args.branch == ").unwrap_err();
-    assert!(matches!(&err, ConditionError::Syntax(m) if m.starts_with("at line:column 1:")), "{err}");
+    assert!(matches!(&err, ConditionError::Syntax(m) if m.starts_with("line 1, column 16: ")), "{err}");
+    // In words, without the parser's list of tokens it expected.
+    assert_eq!(err.to_string(), "line 1, column 16: it ends too soon");
+    let open = Condition::compile("size(args.path > 3").unwrap_err().to_string();
+    assert_eq!(open, "line 1, column 19: ')' is missing at the end");
+    let stray = Condition::compile("args.a == 1 )").unwrap_err().to_string();
+    assert!(stray.starts_with("line 1, column 13: ')' is not expected here"), "{stray}");
     assert_eq!(Condition::compile("argz.branch == 'x'").unwrap_err(), ConditionError::Unknown("argz".into()));
     assert_eq!(Condition::compile("1 + 1").unwrap_err(), ConditionError::NotBool("an integer".into()));
     assert_eq!(Condition::compile("tool").unwrap_err(), ConditionError::NotBool("a string".into()));
