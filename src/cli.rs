@@ -188,7 +188,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         eprintln!("gatehouse: reading ./{DEFAULT_CONFIG_FILE} from the working folder (--config names another)");
     }
     match command {
-        Command::Serve => serve(config, file),
+        Command::Serve => serve(config, file, overrides),
         Command::Token(cmd) => token(&config, cmd),
         Command::User(cmd) => user(&config, cmd),
         Command::ApiToken(cmd) => api_token(&config, cmd),
@@ -210,7 +210,7 @@ fn config_file(named: Option<PathBuf>) -> Option<PathBuf> {
 /// The configuration file read from the working folder when none is named.
 pub const DEFAULT_CONFIG_FILE: &str = "gatehouse.toml";
 
-fn serve(config: Config, file: Option<PathBuf>) -> anyhow::Result<()> {
+fn serve(config: Config, file: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()> {
     telemetry::init(config.log_format);
     match &file {
         Some(path) => tracing::info!(config = %path.display(), "configuration read"),
@@ -220,7 +220,14 @@ fn serve(config: Config, file: Option<PathBuf>) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         let app = Application::build(&config, shutdown.clone()).await?;
-        crate::shutdown::cancel_on_signal(shutdown, &app.state().mcp.tasks);
+        crate::shutdown::cancel_on_signal(shutdown.clone(), &app.state().mcp.tasks);
+        // The file it was started from reloads on SIGHUP and when it changes.
+        if let Some(path) = &file {
+            let mcp = &app.state().mcp;
+            let reloader =
+                crate::reload::Reloader::new(path.clone(), overrides, mcp.core.clone(), mcp.upstreams.clone());
+            crate::reload::watch(reloader, shutdown, &mcp.tasks);
+        }
         let record = ServingAt::new(&config.data_dir);
         record.write(&app.state().mcp.base_url);
         print_banner(&config, file.as_deref(), &app)?;

@@ -117,16 +117,17 @@ impl Default for Config {
 impl Config {
     /// Resolves defaults < file (if given) < environment < flags.
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
-        let text = match file {
-            Some(path) => {
-                let text = FileConfig::read(path)?;
-                // The file alone first: its mistakes are reported with their line.
-                FileConfig::parse(path, &text)?;
-                text
-            }
-            None => String::new(),
-        };
-        Self::resolve(env::overlay(&text)?, overrides)
+        match file {
+            Some(path) => Self::from_text(path, &FileConfig::read(path)?, overrides),
+            None => Self::resolve(env::overlay("")?, overrides),
+        }
+    }
+
+    /// [`Config::load`] of file `path` whose text was read already (a reload).
+    pub fn from_text(path: &Path, text: &str, overrides: &Overrides) -> Result<Self, ConfigError> {
+        // The file alone first: its mistakes are reported with their line.
+        FileConfig::parse(path, text)?;
+        Self::resolve(env::overlay(text)?, overrides)
     }
 
     /// Lays the flags over the tree, checks it and resolves it.

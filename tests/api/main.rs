@@ -31,6 +31,7 @@ mod profiles;
 mod proxy;
 mod rate_limits;
 mod relay_stress;
+mod reload;
 mod replay;
 mod replicas;
 mod resource_rules;

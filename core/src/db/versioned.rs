@@ -12,10 +12,17 @@ use crate::error::Result;
 /// shared version ([`Db::bump_config`]) and the next read here refills it,
 /// so a rule changed on one replica holds on every replica's next request.
 pub struct Versioned<T> {
-    slot: RwLock<Option<(Option<i64>, u64, Arc<T>)>>,
+    slot: RwLock<Option<Kept<T>>>,
     /// Counts this process's drops: a refill that began before a drop is
     /// not kept as current (it may have read what the drop replaced).
     generation: AtomicU64,
+}
+
+/// One copy: the shared version and this process's generation it was read at.
+struct Kept<T> {
+    version: Option<i64>,
+    generation: u64,
+    value: Arc<T>,
 }
 
 impl<T> Default for Versioned<T> {
@@ -29,16 +36,17 @@ impl<T> Versioned<T> {
     pub fn get(&self, db: &Db, load: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
         let version = db.config_version()?;
         let generation = self.generation.load(Ordering::Acquire);
-        if let Some((seen, made, value)) = self.slot.read().unwrap_or_else(|p| p.into_inner()).as_ref()
-            && *seen == version
-            && *made == generation
+        if let Some(kept) = self.slot.read().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && kept.version == version
+            && kept.generation == generation
         {
-            return Ok(value.clone());
+            return Ok(kept.value.clone());
         }
         // Read after the version: a write in between leaves an older version
         // with newer rows, which only costs one more refill.
         let value = Arc::new(load()?);
-        *self.slot.write().unwrap_or_else(|p| p.into_inner()) = Some((version, generation, value.clone()));
+        *self.slot.write().unwrap_or_else(|p| p.into_inner()) =
+            Some(Kept { version, generation, value: value.clone() });
         Ok(value)
     }
 

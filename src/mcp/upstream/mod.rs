@@ -35,6 +35,7 @@ pub mod listeners;
 pub mod listing;
 pub mod mcp_session;
 pub mod merged;
+pub mod reconfigure;
 mod registry;
 pub mod relay;
 pub mod stdio;
@@ -145,6 +146,11 @@ pub(crate) struct Inner {
     /// The application's background tasks: everything this side spawns is
     /// tracked here, so shutdown can wait for it.
     tasks: TaskTracker,
+    /// Cancelled at shutdown; each supervisor stops on a child of it.
+    shutdown: tokio_util::sync::CancellationToken,
+    /// Each running supervisor, by upstream: how to stop it, and its task
+    /// (awaited, so a stopped one writes nothing into a slot after it).
+    supervisors: Mutex<HashMap<String, supervision::Supervisor>>,
 }
 
 /// All upstreams; cheap to clone.

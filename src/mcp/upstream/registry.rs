@@ -107,6 +107,14 @@ impl Upstreams {
         all.get(&downstream.key).map(|cells| cells.values().cloned().collect()).unwrap_or_default()
     }
 
+    /// Drops every agent's own session at upstream `name` (it was removed
+    /// or restarted with another config: the next call opens a new one).
+    pub(crate) fn forget_links(&self, name: &str) {
+        for cells in self.inner.agent_links.lock().values_mut() {
+            cells.remove(name);
+        }
+    }
+
     /// Every agent session still open.
     pub(crate) fn downstreams(&self) -> Vec<Arc<Downstream>> {
         let mut all = self.inner.downstreams.lock().unwrap_or_else(|p| p.into_inner());

@@ -2,7 +2,7 @@
 //! enabled upstream, connect, list, wait for the connection to end, back off
 //! and start again; and the health that shows for it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +83,16 @@ fn shared_capabilities() -> ClientCapabilities {
     caps
 }
 
+/// A running supervisor: what stops it, and its task.
+pub(super) struct Supervisor {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// How long a stopped supervisor may take to end before it is aborted
+/// (it stops at its next wait; a listing in progress may hold it).
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
 impl Upstreams {
     /// Starts a supervisor per enabled upstream; they stop at `shutdown`.
     /// Health changes are published to `live` for the upstreams page; tool
@@ -98,16 +108,40 @@ impl Upstreams {
         shutdown: CancellationToken,
         tasks: TaskTracker,
     ) -> Self {
-        let inner = Inner { live: Some(live), pins: Some(pins), reserved, tasks, ..Inner::default() };
+        let inner = Inner { live: Some(live), pins: Some(pins), reserved, tasks, shutdown, ..Inner::default() };
         let upstreams = Upstreams { inner: Arc::new(inner) };
         for config in configs {
             upstreams.slots_mut().insert(config.name.clone(), Slot::new(config));
             if config.enabled {
-                upstreams.inner.tasks.spawn(upstreams.clone().supervise(config.clone(), shutdown.clone()));
+                upstreams.spawn_supervisor(config);
             }
         }
         upstreams.publish();
         upstreams
+    }
+
+    fn supervisors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Supervisor>> {
+        self.inner.supervisors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the supervisor of `config`'s upstream, stopped by
+    /// [`Upstreams::stop_supervisor`] or at shutdown.
+    pub(super) fn spawn_supervisor(&self, config: &UpstreamConfig) {
+        let stop = self.inner.shutdown.child_token();
+        let task = self.inner.tasks.spawn(self.clone().supervise(config.clone(), stop.clone()));
+        self.supervisors().insert(config.name.clone(), Supervisor { stop, task });
+    }
+
+    /// Stops upstream `name`'s supervisor (its connection closes, a stdio
+    /// child is killed) and waits for it to end, at most [`STOP_WAIT`]
+    /// before it is aborted: once this returns it writes nothing more.
+    pub(super) async fn stop_supervisor(&self, name: &str) {
+        let Some(Supervisor { stop, mut task }) = self.supervisors().remove(name) else { return };
+        stop.cancel();
+        if tokio::time::timeout(STOP_WAIT, &mut task).await.is_err() {
+            task.abort();
+            let _ = task.await;
+        }
     }
 
     /// Health of every upstream, by name.

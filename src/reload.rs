@@ -1,0 +1,245 @@
+//! Configuration that reloads without a restart: on SIGHUP, and when the
+//! config file's text changes (read every [`POLL`]).
+//!
+//! What reloads: the `[[policy]]` rules, the `[[profile]]`s, which
+//! upstreams' annotations are trusted, and the `[[upstream]]`s themselves
+//! (added, removed, or restarted when their entry changed; agents keep their
+//! sessions and are told their lists changed). Every other key that changed
+//! is named, in the log and in the change log, as taking effect at the next
+//! restart (notification targets and the limits are still read once, at
+//! start). A file that does not load is refused whole: the error is logged
+//! and recorded, and the running configuration is kept. Every reload,
+//! applied or refused, is in the change log (subject `config`).
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use gatehouse_core::Core;
+use gatehouse_core::changes::Change;
+use gatehouse_core::policy::FromFile;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, Overrides};
+use crate::mcp::upstream::Upstreams;
+use crate::mcp::upstream::reconfigure::Reconfigured;
+
+/// How often the file is read to see whether it changed.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// The actor a reload is recorded as in the change log.
+const ACTOR: &str = "config";
+
+/// What started a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The process got SIGHUP.
+    Signal,
+    /// The file's text changed.
+    FileChanged,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::Signal => "SIGHUP",
+            Cause::FileChanged => "the file changed",
+        }
+    }
+}
+
+/// What came of one reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reloaded {
+    /// The file loaded; `applied` says whether the rules, profiles or trust
+    /// changed; `at_restart` names the other keys that changed since start.
+    Applied {
+        /// The rules, profiles or trusted upstreams changed (and now hold).
+        applied: bool,
+        /// The upstreams added, removed and restarted.
+        upstreams: Reconfigured,
+        /// Top-level keys that changed but take effect only at a restart.
+        at_restart: Vec<String>,
+    },
+    /// The file did not load: why. Nothing changed.
+    Refused(String),
+}
+
+/// Reloads one config file into a running server.
+pub struct Reloader {
+    path: PathBuf,
+    overrides: Overrides,
+    core: Core,
+    upstreams: Upstreams,
+    /// The file's keys as the server started with them (what only a restart applies).
+    started: toml::Table,
+    /// The text last read, so an unchanged file is not reloaded again.
+    seen: Mutex<String>,
+}
+
+impl Reloader {
+    /// A reloader for `path`, which the server was started from (read now,
+    /// as the baseline of what a restart would change).
+    pub fn new(path: PathBuf, overrides: Overrides, core: Core, upstreams: Upstreams) -> Self {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let started = keys(&text).unwrap_or_default();
+        Self { path, overrides, core, upstreams, started, seen: Mutex::new(text) }
+    }
+
+    /// Reads the file again and applies what reloads; records the outcome.
+    pub async fn reload(&self, cause: Cause) -> Reloaded {
+        let read = tokio::fs::read_to_string(&self.path).await;
+        let text = read.as_ref().map(String::clone).unwrap_or_default();
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = text.clone();
+        let loaded = match read {
+            Ok(text) => Config::from_text(&self.path, &text, &self.overrides),
+            Err(source) => Err(crate::config::ConfigError::Read { path: self.path.clone(), source }),
+        };
+        let outcome = match loaded {
+            Err(e) => Reloaded::Refused(e.to_string()),
+            Ok(config) => {
+                let trusted = config.upstream.iter().filter(|u| u.trust_annotations).map(|u| u.name.clone());
+                let file = FromFile::new(config.policy_rules.clone(), trusted, config.profiles.clone());
+                let applied = self.core.policy.replace_config(file);
+                let upstreams = self.upstreams.reconfigure(&config.upstream).await;
+                if applied && upstreams.is_empty() {
+                    // A profile or rule may show or hide tools (a reconfiguration said so already).
+                    self.upstreams.announce_lists_changed();
+                }
+                let at_restart = changed_keys(&self.started, &keys(&text).unwrap_or_default());
+                Reloaded::Applied { applied, upstreams, at_restart }
+            }
+        };
+        let path = self.path.display().to_string();
+        let (action, detail) = match &outcome {
+            Reloaded::Refused(why) => {
+                tracing::error!(config = %path, cause = cause.as_str(), error = %why, "configuration not reloaded: the running one is kept");
+                ("reload refused", why.clone())
+            }
+            Reloaded::Applied { applied, upstreams, at_restart } => {
+                let mut said = if *applied {
+                    "rules, profiles and trusted upstreams reloaded".to_string()
+                } else {
+                    "rules, profiles and trusted upstreams unchanged".to_string()
+                };
+                for (what, names) in
+                    [("added", &upstreams.added), ("removed", &upstreams.removed), ("restarted", &upstreams.restarted)]
+                {
+                    if !names.is_empty() {
+                        said.push_str(&format!("; upstreams {what}: {}", names.join(", ")));
+                    }
+                }
+                if !at_restart.is_empty() {
+                    said.push_str(&format!("; changed, at the next restart: {}", at_restart.join(", ")));
+                    tracing::warn!(config = %path, keys = ?at_restart, "these keys changed and take effect at the next restart");
+                }
+                tracing::info!(config = %path, cause = cause.as_str(), applied, "configuration reloaded");
+                ("reload", said)
+            }
+        };
+        let detail = format!("{} ({})", detail, cause.as_str());
+        let recorded = self
+            .core
+            .run(move |core| {
+                core.changes.record(Change {
+                    actor: ACTOR,
+                    subject: "config",
+                    target: &path,
+                    action,
+                    detail: Some(&detail),
+                })
+            })
+            .await;
+        if let Ok(Err(e)) | Err(e) = recorded {
+            tracing::error!(error = %e, "could not record a configuration reload");
+        }
+        outcome
+    }
+
+    /// Whether the file's text differs from what was read last.
+    async fn changed(&self) -> bool {
+        let Ok(text) = tokio::fs::read_to_string(&self.path).await else { return false };
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) != text
+    }
+}
+
+/// Reloads on SIGHUP and when the file changes, until `shutdown`; owned by
+/// `tasks`, so it is drained with the rest.
+pub fn watch(reloader: Reloader, shutdown: CancellationToken, tasks: &TaskTracker) {
+    tasks.spawn(async move {
+        #[cfg(unix)]
+        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "SIGHUP cannot be listened for: the file is still watched");
+                None
+            }
+        };
+        let mut poll = tokio::time::interval(POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            #[cfg(unix)]
+            let signalled = async {
+                match hangup.as_mut() {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let signalled = std::future::pending::<Option<()>>();
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                Some(()) = signalled => { reloader.reload(Cause::Signal).await; }
+                _ = poll.tick() => {
+                    if reloader.changed().await {
+                        reloader.reload(Cause::FileChanged).await;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The file's top-level keys and their values (`None` if it does not parse).
+fn keys(text: &str) -> Option<toml::Table> {
+    text.parse::<toml::Table>().ok()
+}
+
+/// What a reload applies: these keys' changes never wait for a restart.
+const RELOADED: &[&str] = &["policy", "profile", "upstream"];
+
+/// The top-level keys whose values differ between `before` and `after`,
+/// leaving out what reloads ([`RELOADED`]), sorted.
+fn changed_keys(before: &toml::Table, after: &toml::Table) -> Vec<String> {
+    let mut all: Vec<&String> = before.keys().chain(after.keys()).collect();
+    all.sort();
+    all.dedup();
+    all.into_iter()
+        .filter(|key| !RELOADED.contains(&key.as_str()) && before.get(*key) != after.get(*key))
+        .map(|key| key.to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_reloads_is_not_named_as_waiting_for_a_restart() {
+        let before = keys(
+            "listen = \"127.0.0.1:8080\"\n[[policy]]\npattern = \"a*\"\naction = \"block\"\n\
+             [[upstream]]\nname = \"git\"\ncommand = \"git-mcp\"\n",
+        )
+        .unwrap();
+        let after = keys(
+            "listen = \"127.0.0.1:9090\"\n[[policy]]\npattern = \"b*\"\naction = \"allow\"\n\
+             [[profile]]\nname = \"p\"\ntools = [\"x\"]\nagents = [\"a/b\"]\n\
+             [[upstream]]\nname = \"git\"\ncommand = \"git-mcp\"\ntrust_annotations = true\n",
+        )
+        .unwrap();
+        assert_eq!(changed_keys(&before, &after), ["listen"]);
+        let more = keys("listen = \"127.0.0.1:8080\"\nkeep_arguments = \"all\"\n").unwrap();
+        assert_eq!(changed_keys(&before, &more), ["keep_arguments"], "the upstream's leaving reloads");
+    }
+}
