@@ -21,7 +21,14 @@ const shots =
     : join(root, "end2end", "test-results", "screenshots");
 
 test.beforeAll(async () => {
-  gh = await spawnGatehouse();
+  // An upstream whose one tool fails, allowed to run: the home page lists it under "Failed lately".
+  const node = join(root, "tools", "node_modules", ".bin", "node");
+  const fixture = join(root, "end2end", "fixtures", "everything_server.mjs");
+  gh = await spawnGatehouse(
+    {},
+    `[[upstream]]\nname = "everything"\nprefix = "ev__"\ncommand = ${JSON.stringify(node)}\nargs = [${JSON.stringify(fixture)}, "--stdio"]\n` +
+      `[[policy]]\npattern = "ev__test_error_handling"\naction = "allow"\n`,
+  );
   gh.addUser("ada", PW, true);
   gh.addUser("bob", PW);
   const ada = await gh.signIn("ada", PW);
@@ -44,6 +51,18 @@ test.beforeAll(async () => {
     } else {
       pendingId = eid;
     }
+  }
+  {
+    const issued = gh.issueToken("deploy-bot", ["--owner", "ada"]);
+    const { client } = await connectClient(issued.endpoint, issued.token, "deploy-client");
+    closers.push(() => client.close());
+    for (let i = 0; i < 100; i++) {
+      const { tools } = await client.listTools();
+      if (tools.some((t) => t.name === "ev__test_error_handling")) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const failed = await client.callTool({ name: "ev__test_error_handling", arguments: {} });
+    expect(failed.isError).toBe(true);
   }
   // The longest realistic content a rule row holds: a shadow rule (its row
   // has Edit, Remove and Enforce) with a 200-character condition, a long
@@ -140,6 +159,15 @@ for (const [name, path] of pages) {
     }
   });
 }
+
+test("home: a failed call says where it failed and why, and links to its calls", async ({ page }) => {
+  await signIn(page);
+  await page.goto(`${gh.url}/`);
+  const failures = page.getByTestId("failures");
+  await expect(failures).toContainText("ev__test_error_handling");
+  await expect(failures).toContainText("upstream everything answered with an error:");
+  await expect(failures.getByRole("link", { name: "ev__test_error_handling" })).toHaveAttribute("href", /\/history\?tool=ev__test_error_handling/);
+});
 
 // The OAuth consent page (an MCP client asking to connect as ada's agent):
 // no live data on it, so no live status to wait for.
