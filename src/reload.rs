@@ -93,11 +93,15 @@ impl Reloader {
         let text = read.as_ref().map(String::clone).unwrap_or_default();
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = text.clone();
         let loaded = match read {
-            Ok(text) => Config::from_text(&self.path, &text, &self.overrides),
-            Err(source) => Err(crate::config::ConfigError::Read { path: self.path.clone(), source }),
+            Ok(text) => Config::from_text(&self.path, &text, &self.overrides).map_err(|e| e.to_string()),
+            Err(source) => Err(crate::config::ConfigError::Read { path: self.path.clone(), source }.to_string()),
+        };
+        let loaded = match writable_by_others(&self.path).await {
+            Some(why) => Err(why),
+            None => loaded,
         };
         let outcome = match loaded {
-            Err(e) => Reloaded::Refused(e.to_string()),
+            Err(e) => Reloaded::Refused(e),
             Ok(config) => {
                 let trusted = config.upstream.iter().filter(|u| u.trust_annotations).map(|u| u.name.clone());
                 let file = FromFile::new(config.policy_rules.clone(), trusted, config.profiles.clone());
@@ -161,6 +165,29 @@ impl Reloader {
     async fn changed(&self) -> bool {
         let Ok(text) = tokio::fs::read_to_string(&self.path).await else { return false };
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) != text
+    }
+}
+
+/// Why the file may not be reloaded if others than its owner may write
+/// it: whoever writes it changes the gate within a second (an agent's user
+/// in the same group, say). `None` when only its owner may.
+async fn writable_by_others(path: &std::path::Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = tokio::fs::metadata(path).await.ok()?.permissions().mode();
+        (mode & 0o022 != 0).then(|| {
+            format!(
+                "{} is writable by its group or by everyone (mode {:o}): whoever writes it would change the gate; make it writable by its owner only (chmod go-w)",
+                path.display(),
+                mode & 0o777
+            )
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
     }
 }
 

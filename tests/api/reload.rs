@@ -15,11 +15,17 @@ use crate::helpers::*;
 
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
+/// Writable by its owner only, as a config file that reloads must be.
+fn owner_only(file: &std::path::Path) {
+    std::fs::set_permissions(file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+}
+
 #[tokio::test]
 async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     let app = spawn_app().await;
     let file = app.dir.path().join("gatehouse.toml");
     std::fs::write(&file, "").unwrap();
+    owner_only(&file);
     let reloader = Reloader::new(file.clone(), Default::default(), app.core.clone(), app.upstreams.clone());
     let names = |core: &gatehouse_core::Core| -> Vec<String> {
         core.policy.rules().unwrap().rules().iter().map(|r| r.name.clone()).collect()
@@ -43,6 +49,15 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     let Reloaded::Refused(why) = reloader.reload(Cause::Signal).await else { panic!("a broken file is refused") };
     assert!(why.contains("listen_prot"), "{why}");
     assert_eq!(names(&app.core), ["gatehouse_status"]);
+    // A file others than its owner may write is not reloaded: whoever
+    // writes it would change the gate (an agent's user in the same group).
+    std::fs::write(&file, "").unwrap();
+    let open_to_the_group = std::os::unix::fs::PermissionsExt::from_mode(0o664);
+    std::fs::set_permissions(&file, open_to_the_group).unwrap();
+    let Reloaded::Refused(why) = reloader.reload(Cause::FileChanged).await else { panic!("refused") };
+    assert!(why.contains("writable by its group or by everyone"), "{why}");
+    assert_eq!(names(&app.core), ["gatehouse_status"], "the rule the file no longer has still holds");
+    owner_only(&file);
     // A key only a restart applies is named, not silently ignored.
     std::fs::write(&file, "session_idle_timeout = \"5m\"\n").unwrap();
     let outcome = reloader.reload(Cause::Signal).await;
@@ -52,9 +67,10 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
 
     let changes = app.core.changes.recent("config", 10).unwrap();
     let actions: Vec<&str> = changes.iter().map(|c| c.action.as_str()).collect();
-    assert_eq!(actions, ["reload", "reload refused", "reload"], "newest first: {changes:?}");
+    assert_eq!(actions, ["reload", "reload refused", "reload refused", "reload"], "newest first: {changes:?}");
     assert!(changes[0].detail.as_deref().unwrap().contains("at the next restart: session_idle_timeout"));
-    assert!(changes[1].detail.as_deref().unwrap().contains("listen_prot"));
+    assert!(changes[1].detail.as_deref().unwrap().contains("chmod go-w"));
+    assert!(changes[2].detail.as_deref().unwrap().contains("listen_prot"));
 }
 
 #[tokio::test]
@@ -62,6 +78,7 @@ async fn a_reload_starts_restarts_and_stops_upstreams_as_their_entries_changed()
     let app = spawn_app().await;
     let file = app.dir.path().join("gatehouse.toml");
     std::fs::write(&file, "").unwrap();
+    owner_only(&file);
     let reloader = Reloader::new(file.clone(), Default::default(), app.core.clone(), app.upstreams.clone());
     let entry = |extra: &str| {
         format!(
@@ -107,6 +124,7 @@ async fn sighup_reloads_the_file_of_a_running_server() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gatehouse.toml");
     std::fs::write(&file, "listen = \"127.0.0.1:0\"\n").unwrap();
+    owner_only(&file);
     let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .arg("--config")
         .arg(&file)
