@@ -1,5 +1,6 @@
 //! Configuration that reloads without a restart: on SIGHUP, and when the
-//! config file's text changes (read every [`POLL`]).
+//! config file's text or mode changes (read every [`POLL`]; applied once two
+//! reads agree, so a save in progress is never applied half written).
 //!
 //! What reloads: the `[[policy]]` rules, the `[[profile]]`s, which
 //! upstreams' annotations are trusted, and the `[[upstream]]`s themselves
@@ -74,8 +75,46 @@ pub struct Reloader {
     upstreams: Upstreams,
     /// The file's keys as the server started with them (what only a restart applies).
     started: toml::Table,
-    /// The text last read, so an unchanged file is not reloaded again.
-    seen: Mutex<String>,
+    /// The file as last reloaded (its text and mode), so an unchanged file
+    /// is not reloaded again; and a changed one as last polled, so it is
+    /// reloaded only once two polls read it alike (a save in progress,
+    /// truncated and half written, is never applied).
+    seen: Mutex<Seen>,
+}
+
+/// What the watcher knows of the file.
+#[derive(Default)]
+struct Seen {
+    reloaded: Snapshot,
+    polled: Option<Snapshot>,
+}
+
+impl Seen {
+    /// Whether `now`, just polled, differs from what was reloaded and was
+    /// polled alike the time before.
+    fn settled(&mut self, now: Snapshot) -> bool {
+        if now == self.reloaded {
+            self.polled = None;
+            return false;
+        }
+        let settled = self.polled.as_ref() == Some(&now);
+        self.polled = Some(now);
+        settled
+    }
+}
+
+/// The file's text and permission bits as read once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Snapshot {
+    text: String,
+    mode: u32,
+}
+
+impl Snapshot {
+    async fn of(path: &std::path::Path) -> Option<Snapshot> {
+        let text = tokio::fs::read_to_string(path).await.ok()?;
+        Some(Snapshot { text, mode: mode_of(path).await.unwrap_or(0) })
+    }
 }
 
 impl Reloader {
@@ -84,14 +123,22 @@ impl Reloader {
     pub fn new(path: PathBuf, overrides: Overrides, core: Core, upstreams: Upstreams) -> Self {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let started = keys(&text).unwrap_or_default();
-        Self { path, overrides, core, upstreams, started, seen: Mutex::new(text) }
+        #[cfg(unix)]
+        let mode =
+            std::fs::metadata(&path).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions())).unwrap_or(0);
+        #[cfg(not(unix))]
+        let mode = 0;
+        let seen = Seen { reloaded: Snapshot { text, mode }, polled: None };
+        Self { path, overrides, core, upstreams, started, seen: Mutex::new(seen) }
     }
 
     /// Reads the file again and applies what reloads; records the outcome.
     pub async fn reload(&self, cause: Cause) -> Reloaded {
         let read = tokio::fs::read_to_string(&self.path).await;
         let text = read.as_ref().map(String::clone).unwrap_or_default();
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = text.clone();
+        let mode = mode_of(&self.path).await.unwrap_or(0);
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) =
+            Seen { reloaded: Snapshot { text: text.clone(), mode }, polled: None };
         let loaded = match read {
             Ok(text) => Config::from_text(&self.path, &text, &self.overrides).map_err(|e| e.to_string()),
             Err(source) => Err(crate::config::ConfigError::Read { path: self.path.clone(), source }.to_string()),
@@ -161,10 +208,11 @@ impl Reloader {
         outcome
     }
 
-    /// Whether the file's text differs from what was read last.
+    /// Whether the file (its text or its mode) differs from what was last
+    /// reloaded and read the same on the poll before: settled.
     async fn changed(&self) -> bool {
-        let Ok(text) = tokio::fs::read_to_string(&self.path).await else { return false };
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) != text
+        let Some(now) = Snapshot::of(&self.path).await else { return false };
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).settled(now)
     }
 }
 
@@ -174,8 +222,7 @@ impl Reloader {
 async fn writable_by_others(path: &std::path::Path) -> Option<String> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = tokio::fs::metadata(path).await.ok()?.permissions().mode();
+        let mode = mode_of(path).await?;
         (mode & 0o022 != 0).then(|| {
             format!(
                 "{} is writable by its group or by everyone (mode {:o}): whoever writes it would change the gate; make it writable by its owner only (chmod go-w)",
@@ -183,6 +230,20 @@ async fn writable_by_others(path: &std::path::Path) -> Option<String> {
                 mode & 0o777
             )
         })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// The file's permission bits (`None` where there are none to read).
+async fn mode_of(path: &std::path::Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        Some(tokio::fs::metadata(path).await.ok()?.permissions().mode())
     }
     #[cfg(not(unix))]
     {
@@ -251,6 +312,20 @@ fn changed_keys(before: &toml::Table, after: &toml::Table) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_file_is_reloaded_once_two_polls_read_it_alike() {
+        let at = |text: &str, mode: u32| Snapshot { text: text.into(), mode };
+        let mut seen = Seen { reloaded: at("a", 0o644), polled: None };
+        assert!(!seen.settled(at("a", 0o644)), "unchanged");
+        assert!(!seen.settled(at("", 0o644)), "a save in progress: truncated");
+        assert!(!seen.settled(at("a\nb", 0o644)), "written since: not settled yet");
+        assert!(seen.settled(at("a\nb", 0o644)), "read alike twice");
+        // Only the mode changed (`chmod go-w` after a refusal): that reloads too.
+        let mut seen = Seen { reloaded: at("a", 0o664), polled: None };
+        assert!(!seen.settled(at("a", 0o644)));
+        assert!(seen.settled(at("a", 0o644)));
+    }
 
     #[test]
     fn what_reloads_is_not_named_as_waiting_for_a_restart() {

@@ -110,9 +110,10 @@ impl Upstreams {
     /// Drops every agent's own session at upstream `name` (it was removed
     /// or restarted with another config: the next call opens a new one).
     pub(crate) fn forget_links(&self, name: &str) {
-        for cells in self.inner.agent_links.lock().values_mut() {
-            cells.remove(name);
-        }
+        // Closed after the lock is let go, as `ReleaseLinks` does.
+        let forgotten: Vec<LinkCell> =
+            self.inner.agent_links.lock().values_mut().filter_map(|cells| cells.remove(name)).collect();
+        drop(forgotten);
     }
 
     /// Every agent session still open.
