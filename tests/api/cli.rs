@@ -1,7 +1,7 @@
 //! The command line against the same database a running server uses, and the
 //! real binary's log lines.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -83,17 +83,9 @@ fn the_binary_prints_a_setup_link_and_logs_rejections_without_tokens() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut banner = String::new();
-    let mut line = String::new();
-    while !banner.contains("token issue") {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "banner ended early: {banner}");
-        banner.push_str(&line);
-    }
+    let (_stdout, banner, address) = read_banner(&mut child);
     assert!(banner.contains("/setup?token="), "{banner}");
     assert!(banner.contains("Config:       none (no --config, no ./gatehouse.toml)"), "{banner}");
-    let address = banner.split("listening on http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
 
     // A token minted from the command line names the port the server is on,
     // not the default one.

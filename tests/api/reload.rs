@@ -4,7 +4,6 @@
 //! told their lists changed; a file that does not load changes nothing;
 //! every reload is in the change log.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -134,15 +133,7 @@ async fn sighup_reloads_the_file_of_a_running_server() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut banner = String::new();
-    let mut line = String::new();
-    while !banner.contains("token issue") {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "banner ended early: {banner}");
-        banner.push_str(&line);
-    }
-    let address = banner.split("listening on http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let (_stdout, _banner, address) = read_banner(&mut child);
     let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .arg("--data-dir")
         .arg(dir.path())

@@ -536,3 +536,20 @@ pub async fn jsonrpc_messages(response: reqwest::Response) -> Vec<Value> {
 pub fn session_cookie(response: &reqwest::Response) -> String {
     response.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string()
 }
+
+/// The start-up banner of a `gatehouse` binary started with piped stdout,
+/// read up to its last line, and the address it listens on. The reader is
+/// handed back: kept open, the child's stdout stays writable.
+pub fn read_banner(child: &mut std::process::Child) -> (std::io::BufReader<std::process::ChildStdout>, String, String) {
+    use std::io::BufRead;
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout piped"));
+    let mut banner = String::new();
+    let mut line = String::new();
+    while !banner.contains("token issue") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "banner ended early: {banner}");
+        banner.push_str(&line);
+    }
+    let address = banner.split("listening on http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    (stdout, banner, address)
+}
