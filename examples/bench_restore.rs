@@ -44,6 +44,7 @@ async fn seed(data: &std::path::Path, n: usize) {
                 credential_id: credential.id.clone(),
                 thread: None,
                 owner: Some("ada".into()),
+                owner_id: None,
                 session_id: Some(format!("session_{}", i % 100)),
                 human_only: false,
                 admin_only: true,

@@ -99,6 +99,10 @@ pub struct CredentialView {
     pub provider_session: Option<String>,
     /// The owning user, if any.
     pub owner: Option<String>,
+    /// The owning user's id: what access compares (`None`: owner-less, or
+    /// the owner was removed).
+    #[serde(default)]
+    pub owner_id: Option<crate::UserId>,
     /// Why it was revoked (`revoked`, `reissued`, …).
     pub revoked_reason: Option<String>,
     /// How it was issued.

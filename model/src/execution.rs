@@ -30,6 +30,10 @@ pub struct ExecutionView {
     pub agent: String,
     /// Owning user.
     pub owner: Option<String>,
+    /// Owning user's id: what access compares (`None`: owner-less, or the
+    /// owner was removed).
+    #[serde(default)]
+    pub owner_id: Option<crate::UserId>,
     /// MCP session it was made in.
     pub session_id: Option<String>,
     /// RFC 3339 creation time (live executions).
@@ -167,6 +171,7 @@ mod tests {
             arguments_digest: String::new(),
             agent: "a".into(),
             owner: None,
+            owner_id: None,
             session_id: None,
             created_at: None,
             created_at_ms: Some(created),

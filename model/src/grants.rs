@@ -156,6 +156,9 @@ pub struct GrantView {
     pub agent: String,
     /// The agent's owner (`None`: owner-less credentials, which admins manage).
     pub owner: Option<String>,
+    /// The owner's id: what access and matching compare.
+    #[serde(default)]
+    pub owner_id: Option<crate::UserId>,
     /// The exposed tool name it covers, exactly.
     pub tool: String,
     /// Constraints on named top-level string arguments.

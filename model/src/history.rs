@@ -31,6 +31,10 @@ pub struct AuditEntry {
     pub agent: String,
     /// Owning user.
     pub owner: Option<String>,
+    /// Owning user's id, as the execution's first entry kept it (`None`:
+    /// owner-less, or the owner was removed): what access compares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<crate::UserId>,
     /// The credential that made the call.
     pub credential_id: Option<CredentialId>,
     /// That credential's thread.

@@ -127,6 +127,11 @@ text_id! {
 pub struct UserId(i64);
 
 impl UserId {
+    /// The id numbered `id`.
+    pub const fn new(id: i64) -> Self {
+        Self(id)
+    }
+
     /// The number.
     pub fn get(self) -> i64 {
         self.0

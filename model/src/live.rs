@@ -125,6 +125,9 @@ pub struct McpSessionInfo {
     pub thread: Option<String>,
     /// The credential's owner.
     pub owner: Option<String>,
+    /// The owner's id: what access compares.
+    #[serde(default)]
+    pub owner_id: Option<crate::UserId>,
     /// `clientInfo.name` from initialize.
     pub client_name: String,
     /// `clientInfo.version` from initialize.

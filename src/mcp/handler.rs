@@ -206,6 +206,7 @@ impl ServerHandler for GatehouseMcp {
             agent: credential.agent.clone(),
             thread: credential.thread.clone(),
             owner: credential.owner.clone(),
+            owner_id: credential.owner_id,
             client_name,
             client_version,
             protocol_version,

@@ -224,9 +224,9 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 /// The names the person's agents already go by: of their credentials, OAuth
 /// codes waiting to be exchanged, and grants. A client given one of them acts
 /// as that agent and inherits its grants. Database work: off the async workers.
-fn taken_names(core: &Core, owner: &str) -> Result<BTreeSet<String>, gatehouse_core::CoreError> {
-    let mut names: BTreeSet<String> = core.credentials.agent_names_of(owner)?.into_iter().collect();
-    names.extend(core.grants.agents_of(owner));
+fn taken_names(core: &Core, owner: &User) -> Result<BTreeSet<String>, gatehouse_core::CoreError> {
+    let mut names: BTreeSet<String> = core.credentials.agent_names_of(&owner.username)?.into_iter().collect();
+    names.extend(core.grants.agents_of(owner.id));
     Ok(names)
 }
 
@@ -260,9 +260,9 @@ struct AgentChoice {
 }
 
 impl AgentChoice {
-    fn of(core: &Core, owner: &str, name: String, taken: &BTreeSet<String>, error: Option<String>) -> Self {
+    fn of(core: &Core, owner: &User, name: String, taken: &BTreeSet<String>, error: Option<String>) -> Self {
         let exists = taken.contains(&name);
-        let grants = if exists { core.grants.count_for_agent(&name, owner) } else { 0 };
+        let grants = if exists { core.grants.count_for_agent(&name, owner.id) } else { 0 };
         Self { name, exists, grants, error }
     }
 }
@@ -319,12 +319,12 @@ impl gatehouse_app::server_fns::OAuthConsent for ConsentSource {
                 }
                 // A new client starts as a new agent: the name suggested is
                 // one no agent of this person goes by.
-                let taken = match taken_names(&self.core, &user.username) {
+                let taken = match taken_names(&self.core, user) {
                     Ok(taken) => taken,
                     Err(e) => return ConsentInfo::Refused(format!("Could not look your agents up: {e}")),
                 };
                 let name = fresh_name(&checked.client.name, &taken);
-                let agent = AgentChoice::of(&self.core, &user.username, name, &taken, None);
+                let agent = AgentChoice::of(&self.core, user, name, &taken, None);
                 ConsentInfo::Ask(Box::new(view(&checked, &params, user, agent)))
             }
             Err(Refusal::Page(why)) => ConsentInfo::Refused(why),
@@ -460,7 +460,7 @@ pub async fn decide(
                     "the agent name must be at most 200 bytes, without control characters".into(),
                 ));
             }
-            let owner = user.username.clone();
+            let owner = user.clone();
             let taken = state
                 .mcp
                 .core
@@ -476,7 +476,7 @@ pub async fn decide(
                 let error = "You already have an agent of this name: tick the box to let this client act as it \
                              and inherit its grants, or choose another name."
                     .to_string();
-                let choice = AgentChoice::of(&state.mcp.core, &user.username, agent, &taken, Some(error));
+                let choice = AgentChoice::of(&state.mcp.core, &user, agent, &taken, Some(error));
                 let shown = view(&checked, &form.params, &user, choice);
                 parts.method = Method::GET;
                 let mut request = Request::from_parts(parts, Body::empty());

@@ -133,3 +133,49 @@ async fn failed_sign_ins_on_both_replicas_count_together() {
     }
     assert_eq!(a.sign_in_with("ada", PASSWORD).await.status(), 200, "four failures after B's success do not lock");
 }
+
+/// A name is not an identity: alice is removed on B while her agent's call
+/// waits on A. A settles it (her credential is revoked everywhere), and a
+/// user added later under her name, signed in on either replica, can
+/// neither see nor decide it: access compares user ids, and PostgreSQL
+/// never gives an id twice. (The unit tests of `may_decide`'s callers hold
+/// a call still pending against a namesake.)
+#[tokio::test]
+async fn a_user_added_under_a_removed_users_name_sees_none_of_her_calls_on_either_replica() {
+    const TOOL: &str = "ev__test_simple_text";
+    let a = spawn_app_fronting(everything_stdio(), |_| {}).await;
+    let Some(url) = a.core.db.postgres_url().map(str::to_string) else { return };
+    let b = spawn_app_with(|c| c.database.url = Some(url)).await;
+    a.wait_for_upstream_tool(TOOL).await;
+    a.add_user("root", true).await;
+    a.add_user("alice", false).await;
+    let token = a.issue_owned("claude", "alice");
+    let sid = a.open_session(&token).await;
+    let call = a.tool_call(&token, &sid, TOOL, json!({})).await;
+    assert!(paused(&call), "{call}");
+    let eid = execution_id(&call);
+
+    let root = b.sign_in("root").await;
+    let removed = b.post_fn(&root, "user-remove", &[("username", "alice")]).await;
+    assert_eq!(removed.status(), 200, "{}", removed.text().await.unwrap());
+    for _ in 0..100 {
+        if a.core.approvals.get(&eid).is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let last = a.core.approvals.audit().latest(&eid).unwrap().unwrap();
+    assert_eq!(last.state.as_str(), "revoked", "A settles the call B's removal revoked: {last:?}");
+
+    b.add_user("alice", false).await;
+    for app in [&a, &b] {
+        let namesake = app.sign_in("alice").await;
+        let seen = app.get_as(&namesake, &format!("/api/executions/{eid}")).await;
+        assert_eq!(seen.status(), 403, "seen by a namesake: {}", seen.text().await.unwrap());
+        assert_eq!(app.decide(&namesake, eid.as_str(), "accept").await.status(), 403, "decided by a namesake");
+        let history: Value = app.get_as(&namesake, "/api/history").await.json().await.unwrap();
+        assert!(!history.to_string().contains(eid.as_str()), "in a namesake's history: {history}");
+    }
+    // An admin reads it (the checks above can fail).
+    assert_eq!(a.get_as(&a.sign_in("root").await, &format!("/api/executions/{eid}")).await.status(), 200);
+}

@@ -44,9 +44,8 @@ pub async fn get_account() -> Result<AccountView, ServerFnError> {
         None => Vec::new(),
     };
     ctx::blocking(move |user, core| {
-        let mine = Some(user.username.as_str());
         let credentials: Vec<CredentialView> =
-            core.credentials.list()?.into_iter().filter(|c| c.owner.as_deref() == mine).collect();
+            core.credentials.list()?.into_iter().filter(|c| c.owner_id == Some(user.id)).collect();
         Ok(AccountView {
             now_ms: core.clock.now_ms(),
             my_sessions: core.users.live_sessions(user.id)?,

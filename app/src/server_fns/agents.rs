@@ -33,10 +33,11 @@ pub type AgentKey = (String, Option<String>);
 #[server(prefix = "/api/fn", endpoint = "agents")]
 pub async fn list_agents() -> Result<AgentsView, ServerFnError> {
     ctx::blocking(|user, core| {
-        let visible = |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref());
+        let visible =
+            |owner_id: &Option<gatehouse_model::UserId>| gatehouse_core::approvals::may_decide(&user, *owner_id);
         let credentials: Vec<CredentialView> =
-            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).collect();
-        let sessions = core.live.sessions().into_iter().filter(|s| visible(&s.owner)).collect();
+            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner_id)).collect();
+        let sessions = core.live.sessions().into_iter().filter(|s| visible(&s.owner_id)).collect();
         let rules = core.policy.rules()?;
         let mut profiles: Vec<(AgentKey, Vec<String>)> = Vec::new();
         for c in &credentials {

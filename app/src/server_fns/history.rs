@@ -30,9 +30,10 @@ pub async fn get_calls(query: String) -> Result<CallsPage, ServerFnError> {
 pub async fn get_history_pickers() -> Result<HistoryPickers, ServerFnError> {
     let exposed = ctx::tool_catalog()?.exposed_tools();
     ctx::blocking(move |user, core| {
-        let visible = |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref());
+        let visible =
+            |owner_id: &Option<gatehouse_model::UserId>| gatehouse_core::approvals::may_decide(&user, *owner_id);
         let mut agents: Vec<String> =
-            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).map(|c| c.agent).collect();
+            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner_id)).map(|c| c.agent).collect();
         agents.sort();
         agents.dedup();
         let mut upstreams: Vec<String> = exposed.iter().filter_map(|t| t.upstream.clone()).collect();

@@ -74,9 +74,9 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
         core.live.upstreams().into_iter().map(|u| UpstreamInfo { last_error: None, ..u }).collect();
     let visible = {
         let user = user.clone();
-        move |owner: &Option<String>| gatehouse_core::approvals::may_decide(&user, owner.as_deref())
+        move |owner_id: &Option<gatehouse_model::UserId>| gatehouse_core::approvals::may_decide(&user, *owner_id)
     };
-    let sessions: Vec<McpSessionInfo> = core.live.sessions().into_iter().filter(|s| visible(&s.owner)).collect();
+    let sessions: Vec<McpSessionInfo> = core.live.sessions().into_iter().filter(|s| visible(&s.owner_id)).collect();
     let (activity, credentials, rule, failures) = ctx::blocking(move |user, core| {
         let scope = gatehouse_core::audit::HistoryScope::of(&user);
         let activity = core.approvals.audit().activity(&scope)?;
@@ -93,7 +93,7 @@ pub async fn get_overview() -> Result<Overview, ServerFnError> {
             .filter(|e| e.at_ms >= since)
             .collect();
         let credentials: Vec<CredentialView> =
-            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner)).collect();
+            core.credentials.list()?.into_iter().filter(|c| visible(&c.owner_id)).collect();
         let rule = !core.policy.rules()?.rules().is_empty();
         Ok((activity, credentials, rule, failures))
     })

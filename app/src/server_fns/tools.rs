@@ -60,7 +60,7 @@ pub async fn list_tools(agent: Option<String>) -> Result<ToolsView, ServerFnErro
             .credentials
             .list()?
             .into_iter()
-            .filter(|c| gatehouse_core::approvals::may_decide(&user, c.owner.as_deref()))
+            .filter(|c| gatehouse_core::approvals::may_decide(&user, c.owner_id))
             .filter(|c| c.status == gatehouse_model::CredentialStatus::Active)
             .collect();
         let key = |agent: &str, owner: Option<&str>| format!("{}/{agent}", owner.unwrap_or_default());

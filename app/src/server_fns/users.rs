@@ -214,16 +214,15 @@ pub async fn set_user_admin(username: String, admin: String) -> Result<(), Serve
 #[server(prefix = "/api/fn", endpoint = "user-remove")]
 pub async fn remove_user(username: String) -> Result<(), ServerFnError> {
     server::blocking(true, move |user, core| {
-        core.users.removable(&username)?;
+        let id = core.users.removable(&username)?;
         // Settled first, so their audit entries are written before the user
         // goes: the removal then takes the user id off them and renames
         // their owner, with everything else that named the user
         // (`removed_name`), before anyone could take the name again.
-        let settled = core.approvals.forget_owner(&username);
-        // Both are tried whatever the other does: a grant left behind would
-        // be a later namesake's (grants are kept by name).
+        let settled = core.approvals.forget_owner(id);
+        // Both are tried whatever the other does.
         let revoked = core.credentials.revoke_by_owner(&username);
-        let grants = core.grants.end_owner(&username);
+        let grants = core.grants.end_owner(id);
         core.users.remove(&username)?;
         let (revoked, grants) = (revoked?, grants?);
         let detail = format!("{revoked} credential(s) revoked");

@@ -3,7 +3,7 @@
 //! decision itself is [`ApprovalStore::decide`] (in `decide.rs`).
 
 use gatehouse_model::{
-    AuditEntry, CallsPage, DecisionView, ExecutionId, ExecutionView, HistoryFilter, HistoryPage, State,
+    AuditEntry, CallsPage, DecisionView, ExecutionId, ExecutionView, HistoryFilter, HistoryPage, State, UserId,
 };
 
 use super::Execution;
@@ -72,9 +72,11 @@ pub(crate) fn access_error(e: DecideError) -> AccessError {
     }
 }
 
-/// Whether `user` may see and decide executions of `owner`'s agents.
-pub fn may_decide(user: &User, owner: Option<&str>) -> bool {
-    user.is_admin || owner == Some(user.username.as_str())
+/// Whether `user` may see and decide what belongs to the agents of the
+/// user with id `owner_id`: an admin, or that user. By id, never by name: a
+/// user added later under a removed user's name is someone else.
+pub fn may_decide(user: &User, owner_id: Option<UserId>) -> bool {
+    user.is_admin || owner_id == Some(user.id)
 }
 
 pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> ExecutionView {
@@ -88,6 +90,7 @@ pub(super) fn live_view(execution: &Execution, snapshot: &Snapshot) -> Execution
         arguments_digest: execution.arguments_digest.clone(),
         agent: execution.agent.clone(),
         owner: execution.owner.clone(),
+        owner_id: execution.owner_id,
         session_id: execution.session_id.clone(),
         created_at: Some(rfc3339(execution.created_at_ms)),
         created_at_ms: Some(execution.created_at_ms),
@@ -111,7 +114,7 @@ impl ApprovalStore {
     /// An execution as `user` may see it: live first, then the audit log.
     pub fn view_for(&self, user: &User, id: &ExecutionId) -> std::result::Result<ExecutionView, AccessError> {
         if let Some((execution, snapshot)) = self.get(id) {
-            if !may_decide(user, execution.owner.as_deref()) {
+            if !may_decide(user, execution.owner_id) {
                 return Err(AccessError::Forbidden);
             }
             return Ok(live_view(&execution, &snapshot));
@@ -122,9 +125,7 @@ impl ApprovalStore {
             .latest(id)
             .map_err(|e| AccessError::Storage(e.to_string()))?
             .ok_or(AccessError::NotFound)?;
-        if !self.may_see_settled(user, id, last.owner.as_deref())? {
-            return Err(AccessError::Forbidden);
-        }
+        may_see_settled(user, last.owner_id)?;
         let state = last.state;
         Ok(ExecutionView {
             execution_id: last.execution_id,
@@ -136,6 +137,7 @@ impl ApprovalStore {
             arguments_digest: last.arguments_digest,
             agent: last.agent,
             owner: last.owner,
+            owner_id: last.owner_id,
             session_id: None,
             created_at: None,
             created_at_ms: None,
@@ -196,24 +198,14 @@ impl ApprovalStore {
     pub fn timeline_for(&self, user: &User, id: &ExecutionId) -> std::result::Result<Vec<AuditEntry>, AccessError> {
         let timeline = self.inner.audit.timeline(id)?;
         let first = timeline.first().ok_or(AccessError::NotFound)?;
-        if !self.may_see_settled(user, id, first.owner.as_deref())? {
-            return Err(AccessError::Forbidden);
-        }
+        may_see_settled(user, first.owner_id)?;
         Ok(timeline)
     }
+}
 
-    /// Whether `user` may see execution `id` from its audit entries, which
-    /// name `owner`: an admin, or the user whose id the entries carry (not a
-    /// user added later under a removed user's name).
-    fn may_see_settled(
-        &self,
-        user: &User,
-        id: &ExecutionId,
-        owner: Option<&str>,
-    ) -> std::result::Result<bool, AccessError> {
-        if user.is_admin {
-            return Ok(true);
-        }
-        Ok(may_decide(user, owner) && self.inner.audit.owned_by(id, user.id)?)
-    }
+/// Refused unless `user` may see a settled execution whose entries carry
+/// `owner_id`: an admin, or that user (not a user added later under a
+/// removed user's name: a removed user's entries carry none).
+fn may_see_settled(user: &User, owner_id: Option<UserId>) -> std::result::Result<(), AccessError> {
+    if may_decide(user, owner_id) { Ok(()) } else { Err(AccessError::Forbidden) }
 }

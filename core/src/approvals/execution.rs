@@ -57,8 +57,10 @@ pub struct NewExecution {
     /// The calling credential's thread: a credential re-issued for the same
     /// thread (same agent and owner) may resume it.
     pub thread: Option<String>,
-    /// The agent's owner (decides, with admins).
+    /// The agent's owner (decides, with admins), by name for pages.
     pub owner: Option<String>,
+    /// The owner's id: what access compares (its credential's).
+    pub owner_id: Option<gatehouse_model::UserId>,
     /// The MCP session it was made in, if any.
     pub session_id: Option<String>,
     /// Whether only a person may decide it.
@@ -92,19 +94,19 @@ pub fn belongs_to(
     credential_id: &str,
     thread: Option<&str>,
     agent: &str,
-    owner: Option<&str>,
+    owner_id: Option<gatehouse_model::UserId>,
 ) -> bool {
     credential.id == credential_id
         || (thread.is_some()
             && credential.thread.as_deref() == thread
             && credential.agent == agent
-            && credential.owner.as_deref() == owner)
+            && credential.owner_id == owner_id)
 }
 
 impl Execution {
     /// Whether `credential` may resume it (see [`belongs_to`]).
     pub fn belongs_to(&self, credential: &crate::credentials::Credential) -> bool {
-        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner.as_deref())
+        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner_id)
     }
 }
 

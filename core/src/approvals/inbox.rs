@@ -69,7 +69,7 @@ impl ApprovalStore {
         let entries = self.entries();
         let mut all: Vec<ExecutionView> = entries
             .values()
-            .filter(|e| may_decide(user, e.execution.owner.as_deref()))
+            .filter(|e| may_decide(user, e.execution.owner_id))
             .filter(|e| e.tx.borrow().state == State::Pending)
             // The inbox lists many calls: arguments are shown on each call's own page.
             .map(|e| ExecutionView {

@@ -29,8 +29,9 @@ pub(super) struct InboxCache {
 struct Listed {
     /// The approvals counter the listings were computed at.
     version: u64,
-    /// By username, with the admin flag they were computed for.
-    by_viewer: HashMap<String, (bool, Arc<Listing>)>,
+    /// By user id (a name is not an identity), with the admin flag they
+    /// were computed for.
+    by_viewer: HashMap<gatehouse_model::UserId, (bool, Arc<Listing>)>,
 }
 
 /// One viewer's inbox without the time it is read at.
@@ -56,7 +57,7 @@ impl InboxCache {
         if listed.version != version {
             return None;
         }
-        let (is_admin, listing) = listed.by_viewer.get(&user.username)?;
+        let (is_admin, listing) = listed.by_viewer.get(&user.id)?;
         let fresh = !clustered || listing.at.is_some_and(|at| at.elapsed() < CLUSTER_MAX_AGE);
         (*is_admin == user.is_admin && fresh).then(|| listing.clone())
     }
@@ -70,7 +71,7 @@ impl InboxCache {
             *listed = Listed { version, by_viewer: HashMap::new() };
         }
         if version == listed.version {
-            listed.by_viewer.insert(user.username.clone(), (user.is_admin, listing.clone()));
+            listed.by_viewer.insert(user.id, (user.is_admin, listing.clone()));
         }
         listing
     }

@@ -82,6 +82,7 @@ mod tests {
             credential_id: "cred_1".into(),
             thread: None,
             owner: Some("ada".into()),
+            owner_id: Some(1.into()),
             session_id: Some(session.into()),
             human_only: false,
             admin_only: false,
@@ -426,6 +427,7 @@ mod tests {
             thread: thread.map(Into::into),
             provider_session: None,
             owner: owner.map(Into::into),
+            owner_id: owner.map(|name| if name == "ada" { 1.into() } else { 3.into() }),
             created_at_ms: 0,
             last_seen_ms: 0,
             revoked_at_ms: None,
@@ -447,6 +449,7 @@ mod tests {
                 credential_id: opener.id.clone(),
                 thread: thread.map(Into::into),
                 owner: Some("ada".into()),
+                owner_id: Some(1.into()),
                 session_id: None,
                 human_only: false,
                 admin_only: false,
@@ -467,6 +470,8 @@ mod tests {
         assert!(!e(Some("t1")).belongs_to(&cred("cred_4", "claude", Some("t2"), Some("ada"))), "another thread");
         assert!(!e(Some("t1")).belongs_to(&cred("cred_5", "claude", Some("t1"), Some("bob"))), "another owner");
         assert!(!e(None).belongs_to(&cred("cred_6", "claude", None, Some("ada"))), "no thread: only the opener");
+        let namesake = Credential { owner_id: Some(7.into()), ..cred("cred_7", "claude", Some("t1"), Some("ada")) };
+        assert!(!e(Some("t1")).belongs_to(&namesake), "a later user of the same name is another owner");
     }
 
     /// 10,000 rounds of a decision racing teardown, expiry or cancellation:
@@ -549,7 +554,13 @@ mod tests {
         for i in 0..INBOX_LIMIT + 10 {
             ids.push(store.open(new_execution(&format!("s{i}"))).await.unwrap().id.clone());
         }
-        store.open(NewExecution { owner: Some("bob".into()), ..new_execution("b") }).await.unwrap();
+        store
+            .open(NewExecution { owner: Some("bob".into()), owner_id: Some(3.into()), ..new_execution("b") })
+            .await
+            .unwrap();
+        // Ada removed and someone else added under her name: another id.
+        let namesake = User { id: 4.into(), username: "ada".into(), is_admin: false };
+        assert_eq!(store.inbox(&namesake).await.total, 0, "a name is not an identity");
 
         let inbox = store.inbox(&ada).await;
         assert_eq!(

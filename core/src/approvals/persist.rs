@@ -100,7 +100,7 @@ impl Persist {
         let sql = format!(
             "SELECT p.id, p.tool, p.upstream, p.upstream_tool, p.tool_digest, p.arguments, p.arguments_digest,
                     p.agent, p.credential_id, p.thread, p.owner, p.session_id, p.human_only, p.admin_only,
-                    p.created_at, p.expires_at, a.state, a.at, a.actor, p.replica, p.held
+                    p.created_at, p.expires_at, a.state, a.at, a.actor, p.replica, p.held, p.owner_id
              FROM pending_executions p
              LEFT JOIN audit_events a
                ON a.id = (SELECT MAX(b.id) FROM audit_events b WHERE b.execution_id = p.id)
@@ -121,6 +121,7 @@ impl Persist {
                         credential_id: r.get(8)?,
                         thread: r.get(9)?,
                         owner: r.get(10)?,
+                        owner_id: r.get(21)?,
                         session_id: r.get(11)?,
                         human_only: r.get(12)?,
                         admin_only: r.get(13)?,
@@ -248,13 +249,13 @@ impl Write for Op {
             Op::Insert(e, replica) => {
                 tx.execute(
                         "INSERT INTO pending_executions (id, tool, upstream, upstream_tool, tool_digest, arguments,
-                            arguments_digest, agent, credential_id, thread, owner, session_id, human_only, admin_only, created_at, expires_at, replica)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                            arguments_digest, agent, credential_id, thread, owner, session_id, human_only, admin_only, created_at, expires_at, replica, owner_id)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
                          ON CONFLICT (id) DO UPDATE SET tool = excluded.tool, upstream = excluded.upstream,
                             upstream_tool = excluded.upstream_tool, tool_digest = excluded.tool_digest,
                             arguments = excluded.arguments, arguments_digest = excluded.arguments_digest,
                             agent = excluded.agent, credential_id = excluded.credential_id, thread = excluded.thread,
-                            owner = excluded.owner, session_id = excluded.session_id, human_only = excluded.human_only,
+                            owner = excluded.owner, owner_id = excluded.owner_id, session_id = excluded.session_id, human_only = excluded.human_only,
                             admin_only = excluded.admin_only, created_at = excluded.created_at, expires_at = excluded.expires_at",
                         args![
                             e.id,
@@ -274,6 +275,7 @@ impl Write for Op {
                             e.created_at_ms,
                             e.expires_at_ms,
                             replica,
+                            e.owner_id,
                         ],
                     )?;
             }

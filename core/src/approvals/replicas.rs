@@ -141,7 +141,7 @@ impl ApprovalStore {
 
     /// Pending executions `user` may decide on the other live replicas.
     pub(super) fn remote_pending_for(&self, user: &User) -> Vec<(Arc<Execution>, Snapshot)> {
-        self.remote_pending().into_iter().filter(|(e, _)| may_decide(user, e.owner.as_deref())).collect()
+        self.remote_pending().into_iter().filter(|(e, _)| may_decide(user, e.owner_id)).collect()
     }
 
     /// At start on a cluster: adopts the rows nobody alive owns (a previous

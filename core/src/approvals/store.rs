@@ -401,13 +401,13 @@ impl ApprovalStore {
         ids.len()
     }
 
-    /// Settles every not-yet-running execution of `owner`'s agents as
-    /// `revoked`: the user is being removed.
-    pub fn forget_owner(&self, owner: &str) -> usize {
+    /// Settles every not-yet-running execution of the agents of the user
+    /// with id `owner` as `revoked`: the user is being removed.
+    pub fn forget_owner(&self, owner: gatehouse_model::UserId) -> usize {
         let mut entries = self.entries();
         let ids: Vec<ExecutionId> = entries
             .values()
-            .filter(|e| e.execution.owner.as_deref() == Some(owner))
+            .filter(|e| e.execution.owner_id == Some(owner))
             .filter(|e| matches!(e.tx.borrow().state, State::Pending | State::Approved))
             .map(|e| e.execution.id.clone())
             .collect();

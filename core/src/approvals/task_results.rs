@@ -42,6 +42,8 @@ pub struct TaskResult {
     pub agent: String,
     /// Its owner.
     pub owner: Option<String>,
+    /// Its owner's id (what [`belongs_to`] compares).
+    pub owner_id: Option<gatehouse_model::UserId>,
     /// The exposed tool that ran.
     pub tool: String,
     /// The task's final status (`completed`).
@@ -60,7 +62,7 @@ impl TaskResult {
     /// Whether `credential` may read it: the one that made the call, or its
     /// re-issued successor on the same thread ([`belongs_to`]).
     pub fn belongs_to(&self, credential: &Credential) -> bool {
-        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner.as_deref())
+        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner_id)
     }
 }
 
@@ -87,8 +89,8 @@ impl TaskResults {
             tx.execute("DELETE FROM task_results WHERE expires_at <= ?1", args![now])?;
             tx.execute(
                 "INSERT INTO task_results (task_id, credential_id, thread, agent, owner, tool, status, result,
-                    created_at, finished_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                    created_at, finished_at, expires_at, owner_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT (task_id) DO NOTHING",
                 args![
                     execution.id,
@@ -102,6 +104,7 @@ impl TaskResults {
                     execution.created_at_ms,
                     now,
                     expires,
+                    execution.owner_id,
                 ],
             )?;
             tx.execute(
@@ -118,7 +121,8 @@ impl TaskResults {
     pub fn get(&self, task_id: &str) -> Result<Option<TaskResult>> {
         let now = self.clock.now_ms();
         self.db.conn()?.query_opt(
-            "SELECT task_id, credential_id, thread, agent, owner, tool, status, result, created_at, finished_at, expires_at
+            "SELECT task_id, credential_id, thread, agent, owner, tool, status, result, created_at, finished_at, expires_at,
+                    owner_id
              FROM task_results WHERE task_id = ?1 AND expires_at > ?2",
             args![task_id, now],
             |r| {
@@ -135,6 +139,7 @@ impl TaskResults {
                     created_at_ms: r.get(8)?,
                     finished_at_ms: r.get(9)?,
                     expires_at_ms: r.get(10)?,
+                    owner_id: r.get(11)?,
                 })
             },
         )
@@ -173,6 +178,7 @@ mod tests {
                 credential_id: credential.into(),
                 thread: None,
                 owner: Some("ada".into()),
+                owner_id: Some(1.into()),
                 session_id: None,
                 human_only: false,
                 admin_only: false,

@@ -285,21 +285,6 @@ impl AuditLog {
             .flatten())
     }
 
-    /// Whether execution `execution_id`'s entries are user `user_id`'s (by
-    /// id: a removed user's entries are no one's, whoever takes the name).
-    pub fn owned_by(&self, execution_id: &ExecutionId, user_id: UserId) -> Result<bool> {
-        self.flush();
-        Ok(self
-            .db
-            .conn()?
-            .query_opt(
-                "SELECT id FROM audit_events WHERE execution_id = ?1 AND owner_id = ?2 LIMIT 1",
-                args![execution_id, user_id],
-                |r| r.get::<i64>(0),
-            )?
-            .is_some())
-    }
-
     /// Up to `limit` entries `scope` may read that `filter` lets through,
     /// newest first (older than `filter.before`, when set).
     pub fn search(&self, filter: &HistoryFilter, scope: &HistoryScope, limit: usize) -> Result<Vec<AuditEntry>> {
@@ -583,7 +568,7 @@ impl HistoryScope {
 
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
-const COLUMNS: &str = "id, execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, arguments";
+const COLUMNS: &str = "id, execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, arguments, owner_id";
 
 /// Midnight UTC of a `YYYY-MM-DD` day, in Unix ms.
 fn day_start_ms(field: &'static str, day: &str) -> Result<i64> {
@@ -629,6 +614,7 @@ fn row(r: &DbRow<'_>) -> Result<AuditEntry> {
         upstream: r.get(12)?,
         // Written here from a KeptArguments; anything else reads as not kept.
         arguments: r.get::<Option<String>>(13)?.and_then(|text| serde_json::from_str(&text).ok()),
+        owner_id: r.get(14)?,
     })
 }
 

@@ -14,7 +14,7 @@ use crate::clock::{Clock, rfc3339};
 use crate::db::{Conn, Db, Row, Value};
 use crate::error::{CoreError, Result};
 use crate::live::{LiveEvent, LiveHub};
-use crate::model::CredentialId;
+use crate::model::{CredentialId, UserId};
 use crate::secret;
 
 pub use gatehouse_model::{CredentialStatus, CredentialView, IssuedVia, RevokeScope};
@@ -104,6 +104,9 @@ pub struct Credential {
     pub provider_session: Option<String>,
     /// The owning user, if any.
     pub owner: Option<String>,
+    /// The owning user's id, which access compares (`None`: owner-less, or
+    /// the owner was removed).
+    pub owner_id: Option<UserId>,
     /// Issue time (Unix ms).
     #[serde(skip)]
     pub created_at_ms: i64,
@@ -206,7 +209,7 @@ impl Accepted {
 }
 
 const COLUMNS: &str = "id, agent, thread, provider_session, owner, created_at, last_seen_at, revoked_at, \
-     revoked_reason, issued_via, oauth_client, by_admin";
+     revoked_reason, issued_via, oauth_client, by_admin, owner_id";
 
 fn from_row(row: &Row<'_>) -> Result<Credential> {
     Ok(Credential {
@@ -222,6 +225,7 @@ fn from_row(row: &Row<'_>) -> Result<Credential> {
         issued_via: IssuedVia::parse(&row.get::<String>(9)?),
         oauth_client: row.get(10)?,
         by_admin: row.get::<i64>(11)? != 0,
+        owner_id: row.get::<Option<i64>>(12)?.map(UserId::from),
     })
 }
 
@@ -319,12 +323,16 @@ impl CredentialStore {
         // The command line and the admin API are an admin's; otherwise the
         // owner's standing now (the console and OAuth mint for the signed-in owner).
         let mut by_admin = matches!(request.via, IssuedVia::Cli | IssuedVia::Api) || request.owner.is_none();
+        let mut owner_id: Option<i64> = None;
         if let Some(owner) = &request.owner {
-            let admin: Option<i64> =
-                tx.query_opt("SELECT is_admin FROM users WHERE username = ?1", args![owner], |r| r.get(0))?;
-            let Some(admin) = admin else {
+            let found: Option<(i64, i64)> =
+                tx.query_opt("SELECT id, is_admin FROM users WHERE username = ?1", args![owner], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            let Some((id, admin)) = found else {
                 return Err(CoreError::Invalid { field: "owner", reason: format!("no user named {owner:?}") });
             };
+            owner_id = Some(id);
             by_admin |= admin != 0;
         }
         if let Some(thread) = &request.thread {
@@ -343,8 +351,8 @@ impl CredentialStore {
         }
         tx.execute(
             "INSERT INTO credentials (id, token_hash, agent, thread, provider_session, owner, created_at, last_seen_at,
-                                      issued_via, oauth_client, by_admin)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10)",
+                                      issued_via, oauth_client, by_admin, owner_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11)",
             args![
                 id,
                 secret::hash(&token),
@@ -356,6 +364,7 @@ impl CredentialStore {
                 request.via.as_str(),
                 request.oauth_client,
                 i64::from(by_admin),
+                owner_id,
             ],
         )?;
         Ok((id, token))
@@ -589,6 +598,7 @@ impl CredentialStore {
             thread: credential.thread,
             provider_session: credential.provider_session,
             owner: credential.owner,
+            owner_id: credential.owner_id,
             revoked_reason: credential.revoked_reason,
             issued_via: credential.issued_via,
             oauth_client: credential.oauth_client,

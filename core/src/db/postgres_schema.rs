@@ -423,4 +423,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (user_id, owner_id, agent, tool)
     );
     "#,
+    // 29: an owner is known by user id, not by name: a credential, a
+    // waiting call, a grant and a task's result carry their owner's id beside the name (the
+    // name is what pages show; the id is what access and matching compare),
+    // so a user added later under a removed user's name, or a replica that
+    // has not heard of the removal, never treats the old rows as theirs.
+    r#"
+    ALTER TABLE credentials ADD COLUMN owner_id BIGINT;
+    ALTER TABLE pending_executions ADD COLUMN owner_id BIGINT;
+    ALTER TABLE grants ADD COLUMN owner_id BIGINT;
+    ALTER TABLE task_results ADD COLUMN owner_id BIGINT;
+    UPDATE credentials SET owner_id = (SELECT id FROM users WHERE users.username = credentials.owner);
+    UPDATE pending_executions SET owner_id = (SELECT id FROM users WHERE users.username = pending_executions.owner);
+    UPDATE grants SET owner_id = (SELECT id FROM users WHERE users.username = grants.owner);
+    UPDATE task_results SET owner_id = (SELECT id FROM users WHERE users.username = task_results.owner);
+    "#,
 ];

@@ -97,7 +97,7 @@ fn prepare_grant(
         let view = approvals.view_for(user, id)?;
         return Err(GrantError::Conflict(view.state.as_str().into()));
     };
-    if !may_decide(user, execution.owner.as_deref()) {
+    if !may_decide(user, execution.owner_id) {
         return Err(GrantError::Forbidden);
     }
     // Admin-only first: a plain user hears that an admin must decide it.
@@ -119,6 +119,7 @@ fn prepare_grant(
         id: secret::new_id("grant").into(),
         agent: execution.agent.clone(),
         owner: execution.owner.clone(),
+        owner_id: execution.owner_id,
         tool: execution.tool.clone(),
         arguments: request.arguments.clone(),
         scope: request.scope,
@@ -131,7 +132,7 @@ fn prepare_grant(
         last_used_ms: None,
     };
     // Before approving: a refused grant leaves the call waiting for another decision.
-    grants.check_room(view.owner.as_deref(), &view.created_by)?;
+    grants.check_room(view.owner.as_deref().zip(view.owner_id), &view.created_by)?;
     let mut detail = format!("and allowed by grant:{}: {}", view.id, describe(&view));
     if let Some(note) = note {
         detail.push_str(&format!(" — {note}"));

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use gatehouse_model::{ArgMatch, Decision, GrantId, GrantRequest, GrantScope, GrantView, clean_note};
+use gatehouse_model::{ArgMatch, Decision, GrantId, GrantRequest, GrantScope, GrantView, UserId, clean_note};
 use serde_json::Value;
 
 use crate::approvals::{AccessError, ApprovalStore, Decide, may_decide};
@@ -90,11 +90,12 @@ impl Live {
     }
 }
 
-/// The index key: agent name, owner, exposed tool.
-type Key = (String, Option<String>, String);
+/// The index key: agent name, owner's id (never the name: see
+/// [`crate::approvals::may_decide`]), exposed tool.
+type Key = (String, Option<UserId>, String);
 
 fn key_of(view: &GrantView) -> Key {
-    (view.agent.clone(), view.owner.clone(), view.tool.clone())
+    (view.agent.clone(), view.owner_id, view.tool.clone())
 }
 
 struct Inner {
@@ -188,13 +189,13 @@ impl GrantStore {
     /// Refused with [`GrantError::Limit`] when the grants of `owner`'s agents
     /// (or, for an owner-less agent, the ones `created_by` made) reach
     /// `max_grants_per_user`. Counted in the database, so replicas agree.
-    fn check_room(&self, owner: Option<&str>, created_by: &str) -> Result<(), GrantError> {
+    fn check_room(&self, owner: Option<(&str, UserId)>, created_by: &str) -> Result<(), GrantError> {
         let now = self.clock.now_ms();
         let live = "(expires_at IS NULL OR expires_at > ?2)";
         let held: i64 = match owner {
-            Some(owner) => self.db.conn()?.query_one(
-                &format!("SELECT COUNT(*) FROM grants WHERE owner = ?1 AND {live}"),
-                args![owner, now],
+            Some((_, id)) => self.db.conn()?.query_one(
+                &format!("SELECT COUNT(*) FROM grants WHERE owner_id = ?1 AND {live}"),
+                args![id, now],
                 |r| r.get(0),
             )?,
             None => self.db.conn()?.query_one(
@@ -205,7 +206,7 @@ impl GrantStore {
         };
         let max = self.max_per_user;
         if usize::try_from(held).unwrap_or(usize::MAX) >= max {
-            let whose = owner.map_or_else(|| format!("{created_by} made"), |o| format!("{o}'s agents hold"));
+            let whose = owner.map_or_else(|| format!("{created_by} made"), |(o, _)| format!("{o}'s agents hold"));
             return Err(GrantError::Limit(format!(
                 "{whose} {held} live grants, the most one user may have (max_grants_per_user = {max}); \
                  revoke some on the Grants page first"
@@ -272,13 +273,13 @@ impl GrantStore {
     pub fn find(
         &self,
         agent: &str,
-        owner: Option<&str>,
+        owner_id: Option<UserId>,
         tool: &str,
         session_id: Option<&str>,
         arguments: &Value,
     ) -> Option<Matched> {
         let now = self.clock.now_ms();
-        let key: Key = (agent.to_string(), owner.map(str::to_string), tool.to_string());
+        let key: Key = (agent.to_string(), owner_id, tool.to_string());
         let live = {
             let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
             index.get(&key)?.iter().find(|g| g.covers(session_id, arguments, now))?.clone()
@@ -363,12 +364,8 @@ impl GrantStore {
     pub fn list_for(&self, user: &User) -> Result<Vec<GrantView>, CoreError> {
         self.sweep_expired()?;
         let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
-        let mut all: Vec<GrantView> = index
-            .values()
-            .flatten()
-            .filter(|g| may_decide(user, g.view.owner.as_deref()))
-            .map(|g| g.snapshot())
-            .collect();
+        let mut all: Vec<GrantView> =
+            index.values().flatten().filter(|g| may_decide(user, g.view.owner_id)).map(|g| g.snapshot()).collect();
         all.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
         Ok(all)
     }
@@ -402,7 +399,7 @@ impl GrantStore {
             index.values().flatten().find(|g| g.view.id == id).map(|g| g.snapshot())
         };
         let view = found.ok_or_else(|| GrantError::NotFound("no such grant".into()))?;
-        if !may_decide(user, view.owner.as_deref()) {
+        if !may_decide(user, view.owner_id) {
             return Err(GrantError::Forbidden);
         }
         self.remove_live(|g| g.view.id == id);
@@ -422,36 +419,36 @@ impl GrantStore {
         Ok(view)
     }
 
-    /// Ends every grant of `owner`'s agents, at once in memory and in the
-    /// database: the user is being removed, and a user added later with the
-    /// same name must not inherit them. Returns how many ended.
-    pub fn end_owner(&self, owner: &str) -> Result<usize, CoreError> {
-        let gone = self.remove_live(|g| g.view.owner.as_deref() == Some(owner));
+    /// Ends every grant of the agents of the user with id `owner`, at once
+    /// in memory and in the database: the user is being removed. Returns
+    /// how many ended.
+    pub fn end_owner(&self, owner: UserId) -> Result<usize, CoreError> {
+        let gone = self.remove_live(|g| g.view.owner_id == Some(owner));
         let deleted = self.db.conn()?.transaction(|tx| {
-            let n = tx.execute("DELETE FROM grants WHERE owner = ?1", args![owner])?;
+            let n = tx.execute("DELETE FROM grants WHERE owner_id = ?1", args![owner])?;
             Db::bump_config(tx)?;
             Ok(n)
         })?;
         Ok(gone.len().max(deleted))
     }
 
-    /// How many live grants `owner`'s agent `agent` holds (what a client
-    /// that takes its name inherits).
-    pub fn count_for_agent(&self, agent: &str, owner: &str) -> usize {
+    /// How many live grants agent `agent` of the user with id `owner` holds
+    /// (what a client that takes its name inherits).
+    pub fn count_for_agent(&self, agent: &str, owner: UserId) -> usize {
         let now = self.clock.now_ms();
         let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
         index
             .iter()
-            .filter(|((a, o, _), _)| a == agent && o.as_deref() == Some(owner))
+            .filter(|((a, o, _), _)| a == agent && *o == Some(owner))
             .map(|(_, grants)| grants.iter().filter(|g| !g.expired(now)).count())
             .sum()
     }
 
-    /// The names of `owner`'s agents that hold live grants.
-    pub fn agents_of(&self, owner: &str) -> Vec<String> {
+    /// The names of the agents of the user with id `owner` that hold live grants.
+    pub fn agents_of(&self, owner: UserId) -> Vec<String> {
         let index = self.inner.index.read().unwrap_or_else(|p| p.into_inner());
         let mut names: Vec<String> =
-            index.keys().filter(|(_, o, _)| o.as_deref() == Some(owner)).map(|(a, _, _)| a.clone()).collect();
+            index.keys().filter(|(_, o, _)| *o == Some(owner)).map(|(a, _, _)| a.clone()).collect();
         names.sort();
         names.dedup();
         names
@@ -462,8 +459,8 @@ impl GrantStore {
         self.db.conn()?.transaction(|tx| {
             tx.execute(
                 "INSERT INTO grants (id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id,
-                                     created_at, expires_at, uses, last_used_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, NULL)",
+                                     created_at, expires_at, uses, last_used_at, owner_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, NULL, ?12)",
                 args![
                     view.id,
                     view.agent,
@@ -475,7 +472,8 @@ impl GrantStore {
                     view.created_by,
                     view.execution_id,
                     view.created_at_ms,
-                    view.expires_at_ms
+                    view.expires_at_ms,
+                    view.owner_id,
                 ],
             )?;
             Db::bump_config(tx)
@@ -497,7 +495,7 @@ impl GrantStore {
 fn read_views(conn: &mut Conn<'_>) -> Result<Vec<GrantView>, CoreError> {
     conn.query(
         "SELECT id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id, created_at,
-                expires_at, uses, last_used_at FROM grants",
+                expires_at, uses, last_used_at, owner_id FROM grants",
         args![],
         |r| {
             let arguments: String = r.get(4)?;
@@ -506,6 +504,7 @@ fn read_views(conn: &mut Conn<'_>) -> Result<Vec<GrantView>, CoreError> {
                 id: r.get(0)?,
                 agent: r.get(1)?,
                 owner: r.get(2)?,
+                owner_id: r.get(13)?,
                 tool: r.get(3)?,
                 arguments: serde_json::from_str(&arguments).unwrap_or_default(),
                 scope: GrantScope::parse(&scope).unwrap_or(GrantScope::Session),

@@ -152,13 +152,13 @@ impl GrantStore {
         let Some(arguments) = view.arguments.as_ref() else { return Ok(None) };
         let could_grant = self.suggest.after > 0
             && view.state == gatehouse_model::State::Pending
-            && crate::approvals::may_decide(user, view.owner.as_deref())
+            && crate::approvals::may_decide(user, view.owner_id)
             && !view.human_only
             && (!view.admin_only || user.is_admin);
         if !could_grant {
             return Ok(None);
         }
-        let Some(agent) = self.agent_of(view.owner.as_deref(), &view.agent)? else { return Ok(None) };
+        let Some(agent) = Self::agent_of(view) else { return Ok(None) };
         if self.declined(user, &agent, &view.tool)? {
             return Ok(None);
         }
@@ -172,7 +172,7 @@ impl GrantStore {
     /// Remembers that `user` turned down the offer for `view`'s agent and
     /// tool: it is not made to them again.
     pub fn decline_suggestion(&self, user: &User, view: &gatehouse_model::ExecutionView) -> Result<(), CoreError> {
-        let Some(agent) = self.agent_of(view.owner.as_deref(), &view.agent)? else { return Ok(()) };
+        let Some(agent) = Self::agent_of(view) else { return Ok(()) };
         self.db.conn()?.execute(
             "INSERT INTO declined_suggestions (user_id, owner_id, agent, tool, declined_at) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (user_id, owner_id, agent, tool) DO UPDATE SET declined_at = excluded.declined_at",
@@ -190,21 +190,14 @@ impl GrantStore {
         Ok(found.is_some())
     }
 
-    /// The agent `agent` of the user named `owner` now, by the owner's id
-    /// (`None` if that owner is gone).
-    fn agent_of(&self, owner: Option<&str>, agent: &str) -> Result<Option<AgentOf>, CoreError> {
-        let owner_id = match owner {
-            None => None,
-            Some(name) => {
-                let id: Option<i64> =
-                    self.db
-                        .conn()?
-                        .query_opt("SELECT id FROM users WHERE username = ?1", crate::args![name], |r| r.get(0))?;
-                let Some(id) = id else { return Ok(None) };
-                Some(UserId::from(id))
-            }
-        };
-        Ok(Some(AgentOf { owner_id, agent: agent.to_string() }))
+    /// The agent that made `view`'s call, by its owner's id as the call
+    /// carries it (`None` if the call has an owner who was removed: it is
+    /// no one's, and owner-less agents are someone else).
+    fn agent_of(view: &gatehouse_model::ExecutionView) -> Option<AgentOf> {
+        if view.owner.is_some() && view.owner_id.is_none() {
+            return None;
+        }
+        Some(AgentOf { owner_id: view.owner_id, agent: view.agent.clone() })
     }
 }
 

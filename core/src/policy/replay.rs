@@ -102,6 +102,7 @@ mod tests {
             arguments_digest: String::new(),
             agent: "cursor".into(),
             owner: Some("ada".into()),
+            owner_id: None,
             credential_id: None,
             thread: None,
             actor: None,

@@ -206,9 +206,11 @@ impl UserStore {
         self.db.conn()?.transaction(|tx| {
             let (id, _, _) = user_row(tx, username)?;
             keep_an_admin(tx, id, username, "remove")?;
-            // History is read by owner id: once cleared, no one's (SQLite
-            // may give a later user this id again).
-            tx.execute("UPDATE audit_events SET owner_id = NULL WHERE owner_id = ?1", args![id])?;
+            // What is theirs is found by owner id: once cleared, no one's
+            // (SQLite may give a later user this id again).
+            for table in ["audit_events", "credentials", "grants", "task_results", "pending_executions"] {
+                tx.execute(&format!("UPDATE {table} SET owner_id = NULL WHERE owner_id = ?1"), args![id])?;
+            }
             // Whatever still names them names them as no user can be named
             // (a username has no space, parenthesis or '#'): a later user
             // who takes the name, even on an old thread with an old agent
@@ -260,13 +262,14 @@ pub fn removed_name(username: &str, id: i64) -> String {
 }
 
 impl UserStore {
-    /// Refused (as [`UserStore::remove`] would be) if `username` is the last
-    /// admin who can sign in, or does not exist: checked before what goes
-    /// with a user is ended.
-    pub fn removable(&self, username: &str) -> Result<()> {
+    /// `username`'s id, unless removing them would be refused (as
+    /// [`UserStore::remove`] would be): the last admin who can sign in, or
+    /// no such user. Checked before what goes with a user is ended.
+    pub fn removable(&self, username: &str) -> Result<UserId> {
         self.db.conn()?.transaction(|tx| {
             let (id, _, _) = user_row(tx, username)?;
-            keep_an_admin(tx, id, username, "remove")
+            keep_an_admin(tx, id, username, "remove")?;
+            Ok(UserId::from(id))
         })
     }
 }

@@ -133,6 +133,7 @@ pub async fn call(
             credential_id: caller.credential.id.clone(),
             thread: caller.credential.thread.clone(),
             owner: caller.credential.owner.clone(),
+            owner_id: caller.credential.owner_id,
             session_id: caller.session_id.clone(),
             human_only: verdict.human_only,
             admin_only: changes_gate,

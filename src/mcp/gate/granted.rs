@@ -22,8 +22,7 @@ pub async fn lookup(state: &McpState, caller: &Caller, tool: &str, arguments: &V
             Err(e) => tracing::warn!(error = %e, "grant re-read did not finish"),
         }
     }
-    let matched =
-        grants.find(&credential.agent, credential.owner.as_deref(), tool, caller.session_id.as_deref(), arguments)?;
+    let matched = grants.find(&credential.agent, credential.owner_id, tool, caller.session_id.as_deref(), arguments)?;
     let actor = gatehouse_core::model::Actor::Grant(matched.id.to_string()).to_string();
     if matched.flush_needed {
         // Use counts reach the database in batches, off the async threads.

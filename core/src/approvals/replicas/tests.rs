@@ -80,6 +80,7 @@ fn new_execution() -> NewExecution {
         credential_id: "cred_1".into(),
         thread: None,
         owner: Some("ada".into()),
+        owner_id: Some(1.into()),
         session_id: Some("s".into()),
         human_only: false,
         admin_only: false,
