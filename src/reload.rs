@@ -3,11 +3,11 @@
 //! reads agree, so a save in progress is never applied half written).
 //!
 //! What reloads: the `[[policy]]` rules, the `[[profile]]`s, which
-//! upstreams' annotations are trusted, and the `[[upstream]]`s themselves
+//! upstreams' annotations are trusted, the `[[upstream]]`s themselves
 //! (added, removed, or restarted when their entry changed; agents keep their
-//! sessions and are told their lists changed). Every other key that changed
-//! is named, in the log and in the change log, as taking effect at the next
-//! restart (notification targets and the limits are still read once, at
+//! sessions and are told their lists changed), and the `[[notify]]` targets.
+//! Every other key that changed is named, in the log and in the change log,
+//! as taking effect at the next restart (the limits are still read once, at
 //! start). A file that does not load is refused whole: the error is logged
 //! and recorded, and the running configuration is kept. Every reload,
 //! applied or refused, is in the change log (subject `config`).
@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::{Config, Overrides};
 use crate::mcp::upstream::Upstreams;
 use crate::mcp::upstream::reconfigure::Reconfigured;
+use crate::notify::Notifier;
 
 /// How often the file is read to see whether it changed.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -60,6 +61,8 @@ pub enum Reloaded {
         applied: bool,
         /// The upstreams added, removed and restarted.
         upstreams: Reconfigured,
+        /// The `[[notify]]` targets changed (the new set now runs).
+        notify: bool,
         /// Top-level keys that changed but take effect only at a restart.
         at_restart: Vec<String>,
     },
@@ -73,6 +76,7 @@ pub struct Reloader {
     overrides: Overrides,
     core: Core,
     upstreams: Upstreams,
+    notify: Notifier,
     /// The file's keys as the server started with them (what only a restart applies).
     started: toml::Table,
     /// The file as last reloaded (its text and mode), so an unchanged file
@@ -120,7 +124,7 @@ impl Snapshot {
 impl Reloader {
     /// A reloader for `path`, which the server was started from (read now,
     /// as the baseline of what a restart would change).
-    pub fn new(path: PathBuf, overrides: Overrides, core: Core, upstreams: Upstreams) -> Self {
+    pub fn new(path: PathBuf, overrides: Overrides, core: Core, upstreams: Upstreams, notify: Notifier) -> Self {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let started = keys(&text).unwrap_or_default();
         #[cfg(unix)]
@@ -129,7 +133,7 @@ impl Reloader {
         #[cfg(not(unix))]
         let mode = 0;
         let seen = Seen { reloaded: Snapshot { text, mode }, polled: None };
-        Self { path, overrides, core, upstreams, started, seen: Mutex::new(seen) }
+        Self { path, overrides, core, upstreams, notify, started, seen: Mutex::new(seen) }
     }
 
     /// Reads the file again and applies what reloads; records the outcome.
@@ -158,8 +162,9 @@ impl Reloader {
                     // A profile or rule may show or hide tools (a reconfiguration said so already).
                     self.upstreams.announce_lists_changed();
                 }
+                let notify = self.notify.replace(&config.notify_targets);
                 let at_restart = changed_keys(&self.started, &keys(&text).unwrap_or_default());
-                Reloaded::Applied { applied, upstreams, at_restart }
+                Reloaded::Applied { applied, upstreams, notify, at_restart }
             }
         };
         let path = self.path.display().to_string();
@@ -168,7 +173,7 @@ impl Reloader {
                 tracing::error!(config = %path, cause = cause.as_str(), error = %why, "configuration not reloaded: the running one is kept");
                 ("reload refused", why.clone())
             }
-            Reloaded::Applied { applied, upstreams, at_restart } => {
+            Reloaded::Applied { applied, upstreams, notify, at_restart } => {
                 let mut said = if *applied {
                     "rules, profiles and trusted upstreams reloaded".to_string()
                 } else {
@@ -180,6 +185,9 @@ impl Reloader {
                     if !names.is_empty() {
                         said.push_str(&format!("; upstreams {what}: {}", names.join(", ")));
                     }
+                }
+                if *notify {
+                    said.push_str("; notification targets reloaded");
                 }
                 if !at_restart.is_empty() {
                     said.push_str(&format!("; changed, at the next restart: {}", at_restart.join(", ")));
@@ -295,7 +303,7 @@ fn keys(text: &str) -> Option<toml::Table> {
 }
 
 /// What a reload applies: these keys' changes never wait for a restart.
-const RELOADED: &[&str] = &["policy", "profile", "upstream"];
+const RELOADED: &[&str] = &["policy", "profile", "upstream", "notify"];
 
 /// The top-level keys whose values differ between `before` and `after`,
 /// leaving out what reloads ([`RELOADED`]), sorted.

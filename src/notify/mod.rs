@@ -8,8 +8,8 @@ pub mod deliver;
 pub mod format;
 pub mod watch;
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use gatehouse_core::Core;
 use tokio::sync::mpsc;
@@ -20,65 +20,95 @@ pub use config::{Format, NotifyConfig, Target};
 pub use deliver::{Last, TargetStatus};
 pub use format::{Notice, sign};
 
-/// The configured targets and their delivery status; cheap to clone.
+/// The configured targets and their delivery status; cheap to clone. A
+/// reload ([`Notifier::replace`]) stops the running set's watcher and
+/// workers (each sends what it has queued, within
+/// [`deliver::SHUTDOWN_GRACE`]) and starts the new set; a target whose
+/// entry is unchanged keeps its counters.
 #[derive(Clone, Default)]
 pub struct Notifier {
-    targets: Arc<Vec<(Arc<Target>, Arc<TargetStatus>)>>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+type Targets = Arc<Vec<(Arc<Target>, Arc<TargetStatus>)>>;
+
+#[derive(Default)]
+struct Inner {
+    targets: Targets,
+    /// What [`Notifier::start`] was given, to start a reloaded set with.
+    started: Option<Started>,
+    /// Stops the running set (a child of the server's shutdown).
+    running: Option<CancellationToken>,
+}
+
+struct Started {
+    core: Core,
+    base_url: String,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
 }
 
 impl Notifier {
     /// Targets that have not started yet ([`Notifier::start`]).
     pub fn new(targets: &[Target]) -> Self {
-        Self {
-            targets: Arc::new(
-                targets.iter().map(|t| (Arc::new(t.clone()), Arc::new(TargetStatus::default()))).collect(),
-            ),
-        }
+        let notifier = Self::default();
+        notifier.lock().targets = Arc::new(with_status(targets, &[]));
+        notifier
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every target with its status, in config order.
-    pub fn targets(&self) -> &[(Arc<Target>, Arc<TargetStatus>)] {
-        &self.targets
+    pub fn targets(&self) -> Targets {
+        self.lock().targets.clone()
     }
 
     /// Starts the watcher and one worker per target on `tasks` (nothing
     /// when no target is configured). They end at `shutdown`, the workers
     /// after sending what is queued (within [`deliver::SHUTDOWN_GRACE`]).
     pub fn start(&self, core: &Core, base_url: &str, tasks: &TaskTracker, shutdown: &CancellationToken) {
-        if self.targets.is_empty() {
-            return;
+        let mut inner = self.lock();
+        let started = Started {
+            core: core.clone(),
+            base_url: base_url.to_string(),
+            tasks: tasks.clone(),
+            shutdown: shutdown.clone(),
+        };
+        inner.running = spawn(&started, &inner.targets);
+        inner.started = Some(started);
+    }
+
+    /// Runs `targets` from now on, in place of the running ones; `false`
+    /// when they are the same (nothing is restarted).
+    pub fn replace(&self, targets: &[Target]) -> bool {
+        let mut inner = self.lock();
+        if inner.targets.len() == targets.len() && inner.targets.iter().zip(targets).all(|((t, _), new)| **t == *new) {
+            return false;
         }
-        let client = deliver::client();
-        let mut routes = Vec::with_capacity(self.targets.len());
-        for (target, status) in self.targets.iter() {
-            let (tx, rx) = mpsc::channel(deliver::QUEUE_CAPACITY);
-            routes.push(watch::Route { target: target.clone(), tx, status: status.clone() });
-            tasks.spawn(
-                deliver::Worker {
-                    target: target.clone(),
-                    status: status.clone(),
-                    rx,
-                    client: client.clone(),
-                    clock: core.clock.clone(),
-                    shutdown: shutdown.clone(),
-                }
-                .run(),
-            );
+        if let Some(running) = inner.running.take() {
+            running.cancel();
         }
-        tasks.spawn(watch::run(core.clone(), base_url.to_string(), routes, shutdown.clone()));
+        inner.targets = Arc::new(with_status(targets, &inner.targets));
+        if let Some(started) = &inner.started {
+            inner.running = spawn(started, &inner.targets);
+        }
+        true
     }
 
     /// The `/metrics` lines of every target.
     pub fn render_metrics(&self, out: &mut String) {
         use std::fmt::Write;
-        if self.targets.is_empty() {
+        let targets = self.targets();
+        if targets.is_empty() {
             return;
         }
         out.push_str(
             "# HELP gatehouse_notify_messages_total Notification messages per [[notify]] target and outcome.\n\
              # TYPE gatehouse_notify_messages_total counter\n",
         );
-        for (target, status) in self.targets.iter() {
+        for (target, status) in targets.iter() {
             for (outcome, counter) in
                 [("delivered", &status.delivered), ("failed", &status.failed), ("dropped", &status.dropped)]
             {
@@ -93,9 +123,52 @@ impl Notifier {
     }
 }
 
+/// `targets`, each with its status: kept from `before` for an entry that
+/// did not change, new otherwise.
+fn with_status(
+    targets: &[Target],
+    before: &[(Arc<Target>, Arc<TargetStatus>)],
+) -> Vec<(Arc<Target>, Arc<TargetStatus>)> {
+    targets
+        .iter()
+        .map(|t| {
+            let kept = before.iter().find(|(old, _)| **old == *t).map(|(_, status)| status.clone());
+            (Arc::new(t.clone()), kept.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Spawns the watcher and the workers of `targets`; the token that stops
+/// them (`None` when there is nothing to run).
+fn spawn(started: &Started, targets: &[(Arc<Target>, Arc<TargetStatus>)]) -> Option<CancellationToken> {
+    if targets.is_empty() {
+        return None;
+    }
+    let stop = started.shutdown.child_token();
+    let client = deliver::client();
+    let mut routes = Vec::with_capacity(targets.len());
+    for (target, status) in targets {
+        let (tx, rx) = mpsc::channel(deliver::QUEUE_CAPACITY);
+        routes.push(watch::Route { target: target.clone(), tx, status: status.clone() });
+        started.tasks.spawn(
+            deliver::Worker {
+                target: target.clone(),
+                status: status.clone(),
+                rx,
+                client: client.clone(),
+                clock: started.core.clock.clone(),
+                shutdown: stop.clone(),
+            }
+            .run(),
+        );
+    }
+    started.tasks.spawn(watch::run(started.core.clone(), started.base_url.clone(), routes, stop.clone()));
+    Some(stop)
+}
+
 impl gatehouse_app::server_fns::NotifyTargets for Notifier {
     fn notify_targets(&self) -> Vec<gatehouse_app::server_fns::NotifyTargetInfo> {
-        self.targets
+        self.targets()
             .iter()
             .map(|(t, s)| {
                 let last = s.last();

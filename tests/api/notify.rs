@@ -398,3 +398,49 @@ async fn the_upstreams_page_shows_targets_to_admins_only_without_url_secrets() {
     let page = app.get_as(&bob, "/upstreams").await.text().await.unwrap();
     assert!(!page.contains("ops-hook"), "a plain user sees no targets");
 }
+
+/// `[[notify]]` reloads: a target added to the file hears the next call
+/// without a restart; once it leaves the file it hears nothing more, and
+/// the one that replaced it does. The change log says so.
+#[tokio::test]
+async fn a_reload_starts_a_target_added_to_the_file_and_stops_one_removed() {
+    use gatehouse::reload::{Cause, Reloaded, Reloader};
+    let mut first = Receiver::start(Behaviour::Accept).await;
+    let mut second = Receiver::start(Behaviour::Accept).await;
+    let app = spawn_app().await;
+    app.ada_and_bob().await;
+    let file = app.dir.path().join("gatehouse.toml");
+    let entry = |name: &str, r: &Receiver| format!("[[notify]]\nname = {name:?}\nurl = {:?}\n", r.url);
+    std::fs::write(&file, "").unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let reloader = Reloader::new(
+        file.clone(),
+        Default::default(),
+        app.core.clone(),
+        app.upstreams.clone(),
+        app.state.notify.clone(),
+    );
+    let notify_changed = |outcome: Reloaded| match outcome {
+        Reloaded::Applied { notify, .. } => notify,
+        Reloaded::Refused(why) => panic!("refused: {why}"),
+    };
+
+    std::fs::write(&file, entry("first", &first)).unwrap();
+    assert!(notify_changed(reloader.reload(Cause::Signal).await), "a target was added");
+    let eid = gated_call(&app, "claude", "one_*").await;
+    let (_, v) = first.next_json().await;
+    assert_eq!(v["executionId"], eid.as_str(), "the added target hears the next call");
+    assert!(!notify_changed(reloader.reload(Cause::Signal).await), "the same file restarts nothing");
+
+    std::fs::write(&file, entry("second", &second)).unwrap();
+    assert!(notify_changed(reloader.reload(Cause::FileChanged).await));
+    let eid = gated_call(&app, "claude", "two_*").await;
+    let (_, v) = second.next_json().await;
+    assert_eq!(v["executionId"], eid.as_str(), "the new target hears it");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(first.rx.try_recv().is_err(), "the removed target hears nothing more");
+    let names: Vec<String> = app.state.notify.targets().iter().map(|(t, _)| t.name.clone()).collect();
+    assert_eq!(names, ["second"]);
+    let changes = app.core.changes.recent("config", 10).unwrap();
+    assert!(changes[0].detail.as_deref().unwrap().contains("notification targets reloaded"), "{changes:?}");
+}

@@ -25,7 +25,13 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     let file = app.dir.path().join("gatehouse.toml");
     std::fs::write(&file, "").unwrap();
     owner_only(&file);
-    let reloader = Reloader::new(file.clone(), Default::default(), app.core.clone(), app.upstreams.clone());
+    let reloader = Reloader::new(
+        file.clone(),
+        Default::default(),
+        app.core.clone(),
+        app.upstreams.clone(),
+        app.state.notify.clone(),
+    );
     let names = |core: &gatehouse_core::Core| -> Vec<String> {
         core.policy.rules().unwrap().rules().iter().map(|r| r.name.clone()).collect()
     };
@@ -34,7 +40,7 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     std::fs::write(&file, "[[policy]]\npattern = \"gatehouse_status\"\naction = \"block\"\n").unwrap();
     assert_eq!(
         reloader.reload(Cause::FileChanged).await,
-        Reloaded::Applied { applied: true, upstreams: Default::default(), at_restart: vec![] }
+        Reloaded::Applied { applied: true, upstreams: Default::default(), notify: false, at_restart: vec![] }
     );
     assert_eq!(names(&app.core), ["gatehouse_status"]);
     // The next call meets it, in a session opened before the reload.
@@ -61,7 +67,7 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     std::fs::write(&file, "session_idle_timeout = \"5m\"\n").unwrap();
     let outcome = reloader.reload(Cause::Signal).await;
     let at_restart = vec!["session_idle_timeout".to_string()];
-    assert_eq!(outcome, Reloaded::Applied { applied: true, upstreams: Default::default(), at_restart });
+    assert_eq!(outcome, Reloaded::Applied { applied: true, upstreams: Default::default(), notify: false, at_restart });
     assert!(names(&app.core).is_empty(), "the rule left the file, so it left the gate");
 
     let changes = app.core.changes.recent("config", 10).unwrap();
@@ -78,7 +84,13 @@ async fn a_reload_starts_restarts_and_stops_upstreams_as_their_entries_changed()
     let file = app.dir.path().join("gatehouse.toml");
     std::fs::write(&file, "").unwrap();
     owner_only(&file);
-    let reloader = Reloader::new(file.clone(), Default::default(), app.core.clone(), app.upstreams.clone());
+    let reloader = Reloader::new(
+        file.clone(),
+        Default::default(),
+        app.core.clone(),
+        app.upstreams.clone(),
+        app.state.notify.clone(),
+    );
     let entry = |extra: &str| {
         format!(
             "[[upstream]]\nname = \"everything\"\nprefix = \"ev__\"\ncommand = {:?}\nargs = [{:?}, \"--stdio\"]\n{extra}",
