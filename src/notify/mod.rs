@@ -8,7 +8,7 @@ pub mod deliver;
 pub mod format;
 pub mod watch;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gatehouse_core::Core;
@@ -39,6 +39,9 @@ struct Inner {
     started: Option<Started>,
     /// Stops the running set (a child of the server's shutdown).
     running: Option<CancellationToken>,
+    /// The newest audit entry a watcher looked at: a reloaded set goes on
+    /// from there, so a call opened during the reload is still announced.
+    seen: Arc<AtomicI64>,
 }
 
 struct Started {
@@ -76,7 +79,7 @@ impl Notifier {
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
         };
-        inner.running = spawn(&started, &inner.targets);
+        inner.running = spawn(&started, &inner.targets, &inner.seen);
         inner.started = Some(started);
     }
 
@@ -91,8 +94,12 @@ impl Notifier {
             running.cancel();
         }
         inner.targets = Arc::new(with_status(targets, &inner.targets));
+        if targets.is_empty() {
+            // No set runs until the next: that one starts from its own start.
+            inner.seen = Arc::default();
+        }
         if let Some(started) = &inner.started {
-            inner.running = spawn(started, &inner.targets);
+            inner.running = spawn(started, &inner.targets, &inner.seen);
         }
         true
     }
@@ -140,7 +147,11 @@ fn with_status(
 
 /// Spawns the watcher and the workers of `targets`; the token that stops
 /// them (`None` when there is nothing to run).
-fn spawn(started: &Started, targets: &[(Arc<Target>, Arc<TargetStatus>)]) -> Option<CancellationToken> {
+fn spawn(
+    started: &Started,
+    targets: &[(Arc<Target>, Arc<TargetStatus>)],
+    seen: &Arc<AtomicI64>,
+) -> Option<CancellationToken> {
     if targets.is_empty() {
         return None;
     }
@@ -162,7 +173,7 @@ fn spawn(started: &Started, targets: &[(Arc<Target>, Arc<TargetStatus>)]) -> Opt
             .run(),
         );
     }
-    started.tasks.spawn(watch::run(started.core.clone(), started.base_url.clone(), routes, stop.clone()));
+    started.tasks.spawn(watch::run(started.core.clone(), started.base_url.clone(), routes, stop.clone(), seen.clone()));
     Some(stop)
 }
 

@@ -21,6 +21,7 @@ use gatehouse_core::clock::rfc3339;
 use gatehouse_core::live::LiveEvent;
 use gatehouse_core::model::{AuditEntry, HistoryFilter, State};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -47,20 +48,33 @@ pub struct Route {
 
 /// Watches the hub until shutdown, handing each message to the targets that
 /// want it; ends by dropping the queues, which lets the workers finish.
-pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken) {
+/// `seen` is the newest entry looked at, kept across a reload's watchers:
+/// the next set goes on from where this one stopped (0: from now).
+pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken, seen: Arc<AtomicI64>) {
     // Subscribed before the first look, so no change falls between them.
     let mut events = core.live.subscribe();
-    let Ok(mut last_id) = core.run(|core| newest_id(&core)).await else { return };
-    // Nothing written before the start is sent, looking back or not.
+    let mut last_id = match seen.load(Ordering::Acquire) {
+        0 => match core.run(|core| newest_id(&core)).await {
+            Ok(id) => id,
+            Err(_) => return,
+        },
+        id => id,
+    };
+    seen.store(last_id, Ordering::Release);
+    // Nothing written before the first start is sent, looking back or not.
     let floor = last_id;
+    // What a reload's gap left: looked at once, at once.
+    let mut pending_look = true;
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            event = events.recv() => match event {
-                // A lagging receiver missed some events, not entries: read on.
-                Ok(LiveEvent::ApprovalsChanged) | Err(RecvError::Lagged(_)) => {}
-                Ok(_) => continue,
-                Err(RecvError::Closed) => break,
+        if !std::mem::take(&mut pending_look) {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                event = events.recv() => match event {
+                    // A lagging receiver missed some events, not entries: read on.
+                    Ok(LiveEvent::ApprovalsChanged) | Err(RecvError::Lagged(_)) => {}
+                    Ok(_) => continue,
+                    Err(RecvError::Closed) => break,
+                }
             }
         }
         let base = base_url.clone();
@@ -92,6 +106,7 @@ pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: Can
         });
         let Ok((newest, notices)) = read.await else { break };
         last_id = newest;
+        seen.fetch_max(newest, Ordering::AcqRel);
         for notice in notices {
             for route in routes.iter().filter(|r| r.target.wants(&notice.agent, &notice.tool)) {
                 if route.tx.try_send(notice.clone()).is_err() {
