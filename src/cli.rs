@@ -224,13 +224,7 @@ fn serve(config: Config, file: Option<PathBuf>, overrides: Overrides) -> anyhow:
         // The file it was started from reloads on SIGHUP and when it changes.
         if let Some(path) = &file {
             let mcp = &app.state().mcp;
-            let reloader = crate::reload::Reloader::new(
-                path.clone(),
-                overrides,
-                mcp.core.clone(),
-                mcp.upstreams.clone(),
-                app.state().notify.clone(),
-            );
+            let reloader = crate::reload::Reloader::new(path.clone(), overrides, app.state());
             crate::reload::watch(reloader, shutdown, &mcp.tasks);
         }
         let record = ServingAt::new(&config.data_dir);

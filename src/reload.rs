@@ -7,8 +7,10 @@
 //! (added, removed, or restarted when their entry changed; agents keep their
 //! sessions and are told their lists changed), and the `[[notify]]` targets.
 //! Every other key that changed is named, in the log and in the change log,
-//! as taking effect at the next restart (the limits are still read once, at
-//! start). A file that does not load is refused whole: the error is logged
+//! as taking effect at the next restart. Of the other keys, those in
+//! [`LIVE_KEYS`] (what is kept of arguments, the session and request caps,
+//! the trust switches, the page size) apply at once too: the running
+//! configuration is swapped with them ([`crate::config::live::LiveConfig`]). A file that does not load is refused whole: the error is logged
 //! and recorded, and the running configuration is kept. Every reload,
 //! applied or refused, is in the change log (subject `config`).
 
@@ -16,16 +18,17 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use gatehouse_core::Core;
 use gatehouse_core::changes::Change;
 use gatehouse_core::policy::FromFile;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::config::live::LIVE_KEYS;
 use crate::config::{Config, Overrides};
-use crate::mcp::upstream::Upstreams;
+use crate::mcp::McpState;
 use crate::mcp::upstream::reconfigure::Reconfigured;
 use crate::notify::Notifier;
+use crate::state::AppState;
 
 /// How often the file is read to see whether it changed.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -63,6 +66,8 @@ pub enum Reloaded {
         upstreams: Reconfigured,
         /// The `[[notify]]` targets changed (the new set now runs).
         notify: bool,
+        /// The keys that apply at once ([`LIVE_KEYS`]) this reload changed.
+        live: Vec<String>,
         /// Top-level keys that changed but take effect only at a restart.
         at_restart: Vec<String>,
     },
@@ -74,11 +79,12 @@ pub enum Reloaded {
 pub struct Reloader {
     path: PathBuf,
     overrides: Overrides,
-    core: Core,
-    upstreams: Upstreams,
+    mcp: McpState,
     notify: Notifier,
     /// The file's keys as the server started with them (what only a restart applies).
     started: toml::Table,
+    /// The file's keys as last applied (which live keys a reload changed).
+    applied: Mutex<toml::Table>,
     /// The file as last reloaded (its text and mode), so an unchanged file
     /// is not reloaded again; and a changed one as last polled, so it is
     /// reloaded only once two polls read it alike (a save in progress,
@@ -122,9 +128,9 @@ impl Snapshot {
 }
 
 impl Reloader {
-    /// A reloader for `path`, which the server was started from (read now,
-    /// as the baseline of what a restart would change).
-    pub fn new(path: PathBuf, overrides: Overrides, core: Core, upstreams: Upstreams, notify: Notifier) -> Self {
+    /// A reloader for `path`, which the server of `state` was started from
+    /// (read now, as the baseline of what a restart would change).
+    pub fn new(path: PathBuf, overrides: Overrides, state: &AppState) -> Self {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let started = keys(&text).unwrap_or_default();
         #[cfg(unix)]
@@ -133,7 +139,15 @@ impl Reloader {
         #[cfg(not(unix))]
         let mode = 0;
         let seen = Seen { reloaded: Snapshot { text, mode }, polled: None };
-        Self { path, overrides, core, upstreams, notify, started, seen: Mutex::new(seen) }
+        Self {
+            path,
+            overrides,
+            mcp: state.mcp.clone(),
+            notify: state.notify.clone(),
+            applied: Mutex::new(started.clone()),
+            started,
+            seen: Mutex::new(seen),
+        }
     }
 
     /// Reads the file again and applies what reloads; records the outcome.
@@ -156,15 +170,26 @@ impl Reloader {
             Ok(config) => {
                 let trusted = config.upstream.iter().filter(|u| u.trust_annotations).map(|u| u.name.clone());
                 let file = FromFile::new(config.policy_rules.clone(), trusted, config.profiles.clone());
-                let applied = self.core.policy.replace_config(file);
-                let upstreams = self.upstreams.reconfigure(&config.upstream).await;
+                let applied = self.mcp.core.policy.replace_config(file);
+                let upstreams = self.mcp.upstreams.reconfigure(&config.upstream).await;
                 if applied && upstreams.is_empty() {
                     // A profile or rule may show or hide tools (a reconfiguration said so already).
-                    self.upstreams.announce_lists_changed();
+                    self.mcp.upstreams.announce_lists_changed();
                 }
                 let notify = self.notify.replace(&config.notify_targets);
-                let at_restart = changed_keys(&self.started, &keys(&text).unwrap_or_default());
-                Reloaded::Applied { applied, upstreams, notify, at_restart }
+                let now = self.mcp.config.apply(&config);
+                self.mcp.mcp_sessions.set_caps(now.max_sessions_per_credential, now.max_sessions);
+                self.mcp.slots.set_per_credential(now.max_requests_per_credential);
+                let table = keys(&text).unwrap_or_default();
+                let live = {
+                    let mut last = self.applied.lock().unwrap_or_else(|p| p.into_inner());
+                    let live = LIVE_KEYS.iter().filter(|k| last.get(**k) != table.get(**k)).map(|k| k.to_string());
+                    let live = live.collect();
+                    *last = table.clone();
+                    live
+                };
+                let at_restart = changed_keys(&self.started, &table);
+                Reloaded::Applied { applied, upstreams, notify, live, at_restart }
             }
         };
         let path = self.path.display().to_string();
@@ -173,7 +198,7 @@ impl Reloader {
                 tracing::error!(config = %path, cause = cause.as_str(), error = %why, "configuration not reloaded: the running one is kept");
                 ("reload refused", why.clone())
             }
-            Reloaded::Applied { applied, upstreams, notify, at_restart } => {
+            Reloaded::Applied { applied, upstreams, notify, live, at_restart } => {
                 let mut said = if *applied {
                     "rules, profiles and trusted upstreams reloaded".to_string()
                 } else {
@@ -189,6 +214,9 @@ impl Reloader {
                 if *notify {
                     said.push_str("; notification targets reloaded");
                 }
+                if !live.is_empty() {
+                    said.push_str(&format!("; applied: {}", live.join(", ")));
+                }
                 if !at_restart.is_empty() {
                     said.push_str(&format!("; changed, at the next restart: {}", at_restart.join(", ")));
                     tracing::warn!(config = %path, keys = ?at_restart, "these keys changed and take effect at the next restart");
@@ -199,6 +227,7 @@ impl Reloader {
         };
         let detail = format!("{} ({})", detail, cause.as_str());
         let recorded = self
+            .mcp
             .core
             .run(move |core| {
                 core.changes.record(Change {
@@ -306,13 +335,17 @@ fn keys(text: &str) -> Option<toml::Table> {
 const RELOADED: &[&str] = &["policy", "profile", "upstream", "notify"];
 
 /// The top-level keys whose values differ between `before` and `after`,
-/// leaving out what reloads ([`RELOADED`]), sorted.
+/// leaving out what reloads ([`RELOADED`], [`LIVE_KEYS`]), sorted.
 fn changed_keys(before: &toml::Table, after: &toml::Table) -> Vec<String> {
     let mut all: Vec<&String> = before.keys().chain(after.keys()).collect();
     all.sort();
     all.dedup();
     all.into_iter()
-        .filter(|key| !RELOADED.contains(&key.as_str()) && before.get(*key) != after.get(*key))
+        .filter(|key| {
+            !RELOADED.contains(&key.as_str())
+                && !LIVE_KEYS.contains(&key.as_str())
+                && before.get(*key) != after.get(*key)
+        })
         .map(|key| key.to_string())
         .collect()
 }

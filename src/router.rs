@@ -84,7 +84,7 @@ pub fn app(state: AppState) -> Router {
         // `Content-Encoding`, which the layer respects).
         .layer(tower_http::compression::CompressionLayer::new().br(true).gzip(true))
         .layer(CookieManagerLayer::new())
-        .layer(axum::extract::DefaultBodyLimit::max(state.mcp.config.max_body_bytes))
+        .layer(axum::extract::DefaultBodyLimit::max(state.mcp.config.load().max_body_bytes))
         .with_state(state.clone());
     // The guard goes outermost: refusals (a foreign Host, a cross-site POST)
     // carry the security headers too.

@@ -158,9 +158,9 @@ impl Application {
             tasks.spawn(async move { approvals.follow(stop.cancelled_owned()).await })
         };
         let limits = crate::server::ConnectionLimits {
-            max_connections: state.mcp.config.max_connections,
-            header_read_timeout: state.mcp.config.header_read_timeout,
-            idle_timeout: state.mcp.config.idle_timeout,
+            max_connections: state.mcp.config.load().max_connections,
+            header_read_timeout: state.mcp.config.load().header_read_timeout,
+            idle_timeout: state.mcp.config.load().idle_timeout,
         };
         let metrics = self.metrics_listener.map(|listener| {
             tracing::info!(address = ?listener.local_addr().ok(), "serving /metrics without authentication");

@@ -81,7 +81,7 @@ impl AppState {
                 slots: crate::mcp::slots::RequestSlots::new(config.max_requests_per_credential, config.mcp_requests()),
                 tasks,
                 shutdown,
-                config: Arc::new(config.clone()),
+                config: crate::config::live::LiveConfig::new(config.clone()),
                 core,
             }),
             https: config.https(),

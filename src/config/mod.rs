@@ -20,6 +20,7 @@ use crate::telemetry::LogFormat;
 
 mod env;
 pub mod error;
+pub mod live;
 #[cfg(test)]
 mod tests;
 mod tree;

@@ -230,10 +230,10 @@ async fn serve_post(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
     let (mut parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+    let bytes = match axum::body::to_bytes(body, state.config.load().max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
-            let message = format!("request body exceeds {} bytes (max_body_bytes)", state.config.max_body_bytes);
+            let message = format!("request body exceeds {} bytes (max_body_bytes)", state.config.load().max_body_bytes);
             return (jsonrpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, message), None);
         }
     };
@@ -259,7 +259,7 @@ async fn serve_post(
     // a 2026-07-28 request, whose `Mcp-Method` header rmcp requires and
     // checks against the body: the header says what it is.
     let listen = if parts.headers.get("mcp-method").is_some_and(|m| m == "subscriptions/listen") {
-        let limit = listeners::per_credential(state.config.max_requests_per_credential);
+        let limit = listeners::per_credential(state.config.load().max_requests_per_credential);
         match state.upstreams.listeners().reserve(&credential_id, limit) {
             Ok(permit) => {
                 parts.extensions.insert(permit.clone());

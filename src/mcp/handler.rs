@@ -236,7 +236,7 @@ impl ServerHandler for GatehouseMcp {
         let lens = subjects::Lens::of(&self.state, caller(&context.extensions).ok().map(|(c, _)| c)).await;
         let mut prompts = self.state.upstreams.prompts();
         prompts.retain(|p| lens.shows(Subject::Prompt(&p.name)));
-        let (items, next) = paging::page(prompts, request.as_ref(), self.state.config.list_page_size)?;
+        let (items, next) = paging::page(prompts, request.as_ref(), self.state.config.load().list_page_size)?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Prompts));
@@ -265,7 +265,7 @@ impl ServerHandler for GatehouseMcp {
         let lens = subjects::Lens::of(&self.state, caller(&context.extensions).ok().map(|(c, _)| c)).await;
         let mut resources = self.state.upstreams.resources();
         resources.retain(|r| lens.shows(Subject::Resource(&r.uri)));
-        let (items, next) = paging::page(resources, request.as_ref(), self.state.config.list_page_size)?;
+        let (items, next) = paging::page(resources, request.as_ref(), self.state.config.load().list_page_size)?;
         let mut result = ListResourcesResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Resources));
@@ -280,7 +280,7 @@ impl ServerHandler for GatehouseMcp {
         let lens = subjects::Lens::of(&self.state, caller(&context.extensions).ok().map(|(c, _)| c)).await;
         let mut templates = self.state.upstreams.resource_templates();
         templates.retain(|t| lens.shows(Subject::Resource(&t.uri_template)));
-        let (items, next) = paging::page(templates, request.as_ref(), self.state.config.list_page_size)?;
+        let (items, next) = paging::page(templates, request.as_ref(), self.state.config.load().list_page_size)?;
         let mut result = ListResourceTemplatesResult::with_all_items(items);
         result.next_cursor = next;
         result.ttl_ms = Some(self.state.upstreams.list_ttl(Listed::Templates));
@@ -418,7 +418,7 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<ListToolsResult, ErrorData> {
         let credential = caller(&context.extensions).ok().map(|(credential, _)| credential);
         let listed = gate::list(&self.state, credential).await;
-        let (items, next) = paging::page(listed, request.as_ref(), self.state.config.list_page_size)?;
+        let (items, next) = paging::page(listed, request.as_ref(), self.state.config.load().list_page_size)?;
         let mut result = ListToolsResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result.served())

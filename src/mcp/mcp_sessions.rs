@@ -19,7 +19,7 @@
 //! outlive it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -126,7 +126,10 @@ impl Table {
 /// The session → credential bindings, with the session caps.
 pub struct McpSessionBindings {
     table: Mutex<Table>,
-    limits: SessionLimits,
+    /// `max_sessions_per_credential` and `max_sessions` (a reload sets them).
+    per_credential: AtomicUsize,
+    total: AtomicUsize,
+    idle_timeout: Duration,
     metrics: SessionMetrics,
     /// rmcp's sessions, to close those of a revoked credential and to notice ended ones.
     manager: Arc<LocalSessionManager>,
@@ -181,7 +184,22 @@ impl Drop for SessionUse {
 impl McpSessionBindings {
     /// Bindings over rmcp's session manager, with the configured limits.
     pub fn new(manager: Arc<LocalSessionManager>, limits: SessionLimits) -> Arc<Self> {
-        Arc::new(Self { table: Mutex::default(), limits, metrics: SessionMetrics::default(), manager })
+        Arc::new(Self {
+            table: Mutex::default(),
+            per_credential: AtomicUsize::new(limits.per_credential),
+            total: AtomicUsize::new(limits.total),
+            idle_timeout: limits.idle_timeout,
+            metrics: SessionMetrics::default(),
+            manager,
+        })
+    }
+
+    /// Sets the caps (a reload): sessions already open stay; a credential
+    /// over a lowered cap gives up its least recently used idle session
+    /// when it opens the next.
+    pub fn set_caps(&self, per_credential: usize, total: usize) {
+        self.per_credential.store(per_credential, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -203,17 +221,18 @@ impl McpSessionBindings {
     /// make room (never another credential's: the total cap is shared, the
     /// room is not); only if each of its sessions is in use is it refused.
     pub async fn reserve(self: &Arc<Self>, credential_id: &str) -> Result<Reservation, McpSessionLimit> {
+        let (per_credential, total) = (self.per_credential.load(Ordering::Relaxed), self.total.load(Ordering::Relaxed));
         let evicted = {
             let mut t = self.lock();
             let held = t.held.get(credential_id).copied().unwrap_or(0);
-            let full = t.sessions.len() + t.opening >= self.limits.total;
-            let evicted = if full || held >= self.limits.per_credential {
+            let full = t.sessions.len() + t.opening >= total;
+            let evicted = if full || held >= per_credential {
                 // The victim's place passes to the new session at once, under
                 // the lock, so no one else can take it meanwhile.
                 match t.least_recently_used_idle(credential_id) {
                     Some(sid) => t.remove(&sid).map(|bound| (sid, bound)),
-                    None if full => return Err(McpSessionLimit::Total(self.limits.total)),
-                    None => return Err(McpSessionLimit::PerCredential(self.limits.per_credential)),
+                    None if full => return Err(McpSessionLimit::Total(total)),
+                    None => return Err(McpSessionLimit::PerCredential(per_credential)),
                 }
             } else {
                 None
@@ -298,7 +317,7 @@ impl McpSessionBindings {
             let sids: Vec<String> = t
                 .sessions
                 .iter()
-                .filter(|(_, b)| b.in_use == 0 && now.duration_since(b.last_used) >= self.limits.idle_timeout)
+                .filter(|(_, b)| b.in_use == 0 && now.duration_since(b.last_used) >= self.idle_timeout)
                 .map(|(sid, _)| sid.clone())
                 .collect();
             sids.into_iter().filter_map(|sid| t.remove(&sid).map(|bound| (sid, bound))).collect()
@@ -313,7 +332,7 @@ impl McpSessionBindings {
     /// ends within a quarter of its timeout after it, at most every
     /// [`SWEEP_EVERY`].
     fn idle_check_every(&self) -> Duration {
-        (self.limits.idle_timeout / 4).clamp(Duration::from_millis(10), SWEEP_EVERY)
+        (self.idle_timeout / 4).clamp(Duration::from_millis(10), SWEEP_EVERY)
     }
 
     /// Drops bindings of sessions rmcp has ended (its keep-alive, a failed

@@ -48,8 +48,9 @@ impl std::ops::Deref for McpState {
 pub struct McpShared {
     /// Shared stores.
     pub core: Core,
-    /// The configuration it runs with (limits, trust switches, page size).
-    pub config: Arc<crate::config::Config>,
+    /// The configuration it runs with (limits, trust switches, page size);
+    /// a reload swaps in the keys that apply at once.
+    pub config: crate::config::live::LiveConfig,
     /// Counters exported at `/metrics`.
     pub metrics: Arc<auth::AuthMetrics>,
     /// Base URL for approval links.
@@ -92,7 +93,7 @@ pub fn router(state: McpState, allow: &AllowList) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allow.hosts().to_vec())
         .with_allowed_origins(allow.mcp_origins().to_vec())
-        .with_max_request_body_bytes(state.config.max_body_bytes)
+        .with_max_request_body_bytes(state.config.load().max_body_bytes)
         .with_cancellation_token(state.shutdown.clone());
     let factory_state = state.clone();
     // Relayed upstream requests need to know which agent streams are open.

@@ -14,6 +14,7 @@
 //! slots; making them wait for a free one could wait for ever.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -38,7 +39,8 @@ pub enum SlotRefused {
 /// The counts; one per process (each replica bounds its own connections).
 #[derive(Debug)]
 pub struct RequestSlots {
-    per_credential: usize,
+    /// `max_requests_per_credential` (a reload sets it).
+    per_credential: AtomicUsize,
     total: usize,
     all: Arc<Semaphore>,
     held: Mutex<HashMap<String, usize>>,
@@ -55,14 +57,26 @@ pub struct Slot {
 impl RequestSlots {
     /// At most `per_credential` requests per credential and `total` in all.
     pub fn new(per_credential: usize, total: usize) -> Arc<Self> {
-        Arc::new(Self { per_credential, total, all: Arc::new(Semaphore::new(total)), held: Mutex::default() })
+        Arc::new(Self {
+            per_credential: AtomicUsize::new(per_credential),
+            total,
+            all: Arc::new(Semaphore::new(total)),
+            held: Mutex::default(),
+        })
+    }
+
+    /// Sets the per-credential bound (a reload); requests in progress keep
+    /// their slots.
+    pub fn set_per_credential(&self, per_credential: usize) {
+        self.per_credential.store(per_credential, Ordering::Relaxed);
     }
 
     /// A slot for one request of `credential`, or why there is none.
     pub fn claim(self: &Arc<Self>, credential: &str) -> Result<Slot, SlotRefused> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.get(credential).is_some_and(|&count| count >= self.per_credential) {
-            return Err(SlotRefused::Credential(self.per_credential));
+        let per_credential = self.per_credential.load(Ordering::Relaxed);
+        if held.get(credential).is_some_and(|&count| count >= per_credential) {
+            return Err(SlotRefused::Credential(per_credential));
         }
         let all = self.all.clone().try_acquire_owned().map_err(|_| SlotRefused::Full(self.total))?;
         match held.get_mut(credential) {

@@ -413,13 +413,7 @@ async fn a_reload_starts_a_target_added_to_the_file_and_stops_one_removed() {
     let entry = |name: &str, r: &Receiver| format!("[[notify]]\nname = {name:?}\nurl = {:?}\n", r.url);
     std::fs::write(&file, "").unwrap();
     std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let reloader = Reloader::new(
-        file.clone(),
-        Default::default(),
-        app.core.clone(),
-        app.upstreams.clone(),
-        app.state.notify.clone(),
-    );
+    let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
     let notify_changed = |outcome: Reloaded| match outcome {
         Reloaded::Applied { notify, .. } => notify,
         Reloaded::Refused(why) => panic!("refused: {why}"),

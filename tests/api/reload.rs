@@ -25,13 +25,7 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     let file = app.dir.path().join("gatehouse.toml");
     std::fs::write(&file, "").unwrap();
     owner_only(&file);
-    let reloader = Reloader::new(
-        file.clone(),
-        Default::default(),
-        app.core.clone(),
-        app.upstreams.clone(),
-        app.state.notify.clone(),
-    );
+    let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
     let names = |core: &gatehouse_core::Core| -> Vec<String> {
         core.policy.rules().unwrap().rules().iter().map(|r| r.name.clone()).collect()
     };
@@ -40,7 +34,13 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     std::fs::write(&file, "[[policy]]\npattern = \"gatehouse_status\"\naction = \"block\"\n").unwrap();
     assert_eq!(
         reloader.reload(Cause::FileChanged).await,
-        Reloaded::Applied { applied: true, upstreams: Default::default(), notify: false, at_restart: vec![] }
+        Reloaded::Applied {
+            applied: true,
+            upstreams: Default::default(),
+            notify: false,
+            live: vec![],
+            at_restart: vec![]
+        }
     );
     assert_eq!(names(&app.core), ["gatehouse_status"]);
     // The next call meets it, in a session opened before the reload.
@@ -67,7 +67,10 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     std::fs::write(&file, "session_idle_timeout = \"5m\"\n").unwrap();
     let outcome = reloader.reload(Cause::Signal).await;
     let at_restart = vec!["session_idle_timeout".to_string()];
-    assert_eq!(outcome, Reloaded::Applied { applied: true, upstreams: Default::default(), notify: false, at_restart });
+    assert_eq!(
+        outcome,
+        Reloaded::Applied { applied: true, upstreams: Default::default(), notify: false, live: vec![], at_restart }
+    );
     assert!(names(&app.core).is_empty(), "the rule left the file, so it left the gate");
 
     let changes = app.core.changes.recent("config", 10).unwrap();
@@ -84,13 +87,7 @@ async fn a_reload_starts_restarts_and_stops_upstreams_as_their_entries_changed()
     let file = app.dir.path().join("gatehouse.toml");
     std::fs::write(&file, "").unwrap();
     owner_only(&file);
-    let reloader = Reloader::new(
-        file.clone(),
-        Default::default(),
-        app.core.clone(),
-        app.upstreams.clone(),
-        app.state.notify.clone(),
-    );
+    let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
     let entry = |extra: &str| {
         format!(
             "[[upstream]]\nname = \"everything\"\nprefix = \"ev__\"\ncommand = {:?}\nargs = [{:?}, \"--stdio\"]\n{extra}",
@@ -225,4 +222,50 @@ async fn sighup_reloads_the_file_of_a_running_server() {
     let said = |message: &str| logs.iter().filter(|l| l["message"] == message).collect::<Vec<_>>();
     assert!(said("configuration reloaded").iter().any(|l| l["cause"] == "SIGHUP"), "{logs:?}");
     assert!(!said("configuration not reloaded: the running one is kept").is_empty(), "{logs:?}");
+}
+
+/// The keys that apply at once (`LIVE_KEYS`) hold on the next request after
+/// a reload, in a session opened before it; the change log names them; the
+/// listener, which waits for a restart, is named as waiting.
+#[tokio::test]
+async fn a_reload_applies_the_page_size_and_the_caps_to_the_next_request() {
+    let app = spawn_app().await;
+    let file = app.dir.path().join("gatehouse.toml");
+    std::fs::write(&file, "").unwrap();
+    owner_only(&file);
+    let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
+    let token = app.issue("cursor", None);
+    let sid = app.open_session(&token).await;
+    let list = |cursor: Option<&str>| {
+        let params = cursor.map_or(json!({}), |c| json!({"cursor": c}));
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params});
+        let (app, token, sid) = (&app, &token, &sid);
+        async move {
+            let (_, _, messages) = app.call(token, sid, body).await;
+            messages.into_iter().find(|m| m["id"] == 1).expect("an answer")
+        }
+    };
+    let whole = list(None).await;
+    assert!(whole["result"].get("nextCursor").is_none(), "one page: {whole}");
+    let tools = whole["result"]["tools"].as_array().unwrap().len();
+    assert!(tools > 2, "{whole}");
+
+    std::fs::write(&file, "list_page_size = 2\nmax_sessions = 5\nlisten = \"127.0.0.1:1\"\n").unwrap();
+    let Reloaded::Applied { live, at_restart, .. } = reloader.reload(Cause::Signal).await else { panic!("refused") };
+    assert_eq!((live, at_restart), (vec!["list_page_size".to_string(), "max_sessions".into()], vec!["listen".into()]));
+    let first = list(None).await;
+    assert_eq!(first["result"]["tools"].as_array().unwrap().len(), 2, "{first}");
+    let cursor = first["result"]["nextCursor"].as_str().expect("a next page").to_string();
+    assert_eq!(list(Some(&cursor)).await["result"]["tools"].as_array().unwrap().len(), 2.min(tools - 2));
+    assert_eq!(app.state.mcp.config.load().max_sessions, 5);
+    let changes = app.core.changes.recent("config", 1).unwrap();
+    let said = changes[0].detail.as_deref().unwrap();
+    assert!(said.contains("applied: list_page_size, max_sessions"), "{said}");
+    assert!(said.contains("at the next restart: listen"), "{said}");
+
+    // Back to the default: one page again, and the key named as applied.
+    std::fs::write(&file, "listen = \"127.0.0.1:1\"\n").unwrap();
+    let Reloaded::Applied { live, .. } = reloader.reload(Cause::FileChanged).await else { panic!("refused") };
+    assert_eq!(live, ["list_page_size", "max_sessions"]);
+    assert!(list(None).await["result"].get("nextCursor").is_none());
 }

@@ -88,7 +88,7 @@ async fn forty_runs_of_a_client_that_never_ends_its_sessions_all_pass_with_the_d
             panic!("run {run} failed: {e}");
         }
     }
-    let cap = app.state.mcp.config.max_sessions_per_credential;
+    let cap = app.state.mcp.config.load().max_sessions_per_credential;
     assert_eq!(cap, 16, "the default limit");
     assert_eq!(app.state.mcp.mcp_sessions.len(), cap, "the credential holds its cap, no more");
     assert_eq!(closed_total(&app, "evicted").await, 40 - cap as u64, "each run past the cap evicted one session");

@@ -15,7 +15,7 @@ use crate::tool_error::{Shape, ToolErrorCode, error_result};
 
 /// Whether this session's pauses are announced with the model's own way to decide.
 pub fn may_decide(state: &McpState, mode: Mode, execution: &Execution) -> bool {
-    mode == Mode::AgentDecides && state.config.allow_model_decisions && !execution.human_only
+    mode == Mode::AgentDecides && state.config.load().allow_model_decisions && !execution.human_only
 }
 
 /// The browser answer (in `shape`), plus how the agent may decide itself.
@@ -40,7 +40,7 @@ pub async fn decide(
     action: ResumeAction,
 ) -> Result<(), CallToolResult> {
     let id = &execution.id;
-    if mode != Mode::AgentDecides || !state.config.allow_model_decisions {
+    if mode != Mode::AgentDecides || !state.config.load().allow_model_decisions {
         return Err(error_result(
             ToolErrorCode::ModelDecisionNotAllowed,
             "this session may not decide calls itself; a person decides on the approval page",

@@ -59,7 +59,7 @@ async fn native(
         // A form is answered by the client, which the agent may drive: it
         // decides only where the operator trusts client forms, and never a
         // call a rule reserves for a person.
-        Some(_) if state.config.trust_client_forms && !execution.human_only => {
+        Some(_) if state.config.load().trust_client_forms && !execution.human_only => {
             form::ask_with_form(state, caller, execution, shape, ctx).await
         }
         _ => browser::pending_result(state, execution, shape),

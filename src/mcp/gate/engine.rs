@@ -104,7 +104,7 @@ pub async fn call(
         Admitted::Ask(verdict) => verdict,
     };
     let changes_gate = tools::changes_gate(call.name);
-    let limit = state.config.max_gated_arguments_bytes;
+    let limit = state.config.load().max_gated_arguments_bytes;
     let size = serde_json::to_vec(arguments).map(|v| v.len()).unwrap_or(usize::MAX);
     if size > limit {
         tracing::warn!(tool = call.name, agent = %caller.credential.agent, size, limit, "gated call's arguments too large");

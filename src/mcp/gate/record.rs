@@ -47,7 +47,7 @@ pub fn kept(
     waited: bool,
     arguments: &Value,
 ) -> Option<KeptArguments> {
-    let config = &state.config;
+    let config = state.config.load();
     let of_upstream = upstream.and_then(|name| config.upstream.iter().find(|u| u.name == name)?.keep_arguments);
     Keep::of(config.keep_arguments, verdict.keep_arguments, of_upstream)
         .keeps(waited)

@@ -36,7 +36,7 @@ pub fn declares_url(ctx: &RequestContext<RoleServer>) -> bool {
 
 /// Whether a call from this client is answered with the `-32042` error.
 pub fn uses_url_error(state: &McpState, ctx: &RequestContext<RoleServer>) -> bool {
-    state.config.native_url == NativeUrl::Error && declares_url(ctx)
+    state.config.load().native_url == NativeUrl::Error && declares_url(ctx)
 }
 
 /// `-32042` URL elicitation required, pointing at the approval page.
