@@ -253,20 +253,54 @@ impl Reloader {
     }
 }
 
-/// Why the file may not be reloaded if others than its owner may write
-/// it: whoever writes it changes the gate within a second (an agent's user
-/// in the same group, say). `None` when only its owner may.
+/// Why the file may not be reloaded if someone other than the server's own
+/// user (or root) could have written it: whoever writes it changes the gate
+/// within a second (an agent's user in the same group, say). Refused when
+/// the file is writable by its group or everyone, when it belongs to
+/// another user, or when its folder lets others than its owner replace it
+/// (a folder with the sticky bit, like `/tmp`, lets each replace only
+/// their own files) or belongs to another user. `None` when only the
+/// server's user or root may.
 async fn writable_by_others(path: &std::path::Path) -> Option<String> {
     #[cfg(unix)]
     {
-        let mode = mode_of(path).await?;
-        (mode & 0o022 != 0).then(|| {
-            format!(
-                "{} is writable by its group or by everyone (mode {:o}): whoever writes it would change the gate; make it writable by its owner only (chmod go-w)",
+        use std::os::unix::fs::MetadataExt;
+        let file = tokio::fs::metadata(path).await.ok()?;
+        let mode = file.mode();
+        let fix = "whoever writes it would change the gate";
+        if mode & 0o022 != 0 {
+            return Some(format!(
+                "{} is writable by its group or by everyone (mode {:o}): {fix}; make it writable by its owner only (chmod go-w)",
                 path.display(),
                 mode & 0o777
-            )
-        })
+            ));
+        }
+        let me = rustix::process::geteuid().as_raw();
+        if file.uid() != me && file.uid() != 0 {
+            return Some(format!(
+                "{} belongs to user {}, not to the user the server runs as ({me}) or root: {fix}; chown it",
+                path.display(),
+                file.uid()
+            ));
+        }
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let dir = tokio::fs::metadata(folder).await.ok()?;
+        let sticky = dir.mode() & 0o1000 != 0;
+        if dir.mode() & 0o022 != 0 && !sticky {
+            return Some(format!(
+                "its folder {} is writable by its group or by everyone (mode {:o}): anyone who may write there could replace the file; chmod go-w the folder",
+                folder.display(),
+                dir.mode() & 0o777
+            ));
+        }
+        if dir.uid() != me && dir.uid() != 0 {
+            return Some(format!(
+                "its folder {} belongs to user {}, who could replace the file: keep it in a folder of the server's user or root",
+                folder.display(),
+                dir.uid()
+            ));
+        }
+        None
     }
     #[cfg(not(unix))]
     {

@@ -73,12 +73,32 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
     );
     assert!(names(&app.core).is_empty(), "the rule left the file, so it left the gate");
 
-    let changes = app.core.changes.recent("config", 10).unwrap();
+    let this_file = file.display().to_string();
+    let changes: Vec<_> =
+        app.core.changes.recent("config", 20).unwrap().into_iter().filter(|c| c.target == this_file).collect();
     let actions: Vec<&str> = changes.iter().map(|c| c.action.as_str()).collect();
     assert_eq!(actions, ["reload", "reload refused", "reload refused", "reload"], "newest first: {changes:?}");
     assert!(changes[0].detail.as_deref().unwrap().contains("at the next restart: session_idle_timeout"));
     assert!(changes[1].detail.as_deref().unwrap().contains("chmod go-w"));
     assert!(changes[2].detail.as_deref().unwrap().contains("listen_prot"));
+    // Nor is one in a folder others may write (they could replace it), nor
+    // one another user owns (they could write it).
+    let shared = app.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o775)).unwrap();
+    let elsewhere = shared.join("gatehouse.toml");
+    std::fs::write(&elsewhere, "").unwrap();
+    owner_only(&elsewhere);
+    let other = Reloader::new(elsewhere.clone(), Default::default(), &app.state);
+    let Reloaded::Refused(why) = other.reload(Cause::Signal).await else { panic!("refused") };
+    assert!(why.contains("its folder") && why.contains("chmod go-w the folder"), "{why}");
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    assert!(matches!(other.reload(Cause::Signal).await, Reloaded::Applied { .. }));
+    // Only root may give a file away: where the tests run as root, give it to "nobody".
+    if std::os::unix::fs::chown(&elsewhere, Some(65534), None).is_ok() {
+        let Reloaded::Refused(why) = other.reload(Cause::Signal).await else { panic!("refused") };
+        assert!(why.contains("belongs to user 65534"), "{why}");
+    }
 }
 
 #[tokio::test]
