@@ -58,10 +58,10 @@ where
     report_as(outcome, action, done, |why| why);
 }
 
-/// [`report`] for a form that marks each refused field beside it
-/// ([`field_error`]): a refusal naming fields says only that they are
-/// marked, so no reason is printed twice.
-pub fn report_fields<S>(outcome: Outcome, action: ServerAction<S>, done: &'static str)
+/// [`report`] for a form that marks each of its `marked` fields beside it
+/// when refused ([`field_error`]): a refusal naming only those says only
+/// that they are marked, so no reason is printed twice (or hidden).
+pub fn report_fields<S>(outcome: Outcome, action: ServerAction<S>, done: &'static str, marked: &'static [&'static str])
 where
     S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
     S::Output: Send + Sync + 'static,
@@ -70,7 +70,7 @@ where
         outcome,
         action,
         move |_| done.to_string(),
-        |why| match fields_named(&why) {
+        move |why| match fields_named(&why, marked) {
             0 => why,
             1 => "Not saved: the marked field needs a change.".into(),
             n => format!("Not saved: the {n} marked fields need a change."),
@@ -101,11 +101,18 @@ fn report_as<S>(
     });
 }
 
-/// How many fields a refusal names when every line of it is one field's
-/// (`invalid <field>: <why>`, the core's way); 0 when it is anything else.
-pub fn fields_named(message: &str) -> usize {
+/// How many fields a refusal names when every line of it is one of the
+/// `marked` fields' (`invalid <field>: <why>`, the core's way: each is said
+/// beside its field); 0 when any line is anything else, a field the form
+/// does not mark included, so the whole refusal is said instead.
+pub fn fields_named(message: &str, marked: &[&str]) -> usize {
     let lines: Vec<&str> = message.lines().collect();
-    let named = lines.iter().filter(|l| l.starts_with("invalid ") && l.contains(": ")).count();
+    let of_marked = |line: &&&str| {
+        line.strip_prefix("invalid ")
+            .and_then(|rest| rest.split_once(": "))
+            .is_some_and(|(field, _)| marked.contains(&field))
+    };
+    let named = lines.iter().filter(of_marked).count();
     if named == lines.len() { named } else { 0 }
 }
 
@@ -143,5 +150,20 @@ pub fn OutcomeLine(outcome: Outcome) -> impl IntoView {
             Ok(done) => view! { <p role="status" class="notice" data-testid="outcome">{done}</p> }.into_any(),
             Err(why) => view! { <p role="alert" class="error" data-testid="outcome">{why}</p> }.into_any(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_left_to_the_fields_only_when_each_line_is_a_marked_fields() {
+        let marked = &["pattern", "when"];
+        assert_eq!(fields_named("invalid pattern: empty\ninvalid when: line 1, column 3: it ends too soon", marked), 2);
+        assert_eq!(fields_named("invalid when: it ends too soon", marked), 1);
+        // A field the form does not mark: the whole refusal is said, not hidden.
+        assert_eq!(fields_named("invalid pattern: empty\ninvalid profile: no such profile", marked), 0);
+        assert_eq!(fields_named("the database is away", marked), 0);
     }
 }

@@ -20,6 +20,10 @@ use crate::server_fns::{
     preview_rule, replay_rule,
 };
 
+/// The rule form's fields that say their own refusal beside them.
+const RULE_FIELDS: &[&str] =
+    &["pattern", "name", "agents", "owners", "upstreams", "when", "rate", "rate_per", "keep_arguments"];
+
 /// `/policies`
 #[component]
 pub fn PoliciesPage() -> impl IntoView {
@@ -33,7 +37,7 @@ pub fn PoliciesPage() -> impl IntoView {
     on_success(save, move || policies.refetch());
     on_success(remove, move || policies.refetch());
     on_success(promote, move || policies.refetch());
-    report_fields(outcome, save, "Rule saved.");
+    report_fields(outcome, save, "Rule saved.", RULE_FIELDS);
     report(outcome, remove, "Rule removed.");
     report(outcome, promote, "The shadow rule now decides.");
     let live = use_changes([refetch_on(&[LiveEvent::UpstreamsChanged], policies)]);
@@ -448,7 +452,7 @@ fn Editor(save: ServerAction<SaveRule>) -> impl IntoView {
                     Ok(None) => view! { <p class="hint">"Type a pattern to see the tools it matches."</p> }.into_any(),
                     Ok(Some(previews)) => view! { <Preview previews/> }.into_any(),
                     // A field's mistake is said beside the field.
-                    Err(e) if fields_named(&crate::outcome::message(&e)) > 0 => ().into_any(),
+                    Err(e) if fields_named(&crate::outcome::message(&e), RULE_FIELDS) > 0 => ().into_any(),
                     Err(e) => view! { <p role="alert" class="error" data-testid="preview-error">{crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Transition>

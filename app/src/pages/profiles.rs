@@ -12,6 +12,10 @@ use crate::components::name::Name;
 use crate::outcome::{Outcome, OutcomeLine, on_success, report, report_fields};
 use crate::server_fns::{ProfileDraft, ProfilesView, RemoveProfile, SaveProfile, list_profiles};
 
+/// The profile form's fields that say their own refusal beside them.
+const PROFILE_FIELDS: &[&str] =
+    &["name", "agents", "owners", "tools", "upstreams", "prompts", "resources", "rate", "rate_per"];
+
 /// The section: list and form, with its own outcome line.
 #[component]
 pub fn ProfilesSection() -> impl IntoView {
@@ -21,7 +25,7 @@ pub fn ProfilesSection() -> impl IntoView {
     let outcome: Outcome = RwSignal::new(None);
     on_success(save, move || profiles.refetch());
     on_success(remove, move || profiles.refetch());
-    report_fields(outcome, save, "Profile saved: the agents it names see only what it lists.");
+    report_fields(outcome, save, "Profile saved: the agents it names see only what it lists.", PROFILE_FIELDS);
     report(outcome, remove, "Profile removed.");
     view! {
         <section id="profiles" aria-labelledby="profiles-h">
