@@ -72,6 +72,7 @@ fn seed(data: &Path, credentials: usize, rows: usize) -> Result<(), BoxError> {
             arguments_digest: "sha256:bench",
             agent: &credential.agent,
             owner: credential.owner.as_deref(),
+            owner_id: credential.owner_id,
             credential_id: Some(&credential.id),
             thread: credential.thread.as_deref(),
             actor: Some(actor),

@@ -416,7 +416,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(changed_keys(&before, &after), ["listen"]);
-        let more = keys("listen = \"127.0.0.1:8080\"\nkeep_arguments = \"all\"\n").unwrap();
-        assert_eq!(changed_keys(&before, &more), ["keep_arguments"], "the upstream's leaving reloads");
+        let more = keys("listen = \"127.0.0.1:8080\"\nkeep_arguments = \"all\"\napproval_ttl = \"5m\"\n").unwrap();
+        assert_eq!(
+            changed_keys(&before, &more),
+            ["approval_ttl"],
+            "the upstream's leaving reloads, keep_arguments too"
+        );
     }
 }

@@ -71,6 +71,7 @@ impl AwaitingInput {
                     arguments_digest: &last.arguments_digest,
                     agent: &last.agent,
                     owner: last.owner.as_deref(),
+                    owner_id: last.owner_id,
                     credential_id: last.credential_id.as_deref(),
                     thread: last.thread.as_deref(),
                     actor: Some("system"),

@@ -58,6 +58,9 @@ impl LiveConfig {
     pub fn apply(&self, file: &Config) -> Arc<Config> {
         let mut next = Config::clone(&self.0.load());
         take_live(&mut next, file);
+        // The upstreams reload (the reloader's, through their registry):
+        // what a request reads of their entries (`keep_arguments`) follows.
+        next.upstream = file.upstream.clone();
         let next = Arc::new(next);
         self.0.store(next.clone());
         next

@@ -112,6 +112,7 @@ pub async fn check(
         arguments_digest: &digest(arguments),
         agent: &credential.agent,
         owner: credential.owner.as_deref(),
+        owner_id: credential.owner_id,
         credential_id: Some(&credential.id),
         thread: credential.thread.as_deref(),
         actor: Some(&actor),

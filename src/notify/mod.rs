@@ -8,7 +8,7 @@ pub mod deliver;
 pub mod format;
 pub mod watch;
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use gatehouse_core::Core;
@@ -39,9 +39,9 @@ struct Inner {
     started: Option<Started>,
     /// Stops the running set (a child of the server's shutdown).
     running: Option<CancellationToken>,
-    /// The newest audit entry a watcher looked at: a reloaded set goes on
-    /// from there, so a call opened during the reload is still announced.
-    seen: Arc<AtomicI64>,
+    /// Where the watchers are: a reloaded set goes on from there, so a call
+    /// opened during the reload is still announced.
+    mark: Arc<watch::Mark>,
 }
 
 struct Started {
@@ -79,7 +79,7 @@ impl Notifier {
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
         };
-        inner.running = spawn(&started, &inner.targets, &inner.seen);
+        inner.running = spawn(&started, &inner.targets, &inner.mark);
         inner.started = Some(started);
     }
 
@@ -96,10 +96,10 @@ impl Notifier {
         inner.targets = Arc::new(with_status(targets, &inner.targets));
         if targets.is_empty() {
             // No set runs until the next: that one starts from its own start.
-            inner.seen = Arc::default();
+            inner.mark = Arc::default();
         }
         if let Some(started) = &inner.started {
-            inner.running = spawn(started, &inner.targets, &inner.seen);
+            inner.running = spawn(started, &inner.targets, &inner.mark);
         }
         true
     }
@@ -150,7 +150,7 @@ fn with_status(
 fn spawn(
     started: &Started,
     targets: &[(Arc<Target>, Arc<TargetStatus>)],
-    seen: &Arc<AtomicI64>,
+    mark: &Arc<watch::Mark>,
 ) -> Option<CancellationToken> {
     if targets.is_empty() {
         return None;
@@ -173,7 +173,7 @@ fn spawn(
             .run(),
         );
     }
-    started.tasks.spawn(watch::run(started.core.clone(), started.base_url.clone(), routes, stop.clone(), seen.clone()));
+    started.tasks.spawn(watch::run(started.core.clone(), started.base_url.clone(), routes, stop.clone(), mark.clone()));
     Some(stop)
 }
 

@@ -46,23 +46,34 @@ pub struct Route {
     pub status: Arc<super::deliver::TargetStatus>,
 }
 
+/// Where the watchers of successive sets of targets are: the newest audit
+/// entry looked at (0: none yet) and the first start's floor.
+#[derive(Debug, Default)]
+pub struct Mark {
+    seen: AtomicI64,
+    floor: AtomicI64,
+}
+
 /// Watches the hub until shutdown, handing each message to the targets that
 /// want it; ends by dropping the queues, which lets the workers finish.
-/// `seen` is the newest entry looked at, kept across a reload's watchers:
-/// the next set goes on from where this one stopped (0: from now).
-pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken, seen: Arc<AtomicI64>) {
+/// `mark` is kept across a reload's watchers: the next set goes on from
+/// the newest entry this one looked at, above the first start's floor.
+pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken, mark: Arc<Mark>) {
     // Subscribed before the first look, so no change falls between them.
     let mut events = core.live.subscribe();
-    let mut last_id = match seen.load(Ordering::Acquire) {
+    let mut last_id = match mark.seen.load(Ordering::Acquire) {
         0 => match core.run(|core| newest_id(&core)).await {
-            Ok(id) => id,
+            Ok(id) => {
+                // Nothing written before the first start is sent, looking back or not.
+                mark.floor.store(id, Ordering::Release);
+                id
+            }
             Err(_) => return,
         },
         id => id,
     };
-    seen.store(last_id, Ordering::Release);
-    // Nothing written before the first start is sent, looking back or not.
-    let floor = last_id;
+    mark.seen.fetch_max(last_id, Ordering::AcqRel);
+    let floor = mark.floor.load(Ordering::Acquire);
     // What a reload's gap left: looked at once, at once.
     let mut pending_look = true;
     loop {
@@ -78,8 +89,14 @@ pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: Can
             }
         }
         let base = base_url.clone();
+        let stopped = shutdown.clone();
         // The audit log is in the database: in the stores' lane.
         let read = core.run(move |reader| {
+            // Stopped by a reload while waiting for the lane: the next set
+            // claims and sends what is new, not this one.
+            if stopped.is_cancelled() {
+                return None;
+            }
             // On PostgreSQL ids are taken before commit, so an entry can land
             // below one already read: look back a little; the claims keep
             // anything from going out twice (here or from another replica).
@@ -102,11 +119,11 @@ pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: Can
                 .filter(claimed)
                 .filter_map(|e| notice(&reader, &base, e))
                 .collect::<Vec<_>>();
-            (newest, notices)
+            Some((newest, notices))
         });
-        let Ok((newest, notices)) = read.await else { break };
+        let Ok(Some((newest, notices))) = read.await else { break };
         last_id = newest;
-        seen.fetch_max(newest, Ordering::AcqRel);
+        mark.seen.fetch_max(newest, Ordering::AcqRel);
         for notice in notices {
             for route in routes.iter().filter(|r| r.target.wants(&notice.agent, &notice.tool)) {
                 if route.tx.try_send(notice.clone()).is_err() {

@@ -16,6 +16,13 @@ fn record(app: &TestApp, eid: &str, state: &str, tool: &str, agent: &str, owner:
         arguments_digest: "digest",
         agent,
         owner,
+        // As the credential minted for the owner carries it.
+        owner_id: owner.and_then(|name| {
+            let mut conn = app.core.db.conn().unwrap();
+            conn.query_opt("SELECT id FROM users WHERE username = ?1", gatehouse_core::args![name], |r| r.get::<i64>(0))
+                .unwrap()
+                .map(Into::into)
+        }),
         credential_id: Some("cred"),
         thread: None,
         actor: Some(actor),

@@ -716,6 +716,7 @@ async fn an_approved_calls_round_runs_only_while_the_call_is_running() {
             arguments_digest: &execution.arguments_digest,
             agent: &execution.agent,
             owner: execution.owner.as_deref(),
+            owner_id: execution.owner_id,
             credential_id: execution.credential_id.as_deref(),
             thread: execution.thread.as_deref(),
             actor: Some("system"),

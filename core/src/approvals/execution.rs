@@ -94,19 +94,39 @@ pub fn belongs_to(
     credential_id: &str,
     thread: Option<&str>,
     agent: &str,
-    owner_id: Option<gatehouse_model::UserId>,
+    owner: (Option<&str>, Option<gatehouse_model::UserId>),
 ) -> bool {
     credential.id == credential_id
         || (thread.is_some()
             && credential.thread.as_deref() == thread
             && credential.agent == agent
-            && credential.owner_id == owner_id)
+            && same_owner((credential.owner.as_deref(), credential.owner_id), owner))
+}
+
+/// Whether two (owner name, owner id) pairs are one owner: the same user
+/// id, or no owner at all on both sides. An owner who was removed (a name,
+/// no id) is no one's, not even an owner-less agent's.
+pub fn same_owner(
+    a: (Option<&str>, Option<gatehouse_model::UserId>),
+    b: (Option<&str>, Option<gatehouse_model::UserId>),
+) -> bool {
+    match (a, b) {
+        ((_, Some(x)), (_, Some(y))) => x == y,
+        ((None, None), (None, None)) => true,
+        _ => false,
+    }
 }
 
 impl Execution {
     /// Whether `credential` may resume it (see [`belongs_to`]).
     pub fn belongs_to(&self, credential: &crate::credentials::Credential) -> bool {
-        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner_id)
+        belongs_to(
+            credential,
+            &self.credential_id,
+            self.thread.as_deref(),
+            &self.agent,
+            (self.owner.as_deref(), self.owner_id),
+        )
     }
 }
 

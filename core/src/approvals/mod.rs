@@ -472,6 +472,16 @@ mod tests {
         assert!(!e(None).belongs_to(&cred("cred_6", "claude", None, Some("ada"))), "no thread: only the opener");
         let namesake = Credential { owner_id: Some(7.into()), ..cred("cred_7", "claude", Some("t1"), Some("ada")) };
         assert!(!e(Some("t1")).belongs_to(&namesake), "a later user of the same name is another owner");
+        // Ada removed: the call keeps her name, without an id. An owner-less
+        // credential on the same thread and agent name is not her successor.
+        let removed =
+            Execution { request: NewExecution { owner_id: None, ..e(Some("t1")).request.clone() }, ..e(Some("t1")) };
+        assert!(!removed.belongs_to(&cred("cred_8", "claude", Some("t1"), None)), "no owner is not a removed owner");
+        let ownerless = Execution {
+            request: NewExecution { owner: None, owner_id: None, ..e(Some("t1")).request.clone() },
+            ..e(Some("t1"))
+        };
+        assert!(ownerless.belongs_to(&cred("cred_9", "claude", Some("t1"), None)), "owner-less to owner-less");
     }
 
     /// 10,000 rounds of a decision racing teardown, expiry or cancellation:

@@ -223,6 +223,7 @@ impl ApprovalStore {
             arguments_digest: &execution.arguments_digest,
             agent: &execution.agent,
             owner: execution.owner.as_deref(),
+            owner_id: execution.owner_id,
             credential_id: Some(&execution.credential_id),
             thread: execution.thread.as_deref(),
             actor,

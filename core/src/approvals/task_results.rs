@@ -62,7 +62,13 @@ impl TaskResult {
     /// Whether `credential` may read it: the one that made the call, or its
     /// re-issued successor on the same thread ([`belongs_to`]).
     pub fn belongs_to(&self, credential: &Credential) -> bool {
-        belongs_to(credential, &self.credential_id, self.thread.as_deref(), &self.agent, self.owner_id)
+        belongs_to(
+            credential,
+            &self.credential_id,
+            self.thread.as_deref(),
+            &self.agent,
+            (self.owner.as_deref(), self.owner_id),
+        )
     }
 }
 

@@ -29,6 +29,9 @@ pub struct Entry<'a> {
     pub agent: &'a str,
     /// Owner.
     pub owner: Option<&'a str>,
+    /// The owner's user id (as the credential or execution carries it; an
+    /// execution's later entries keep its first entry's).
+    pub owner_id: Option<UserId>,
     /// The calling credential.
     pub credential_id: Option<&'a str>,
     /// Its thread.
@@ -60,6 +63,7 @@ struct Row {
     arguments_digest: String,
     agent: String,
     owner: Option<String>,
+    owner_id: Option<UserId>,
     credential_id: Option<String>,
     thread: Option<String>,
     actor: Option<String>,
@@ -97,6 +101,7 @@ impl Row {
             arguments_digest: name(e.arguments_digest),
             agent: name(e.agent),
             owner: owned(e.owner),
+            owner_id: e.owner_id,
             credential_id: owned(e.credential_id),
             thread: owned(e.thread),
             actor: owned(e.actor),
@@ -117,16 +122,17 @@ impl crate::db::Write for Row {
 fn insert(conn: &mut Conn<'_>, e: &Row) -> Result<()> {
     conn.execute(
         // The owner is kept by user id too (the name alone could be someone
-        // else's later); a removed user's rows have none. An execution's
-        // later entries carry its first entry's id rather than looking the
-        // name up again: a call still running when its owner was removed
-        // must not land in the history of a namesake added since.
+        // else's later), the id the credential or execution carries, never
+        // looked up by name (a call still running when its owner was removed
+        // must not land in the history of a namesake added since). An
+        // execution's later entries carry its first entry's id: a removal
+        // clears it there, and what is written afterwards stays no one's.
         "INSERT INTO audit_events (execution_id, at, state, tool, arguments_digest, agent, owner, actor, detail, credential_id, thread, upstream, arguments, owner_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
            CASE WHEN EXISTS (SELECT 1 FROM audit_events WHERE execution_id = ?1)
              THEN (SELECT owner_id FROM audit_events WHERE execution_id = ?1 ORDER BY id LIMIT 1)
-             ELSE (SELECT id FROM users WHERE username = ?7) END)",
-        args![e.execution_id, e.at_ms, e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream, e.arguments],
+             ELSE (SELECT id FROM users WHERE id = ?14) END)",
+        args![e.execution_id, e.at_ms, e.state, e.tool, e.arguments_digest, e.agent, e.owner, e.actor, e.detail, e.credential_id, e.thread, e.upstream, e.arguments, e.owner_id],
     )?;
     Ok(())
 }
@@ -241,7 +247,8 @@ impl AuditLog {
                        AND p.arguments IS NOT NULL ORDER BY p.id LIMIT 1)
              FROM audit_events a
              WHERE a.state = 'approved' AND a.agent = ?1 AND a.tool = ?2 AND a.at >= ?3
-               AND a.owner_id IS NOT DISTINCT FROM ?4 AND a.actor LIKE 'user:%'
+               AND a.owner_id IS NOT DISTINCT FROM ?4 AND (?4 IS NOT NULL OR a.owner IS NULL)
+               AND a.actor LIKE 'user:%'
              ORDER BY a.id DESC LIMIT ?5",
             args![agent, tool, since_ms, owner_id.map(|id| id.get()), i64::from(at_most)],
             |r| r.get(0),
@@ -633,6 +640,7 @@ mod tests {
             arguments_digest: "d",
             agent: "claude",
             owner: None,
+            owner_id: None,
             credential_id: Some("cred_1"),
             thread: None,
             actor: Some("grant:g"),
@@ -776,6 +784,8 @@ mod tests {
                 arguments_digest: "d",
                 agent: "claude",
                 owner: Some("ada"),
+                // The credential minted for the first ada carries her id.
+                owner_id: Some(1.into()),
                 credential_id: Some("cred_1"),
                 thread: None,
                 actor: Some("agent:claude"),
@@ -820,6 +830,7 @@ mod tests {
                 arguments_digest: "d",
                 agent: "claude",
                 owner,
+                owner_id: owner.map(|name| if name == "ada" { 1.into() } else { 2.into() }),
                 credential_id: Some("cred_1"),
                 thread: None,
                 actor: Some(actor),

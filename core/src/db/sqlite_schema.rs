@@ -449,6 +449,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE credentials SET owner_id = (SELECT id FROM users WHERE users.username = credentials.owner);
     UPDATE pending_executions SET owner_id = (SELECT id FROM users WHERE users.username = pending_executions.owner);
     UPDATE grants SET owner_id = (SELECT id FROM users WHERE users.username = grants.owner);
+    DELETE FROM grants WHERE owner IS NOT NULL AND owner_id IS NULL;
     UPDATE task_results SET owner_id = (SELECT id FROM users WHERE users.username = task_results.owner);
     "#,
 ];

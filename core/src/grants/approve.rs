@@ -107,6 +107,11 @@ fn prepare_grant(
     if execution.human_only {
         return Err(GrantError::HumanOnly(execution.tool.clone()));
     }
+    // An owner who was removed (a name, no id): a grant would be keyed as an
+    // owner-less agent's.
+    if execution.owner.is_some() && execution.owner_id.is_none() {
+        return Err(GrantError::Forbidden);
+    }
     check_constraints(&execution.arguments, &request.arguments)?;
     let session_id = match request.scope {
         GrantScope::Session => Some(execution.session_id.clone().ok_or_else(|| {

@@ -491,11 +491,12 @@ impl GrantStore {
     }
 }
 
-/// Every grant row.
+/// Every grant row (but one whose owner has a name and no id: that owner was
+/// removed, and it would read as an owner-less agent's).
 fn read_views(conn: &mut Conn<'_>) -> Result<Vec<GrantView>, CoreError> {
     conn.query(
         "SELECT id, agent, owner, tool, arguments, scope, session_id, created_by, execution_id, created_at,
-                expires_at, uses, last_used_at, owner_id FROM grants",
+                expires_at, uses, last_used_at, owner_id FROM grants WHERE owner IS NULL OR owner_id IS NOT NULL",
         args![],
         |r| {
             let arguments: String = r.get(4)?;

@@ -208,9 +208,13 @@ impl UserStore {
             keep_an_admin(tx, id, username, "remove")?;
             // What is theirs is found by owner id: once cleared, no one's
             // (SQLite may give a later user this id again).
-            for table in ["audit_events", "credentials", "grants", "task_results", "pending_executions"] {
+            for table in ["audit_events", "credentials", "task_results", "pending_executions"] {
                 tx.execute(&format!("UPDATE {table} SET owner_id = NULL WHERE owner_id = ?1"), args![id])?;
             }
+            // A grant is matched by owner id: one left without it would be
+            // an owner-less agent's. Their grants end here, whatever ended
+            // them before.
+            tx.execute("DELETE FROM grants WHERE owner_id = ?1", args![id])?;
             // Whatever still names them names them as no user can be named
             // (a username has no space, parenthesis or '#'): a later user
             // who takes the name, even on an old thread with an old agent

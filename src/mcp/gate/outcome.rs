@@ -244,7 +244,13 @@ pub async fn settled_result(state: &McpState, caller: &Caller, id: &ExecutionId,
 pub(super) async fn settled_for(state: &McpState, caller: &Caller, id: &ExecutionId) -> Option<(AuditEntry, String)> {
     let (last, by) = state.core.approvals.settled(id).await?;
     let mine = last.credential_id.as_deref().is_some_and(|credential_id| {
-        approvals::belongs_to(&caller.credential, credential_id, last.thread.as_deref(), &last.agent, last.owner_id)
+        approvals::belongs_to(
+            &caller.credential,
+            credential_id,
+            last.thread.as_deref(),
+            &last.agent,
+            (last.owner.as_deref(), last.owner_id),
+        )
     });
     mine.then_some((last, by))
 }

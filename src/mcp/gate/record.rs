@@ -80,6 +80,7 @@ impl<'a> CallOf<'a> {
             arguments_digest: &self.digest,
             agent: &credential.agent,
             owner: credential.owner.as_deref(),
+            owner_id: credential.owner_id,
             credential_id: Some(&credential.id),
             thread: credential.thread.as_deref(),
             actor: Some(actor),
