@@ -265,6 +265,11 @@ async fn writable_by_others(path: &std::path::Path) -> Option<String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
+        // The file a link leads to, in the folder it is in: what is read.
+        let Ok(real) = tokio::fs::canonicalize(path).await else {
+            return Some(format!("{} cannot be resolved: its owner and folder cannot be checked", path.display()));
+        };
+        let path = real.as_path();
         let file = tokio::fs::metadata(path).await.ok()?;
         let mode = file.mode();
         let fix = "whoever writes it would change the gate";
@@ -284,7 +289,12 @@ async fn writable_by_others(path: &std::path::Path) -> Option<String> {
             ));
         }
         let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        let dir = tokio::fs::metadata(folder).await.ok()?;
+        let Ok(dir) = tokio::fs::metadata(folder).await else {
+            return Some(format!(
+                "its folder {} cannot be read: who may replace the file cannot be checked",
+                folder.display()
+            ));
+        };
         let sticky = dir.mode() & 0o1000 != 0;
         if dir.mode() & 0o022 != 0 && !sticky {
             return Some(format!(
