@@ -775,7 +775,10 @@ mod tests {
             log.db.conn().unwrap().execute(q, args![]).unwrap()
         };
         sql("INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0)");
-        let write = |eid: &str, state: State| {
+        let id_of_ada =
+            || log.db.conn().unwrap().query_opt("SELECT id FROM users", args![], |r| r.get::<i64>(0)).unwrap();
+        let first_ada = id_of_ada().map(UserId::from);
+        let write = |eid: &str, state: State, owner_id: Option<UserId>| {
             log.record(Entry {
                 execution_id: eid,
                 state,
@@ -784,8 +787,8 @@ mod tests {
                 arguments_digest: "d",
                 agent: "claude",
                 owner: Some("ada"),
-                // The credential minted for the first ada carries her id.
-                owner_id: Some(1.into()),
+                // As the credential minted for that ada carries it.
+                owner_id,
                 credential_id: Some("cred_1"),
                 thread: None,
                 actor: Some("agent:claude"),
@@ -793,17 +796,17 @@ mod tests {
                 arguments: None,
             })
         };
-        write("e1", State::Pending);
-        write("e1", State::Approved);
+        write("e1", State::Pending, first_ada);
+        write("e1", State::Approved, first_ada);
         // Ada is removed (her rows lose their id), a new "ada" is added, and
         // the call that was running finishes.
         sql("UPDATE audit_events SET owner_id = NULL");
         sql("DELETE FROM users");
         sql("INSERT INTO users (username, password_hash, created_at) VALUES ('ada', '', 0)");
-        write("e1", State::Completed);
-        write("e2", State::Pending);
-        let new_ada = log.db.conn().unwrap().query_opt("SELECT id FROM users", args![], |r| r.get::<i64>(0)).unwrap();
-        let mine = log.search(&HistoryFilter::default(), &HistoryScope::User(new_ada.unwrap().into()), 100).unwrap();
+        write("e1", State::Completed, first_ada);
+        let new_ada = id_of_ada().map(UserId::from);
+        write("e2", State::Pending, new_ada);
+        let mine = log.search(&HistoryFilter::default(), &HistoryScope::User(new_ada.unwrap()), 100).unwrap();
         let ids: Vec<_> = mine.iter().map(|e| e.execution_id.as_str()).collect();
         assert_eq!(ids, vec!["e2"], "the new ada sees only her own call, not the old one's completion");
     }
