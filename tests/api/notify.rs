@@ -404,16 +404,13 @@ async fn the_upstreams_page_shows_targets_to_admins_only_without_url_secrets() {
 /// the one that replaced it does. The change log says so.
 #[tokio::test]
 async fn a_reload_starts_a_target_added_to_the_file_and_stops_one_removed() {
-    use gatehouse::reload::{Cause, Reloaded, Reloader};
+    use gatehouse::reload::{Cause, Reloaded};
     let mut first = Receiver::start(Behaviour::Accept).await;
     let mut second = Receiver::start(Behaviour::Accept).await;
     let app = spawn_app().await;
     app.ada_and_bob().await;
-    let file = app.dir.path().join("gatehouse.toml");
+    let (file, reloader) = crate::reload::empty_file(&app);
     let entry = |name: &str, r: &Receiver| format!("[[notify]]\nname = {name:?}\nurl = {:?}\n", r.url);
-    std::fs::write(&file, "").unwrap();
-    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
     let notify_changed = |outcome: Reloaded| match outcome {
         Reloaded::Applied { notify, .. } => notify,
         Reloaded::Refused(why) => panic!("refused: {why}"),

@@ -19,13 +19,20 @@ fn owner_only(file: &std::path::Path) {
     std::fs::set_permissions(file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
 }
 
-#[tokio::test]
-async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
-    let app = spawn_app().await;
+/// An empty config file in `app`'s data folder, writable by its owner
+/// only, and a reloader of `app` from it.
+pub fn empty_file(app: &TestApp) -> (std::path::PathBuf, Reloader) {
     let file = app.dir.path().join("gatehouse.toml");
     std::fs::write(&file, "").unwrap();
     owner_only(&file);
     let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
+    (file, reloader)
+}
+
+#[tokio::test]
+async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
+    let app = spawn_app().await;
+    let (file, reloader) = empty_file(&app);
     let names = |core: &gatehouse_core::Core| -> Vec<String> {
         core.policy.rules().unwrap().rules().iter().map(|r| r.name.clone()).collect()
     };
@@ -104,10 +111,7 @@ async fn a_reload_applies_the_files_rules_and_a_broken_file_changes_nothing() {
 #[tokio::test]
 async fn a_reload_starts_restarts_and_stops_upstreams_as_their_entries_changed() {
     let app = spawn_app().await;
-    let file = app.dir.path().join("gatehouse.toml");
-    std::fs::write(&file, "").unwrap();
-    owner_only(&file);
-    let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
+    let (file, reloader) = empty_file(&app);
     let entry = |extra: &str| {
         format!(
             "[[upstream]]\nname = \"everything\"\nprefix = \"ev__\"\ncommand = {:?}\nargs = [{:?}, \"--stdio\"]\n{extra}",
@@ -250,10 +254,7 @@ async fn sighup_reloads_the_file_of_a_running_server() {
 #[tokio::test]
 async fn a_reload_applies_the_page_size_and_the_caps_to_the_next_request() {
     let app = spawn_app().await;
-    let file = app.dir.path().join("gatehouse.toml");
-    std::fs::write(&file, "").unwrap();
-    owner_only(&file);
-    let reloader = Reloader::new(file.clone(), Default::default(), &app.state);
+    let (file, reloader) = empty_file(&app);
     let token = app.issue("cursor", None);
     let sid = app.open_session(&token).await;
     let list = |cursor: Option<&str>| {
