@@ -33,3 +33,4 @@ pub mod telemetry;
 pub mod throttle;
 pub mod tls;
 pub mod tool_error;
+pub mod upstream_sources;

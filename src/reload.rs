@@ -29,6 +29,7 @@ use crate::mcp::McpState;
 use crate::mcp::upstream::reconfigure::Reconfigured;
 use crate::notify::Notifier;
 use crate::state::AppState;
+use crate::upstream_sources::UpstreamSources;
 
 /// How often the file is read to see whether it changed.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -81,6 +82,7 @@ pub struct Reloader {
     overrides: Overrides,
     mcp: McpState,
     notify: Notifier,
+    sources: UpstreamSources,
     /// The file's keys as the server started with them (what only a restart applies).
     started: toml::Table,
     /// The file's keys as last applied (which live keys a reload changed).
@@ -144,6 +146,7 @@ impl Reloader {
             overrides,
             mcp: state.mcp.clone(),
             notify: state.notify.clone(),
+            sources: state.upstream_sources.clone(),
             applied: Mutex::new(started.clone()),
             started,
             seen: Mutex::new(seen),
@@ -171,13 +174,13 @@ impl Reloader {
                 let trusted = config.upstream.iter().filter(|u| u.trust_annotations).map(|u| u.name.clone());
                 let file = FromFile::new(config.policy_rules.clone(), trusted, config.profiles.clone());
                 let applied = self.mcp.core.policy.replace_config(file);
-                let upstreams = self.mcp.upstreams.reconfigure(&config.upstream).await;
+                let now = self.mcp.config.apply(&config);
+                let upstreams = self.sources.file_changed(&config).await;
                 if applied && upstreams.is_empty() {
                     // A profile or rule may show or hide tools (a reconfiguration said so already).
                     self.mcp.upstreams.announce_lists_changed();
                 }
                 let notify = self.notify.replace(&config.notify_targets);
-                let now = self.mcp.config.apply(&config);
                 self.mcp.mcp_sessions.set_caps(now.max_sessions_per_credential, now.max_sessions);
                 self.mcp.slots.set_per_credential(now.max_requests_per_credential);
                 let table = keys(&text).unwrap_or_default();
@@ -376,7 +379,7 @@ fn keys(text: &str) -> Option<toml::Table> {
 }
 
 /// What a reload applies: these keys' changes never wait for a restart.
-const RELOADED: &[&str] = &["policy", "profile", "upstream", "notify"];
+const RELOADED: &[&str] = &["policy", "profile", "upstream", "stdio_commands", "notify"];
 
 /// The top-level keys whose values differ between `before` and `after`,
 /// leaving out what reloads ([`RELOADED`], [`LIVE_KEYS`]), sorted.

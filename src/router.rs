@@ -21,6 +21,8 @@ pub fn app(state: AppState) -> Router {
     let tools: std::sync::Arc<dyn gatehouse_app::server_fns::ToolCatalog> = std::sync::Arc::new(state.mcp.clone());
     let notify: std::sync::Arc<dyn gatehouse_app::server_fns::NotifyTargets> =
         std::sync::Arc::new(state.notify.clone());
+    let sources: std::sync::Arc<dyn gatehouse_app::server_fns::UpstreamSources> =
+        std::sync::Arc::new(state.upstream_sources.clone());
     let consent: std::sync::Arc<dyn gatehouse_app::server_fns::OAuthConsent> =
         std::sync::Arc::new(oauth::authorize::ConsentSource { core: core.clone(), server: state.mcp.oauth.clone() });
     let context = move || {
@@ -30,6 +32,7 @@ pub fn app(state: AppState) -> Router {
         provide_context(tools.clone());
         provide_context(notify.clone());
         provide_context(consent.clone());
+        provide_context(sources.clone());
     };
     // The consent page is served by the authorization endpoint, which checks
     // the request (and may redirect) before drawing it. Rendered async like

@@ -38,6 +38,8 @@ pub struct AppState {
     pub notify: crate::notify::Notifier,
     /// Set once start-up is done (`/readyz`).
     pub ready: crate::health::Readiness,
+    /// The running upstreams' sources: the config file and the console's.
+    pub upstream_sources: crate::upstream_sources::UpstreamSources,
 }
 
 impl AppState {
@@ -59,31 +61,32 @@ impl AppState {
         );
         let throttles = crate::throttle::Throttles::new(core.clock.clone()).shared_through(&core.db);
         let base_url = config.base_url(bound);
+        let mcp = McpState::new(crate::mcp::McpShared {
+            metrics: Arc::default(),
+            oauth: crate::oauth::server::OAuthServer::new(&base_url, &config.oauth).fixed(config.public_url.is_some()),
+            base_url: base_url.clone(),
+            codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir, &core.db)?),
+            upstreams,
+            mcp_sessions: crate::mcp::mcp_sessions::McpSessionBindings::new(
+                crate::mcp::session_manager(config.approval_ttl),
+                crate::mcp::mcp_sessions::SessionLimits {
+                    per_credential: config.max_sessions_per_credential,
+                    total: config.max_sessions,
+                    idle_timeout: config.session_idle_timeout,
+                },
+            ),
+            slots: crate::mcp::slots::RequestSlots::new(config.max_requests_per_credential, config.mcp_requests()),
+            tasks,
+            shutdown,
+            config: crate::config::live::LiveConfig::new(config.clone()),
+            core,
+        });
         Ok(Self {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
             links: gatehouse_app::server_fns::HeldLinks::new(&base_url),
             notify: crate::notify::Notifier::new(&config.notify_targets),
-            mcp: McpState::new(crate::mcp::McpShared {
-                metrics: Arc::default(),
-                oauth: crate::oauth::server::OAuthServer::new(&base_url, &config.oauth)
-                    .fixed(config.public_url.is_some()),
-                base_url,
-                codec: Arc::new(crate::mcp::gate::input_required::load_codec(&config.data_dir, &core.db)?),
-                upstreams,
-                mcp_sessions: crate::mcp::mcp_sessions::McpSessionBindings::new(
-                    crate::mcp::session_manager(config.approval_ttl),
-                    crate::mcp::mcp_sessions::SessionLimits {
-                        per_credential: config.max_sessions_per_credential,
-                        total: config.max_sessions,
-                        idle_timeout: config.session_idle_timeout,
-                    },
-                ),
-                slots: crate::mcp::slots::RequestSlots::new(config.max_requests_per_credential, config.mcp_requests()),
-                tasks,
-                shutdown,
-                config: crate::config::live::LiveConfig::new(config.clone()),
-                core,
-            }),
+            upstream_sources: crate::upstream_sources::UpstreamSources::new(config, mcp.clone()),
+            mcp,
             https: config.https(),
             leptos_options: leptos_options(),
             allow: AllowList::new(config.public_url.as_ref(), &config.allowed_hosts, &config.allowed_origins),

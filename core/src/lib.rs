@@ -26,6 +26,7 @@ pub mod secret;
 pub mod show_once;
 pub mod sign_in_failures;
 pub mod single_use;
+pub mod upstreams;
 pub mod users;
 
 /// The shared model (states, views, live events, routes), re-exported.
@@ -77,6 +78,8 @@ pub struct Stores {
     pub grants: grants::GrantStore,
     /// The OAuth authorization server's clients, codes and tokens.
     pub oauth: oauth::OAuthStore,
+    /// Upstreams admins added on the console, and restarts asked for there.
+    pub upstreams: upstreams::UpstreamStore,
     /// Secrets a page shows once (minted tokens, invite and reset links).
     pub show_once: show_once::ShowOnce,
 }
@@ -279,6 +282,7 @@ impl Core {
                 .with_max_sessions(settings.per_user.browser_sessions),
             api_tokens: api_tokens::ApiTokenStore::new(db.clone(), clock.clone()),
             show_once: show_once::ShowOnce::new(db.clone(), clock.clone()),
+            upstreams: upstreams::UpstreamStore::new(db.clone(), clock.clone()),
             live,
             db,
             clock,

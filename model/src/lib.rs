@@ -23,6 +23,7 @@ pub mod rule;
 pub mod state;
 pub mod theme;
 pub mod tools;
+pub mod upstream;
 pub mod user;
 
 pub use activity::{ACTIVITY_DAYS, Activity, Busiest, DayDecisions};
@@ -52,6 +53,7 @@ pub use tools::{
     Action, Basis, DiffLine, PINNED_FIELDS, PinView, ToolChange, ToolGate, ToolInfo, definition_field,
     definition_fields, line_diff,
 };
+pub use upstream::{Header, SpecError, Transport, UpstreamSpec, valid_upstream_name};
 pub use user::{
     LinkPurpose, PasswordLink, SIGN_IN_ATTEMPT_COOKIE, SIGN_IN_ATTEMPT_SECS, SignInAttempt, UserStatus, UserView,
 };

@@ -7,6 +7,10 @@ pub const HOME: &str = "/";
 pub const APPROVALS: &str = "/approvals";
 /// The upstreams page.
 pub const UPSTREAMS: &str = "/upstreams";
+/// The upstreams page with the form filled to edit the stored upstream `name`.
+pub fn edit_upstream(name: &str) -> String {
+    format!("{UPSTREAMS}?{}#upstream-form", serde_urlencoded::to_string([("upstream", name)]).unwrap_or_default())
+}
 /// The history page (the audit log); filters go in its query string.
 pub const HISTORY: &str = "/history";
 /// The agents and credentials page.

@@ -58,12 +58,21 @@ impl LiveConfig {
     pub fn apply(&self, file: &Config) -> Arc<Config> {
         let mut next = Config::clone(&self.0.load());
         take_live(&mut next, file);
-        // The upstreams reload (the reloader's, through their registry):
-        // what a request reads of their entries (`keep_arguments`) follows.
-        next.upstream = file.upstream.clone();
         let next = Arc::new(next);
         self.0.store(next.clone());
         next
+    }
+
+    /// The upstreams now running (the file's and the database's,
+    /// [`crate::upstream_sources`]): what a request reads of their entries
+    /// (`keep_arguments`) follows them.
+    pub fn set_upstreams(&self, upstreams: Vec<crate::config::UpstreamConfig>) {
+        self.0.rcu(|now| {
+            Arc::new(Config {
+                tree: FileConfig { upstream: upstreams.clone(), ..now.tree.clone() },
+                ..Config::clone(now)
+            })
+        });
     }
 }
 

@@ -29,7 +29,7 @@ mod validate;
 
 pub use error::ConfigError;
 pub use tree::{DatabaseTable, FileConfig, NativeUrl, OAuthConfig};
-pub use upstreams::{UpstreamConfig, upstream_defaults};
+pub use upstreams::{StdioCommand, UpstreamConfig, upstream_defaults};
 
 /// Values given on the command line (they win over everything else).
 #[derive(Debug, Default, Clone)]

@@ -58,6 +58,10 @@ pub struct FileConfig {
     pub native_url: NativeUrl,
     /// `[[upstream]]` MCP servers to front.
     pub upstream: Vec<UpstreamConfig>,
+    /// `[stdio_commands.everything] command = "node"  args = ["server.mjs"]`:
+    /// the whole commands an admin may start as a stdio upstream from the
+    /// console, each picked by its key (nothing else runs on the host).
+    pub stdio_commands: std::collections::BTreeMap<String, super::StdioCommand>,
     /// `list_page_size = 100`: items per page of tools/prompts/resources lists.
     pub list_page_size: usize,
     /// `trust_client_forms = true` lets a form elicitation answered by the
@@ -158,6 +162,7 @@ impl Default for FileConfig {
             allow_model_decisions: false,
             native_url: NativeUrl::Elicit,
             upstream: Vec::new(),
+            stdio_commands: Default::default(),
             list_page_size: 100,
             trust_client_forms: false,
             run_window: core.run_window,

@@ -86,6 +86,55 @@ pub struct UpstreamConfig {
     /// completion); then it is cancelled upstream and the agent gets an error.
     #[serde(default = "upstream_defaults::call_timeout", deserialize_with = "super::tree::duration")]
     pub call_timeout: Duration,
+    /// How often an admin restarted it from the console (the database's
+    /// count, never the file's): a new count restarts it, as a changed entry does.
+    #[serde(skip)]
+    pub restarts: i64,
+}
+
+/// One `[stdio_commands.KEY]` table: a whole command an admin may start as
+/// a stdio upstream from the console, by its key.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StdioCommand {
+    /// Program to run.
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment variables for it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<PathBuf>,
+}
+
+impl StdioCommand {
+    /// The command line as the console shows it (the environment's names only).
+    pub fn shown(&self) -> String {
+        let mut line = std::iter::once(self.command.as_str())
+            .chain(self.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !self.env.is_empty() {
+            line.push_str(&format!(" (with {})", self.env.keys().cloned().collect::<Vec<_>>().join(", ")));
+        }
+        line
+    }
+}
+
+/// Checks the `[stdio_commands]` tables.
+pub(super) fn check_commands(commands: &BTreeMap<String, StdioCommand>) -> Result<(), ConfigError> {
+    for (key, command) in commands {
+        let bad = |message: &str| ConfigError::Value { key: format!("stdio_commands.{key}"), message: message.into() };
+        if !gatehouse_core::model::valid_upstream_name(key) {
+            return Err(bad("the key must be letters, digits, '-' or '_'"));
+        }
+        if command.command.trim().is_empty() {
+            return Err(bad("command must name a program"));
+        }
+    }
+    Ok(())
 }
 
 fn yes() -> bool {
@@ -156,6 +205,7 @@ impl Default for UpstreamConfig {
             connect_timeout: upstream_defaults::connect_timeout(),
             list_timeout: upstream_defaults::list_timeout(),
             call_timeout: upstream_defaults::call_timeout(),
+            restarts: 0,
         }
     }
 }

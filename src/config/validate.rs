@@ -23,6 +23,7 @@ pub(super) fn resolve(tree: FileConfig, overrides: &Overrides) -> Result<Config,
     let notify = crate::notify::config::resolve(tree.notify.clone())?;
     check_bounds(&tree)?;
     super::upstreams::check(&tree.upstream)?;
+    super::upstreams::check_commands(&tree.stdio_commands)?;
     let policy = policy_rules(&tree)?;
     let profiles = profiles(&tree)?;
     if let Some(url) = &tree.public_url

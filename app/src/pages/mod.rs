@@ -16,5 +16,6 @@ pub mod set_password;
 pub mod setup;
 pub mod sign_in;
 pub mod tools;
+pub mod upstream_admin;
 pub mod upstreams;
 pub mod users;

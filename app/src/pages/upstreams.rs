@@ -9,17 +9,35 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
+use crate::pages::upstream_admin::{UPSTREAM_FIELDS, UpstreamActions, UpstreamForm};
 
 /// `/upstreams`: the fronted MCP servers and their health, live.
 #[component]
 pub fn UpstreamsPage() -> impl IntoView {
     let trust = ServerAction::<crate::server_fns::SetUpstreamTrust>::new();
+    let save = ServerAction::<crate::server_fns::SaveUpstream>::new();
+    let act = ServerAction::<crate::server_fns::UpstreamAction>::new();
     let outcome: crate::outcome::Outcome = RwSignal::new(None);
     crate::outcome::report(outcome, trust, "Saved.");
-    let upstreams = crate::json::resource(move || trust.version().get(), |_| crate::server_fns::list_upstreams());
+    crate::outcome::report_fields(
+        outcome,
+        save,
+        "Saved: it starts on every replica within a second, and its health shows here.",
+        UPSTREAM_FIELDS,
+    );
+    crate::outcome::report_with(outcome, act, |done: &String| done.clone());
+    let upstreams = crate::json::resource(
+        move || (trust.version().get(), save.version().get(), act.version().get()),
+        |_| crate::server_fns::list_upstreams(),
+    );
+    let managed = crate::json::resource(
+        move || (save.version().get(), act.version().get()),
+        |_| crate::server_fns::list_managed_upstreams(),
+    );
     let notify = crate::json::resource(|| (), |_| crate::server_fns::list_notify_targets());
     let live = use_changes([
         refetch_on(&[LiveEvent::UpstreamsChanged], upstreams),
+        refetch_on(&[LiveEvent::UpstreamsChanged], managed),
         // Deliveries follow approvals: re-read the targets' status then.
         refetch_on(&[LiveEvent::ApprovalsChanged], notify),
     ]);
@@ -31,7 +49,12 @@ pub fn UpstreamsPage() -> impl IntoView {
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || upstreams.get().map(|result| match result {
                     Ok(list) if list.upstreams.is_empty() => view! {
-                        <p class="empty">"No upstream is configured. Add " <code>"[[upstream]]"</code> " tables to gatehouse.toml."</p>
+                        <p class="empty">{if list.is_admin {
+                            "No upstream yet. Add one below, or as an [[upstream]] table in gatehouse.toml."
+                        } else {
+                            "No upstream is configured yet: an admin adds them."
+                        }}</p>
+                        <crate::outcome::OutcomeLine outcome/>
                         {(!list.elsewhere.is_empty()).then(|| view! { <Elsewhere replicas=list.elsewhere show_errors=list.show_errors/> })}
                     }.into_any(),
                     Ok(list) => {
@@ -44,6 +67,7 @@ pub fn UpstreamsPage() -> impl IntoView {
                                 <th scope="col">"Tools"</th><th scope="col">"Restarts"</th>
                                 {show_errors.then(|| view! { <th scope="col">"Last error"</th> })}
                                 <th scope="col">"Annotations"</th>
+                                {list.is_admin.then(|| view! { <th scope="col">"Manage"</th> })}
                             </tr></thead>
                             <tbody>
                             {list.upstreams.into_iter().map(|u| {
@@ -57,8 +81,15 @@ pub fn UpstreamsPage() -> impl IntoView {
                                     <td data-label="Transport">{u.transport.clone()}</td>
                                     <HealthCells u=u show_errors=show_errors/>
                                     <td data-label="Annotations" data-testid="trust">
-                                        <TrustCell name trusted by_admin is_admin trust/>
+                                        <TrustCell name=name.clone() trusted by_admin is_admin trust/>
                                     </td>
+                                    {is_admin.then(|| view! {
+                                        <td data-label="Manage" data-testid="manage">
+                                            {move || managed.get().and_then(Result::ok).map(|m| view! {
+                                                <UpstreamActions name=name.clone() managed=m act/>
+                                            })}
+                                        </td>
+                                    })}
                                 </tr>
                             }}).collect_view()}
                             </tbody>
@@ -74,6 +105,11 @@ pub fn UpstreamsPage() -> impl IntoView {
                     }
                     Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
+            </Suspense>
+            <Suspense fallback=|| ()>
+                {move || managed.get().and_then(Result::ok).filter(|_| {
+                    upstreams.get().and_then(Result::ok).is_some_and(|l| l.is_admin)
+                }).map(|m| view! { <UpstreamForm managed=m save/> })}
             </Suspense>
             <Suspense fallback=|| ()>
                 {move || notify.get().and_then(Result::ok).filter(|n| !n.targets.is_empty()).map(|list| {

@@ -91,3 +91,290 @@ pub async fn set_upstream_trust(upstream: String, trust: String) -> Result<bool,
     catalog.lists_changed();
     Ok(trusted)
 }
+
+/// What the server knows of upstreams that the pages do not: the config
+/// file's side (its upstreams' names, the stdio commands it allows) and how
+/// to apply a stored change at once (the server implements it).
+#[cfg(feature = "ssr")]
+pub trait UpstreamSources: Send + Sync {
+    /// Checks what only the server can: the name is not the file's, a stdio
+    /// spec names an allowed command.
+    fn check(&self, spec: &gatehouse_model::UpstreamSpec) -> Result<(), gatehouse_model::SpecError>;
+    /// The stdio commands an admin may pick: key and command line.
+    fn stdio_commands(&self) -> Vec<(String, String)>;
+    /// The config file's upstreams' names (read-only here).
+    fn file_upstreams(&self) -> Vec<String>;
+    /// Something was stored: apply it now, not at the next poll.
+    fn changed(&self);
+}
+
+#[cfg(feature = "ssr")]
+fn sources() -> Result<std::sync::Arc<dyn UpstreamSources>, ServerFnError> {
+    use_context::<std::sync::Arc<dyn UpstreamSources>>().ok_or_else(|| ServerFnError::new("no upstream sources"))
+}
+
+/// What the admins' part of the upstreams page shows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ManagedUpstreams {
+    /// The upstreams added here, secret headers' values left out.
+    pub specs: Vec<gatehouse_model::UpstreamSpec>,
+    /// The config file's upstreams' names.
+    pub from_file: Vec<String>,
+    /// The stdio commands an admin may pick: key and command line.
+    pub commands: Vec<(String, String)>,
+}
+
+/// The upstreams added on the console and what the form offers (admins
+/// only: others get nothing).
+#[server(prefix = "/api/fn", endpoint = "managed_upstreams")]
+pub async fn list_managed_upstreams() -> Result<ManagedUpstreams, ServerFnError> {
+    let sources = sources()?;
+    ctx::blocking(move |user, core| {
+        if !user.is_admin {
+            return Ok(ManagedUpstreams::default());
+        }
+        let specs = core.upstreams.stored()?.specs.into_iter().map(gatehouse_model::UpstreamSpec::shown).collect();
+        Ok(ManagedUpstreams { specs, from_file: sources.file_upstreams(), commands: sources.stdio_commands() })
+    })
+    .await
+}
+
+/// An upstream as the form holds it (`draft[name]`, … in a form).
+/// Headers are lines of `Name: value`; a secret header given with no value
+/// keeps the one stored (the form lists their names, never their values).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamDraft {
+    /// Its name.
+    pub name: String,
+    /// `http` or `stdio`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// The URL (`http`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The allowed command's key (`stdio`).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The tool prefix (empty: `<name>__`).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Headers, one `Name: value` per line.
+    #[serde(default)]
+    pub headers: Option<String>,
+    /// Secret headers, one `Name: value` per line (`Name:` keeps the stored value).
+    #[serde(default)]
+    pub secret_headers: Option<String>,
+    /// Set when the form adds (a name already stored is refused); absent, it replaces.
+    #[serde(default)]
+    pub adding: Option<String>,
+}
+
+impl UpstreamDraft {
+    /// The draft of a stored upstream (what Edit fills the form with).
+    pub fn of(spec: &gatehouse_model::UpstreamSpec) -> Self {
+        use gatehouse_model::Transport;
+        // A secret header's line is its name alone: left so, it keeps its value.
+        let lines = |secret: bool| {
+            let text: Vec<String> = spec
+                .headers
+                .iter()
+                .filter(|h| h.secret == secret)
+                .map(|h| match (&h.value, secret) {
+                    (Some(value), false) => format!("{}: {value}", h.name),
+                    _ => format!("{}:", h.name),
+                })
+                .collect();
+            Some(text.join("\n")).filter(|t| !t.is_empty())
+        };
+        let (url, command) = match &spec.transport {
+            Transport::Http { url } => (Some(url.clone()), None),
+            Transport::Stdio { command } => (None, Some(command.clone())),
+        };
+        UpstreamDraft {
+            name: spec.name.clone(),
+            kind: Some(spec.transport.kind().to_string()),
+            url,
+            command,
+            prefix: spec.prefix.clone(),
+            headers: lines(false),
+            secret_headers: lines(true),
+            adding: None,
+        }
+    }
+
+    /// The spec it describes, every field read as typed; a refusal names the field.
+    #[cfg(feature = "ssr")]
+    fn spec(self, enabled: bool) -> Result<gatehouse_model::UpstreamSpec, gatehouse_model::SpecError> {
+        use gatehouse_model::{SpecError, Transport};
+        let text = |v: Option<String>| v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let transport = match text(self.kind).as_deref().unwrap_or("http") {
+            "http" => {
+                Transport::Http { url: text(self.url).ok_or_else(|| SpecError::new("url", "Give the server's URL."))? }
+            }
+            "stdio" => Transport::Stdio {
+                command: text(self.command)
+                    .ok_or_else(|| SpecError::new("command", "Choose one of the commands the config file allows."))?,
+            },
+            other => return Err(SpecError::new("kind", format!("{other:?} is neither http nor stdio."))),
+        };
+        let mut headers = header_lines(self.headers, false, "headers")?;
+        headers.extend(header_lines(self.secret_headers, true, "secret_headers")?);
+        Ok(gatehouse_model::UpstreamSpec {
+            name: self.name.trim().to_string(),
+            transport,
+            prefix: self.prefix.map(|p| p.trim().to_string()).filter(|p| !p.is_empty()),
+            enabled,
+            headers,
+        })
+    }
+}
+
+/// `Name: value` lines as headers (a secret one may leave its value empty: kept).
+#[cfg(feature = "ssr")]
+fn header_lines(
+    text: Option<String>,
+    secret: bool,
+    field: &'static str,
+) -> Result<Vec<gatehouse_model::Header>, gatehouse_model::SpecError> {
+    let text = text.unwrap_or_default();
+    let mut headers = Vec::new();
+    for (i, line) in text.lines().map(str::trim).enumerate().filter(|(_, l)| !l.is_empty()) {
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(gatehouse_model::SpecError::new(field, format!("Line {} is not \"Name: value\".", i + 1)));
+        };
+        let value = value.trim();
+        if value.is_empty() && !secret {
+            return Err(gatehouse_model::SpecError::new(field, format!("Line {} has no value.", i + 1)));
+        }
+        headers.push(gatehouse_model::Header {
+            name: name.trim().to_string(),
+            value: Some(value.to_string()).filter(|v| !v.is_empty()),
+            secret,
+        });
+    }
+    Ok(headers)
+}
+
+/// What the change log says of a stored upstream: never a secret's value,
+/// nor a URL's query (it may carry a token).
+#[cfg(feature = "ssr")]
+fn describe(spec: &gatehouse_model::UpstreamSpec) -> String {
+    use gatehouse_model::Transport;
+    let mut said = match &spec.transport {
+        Transport::Http { url } => format!("http {}", url.split(['?', '#']).next().unwrap_or_default()),
+        Transport::Stdio { command } => format!("stdio command {command}"),
+    };
+    if let Some(prefix) = &spec.prefix {
+        said.push_str(&format!("; prefix {prefix:?}"));
+    }
+    if !spec.headers.is_empty() {
+        let names: Vec<String> = spec
+            .headers
+            .iter()
+            .map(|h| if h.secret { format!("{} (secret)", h.name) } else { h.name.clone() })
+            .collect();
+        said.push_str(&format!("; headers {}", names.join(", ")));
+    }
+    if !spec.enabled {
+        said.push_str("; disabled");
+    }
+    said
+}
+
+/// Adds or replaces an upstream (admins only); it starts on every replica
+/// within a second, and the change log records who.
+#[server(prefix = "/api/fn", endpoint = "upstream_save")]
+pub async fn save_upstream(draft: UpstreamDraft) -> Result<(), ServerFnError> {
+    use gatehouse_core::approvals::AccessError;
+    use gatehouse_core::changes::Change;
+    use gatehouse_core::error::CoreError;
+    let sources = sources()?;
+    let applier = sources.clone();
+    ctx::blocking(move |user, core| {
+        if !user.is_admin {
+            return Err(AccessError::Forbidden);
+        }
+        let adding = draft.adding.is_some();
+        let name = draft.name.trim().to_string();
+        // An edit keeps the stored switch; an addition starts enabled.
+        let enabled = match core.upstreams.get(&name)? {
+            Some(stored) if !adding => stored.enabled,
+            _ => true,
+        };
+        let spec = draft.spec(enabled).map_err(CoreError::from)?;
+        spec.check().map_err(CoreError::from)?;
+        sources.check(&spec).map_err(CoreError::from)?;
+        let spec = core.upstreams.put(spec, adding)?;
+        let detail = describe(&spec);
+        let actor = user.actor().to_string();
+        let action = if adding { "add" } else { "edit" };
+        core.changes.record(Change {
+            actor: &actor,
+            subject: "upstream",
+            target: &spec.name,
+            action,
+            detail: Some(&detail),
+        })?;
+        tracing::info!(upstream = %spec.name, detail, by = %user.username, "upstream {action}ed on the console");
+        Ok(())
+    })
+    .await?;
+    applier.changed();
+    Ok(())
+}
+
+/// Removes, disables, enables or restarts an upstream (`action` = `remove`,
+/// `disable`, `enable` or `restart`; admins only). Only Restart reaches the
+/// config file's upstreams (the file's other entries are the file's).
+#[server(prefix = "/api/fn", endpoint = "upstream_action")]
+pub async fn upstream_action(name: String, action: String) -> Result<String, ServerFnError> {
+    use gatehouse_core::approvals::AccessError;
+    use gatehouse_core::changes::Change;
+    let sources = sources()?;
+    let applier = sources.clone();
+    let done = ctx::blocking(move |user, core| {
+        if !user.is_admin {
+            return Err(AccessError::Forbidden);
+        }
+        let from_file = sources.file_upstreams().contains(&name);
+        let stored = core.upstreams.get(&name)?;
+        let exists = from_file || stored.is_some();
+        if !exists {
+            return Err(AccessError::Invalid(format!("invalid name: there is no upstream named {name}")));
+        }
+        let done = match (action.as_str(), stored) {
+            ("restart", _) => {
+                core.upstreams.restart(&name)?;
+                format!("{name} restarts.")
+            }
+            (_, None) => {
+                return Err(AccessError::Invalid(format!(
+                    "{name} is in gatehouse.toml: change it there (only Restart works here)"
+                )));
+            }
+            ("remove", Some(_)) => {
+                core.upstreams.remove(&name)?;
+                format!("{name} removed.")
+            }
+            ("disable" | "enable", Some(spec)) => {
+                let enabled = action == "enable";
+                core.upstreams.put(gatehouse_model::UpstreamSpec { enabled, ..spec }, false)?;
+                format!("{name} {action}d.")
+            }
+            (other, _) => return Err(AccessError::Invalid(format!("invalid action: {other:?} is not an action"))),
+        };
+        let actor = user.actor().to_string();
+        core.changes.record(Change {
+            actor: &actor,
+            subject: "upstream",
+            target: &name,
+            action: &action,
+            detail: None,
+        })?;
+        tracing::info!(upstream = %name, action, by = %user.username, "upstream changed on the console");
+        Ok(done)
+    })
+    .await?;
+    applier.changed();
+    Ok(done)
+}

@@ -439,4 +439,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DELETE FROM grants WHERE owner IS NOT NULL AND owner_id IS NULL;
     UPDATE task_results SET owner_id = (SELECT id FROM users WHERE users.username = task_results.owner);
     "#,
+    // 30: upstreams run from the browser: the ones admins added (their
+    // spec as JSON; secret headers included, the server sends them) and
+    // every upstream's restart count, which each replica follows.
+    r#"
+    CREATE TABLE managed_upstreams (
+        name       TEXT PRIMARY KEY,
+        spec       TEXT NOT NULL,
+        changed_at BIGINT NOT NULL
+    );
+    CREATE TABLE upstream_restarts (
+        name         TEXT PRIMARY KEY,
+        generation   BIGINT NOT NULL,
+        restarted_at BIGINT NOT NULL
+    );
+    "#,
 ];

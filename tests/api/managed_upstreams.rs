@@ -1,0 +1,231 @@
+//! Upstreams run from the browser: an admin adds one by URL with a secret
+//! header and an agent (a real rmcp client) calls its tool; who may (not a
+//! plain user, not another site, not an agent's token); the secret is never
+//! read back (the list, the page, the change log); the config file's names
+//! and `stdio_commands` bound what may be added; disable, enable, restart
+//! and remove.
+
+use std::time::Duration;
+
+use gatehouse::config::StdioCommand;
+use serde_json::Value;
+
+use crate::helpers::*;
+
+const SECRET: &str = "s3cret-header-value";
+
+fn http_form<'a>(name: &'a str, url: &'a str, secret_headers: &'a str, headers: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("draft[name]", name),
+        ("draft[kind]", "http"),
+        ("draft[url]", url),
+        ("draft[headers]", headers),
+        ("draft[secret_headers]", secret_headers),
+    ]
+}
+
+/// What the upstream saw of the agent's call: its request headers (`None`
+/// while it is not there, restarting).
+async fn seen_headers(service: &rmcp::service::RunningService<rmcp::RoleClient, crate::proxy::Agent>) -> Option<Value> {
+    let result = service.call_tool(tool_params("web__probe_whoami", Value::Null)).await.ok()?;
+    let text = &result.content.first()?.as_text()?.text;
+    Some(serde_json::from_str::<Value>(text).ok()?["headers"].clone())
+}
+
+/// Polls `check` every 25 ms for up to 10 s.
+async fn until(app: &TestApp, what: &str, check: impl Fn() -> bool) {
+    for _ in 0..400 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{what}: {:?}", app.upstreams.status());
+}
+
+#[tokio::test]
+async fn an_admin_adds_an_upstream_by_url_and_an_agent_calls_it_with_the_secret_header_never_shown() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_app_with(|c| c.policy_rules = vec![allow_rule("web__probe_*")]).await;
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
+    let (ada, bob) = (app.sign_in("ada").await, app.sign_in("bob").await);
+    let secret_line = format!("X-Upstream-Key: {SECRET}");
+    let mut form = http_form("web", &fixture.url, &secret_line, "X-Team: blue");
+    form.push(("draft[adding]", "1"));
+
+    // A plain user may not add one; nor a page of another site with the
+    // admin's cookie; nor an agent with its token.
+    assert_eq!(app.post_fn(&bob, "upstream_save", &form).await.status(), 403);
+    let cross = app
+        .client
+        .post(app.url("/api/fn/upstream_save"))
+        .header("cookie", &ada)
+        .header("origin", "https://evil.example")
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross.status(), 403, "a cross-site post");
+    let token = app.issue_owned("claude", "ada");
+    let as_agent = app.same_origin(reqwest::Method::POST, "/api/fn/upstream_save").bearer_auth(&token).form(&form);
+    assert_eq!(as_agent.send().await.unwrap().status(), 401, "an agent's token is no browser session");
+    assert!(app.core.upstreams.stored().unwrap().specs.is_empty());
+
+    // The admin adds it: it starts, and the agent's call carries both headers.
+    let added = app.post_fn(&ada, "upstream_save", &form).await;
+    assert_eq!(added.status(), 200, "{}", added.text().await.unwrap());
+    app.wait_for_upstream_tool("web__probe_whoami").await;
+    let (_, service) = crate::proxy::connect(&app, &token).await;
+    let headers = seen_headers(&service).await.expect("the tool answers");
+    assert_eq!(headers["x-upstream-key"], SECRET, "{headers}");
+    assert_eq!(headers["x-team"], "blue", "{headers}");
+    assert!(headers.get("authorization").is_none(), "the agent's token never goes upstream: {headers}");
+
+    // The secret is never read back: not in the list, the page or the change log.
+    let listed = app.post_fn(&ada, "managed_upstreams", &[]).await.text().await.unwrap();
+    assert!(listed.contains("X-Upstream-Key") && !listed.contains(SECRET), "{listed}");
+    let page = app.get_as(&ada, "/upstreams?upstream=web").await.text().await.unwrap();
+    assert!(page.contains("Edit web") && page.contains("X-Upstream-Key:"), "the edit form lists its name");
+    assert!(!page.contains(SECRET), "the page never carries the secret");
+    let changes = app.core.changes.recent("upstream", 10).unwrap();
+    assert!(changes.iter().any(|c| c.target == "web" && c.action == "add" && c.actor == "user:ada#1"), "{changes:?}");
+    assert!(!format!("{changes:?}").contains(SECRET), "{changes:?}");
+    assert_eq!(app.post_fn(&bob, "managed_upstreams", &[]).await.text().await.unwrap().matches("web").count(), 0);
+
+    // An edit that leaves the secret's value blank keeps it; the upstream
+    // restarts with the new plain header, and the agent's session stays.
+    let edited =
+        app.post_fn(&ada, "upstream_save", &http_form("web", &fixture.url, "X-Upstream-Key:", "X-Team: green")).await;
+    assert_eq!(edited.status(), 200, "{}", edited.text().await.unwrap());
+    let mut headers = Value::Null;
+    for _ in 0..200 {
+        headers = seen_headers(&service).await.unwrap_or_default();
+        if headers["x-team"] == "green" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(headers["x-team"], "green", "{headers}");
+    assert_eq!(headers["x-upstream-key"], SECRET, "kept: {headers}");
+
+    // Adding the same name again is refused beside the name field.
+    let twice = app.post_fn(&ada, "upstream_save", &form).await;
+    assert_eq!(twice.status(), 400);
+    assert!(twice.text().await.unwrap().contains("invalid name: an upstream named web is already here"));
+}
+
+#[tokio::test]
+async fn the_files_names_and_commands_bound_what_is_added_and_each_action_reaches_the_running_upstream() {
+    let everything = everything_stdio();
+    let app = spawn_app_with(move |c| {
+        c.upstream = vec![everything.clone()];
+        c.stdio_commands = [(
+            "demo".to_string(),
+            StdioCommand {
+                command: everything.command.clone().unwrap(),
+                args: everything.args.clone(),
+                env: Default::default(),
+                cwd: None,
+            },
+        )]
+        .into();
+    })
+    .await;
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
+    let (ada, bob) = (app.sign_in("ada").await, app.sign_in("bob").await);
+    app.wait_for_upstream_tool("ev__test_simple_text").await;
+
+    let save = |fields: Vec<(&'static str, &'static str)>| {
+        let ada = ada.clone();
+        let app = &app;
+        async move {
+            let r = app.post_fn(&ada, "upstream_save", &fields).await;
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // The file's name is the file's; a program is no allowed command; a
+    // stdio upstream takes no headers.
+    let (status, body) = save(vec![
+        ("draft[name]", "everything"),
+        ("draft[kind]", "stdio"),
+        ("draft[command]", "demo"),
+        ("draft[adding]", "1"),
+    ])
+    .await;
+    assert_eq!(status, 400);
+    assert!(body.contains("invalid name: gatehouse.toml already has an upstream named everything"), "{body}");
+    let (status, body) = save(vec![
+        ("draft[name]", "sh"),
+        ("draft[kind]", "stdio"),
+        ("draft[command]", "/bin/sh"),
+        ("draft[adding]", "1"),
+    ])
+    .await;
+    assert_eq!(status, 400);
+    assert!(body.contains("invalid command:"), "{body}");
+    let (status, body) = save(vec![
+        ("draft[name]", "demo"),
+        ("draft[kind]", "stdio"),
+        ("draft[command]", "demo"),
+        ("draft[headers]", "X-A: 1"),
+        ("draft[adding]", "1"),
+    ])
+    .await;
+    assert_eq!((status, body.contains("invalid headers:")), (400, true), "{body}");
+    assert!(app.core.upstreams.stored().unwrap().specs.is_empty(), "nothing refused was stored");
+
+    // An allowed command runs, as the file lists it.
+    let (status, body) = save(vec![
+        ("draft[name]", "demo"),
+        ("draft[kind]", "stdio"),
+        ("draft[command]", "demo"),
+        ("draft[prefix]", "demo__"),
+        ("draft[adding]", "1"),
+    ])
+    .await;
+    assert_eq!(status, 200, "{body}");
+    app.wait_for_upstream_tool("demo__test_simple_text").await;
+    let pid = |name: &str| app.upstreams.status().into_iter().find(|s| s.name == name).and_then(|s| s.pid);
+    let act = |name: &'static str, action: &'static str| {
+        let ada = ada.clone();
+        let app = &app;
+        async move { app.post_fn(&ada, "upstream_action", &[("name", name), ("action", action)]).await.status().as_u16() }
+    };
+
+    // A plain user may do none of it.
+    for action in ["disable", "restart", "remove"] {
+        assert_eq!(app.post_fn(&bob, "upstream_action", &[("name", "demo"), ("action", action)]).await.status(), 403);
+    }
+    // Restart: a new child, for the console's upstream and the file's alike.
+    let (demo_pid, file_pid) = (pid("demo").unwrap(), pid("everything").unwrap());
+    assert_eq!(act("demo", "restart").await, 200);
+    assert_eq!(act("everything", "restart").await, 200);
+    until(&app, "both restarted", || {
+        pid("demo").is_some_and(|p| p != demo_pid) && pid("everything").is_some_and(|p| p != file_pid)
+    })
+    .await;
+    // Disable stops it and hides its tools; Enable brings them back.
+    assert_eq!(act("demo", "disable").await, 200);
+    until(&app, "disabled", || app.upstreams.find("demo__test_simple_text").is_none() && pid("demo").is_none()).await;
+    assert_eq!(act("demo", "enable").await, 200);
+    app.wait_for_upstream_tool("demo__test_simple_text").await;
+    // The file's upstream is changed in the file, not here.
+    assert_eq!(act("everything", "remove").await, 400);
+    assert_eq!(act("everything", "disable").await, 400);
+    assert_eq!(act("demo", "remove").await, 200);
+    until(&app, "removed", || app.upstreams.status().iter().all(|s| s.name != "demo")).await;
+    assert!(app.upstreams.find("ev__test_simple_text").is_some(), "the file's upstream runs on");
+    let actions: Vec<String> = app
+        .core
+        .changes
+        .recent("upstream", 20)
+        .unwrap()
+        .into_iter()
+        .map(|c| format!("{} {}", c.action, c.target))
+        .collect();
+    for done in ["add demo", "restart demo", "restart everything", "disable demo", "enable demo", "remove demo"] {
+        assert!(actions.iter().any(|a| a == done), "{done} in {actions:?}");
+    }
+}
