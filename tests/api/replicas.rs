@@ -179,3 +179,45 @@ async fn a_user_added_under_a_removed_users_name_sees_none_of_her_calls_on_eithe
     // An admin reads it (the checks above can fail).
     assert_eq!(a.get_as(&a.sign_in("root").await, &format!("/api/executions/{eid}")).await.status(), 200);
 }
+
+/// An upstream an admin adds on one replica starts on the other within
+/// the poll (each replica runs its own connection), a restart asked on
+/// either reaches both, and its removal stops it on both.
+#[tokio::test]
+async fn an_upstream_added_on_one_replica_runs_on_both_and_leaves_both() {
+    const TOOL: &str = "web__test_simple_text";
+    let fixture = Fixture::start(0).await;
+    let a = spawn_app().await;
+    let Some(url) = a.core.db.postgres_url().map(str::to_string) else { return };
+    let b = spawn_app_with(|c| c.database.url = Some(url)).await;
+    a.add_user("root", true).await;
+    let root = b.sign_in("root").await;
+    let form =
+        [("draft[name]", "web"), ("draft[kind]", "http"), ("draft[url]", fixture.url.as_str()), ("draft[adding]", "1")];
+    let added = b.post_fn(&root, "upstream_save", &form).await;
+    assert_eq!(added.status(), 200, "{}", added.text().await.unwrap());
+    b.wait_for_upstream_tool(TOOL).await;
+    a.wait_for_upstream_tool(TOOL).await;
+
+    let restarts =
+        |app: &TestApp| app.state.mcp.config.load().upstream.iter().find(|u| u.name == "web").map(|u| u.restarts);
+    assert_eq!(b.post_fn(&root, "upstream_action", &[("name", "web"), ("action", "restart")]).await.status(), 200);
+    for _ in 0..100 {
+        if restarts(&a) == Some(1) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!((restarts(&a), restarts(&b)), (Some(1), Some(1)), "the restart reached both");
+    a.wait_for_upstream_tool(TOOL).await;
+
+    let root_a = a.sign_in("root").await;
+    assert_eq!(a.post_fn(&root_a, "upstream_action", &[("name", "web"), ("action", "remove")]).await.status(), 200);
+    for _ in 0..100 {
+        if [&a, &b].iter().all(|app| app.upstreams.status().is_empty()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(a.upstreams.status().is_empty() && b.upstreams.status().is_empty(), "removed on both");
+}
