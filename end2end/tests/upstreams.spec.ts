@@ -1,9 +1,9 @@
 // The upstreams page shows each fronted server's health live: a stdio
 // upstream that is killed goes down and comes back without a reload.
 import { test, expect } from "@playwright/test";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { spawnGatehouse, root, type Gatehouse } from "./gatehouse";
+import { connectClient, signInPage, spawnGatehouse, root, type Gatehouse } from "./gatehouse";
 
 const PW = "a long enough password";
 let gh: Gatehouse;
@@ -40,4 +40,64 @@ test("a killed upstream shows restarting, then up again with a restart, live", a
   const api = JSON.parse(gh.cli("api-token", "issue", "--name", "e2e", "--json"));
   const metrics = await (await fetch(`${gh.url}/metrics`, { headers: { authorization: `Bearer ${api.token}` } })).text();
   expect(metrics).toContain('gatehouse_upstream_up{upstream="slow",health="up"} 1');
+});
+
+test.describe("an upstream added in the browser", () => {
+  const SECRET = "e2e-secret-header-value";
+  let gh2: Gatehouse;
+  let fixture: ChildProcess;
+  let fixtureUrl: string;
+
+  test.beforeAll(async () => {
+    const node = join(root, "tools", "node_modules", ".bin", "node");
+    fixture = spawn(node, [join(root, "end2end", "fixtures", "everything_server.mjs"), "--port", "0"], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    fixtureUrl = await new Promise<string>((ok, fail) => {
+      const timer = setTimeout(() => fail(new Error("the fixture did not start")), 20_000);
+      fixture.stdout!.once("data", (chunk) => {
+        clearTimeout(timer);
+        ok(chunk.toString().trim().split("\n")[0].split(" ").pop()!);
+      });
+    });
+    gh2 = await spawnGatehouse({}, `[[policy]]\npattern = "web__probe_*"\naction = "allow"\n`);
+    gh2.addUser("ada", PW, true);
+  });
+  test.afterAll(() => {
+    gh2.stop();
+    fixture.kill();
+  });
+
+  test("an admin adds a Streamable HTTP upstream with a secret header and an agent calls its tool", async ({ page }) => {
+    await signInPage(page, gh2, "ada", PW, "/upstreams");
+    await expect(page.locator(".live-status")).toHaveText("Live");
+    const form = page.getByRole("form", { name: "Upstream" });
+    await form.getByLabel("Name").fill("web");
+    await form.getByLabel("URL").fill(fixtureUrl);
+    await form.getByLabel("Secret headers").fill(`X-Upstream-Key: ${SECRET}`);
+    await form.getByRole("button", { name: "Add upstream" }).click();
+    await expect(page.getByTestId("outcome")).toContainText("Saved");
+    const row = page.getByRole("table", { name: "Upstreams" }).getByRole("row").filter({ hasText: "web" });
+    await expect(row.getByRole("cell").nth(2)).toHaveText("up", { timeout: 15_000 });
+    await expect(row.getByTestId("manage")).toContainText("added here");
+    expect(await page.content()).not.toContain(SECRET);
+
+    // An agent (the TypeScript SDK) calls the new upstream's tool, which
+    // received the secret header.
+    const issued = gh2.issueToken("e2e-agent");
+    const { client } = await connectClient(issued.endpoint, issued.token);
+    const tools = await client.listTools();
+    expect(tools.tools.map((t) => t.name)).toContain("web__probe_whoami");
+    const result = await client.callTool({ name: "web__probe_whoami", arguments: {} });
+    const seen = JSON.parse((result.content as { text: string }[])[0].text);
+    expect(seen.headers["x-upstream-key"]).toBe(SECRET);
+    await client.close();
+
+    // Edit shows the secret header's name, never its value; Remove takes it away.
+    await row.getByRole("link", { name: "Edit web" }).click();
+    await expect(page.getByRole("heading", { name: "Edit web" })).toBeVisible();
+    await expect(page.getByLabel("Secret headers")).toHaveValue("X-Upstream-Key:");
+    await row.getByRole("button", { name: "Remove web" }).click();
+    await expect(page.getByRole("table", { name: "Upstreams" })).toHaveCount(0);
+  });
 });

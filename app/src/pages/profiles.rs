@@ -23,6 +23,8 @@ pub fn ProfilesSection() -> impl IntoView {
     let save = ServerAction::<SaveProfile>::new();
     let remove = ServerAction::<RemoveProfile>::new();
     let outcome: Outcome = RwSignal::new(None);
+    let query = use_query_map();
+    let editing = move || query.with(|q| q.get("profile"));
     on_success(save, move || profiles.refetch());
     on_success(remove, move || profiles.refetch());
     report_fields(outcome, save, "Profile saved: the agents it names see only what it lists.", PROFILE_FIELDS);
@@ -38,7 +40,8 @@ pub fn ProfilesSection() -> impl IntoView {
             <OutcomeLine outcome/>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 {move || profiles.get().map(|result| match result {
-                    Ok(view) => view! { <Profiles view save remove/> }.into_any(),
+                    // The query is read here, tracked: Edit is a link on this page.
+                    Ok(view) => view! { <Profiles view save remove editing=editing()/> }.into_any(),
                     Err(e) => view! { <p role="alert" class="error">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
@@ -47,10 +50,13 @@ pub fn ProfilesSection() -> impl IntoView {
 }
 
 #[component]
-fn Profiles(view: ProfilesView, save: ServerAction<SaveProfile>, remove: ServerAction<RemoveProfile>) -> impl IntoView {
+fn Profiles(
+    view: ProfilesView,
+    save: ServerAction<SaveProfile>,
+    remove: ServerAction<RemoveProfile>,
+    editing: Option<String>,
+) -> impl IntoView {
     let ProfilesView { is_admin, profiles } = view;
-    let query = use_query_map();
-    let editing = query.with_untracked(|q| q.get("profile"));
     let draft = editing
         .and_then(|name| profiles.iter().find(|p| p.name == name && p.source == Source::Database))
         .map(ProfileDraft::of)

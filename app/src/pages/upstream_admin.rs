@@ -49,14 +49,26 @@ pub fn UpstreamActions(name: String, managed: ManagedUpstreams, act: ServerActio
     }
 }
 
-/// The form that adds an upstream, or edits the one named in the query.
-#[component]
-pub fn UpstreamForm(managed: ManagedUpstreams, save: ServerAction<SaveUpstream>) -> impl IntoView {
+/// The name in the query (`?upstream=<name>`), tracked: Edit is a link, and
+/// following it on the same page must fill the form again.
+pub fn editing_upstream() -> impl Fn() -> Option<String> + Copy {
     let query = use_query_map();
-    let editing: Option<UpstreamSpec> = query
-        .with_untracked(|q| q.get("upstream"))
-        .and_then(|name| managed.specs.iter().find(|s| s.name == name).cloned());
+    move || query.with(|q| q.get("upstream"))
+}
+
+/// The form that adds an upstream, or edits the stored one named `editing`.
+/// Each control's value is set as a property too: following Edit on this
+/// page rebuilds the form in place, and an attribute alone would leave what
+/// was typed before.
+#[component]
+pub fn UpstreamForm(
+    managed: ManagedUpstreams,
+    save: ServerAction<SaveUpstream>,
+    editing: Option<String>,
+) -> impl IntoView {
+    let editing: Option<UpstreamSpec> = editing.and_then(|name| managed.specs.iter().find(|s| s.name == name).cloned());
     let draft = editing.as_ref().map(UpstreamDraft::of).unwrap_or_default();
+    let is_editing = editing.is_some();
     let error = move |key: &'static str| {
         let error = crate::outcome::field_error(save, key);
         move || error().map(|e| view! { <span role="alert" class="error field-error">{e}</span> })
@@ -68,66 +80,72 @@ pub fn UpstreamForm(managed: ManagedUpstreams, save: ServerAction<SaveUpstream>)
     let kind = draft.kind.clone().unwrap_or_else(|| "http".into());
     let chosen = draft.command.clone().unwrap_or_default();
     let commands = managed.commands.clone();
-    let no_commands = commands.is_empty();
+    let command_hint = if commands.is_empty() {
+        "For stdio. gatehouse.toml allows no command yet: a stdio command runs on this host, so its operator lists them under [stdio_commands]."
+    } else {
+        "For stdio: only the commands gatehouse.toml lists run, as listed."
+    };
     view! {
         <section id="upstream-form" class="panel" aria-labelledby="upstream-form-h">
             <h2 id="upstream-form-h">{heading}</h2>
-            <ActionForm action=save attr:class="upstream-form" attr:aria-label="Upstream">
-                {editing.is_none().then(|| view! { <input type="hidden" name="draft[adding]" value="1"/> })}
-                <label>"Name"
+            <ActionForm action=save attr:class="upstream-form profile-form" attr:aria-label="Upstream">
+                {(!is_editing).then(|| view! { <input type="hidden" name="draft[adding]" value="1"/> })}
+                <Field id="upstream-name" label="Name" hint="Letters, digits, - or _. Its tools are listed as name__tool unless you set a prefix." error=error("name")>
                     <input id="upstream-name" name="draft[name]" autocomplete="off" placeholder="search"
-                        value=draft.name.clone() readonly=editing.is_some()/>
-                    <span class="hint">"Letters, digits, - or _. Its tools are listed as name__tool unless you set a prefix."</span>
-                    {error("name")}
-                </label>
-                <label>"Transport"
+                        aria-describedby="upstream-name-hint" value=draft.name.clone() prop:value=draft.name.clone() readonly=is_editing/>
+                </Field>
+                <Field id="upstream-kind" label="Transport" hint="" error=error("kind")>
                     <select id="upstream-kind" name="draft[kind]">
-                        <option value="http" selected=kind == "http">"Streamable HTTP (a URL)"</option>
-                        <option value="stdio" selected=kind == "stdio">"stdio (a command gatehouse.toml allows)"</option>
+                        <option value="http" selected=kind == "http" prop:selected=kind == "http">"Streamable HTTP (a URL)"</option>
+                        <option value="stdio" selected=kind == "stdio" prop:selected=kind == "stdio">"stdio (a command gatehouse.toml allows)"</option>
                     </select>
-                    {error("kind")}
-                </label>
-                <label>"URL"
-                    <input id="upstream-url" name="draft[url]" type="url" autocomplete="off"
-                        placeholder="https://mcp.example.com/mcp" value=draft.url.clone().unwrap_or_default()/>
-                    <span class="hint">"For Streamable HTTP."</span>
-                    {error("url")}
-                </label>
-                <label>"Command"
-                    <select id="upstream-command" name="draft[command]">
-                        <option value="" selected=chosen.is_empty()>"—"</option>
+                </Field>
+                <Field id="upstream-url" label="URL" hint="For Streamable HTTP." error=error("url")>
+                    <input id="upstream-url" name="draft[url]" type="url" autocomplete="off" aria-describedby="upstream-url-hint"
+                        placeholder="https://mcp.example.com/mcp" value=draft.url.clone().unwrap_or_default() prop:value=draft.url.clone().unwrap_or_default()/>
+                </Field>
+                <Field id="upstream-command" label="Command" hint=command_hint error=error("command")>
+                    <select id="upstream-command" name="draft[command]" aria-describedby="upstream-command-hint">
+                        <option value="" selected=chosen.is_empty() prop:selected=chosen.is_empty()>"—"</option>
                         {commands.into_iter().map(|(key, line)| {
                             let selected = key == chosen;
-                            view! { <option value=key.clone() selected=selected>{format!("{key}: {line}")}</option> }
+                            view! { <option value=key.clone() selected=selected prop:selected=selected>{format!("{key}: {line}")}</option> }
                         }).collect_view()}
                     </select>
-                    <span class="hint">{if no_commands {
-                        "For stdio. gatehouse.toml allows no command yet: a stdio command runs on this host, so its operator lists them under [stdio_commands]."
-                    } else {
-                        "For stdio: only the commands gatehouse.toml lists run, as listed."
-                    }}</span>
-                    {error("command")}
-                </label>
-                <label>"Tool prefix"
+                </Field>
+                <Field id="upstream-prefix" label="Tool prefix" hint="Empty: the name and two underscores." error=error("prefix")>
                     <input id="upstream-prefix" name="draft[prefix]" autocomplete="off" placeholder="name__"
-                        value=draft.prefix.clone().unwrap_or_default()/>
-                    {error("prefix")}
-                </label>
-                <label>"Headers"
+                        aria-describedby="upstream-prefix-hint" value=draft.prefix.clone().unwrap_or_default() prop:value=draft.prefix.clone().unwrap_or_default()/>
+                </Field>
+                <Field id="upstream-headers" label="Headers" hint="One per line, Name: value. Shown to admins." error=error("headers")>
                     <textarea id="upstream-headers" name="draft[headers]" rows="2" autocomplete="off"
-                        placeholder="X-Team: blue">{draft.headers.clone().unwrap_or_default()}</textarea>
-                    <span class="hint">"One per line, Name: value. Shown to admins."</span>
-                    {error("headers")}
-                </label>
-                <label>"Secret headers"
+                        aria-describedby="upstream-headers-hint" placeholder="X-Team: blue" prop:value=draft.headers.clone().unwrap_or_default()>{draft.headers.clone().unwrap_or_default()}</textarea>
+                </Field>
+                <Field id="upstream-secret-headers" label="Secret headers" hint="One per line, Name: value. Never shown again: a name left with no value keeps the value set before; delete the line to remove it." error=error("secret_headers")>
                     <textarea id="upstream-secret-headers" name="draft[secret_headers]" rows="2" autocomplete="off"
-                        placeholder="Authorization: Bearer …">{draft.secret_headers.clone().unwrap_or_default()}</textarea>
-                    <span class="hint">"One per line, Name: value. Never shown again: a name left with no value keeps the value set before; delete the line to remove it."</span>
-                    {error("secret_headers")}
-                </label>
-                <button type="submit" class="primary">{if editing.is_some() { "Save upstream" } else { "Add upstream" }}</button>
-                {editing.is_some().then(|| view! { <a href=routes::UPSTREAMS class="button-link quiet">"Cancel"</a> })}
+                        aria-describedby="upstream-secret-headers-hint" placeholder="Authorization: Bearer …" prop:value=draft.secret_headers.clone().unwrap_or_default()>{draft.secret_headers.clone().unwrap_or_default()}</textarea>
+                </Field>
+                <button type="submit" class="primary">{if is_editing { "Save upstream" } else { "Add upstream" }}</button>
+                {is_editing.then(|| view! { <a href=routes::UPSTREAMS class="button-link quiet">"Cancel"</a> })}
             </ActionForm>
         </section>
+    }
+}
+
+/// One form field: its label, the control, a hint the control names as its
+/// description, and the refusal beside it.
+#[component]
+fn Field<E, V>(id: &'static str, label: &'static str, hint: &'static str, error: E, children: Children) -> impl IntoView
+where
+    E: Fn() -> Option<V> + Send + Sync + 'static,
+    V: IntoView + 'static,
+{
+    view! {
+        <div class="field">
+            <label for=id>{label}</label>
+            {children()}
+            {(!hint.is_empty()).then(|| view! { <span class="hint" id=format!("{id}-hint")>{hint}</span> })}
+            {error}
+        </div>
     }
 }

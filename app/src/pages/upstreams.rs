@@ -9,7 +9,7 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
-use crate::pages::upstream_admin::{UPSTREAM_FIELDS, UpstreamActions, UpstreamForm};
+use crate::pages::upstream_admin::{UPSTREAM_FIELDS, UpstreamActions, UpstreamForm, editing_upstream};
 
 /// `/upstreams`: the fronted MCP servers and their health, live.
 #[component]
@@ -35,6 +35,7 @@ pub fn UpstreamsPage() -> impl IntoView {
         |_| crate::server_fns::list_managed_upstreams(),
     );
     let notify = crate::json::resource(|| (), |_| crate::server_fns::list_notify_targets());
+    let editing = editing_upstream();
     let live = use_changes([
         refetch_on(&[LiveEvent::UpstreamsChanged], upstreams),
         refetch_on(&[LiveEvent::UpstreamsChanged], managed),
@@ -109,7 +110,7 @@ pub fn UpstreamsPage() -> impl IntoView {
             <Suspense fallback=|| ()>
                 {move || managed.get().and_then(Result::ok).filter(|_| {
                     upstreams.get().and_then(Result::ok).is_some_and(|l| l.is_admin)
-                }).map(|m| view! { <UpstreamForm managed=m save/> })}
+                }).map(|m| view! { <UpstreamForm managed=m save editing=editing()/> })}
             </Suspense>
             <Suspense fallback=|| ()>
                 {move || notify.get().and_then(Result::ok).filter(|n| !n.targets.is_empty()).map(|list| {
