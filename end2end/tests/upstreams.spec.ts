@@ -77,8 +77,20 @@ test.describe("an upstream added in the browser", () => {
     await form.getByLabel("Secret headers").fill(`X-Upstream-Key: ${SECRET}`);
     await form.getByRole("button", { name: "Add upstream" }).click();
     await expect(page.getByTestId("outcome")).toContainText("Saved");
+    // Typed while the new upstream comes up (the page re-reads the list
+    // live), refused beside each bad field, and kept as typed.
+    await form.getByLabel("Name").fill("bad name");
+    await form.getByLabel("URL").fill("ftp://files.example");
     const row = page.getByRole("table", { name: "Upstreams" }).getByRole("row").filter({ hasText: "web" });
     await expect(row.getByRole("cell").nth(2)).toHaveText("up", { timeout: 15_000 });
+    await form.getByRole("button", { name: "Add upstream" }).click();
+    await expect(page.getByTestId("outcome")).toHaveText("Not saved: the 2 marked fields need a change.");
+    await expect(form.locator(".field-error")).toHaveText([
+      "A name is 1 to 64 letters, digits, '-' or '_'.",
+      "The URL must start with http:// or https://.",
+    ]);
+    await expect(form.getByLabel("Name")).toHaveValue("bad name");
+    await expect(form.getByLabel("URL")).toHaveValue("ftp://files.example");
     await expect(row.getByTestId("manage")).toContainText("added here");
     expect(await page.content()).not.toContain(SECRET);
 

@@ -110,8 +110,29 @@ pub fn valid_upstream_name(name: &str) -> bool {
 
 impl UpstreamSpec {
     /// Checks what can be checked without the server's configuration (the
-    /// server adds: the command key exists, the name is not the file's).
+    /// server adds: the command key exists, the name is not the file's):
+    /// the first refusal ([`UpstreamSpec::problems`] has them all).
     pub fn check(&self) -> Result<(), SpecError> {
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every field's refusal, one per field, in the form's order.
+    pub fn problems(&self) -> Vec<SpecError> {
+        let mut found: Vec<SpecError> = Vec::new();
+        for check in [Self::check_name, Self::check_transport, Self::check_headers] {
+            if let Err(e) = check(self)
+                && !found.iter().any(|f| f.field == e.field)
+            {
+                found.push(e);
+            }
+        }
+        found
+    }
+
+    fn check_name(&self) -> Result<(), SpecError> {
         if !valid_upstream_name(&self.name) {
             return Err(SpecError::new(
                 "name",
@@ -127,16 +148,24 @@ impl UpstreamSpec {
                 format!("A prefix is at most {MAX_PREFIX} letters, digits, '_', '.' or '-'."),
             ));
         }
+        Ok(())
+    }
+
+    fn check_transport(&self) -> Result<(), SpecError> {
         match &self.transport {
             Transport::Http { url } => check_url(url)?,
             Transport::Stdio { command } => {
                 if command.trim().is_empty() {
                     return Err(SpecError::new("command", "Choose one of the commands the config file allows."));
                 }
-                if !self.headers.is_empty() {
-                    return Err(SpecError::new("headers", "Headers are sent over HTTP: a stdio upstream takes none."));
-                }
             }
+        }
+        Ok(())
+    }
+
+    fn check_headers(&self) -> Result<(), SpecError> {
+        if matches!(self.transport, Transport::Stdio { .. }) && !self.headers.is_empty() {
+            return Err(SpecError::new("headers", "Headers are sent over HTTP: a stdio upstream takes none."));
         }
         if self.headers.len() > MAX_HEADERS {
             return Err(SpecError::new("headers", format!("At most {MAX_HEADERS} headers.")));
@@ -241,6 +270,10 @@ mod tests {
         assert_eq!(spec.check().unwrap_err().field, "headers", "twice, whatever the case");
         let stdio = UpstreamSpec { transport: Transport::Stdio { command: "everything".into() }, ..http("") };
         assert_eq!(stdio.check().unwrap_err().field, "headers");
+        let mut two = http("ftp://x/");
+        two.name = "a b".into();
+        let fields: Vec<&str> = two.problems().iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["name", "url"], "every bad field, once");
     }
 
     #[test]

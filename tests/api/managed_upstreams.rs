@@ -113,6 +113,11 @@ async fn an_admin_adds_an_upstream_by_url_and_an_agent_calls_it_with_the_secret_
     let twice = app.post_fn(&ada, "upstream_save", &form).await;
     assert_eq!(twice.status(), 400);
     assert!(twice.text().await.unwrap().contains("invalid name: an upstream named web is already here"));
+    // Two bad fields: both said, each once.
+    let both = app.post_fn(&ada, "upstream_save", &http_form("a b", "ftp://x", "", "")).await;
+    assert_eq!(both.status(), 400);
+    let said = both.text().await.unwrap();
+    assert_eq!((said.matches("invalid name:").count(), said.matches("invalid url:").count()), (1, 1), "{said}");
 }
 
 #[tokio::test]

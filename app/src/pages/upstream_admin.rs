@@ -57,9 +57,9 @@ pub fn editing_upstream() -> impl Fn() -> Option<String> + Copy {
 }
 
 /// The form that adds an upstream, or edits the stored one named `editing`.
-/// Each control's value is set as a property too: following Edit on this
-/// page rebuilds the form in place, and an attribute alone would leave what
-/// was typed before.
+/// Its values are attributes: a re-read of the upstreams rebuilds it in
+/// place and keeps what the person typed (the page makes a new form when
+/// the upstream being edited changes).
 #[component]
 pub fn UpstreamForm(
     managed: ManagedUpstreams,
@@ -92,38 +92,38 @@ pub fn UpstreamForm(
                 {(!is_editing).then(|| view! { <input type="hidden" name="draft[adding]" value="1"/> })}
                 <Field id="upstream-name" label="Name" hint="Letters, digits, - or _. Its tools are listed as name__tool unless you set a prefix." error=error("name")>
                     <input id="upstream-name" name="draft[name]" autocomplete="off" placeholder="search"
-                        aria-describedby="upstream-name-hint" value=draft.name.clone() prop:value=draft.name.clone() readonly=is_editing/>
+                        aria-describedby="upstream-name-hint" value=draft.name.clone() readonly=is_editing/>
                 </Field>
                 <Field id="upstream-kind" label="Transport" hint="" error=error("kind")>
                     <select id="upstream-kind" name="draft[kind]">
-                        <option value="http" selected=kind == "http" prop:selected=kind == "http">"Streamable HTTP (a URL)"</option>
-                        <option value="stdio" selected=kind == "stdio" prop:selected=kind == "stdio">"stdio (a command gatehouse.toml allows)"</option>
+                        <option value="http" selected=kind == "http">"Streamable HTTP (a URL)"</option>
+                        <option value="stdio" selected=kind == "stdio">"stdio (a command gatehouse.toml allows)"</option>
                     </select>
                 </Field>
                 <Field id="upstream-url" label="URL" hint="For Streamable HTTP." error=error("url")>
                     <input id="upstream-url" name="draft[url]" type="url" autocomplete="off" aria-describedby="upstream-url-hint"
-                        placeholder="https://mcp.example.com/mcp" value=draft.url.clone().unwrap_or_default() prop:value=draft.url.clone().unwrap_or_default()/>
+                        placeholder="https://mcp.example.com/mcp" value=draft.url.clone().unwrap_or_default()/>
                 </Field>
                 <Field id="upstream-command" label="Command" hint=command_hint error=error("command")>
                     <select id="upstream-command" name="draft[command]" aria-describedby="upstream-command-hint">
-                        <option value="" selected=chosen.is_empty() prop:selected=chosen.is_empty()>"—"</option>
+                        <option value="" selected=chosen.is_empty()>"—"</option>
                         {commands.into_iter().map(|(key, line)| {
                             let selected = key == chosen;
-                            view! { <option value=key.clone() selected=selected prop:selected=selected>{format!("{key}: {line}")}</option> }
+                            view! { <option value=key.clone() selected=selected>{format!("{key}: {line}")}</option> }
                         }).collect_view()}
                     </select>
                 </Field>
                 <Field id="upstream-prefix" label="Tool prefix" hint="Empty: the name and two underscores." error=error("prefix")>
                     <input id="upstream-prefix" name="draft[prefix]" autocomplete="off" placeholder="name__"
-                        aria-describedby="upstream-prefix-hint" value=draft.prefix.clone().unwrap_or_default() prop:value=draft.prefix.clone().unwrap_or_default()/>
+                        aria-describedby="upstream-prefix-hint" value=draft.prefix.clone().unwrap_or_default()/>
                 </Field>
                 <Field id="upstream-headers" label="Headers" hint="One per line, Name: value. Shown to admins." error=error("headers")>
                     <textarea id="upstream-headers" name="draft[headers]" rows="2" autocomplete="off"
-                        aria-describedby="upstream-headers-hint" placeholder="X-Team: blue" prop:value=draft.headers.clone().unwrap_or_default()>{draft.headers.clone().unwrap_or_default()}</textarea>
+                        aria-describedby="upstream-headers-hint" placeholder="X-Team: blue">{draft.headers.clone().unwrap_or_default()}</textarea>
                 </Field>
                 <Field id="upstream-secret-headers" label="Secret headers" hint="One per line, Name: value. Never shown again: a name left with no value keeps the value set before; delete the line to remove it." error=error("secret_headers")>
                     <textarea id="upstream-secret-headers" name="draft[secret_headers]" rows="2" autocomplete="off"
-                        aria-describedby="upstream-secret-headers-hint" placeholder="Authorization: Bearer …" prop:value=draft.secret_headers.clone().unwrap_or_default()>{draft.secret_headers.clone().unwrap_or_default()}</textarea>
+                        aria-describedby="upstream-secret-headers-hint" placeholder="Authorization: Bearer …">{draft.secret_headers.clone().unwrap_or_default()}</textarea>
                 </Field>
                 <button type="submit" class="primary">{if is_editing { "Save upstream" } else { "Add upstream" }}</button>
                 {is_editing.then(|| view! { <a href=routes::UPSTREAMS class="button-link quiet">"Cancel"</a> })}

@@ -107,11 +107,16 @@ pub fn UpstreamsPage() -> impl IntoView {
                     Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
             </Suspense>
-            <Suspense fallback=|| ()>
-                {move || managed.get().and_then(Result::ok).filter(|_| {
-                    upstreams.get().and_then(Result::ok).is_some_and(|l| l.is_admin)
-                }).map(|m| view! { <UpstreamForm managed=m save editing=editing()/> })}
-            </Suspense>
+            // A new form when the upstream being edited changes (Edit is a
+            // link on this page); rebuilt in place, keeping what was typed,
+            // when the upstreams are read again.
+            <For each=move || [editing()] key=|chosen| chosen.clone() children=move |chosen| view! {
+                <Suspense fallback=|| ()>
+                    {move || managed.get().and_then(Result::ok).filter(|_| {
+                        upstreams.get().and_then(Result::ok).is_some_and(|l| l.is_admin)
+                    }).map(|m| view! { <UpstreamForm managed=m save editing=chosen.clone()/> })}
+                </Suspense>
+            }/>
             <Suspense fallback=|| ()>
                 {move || notify.get().and_then(Result::ok).filter(|n| !n.targets.is_empty()).map(|list| {
                     let now_ms = list.now_ms;

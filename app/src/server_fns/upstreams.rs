@@ -207,14 +207,10 @@ impl UpstreamDraft {
     fn spec(self, enabled: bool) -> Result<gatehouse_model::UpstreamSpec, gatehouse_model::SpecError> {
         use gatehouse_model::{SpecError, Transport};
         let text = |v: Option<String>| v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        // An empty URL or command is the spec's own check to refuse (with the other fields).
         let transport = match text(self.kind).as_deref().unwrap_or("http") {
-            "http" => {
-                Transport::Http { url: text(self.url).ok_or_else(|| SpecError::new("url", "Give the server's URL."))? }
-            }
-            "stdio" => Transport::Stdio {
-                command: text(self.command)
-                    .ok_or_else(|| SpecError::new("command", "Choose one of the commands the config file allows."))?,
-            },
+            "http" => Transport::Http { url: text(self.url).unwrap_or_default() },
+            "stdio" => Transport::Stdio { command: text(self.command).unwrap_or_default() },
             other => return Err(SpecError::new("kind", format!("{other:?} is neither http nor stdio."))),
         };
         let mut headers = header_lines(self.headers, false, "headers")?;
@@ -301,9 +297,18 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<(), ServerFnError> {
             Some(stored) if !adding => stored.enabled,
             _ => true,
         };
+        // Every bad field is said beside it, once.
         let spec = draft.spec(enabled).map_err(CoreError::from)?;
-        spec.check().map_err(CoreError::from)?;
-        sources.check(&spec).map_err(CoreError::from)?;
+        let mut problems = spec.problems();
+        if let Err(e) = sources.check(&spec)
+            && !problems.iter().any(|p| p.field == e.field)
+        {
+            problems.push(e);
+        }
+        if !problems.is_empty() {
+            let lines: Vec<String> = problems.iter().map(|p| format!("invalid {}: {}", p.field, p.message)).collect();
+            return Err(AccessError::Invalid(lines.join("\n")));
+        }
         let spec = core.upstreams.put(spec, adding)?;
         let detail = describe(&spec);
         let actor = user.actor().to_string();
