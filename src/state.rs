@@ -51,8 +51,15 @@ impl AppState {
         // The built-in tools' names, which no upstream tool may shadow.
         let reserved = crate::mcp::tools::all().iter().map(|t| t.name.to_string()).collect();
         let tasks = TaskTracker::new();
+        // The file's upstreams and the ones added in the browser, started together.
+        let stored = core
+            .upstreams
+            .stored()
+            .inspect_err(|e| tracing::error!(error = %e, "the stored upstreams could not be read: they start later"))
+            .ok();
+        let running = crate::upstream_sources::UpstreamSources::at_start(config, &stored.clone().unwrap_or_default());
         let upstreams = crate::mcp::upstream::Upstreams::start(
-            &config.upstream,
+            &running,
             reserved,
             core.live.clone(),
             core.pins.clone(),
@@ -81,11 +88,12 @@ impl AppState {
             config: crate::config::live::LiveConfig::new(config.clone()),
             core,
         });
+        mcp.config.set_upstreams(running);
         Ok(Self {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
             links: gatehouse_app::server_fns::HeldLinks::new(&base_url),
             notify: crate::notify::Notifier::new(&config.notify_targets),
-            upstream_sources: crate::upstream_sources::UpstreamSources::new(config, mcp.clone()),
+            upstream_sources: crate::upstream_sources::UpstreamSources::new(config, mcp.clone(), stored),
             mcp,
             https: config.https(),
             leptos_options: leptos_options(),

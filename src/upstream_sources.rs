@@ -48,13 +48,20 @@ struct FileSide {
 }
 
 impl UpstreamSources {
-    /// The sources of a server started with `config` (its upstreams already
-    /// running: [`crate::mcp::upstream::Upstreams::start`]).
-    pub fn new(config: &Config, mcp: McpState) -> Self {
+    /// What a server started with `config` runs first, `stored` being the
+    /// database's side as read at start (so nothing restarts at the first poll).
+    pub fn at_start(config: &Config, stored: &Stored) -> Vec<UpstreamConfig> {
+        merge(&FileSide { upstreams: config.upstream.clone(), commands: config.stdio_commands.clone() }, stored)
+    }
+
+    /// The sources of a server started with `config` and the database's
+    /// `stored` side (its upstreams already running, [`Self::at_start`];
+    /// `None` if it could not be read: the first poll applies it).
+    pub fn new(config: &Config, mcp: McpState, stored: Option<Stored>) -> Self {
         Self(Arc::new(Inner {
             mcp,
             file: Mutex::new(FileSide { upstreams: config.upstream.clone(), commands: config.stdio_commands.clone() }),
-            applied: tokio::sync::Mutex::new(None),
+            applied: tokio::sync::Mutex::new(stored),
             wake: tokio::sync::Notify::new(),
         }))
     }
@@ -78,7 +85,11 @@ impl UpstreamSources {
         let stored = match self.0.mcp.core.run(|core| core.upstreams.stored()).await {
             Ok(Ok(stored)) => stored,
             Ok(Err(e)) | Err(e) => {
-                tracing::error!(error = %e, "the stored upstreams could not be read: the running ones are kept");
+                // Applied again at the next poll that reads them (a reload's
+                // file side included); said once, not every second.
+                if applied.take().is_some() || always {
+                    tracing::error!(error = %e, "the stored upstreams could not be read: the running ones are kept");
+                }
                 return Reconfigured::default();
             }
         };
@@ -98,9 +109,34 @@ impl UpstreamSources {
     }
 
     /// Checks what only the server knows of a spec: its name is not the
-    /// file's, and a stdio one names a command the file allows.
-    pub fn check(&self, spec: &UpstreamSpec) -> Result<(), SpecError> {
+    /// file's, its URL is one the HTTP client takes, a stdio one names a
+    /// command the file allows, and its tool prefix does not overlap
+    /// another upstream's (the file's, or `others` stored), so no tool
+    /// name, and no rule written for one upstream, could reach the other's.
+    pub fn check(&self, spec: &UpstreamSpec, others: &[UpstreamSpec]) -> Result<(), SpecError> {
         let file = self.file();
+        if let Transport::Http { url } = &spec.transport {
+            match url::Url::parse(url.trim()) {
+                Ok(parsed) if parsed.host_str().is_some_and(|h| !h.is_empty()) => {}
+                Ok(_) => return Err(SpecError::new("url", "The URL needs a host.")),
+                Err(e) => return Err(SpecError::new("url", format!("This is not a URL Gatehouse can reach ({e})."))),
+            }
+        }
+        let prefix = spec.prefix();
+        let overlapping = file
+            .upstreams
+            .iter()
+            .map(|u| (u.name.clone(), u.prefix()))
+            .chain(others.iter().filter(|o| o.name != spec.name).map(|o| (o.name.clone(), o.prefix())))
+            .find(|(other, theirs)| {
+                *other != spec.name && (theirs.starts_with(&prefix) || prefix.starts_with(theirs.as_str()))
+            });
+        if let Some((other, theirs)) = overlapping {
+            return Err(SpecError::new(
+                "prefix",
+                format!("The prefix {prefix:?} overlaps {other}'s ({theirs:?}): give each upstream its own."),
+            ));
+        }
         if file.upstreams.iter().any(|u| u.name == spec.name) {
             return Err(SpecError::new(
                 "name",
@@ -152,8 +188,8 @@ impl UpstreamSources {
 
 /// What the console's server functions reach the sources through.
 impl gatehouse_app::server_fns::UpstreamSources for UpstreamSources {
-    fn check(&self, spec: &UpstreamSpec) -> Result<(), SpecError> {
-        UpstreamSources::check(self, spec)
+    fn check(&self, spec: &UpstreamSpec, others: &[UpstreamSpec]) -> Result<(), SpecError> {
+        UpstreamSources::check(self, spec, others)
     }
 
     fn stdio_commands(&self) -> Vec<(String, String)> {

@@ -95,18 +95,29 @@ impl UpstreamStore {
                 });
             }
             let before: Option<UpstreamSpec> = before.and_then(|t| serde_json::from_str(&t).ok());
+            // An edit keeps the stored switch (Disable is its own action).
+            if let Some(before) = &before {
+                spec.enabled = before.enabled;
+            }
+            // A secret kept goes only where it went before: a new host must be given it again.
+            let same_origin = before
+                .as_ref()
+                .is_some_and(|b| gatehouse_model::origin(&b.transport) == gatehouse_model::origin(&spec.transport));
             for header in spec.headers.iter_mut().filter(|h| h.secret) {
                 if header.value.as_deref().is_none_or(str::is_empty) {
                     let kept = before
                         .iter()
+                        .filter(|_| same_origin)
                         .flat_map(|b| &b.headers)
                         .find(|h| h.secret && h.name.eq_ignore_ascii_case(&header.name))
                         .and_then(|h| h.value.clone());
                     let Some(kept) = kept else {
-                        return Err(CoreError::Invalid {
-                            field: "secret_headers",
-                            reason: format!("give {}'s value", header.name),
-                        });
+                        let why = if before.is_some() && !same_origin {
+                            format!("give {}'s value again: the URL's host changed", header.name)
+                        } else {
+                            format!("give {}'s value", header.name)
+                        };
+                        return Err(CoreError::Invalid { field: "secret_headers", reason: why });
                     };
                     header.value = Some(kept);
                 }
@@ -128,7 +139,30 @@ impl UpstreamStore {
         Ok(spec)
     }
 
-    /// Removes the stored upstream `name`; whether there was one.
+    /// Disables or enables the stored upstream `name` (read and written in
+    /// one transaction: a concurrent edit is never undone); whether there was one.
+    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<bool> {
+        let now = self.clock.now_ms();
+        self.db.conn()?.transaction(|tx| {
+            let text: Option<String> =
+                tx.query_opt("SELECT spec FROM managed_upstreams WHERE name = ?1", args![name], |r| r.get(0))?;
+            let Some(mut spec) = text.and_then(|t| serde_json::from_str::<UpstreamSpec>(&t).ok()) else {
+                return Ok(false);
+            };
+            spec.enabled = enabled;
+            let text = serde_json::to_string(&spec).map_err(|e| CoreError::Refused(e.to_string()))?;
+            tx.execute(
+                "UPDATE managed_upstreams SET spec = ?2, changed_at = ?3 WHERE name = ?1",
+                args![name, text, now],
+            )?;
+            Db::bump_config(tx)?;
+            Ok(true)
+        })
+    }
+
+    /// Removes the stored upstream `name` and its restart count; whether
+    /// there was one. The caller never removes a name the config file uses,
+    /// and forgets its trust ([`crate::policy::PolicyStore::clear_trust`]).
     pub fn remove(&self, name: &str) -> Result<bool> {
         self.db.conn()?.transaction(|tx| {
             let n = tx.execute("DELETE FROM managed_upstreams WHERE name = ?1", args![name])?;
@@ -197,6 +231,15 @@ mod tests {
         // An edit that leaves the secret blank keeps it; one that gives it replaces it.
         store.put(spec(Some("")), false).unwrap();
         assert_eq!(store.get("search").unwrap().unwrap().headers[0].value.as_deref(), Some("Bearer s3cret"));
+        // Pointed elsewhere, a blank secret is not carried along.
+        let mut moved = spec(Some(""));
+        moved.transport = Transport::Http { url: "https://collector.example/mcp".into() };
+        let refused = store.put(moved, false).unwrap_err();
+        assert!(refused.to_string().contains("the URL's host changed"), "{refused}");
+        // Disabled in one step; an edit keeps the switch.
+        assert!(store.set_enabled("search", false).unwrap());
+        store.put(spec(Some("")), false).unwrap();
+        assert!(!store.get("search").unwrap().unwrap().enabled);
         store.put(spec(Some("Bearer other")), false).unwrap();
         assert_eq!(store.get("search").unwrap().unwrap().headers[0].value.as_deref(), Some("Bearer other"));
         assert!(store.remove("search").unwrap());

@@ -71,7 +71,7 @@ impl Transport {
 
 /// One HTTP header sent to an upstream. A secret one is write-only: pages
 /// and the API get its name and "set", never its value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Header {
     /// Its name (`Authorization`).
@@ -82,6 +82,23 @@ pub struct Header {
     /// Write-only.
     #[serde(default)]
     pub secret: bool,
+}
+
+// A secret header's value never reaches a log line or a debug print.
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = if self.secret { self.value.as_ref().map(|_| "…") } else { self.value.as_deref() };
+        f.debug_struct("Header").field("name", &self.name).field("value", &value).field("secret", &self.secret).finish()
+    }
+}
+
+/// The origin (`scheme://host:port`, lowercased) of an HTTP transport: a
+/// secret kept on an edit goes only where it went before.
+pub fn origin(transport: &Transport) -> Option<String> {
+    let Transport::Http { url } = transport else { return None };
+    let (scheme, rest) = url.trim().split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    Some(format!("{}://{}", scheme.to_ascii_lowercase(), authority.to_ascii_lowercase()))
 }
 
 /// Why a spec was refused: the form field it names and a plain sentence.
@@ -184,7 +201,16 @@ impl UpstreamSpec {
             }
             if matches!(
                 header.name.to_ascii_lowercase().as_str(),
-                "host" | "content-length" | "content-type" | "accept" | "mcp-session-id" | "mcp-protocol-version"
+                "host"
+                    | "content-length"
+                    | "content-type"
+                    | "accept"
+                    | "mcp-session-id"
+                    | "mcp-protocol-version"
+                    | "transfer-encoding"
+                    | "connection"
+                    | "te"
+                    | "upgrade"
             ) {
                 return Err(SpecError::new(field, format!("{} is set by Gatehouse itself.", header.name)));
             }
@@ -281,5 +307,6 @@ mod tests {
         let shown = http("https://x/").shown();
         assert_eq!(shown.headers[0].value, None);
         assert!(!serde_json::to_string(&shown).unwrap().contains("s3cret"));
+        assert!(!format!("{:?}", http("https://x/")).contains("s3cret"), "nor in a debug print");
     }
 }

@@ -179,6 +179,18 @@ async fn the_files_names_and_commands_bound_what_is_added_and_each_action_reache
     ])
     .await;
     assert_eq!((status, body.contains("invalid headers:")), (400, true), "{body}");
+    // A prefix another upstream's tools are named under is refused: no
+    // tool name, nor a rule written for the file's upstream, reaches it.
+    let (status, body) = save(vec![
+        ("draft[name]", "demo"),
+        ("draft[kind]", "stdio"),
+        ("draft[command]", "demo"),
+        ("draft[prefix]", "ev__"),
+        ("draft[adding]", "1"),
+    ])
+    .await;
+    assert_eq!(status, 400);
+    assert!(body.contains("invalid prefix: The prefix \"ev__\" overlaps everything's"), "{body}");
     assert!(app.core.upstreams.stored().unwrap().specs.is_empty(), "nothing refused was stored");
 
     // An allowed command runs, as the file lists it.
@@ -219,7 +231,13 @@ async fn the_files_names_and_commands_bound_what_is_added_and_each_action_reache
     // The file's upstream is changed in the file, not here.
     assert_eq!(act("everything", "remove").await, 400);
     assert_eq!(act("everything", "disable").await, 400);
+    // Trusted, then removed: an upstream added again under its name is
+    // another server, and starts untrusted.
+    let trusted = app.post_fn(&ada, "upstream_trust", &[("upstream", "demo"), ("trust", "on")]).await;
+    assert_eq!(trusted.status(), 200);
+    assert!(app.core.policy.trust("demo").unwrap().trusted());
     assert_eq!(act("demo", "remove").await, 200);
+    assert!(!app.core.policy.trust("demo").unwrap().trusted(), "its trust left with it");
     until(&app, "removed", || app.upstreams.status().iter().all(|s| s.name != "demo")).await;
     assert!(app.upstreams.find("ev__test_simple_text").is_some(), "the file's upstream runs on");
     let actions: Vec<String> = app

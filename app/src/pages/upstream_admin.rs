@@ -17,7 +17,8 @@ pub const UPSTREAM_FIELDS: &[&str] = &["name", "kind", "url", "command", "prefix
 /// Remove for one added here; Restart for the file's.
 #[component]
 pub fn UpstreamActions(name: String, managed: ManagedUpstreams, act: ServerAction<UpstreamAction>) -> impl IntoView {
-    let stored = managed.specs.iter().find(|s| s.name == name).cloned();
+    // The file's name is the file's: only Restart reaches it here.
+    let stored = managed.specs.iter().find(|s| s.name == name && !managed.from_file.contains(&s.name)).cloned();
     let button = move |name: String, action: &'static str, label: &'static str, class: &'static str| {
         view! {
             <ActionForm action=act attr:class="row-form">
@@ -54,6 +55,43 @@ pub fn UpstreamActions(name: String, managed: ManagedUpstreams, act: ServerActio
 pub fn editing_upstream() -> impl Fn() -> Option<String> + Copy {
     let query = use_query_map();
     move || query.with(|q| q.get("upstream"))
+}
+
+/// Upstreams added here that do not run (their command left the file's
+/// `stdio_commands`, or the file took their name), with Remove.
+#[component]
+pub fn NotRunning(managed: ManagedUpstreams, running: Vec<String>, act: ServerAction<UpstreamAction>) -> impl IntoView {
+    let idle: Vec<UpstreamSpec> = managed.specs.into_iter().filter(|s| !running.contains(&s.name)).collect();
+    (!idle.is_empty()).then(|| {
+        view! {
+            <section aria-labelledby="not-running-h">
+                <h2 id="not-running-h">"Added here, not running"</h2>
+                <ul class="plain">
+                    {idle.into_iter().map(|spec| {
+                        let why = if managed.from_file.contains(&spec.name) {
+                            "gatehouse.toml now has an upstream of this name, and the file's runs."
+                        } else {
+                            "Its command is no longer one gatehouse.toml allows (stdio_commands)."
+                        };
+                        let name = spec.name.clone();
+                        let label = format!("Remove {name}");
+                        let value = name.clone();
+                        let row = name.clone();
+                        view! {
+                            <li data-idle=row>
+                                <strong>{name}</strong>": "{why}" "
+                                <ActionForm action=act attr:class="row-form">
+                                    <input type="hidden" name="name" value=value/>
+                                    <input type="hidden" name="action" value="remove"/>
+                                    <button type="submit" class="danger quiet" aria-label=label>"Remove"</button>
+                                </ActionForm>
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+            </section>
+        }
+    })
 }
 
 /// The form that adds an upstream, or edits the stored one named `editing`.

@@ -9,7 +9,7 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::components::when::When;
-use crate::pages::upstream_admin::{UPSTREAM_FIELDS, UpstreamActions, UpstreamForm, editing_upstream};
+use crate::pages::upstream_admin::{NotRunning, UPSTREAM_FIELDS, UpstreamActions, UpstreamForm, editing_upstream};
 
 /// `/upstreams`: the fronted MCP servers and their health, live.
 #[component]
@@ -106,6 +106,13 @@ pub fn UpstreamsPage() -> impl IntoView {
                     }
                     Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
+            </Suspense>
+            <Suspense fallback=|| ()>
+                {move || {
+                    let list = upstreams.get().and_then(Result::ok).filter(|l| l.is_admin)?;
+                    let running = list.upstreams.iter().map(|u| u.name.clone()).collect::<Vec<_>>();
+                    managed.get().and_then(Result::ok).map(|m| view! { <NotRunning managed=m running act/> })
+                }}
             </Suspense>
             // A new form when the upstream being edited changes (Edit is a
             // link on this page); rebuilt in place, keeping what was typed,

@@ -99,7 +99,12 @@ pub async fn set_upstream_trust(upstream: String, trust: String) -> Result<bool,
 pub trait UpstreamSources: Send + Sync {
     /// Checks what only the server can: the name is not the file's, a stdio
     /// spec names an allowed command.
-    fn check(&self, spec: &gatehouse_model::UpstreamSpec) -> Result<(), gatehouse_model::SpecError>;
+    /// `others`: the stored upstreams (a prefix must not overlap theirs).
+    fn check(
+        &self,
+        spec: &gatehouse_model::UpstreamSpec,
+        others: &[gatehouse_model::UpstreamSpec],
+    ) -> Result<(), gatehouse_model::SpecError>;
     /// The stdio commands an admin may pick: key and command line.
     fn stdio_commands(&self) -> Vec<(String, String)>;
     /// The config file's upstreams' names (read-only here).
@@ -291,16 +296,11 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<(), ServerFnError> {
             return Err(AccessError::Forbidden);
         }
         let adding = draft.adding.is_some();
-        let name = draft.name.trim().to_string();
-        // An edit keeps the stored switch; an addition starts enabled.
-        let enabled = match core.upstreams.get(&name)? {
-            Some(stored) if !adding => stored.enabled,
-            _ => true,
-        };
-        // Every bad field is said beside it, once.
-        let spec = draft.spec(enabled).map_err(CoreError::from)?;
+        // Every bad field is said beside it, once (an edit keeps the stored switch: the store's).
+        let spec = draft.spec(true).map_err(CoreError::from)?;
         let mut problems = spec.problems();
-        if let Err(e) = sources.check(&spec)
+        let others = core.upstreams.stored()?.specs;
+        if let Err(e) = sources.check(&spec, &others)
             && !problems.iter().any(|p| p.field == e.field)
         {
             problems.push(e);
@@ -341,32 +341,34 @@ pub async fn upstream_action(name: String, action: String) -> Result<String, Ser
         if !user.is_admin {
             return Err(AccessError::Forbidden);
         }
+        // The file's name is the file's: only Restart reaches it here (a
+        // stored upstream of that name does not run, and is not touched).
         let from_file = sources.file_upstreams().contains(&name);
         let stored = core.upstreams.get(&name)?;
-        let exists = from_file || stored.is_some();
-        if !exists {
+        if !from_file && stored.is_none() {
             return Err(AccessError::Invalid(format!("invalid name: there is no upstream named {name}")));
         }
-        let done = match (action.as_str(), stored) {
-            ("restart", _) => {
+        let done = match action.as_str() {
+            "restart" => {
                 core.upstreams.restart(&name)?;
                 format!("{name} restarts.")
             }
-            (_, None) => {
+            "remove" | "disable" | "enable" if from_file => {
                 return Err(AccessError::Invalid(format!(
                     "{name} is in gatehouse.toml: change it there (only Restart works here)"
                 )));
             }
-            ("remove", Some(_)) => {
+            "remove" => {
                 core.upstreams.remove(&name)?;
+                // A later upstream of this name is another server: it starts untrusted.
+                core.policy.clear_trust(&name)?;
                 format!("{name} removed.")
             }
-            ("disable" | "enable", Some(spec)) => {
-                let enabled = action == "enable";
-                core.upstreams.put(gatehouse_model::UpstreamSpec { enabled, ..spec }, false)?;
+            "disable" | "enable" => {
+                core.upstreams.set_enabled(&name, action == "enable")?;
                 format!("{name} {action}d.")
             }
-            (other, _) => return Err(AccessError::Invalid(format!("invalid action: {other:?} is not an action"))),
+            other => return Err(AccessError::Invalid(format!("invalid action: {other:?} is not an action"))),
         };
         let actor = user.actor().to_string();
         core.changes.record(Change {

@@ -404,6 +404,19 @@ impl PolicyStore {
         Ok(())
     }
 
+    /// Forgets an admin's word on `upstream`'s annotations (the upstream was
+    /// removed: a later one of that name is another server and starts
+    /// untrusted); whether there was one.
+    pub fn clear_trust(&self, upstream: &str) -> Result<bool> {
+        let cleared = self.db.conn()?.transaction(|tx| {
+            let n = tx.execute("DELETE FROM upstream_trust WHERE upstream = ?1", args![upstream])?;
+            Db::bump_config(tx)?;
+            Ok(n > 0)
+        })?;
+        self.invalidate();
+        Ok(cleared)
+    }
+
     fn invalidate(&self) {
         self.cache.invalidate();
     }
