@@ -75,7 +75,7 @@ async fn each_replica_shows_the_others_sessions_and_upstream_health() {
     assert!(page.contains(a.core.approvals.cluster().unwrap().replica()), "names the replica");
     assert!(page.contains("everything") && page.contains(">up<"), "with A's upstream and its health");
     // B itself fronts nothing: its own table says so.
-    assert!(page.contains("No upstream is configured"));
+    assert!(page.contains("No upstream yet. Add one below"), "an admin is offered the form");
 }
 
 #[tokio::test]
