@@ -24,6 +24,18 @@ fn http_form<'a>(name: &'a str, url: &'a str, secret_headers: &'a str, headers: 
     ]
 }
 
+/// The form that adds stdio upstream `name` running command key `command`, with `more` fields.
+fn stdio_form(
+    name: &'static str,
+    command: &'static str,
+    more: &[(&'static str, &'static str)],
+) -> Vec<(&'static str, &'static str)> {
+    let mut form =
+        vec![("draft[name]", name), ("draft[kind]", "stdio"), ("draft[command]", command), ("draft[adding]", "1")];
+    form.extend_from_slice(more);
+    form
+}
+
 /// What the upstream saw of the agent's call: its request headers (`None`
 /// while it is not there, restarting).
 async fn seen_headers(service: &rmcp::service::RunningService<rmcp::RoleClient, crate::proxy::Agent>) -> Option<Value> {
@@ -152,56 +164,23 @@ async fn the_files_names_and_commands_bound_what_is_added_and_each_action_reache
     };
     // The file's name is the file's; a program is no allowed command; a
     // stdio upstream takes no headers.
-    let (status, body) = save(vec![
-        ("draft[name]", "everything"),
-        ("draft[kind]", "stdio"),
-        ("draft[command]", "demo"),
-        ("draft[adding]", "1"),
-    ])
-    .await;
+    let (status, body) = save(stdio_form("everything", "demo", &[])).await;
     assert_eq!(status, 400);
     assert!(body.contains("invalid name: gatehouse.toml already has an upstream named everything"), "{body}");
-    let (status, body) = save(vec![
-        ("draft[name]", "sh"),
-        ("draft[kind]", "stdio"),
-        ("draft[command]", "/bin/sh"),
-        ("draft[adding]", "1"),
-    ])
-    .await;
+    let (status, body) = save(stdio_form("sh", "/bin/sh", &[])).await;
     assert_eq!(status, 400);
     assert!(body.contains("invalid command:"), "{body}");
-    let (status, body) = save(vec![
-        ("draft[name]", "demo"),
-        ("draft[kind]", "stdio"),
-        ("draft[command]", "demo"),
-        ("draft[headers]", "X-A: 1"),
-        ("draft[adding]", "1"),
-    ])
-    .await;
+    let (status, body) = save(stdio_form("demo", "demo", &[("draft[headers]", "X-A: 1")])).await;
     assert_eq!((status, body.contains("invalid headers:")), (400, true), "{body}");
     // A prefix another upstream's tools are named under is refused: no
     // tool name, nor a rule written for the file's upstream, reaches it.
-    let (status, body) = save(vec![
-        ("draft[name]", "demo"),
-        ("draft[kind]", "stdio"),
-        ("draft[command]", "demo"),
-        ("draft[prefix]", "ev__"),
-        ("draft[adding]", "1"),
-    ])
-    .await;
+    let (status, body) = save(stdio_form("demo", "demo", &[("draft[prefix]", "ev__")])).await;
     assert_eq!(status, 400);
     assert!(body.contains("invalid prefix: The prefix \"ev__\" overlaps everything's"), "{body}");
     assert!(app.core.upstreams.stored().unwrap().specs.is_empty(), "nothing refused was stored");
 
     // An allowed command runs, as the file lists it.
-    let (status, body) = save(vec![
-        ("draft[name]", "demo"),
-        ("draft[kind]", "stdio"),
-        ("draft[command]", "demo"),
-        ("draft[prefix]", "demo__"),
-        ("draft[adding]", "1"),
-    ])
-    .await;
+    let (status, body) = save(stdio_form("demo", "demo", &[("draft[prefix]", "demo__")])).await;
     assert_eq!(status, 200, "{body}");
     app.wait_for_upstream_tool("demo__test_simple_text").await;
     let pid = |name: &str| app.upstreams.status().into_iter().find(|s| s.name == name).and_then(|s| s.pid);
