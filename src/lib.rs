@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod notify;
 pub mod oauth;
 pub mod operations;
+pub mod polled;
 pub mod reload;
 pub mod router;
 pub mod security;

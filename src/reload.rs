@@ -27,7 +27,7 @@ use crate::config::live::LIVE_KEYS;
 use crate::config::{Config, Overrides};
 use crate::mcp::McpState;
 use crate::mcp::upstream::reconfigure::Reconfigured;
-use crate::notify::Notifier;
+use crate::notify::NotifySources;
 use crate::state::AppState;
 use crate::upstream_sources::UpstreamSources;
 
@@ -81,7 +81,7 @@ pub struct Reloader {
     path: PathBuf,
     overrides: Overrides,
     mcp: McpState,
-    notify: Notifier,
+    notify: NotifySources,
     sources: UpstreamSources,
     /// The file's keys as the server started with them (what only a restart applies).
     started: toml::Table,
@@ -145,7 +145,7 @@ impl Reloader {
             path,
             overrides,
             mcp: state.mcp.clone(),
-            notify: state.notify.clone(),
+            notify: state.notify_sources.clone(),
             sources: state.upstream_sources.clone(),
             applied: Mutex::new(started.clone()),
             started,
@@ -180,7 +180,7 @@ impl Reloader {
                     // A profile or rule may show or hide tools (a reconfiguration said so already).
                     self.mcp.upstreams.announce_lists_changed();
                 }
-                let notify = self.notify.replace(&config.notify_targets);
+                let notify = self.notify.file_changed(&config.notify_targets).await;
                 self.mcp.mcp_sessions.set_caps(now.max_sessions_per_credential, now.max_sessions);
                 self.mcp.slots.set_per_credential(now.max_requests_per_credential);
                 let table = keys(&text).unwrap_or_default();

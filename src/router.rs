@@ -20,7 +20,7 @@ pub fn app(state: AppState) -> Router {
     let (core, minted, links) = (state.mcp.core.clone(), state.minted.clone(), state.links.clone());
     let tools: std::sync::Arc<dyn gatehouse_app::server_fns::ToolCatalog> = std::sync::Arc::new(state.mcp.clone());
     let notify: std::sync::Arc<dyn gatehouse_app::server_fns::NotifyTargets> =
-        std::sync::Arc::new(state.notify.clone());
+        std::sync::Arc::new(state.notify_sources.clone());
     let sources: std::sync::Arc<dyn gatehouse_app::server_fns::UpstreamSources> =
         std::sync::Arc::new(state.upstream_sources.clone());
     let consent: std::sync::Arc<dyn gatehouse_app::server_fns::OAuthConsent> =

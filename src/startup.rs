@@ -152,6 +152,7 @@ impl Application {
         state.notify.start(state.core(), &state.mcp.base_url, &tasks, &shutdown);
         // The console's upstreams (the database's), started now and followed.
         state.upstream_sources.watch(shutdown.clone(), &tasks);
+        state.notify_sources.watch(shutdown.clone(), &tasks);
         let housekeeping =
             tasks.spawn(crate::housekeeping::run(state.core().clone(), self.retention, shutdown.clone()));
         // Other replicas' decisions, hand-overs and executions (none on SQLite).

@@ -40,6 +40,8 @@ pub struct AppState {
     pub ready: crate::health::Readiness,
     /// The running upstreams' sources: the config file and the console's.
     pub upstream_sources: crate::upstream_sources::UpstreamSources,
+    /// The notification targets' sources: the config file and the console's.
+    pub notify_sources: crate::notify::NotifySources,
 }
 
 impl AppState {
@@ -89,10 +91,26 @@ impl AppState {
             core,
         });
         mcp.config.set_upstreams(running);
+        // The file's notification targets and the ones added in the browser, together.
+        let stored_targets = mcp
+            .core
+            .notify
+            .all()
+            .inspect_err(
+                |e| tracing::error!(error = %e, "the stored notification targets could not be read: they start later"),
+            )
+            .ok();
+        let notify = crate::notify::Notifier::new(&crate::notify::NotifySources::at_start(
+            &config.notify_targets,
+            stored_targets.as_deref().unwrap_or_default(),
+        ));
+        let notify_sources =
+            crate::notify::NotifySources::new(mcp.core.clone(), notify.clone(), &config.notify_targets, stored_targets);
         Ok(Self {
             minted: gatehouse_app::server_fns::MintedTokens::new(&base_url),
             links: gatehouse_app::server_fns::HeldLinks::new(&base_url),
-            notify: crate::notify::Notifier::new(&config.notify_targets),
+            notify,
+            notify_sources,
             upstream_sources: crate::upstream_sources::UpstreamSources::new(config, mcp.clone(), stored),
             mcp,
             https: config.https(),

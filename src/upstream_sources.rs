@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use gatehouse_core::model::{SpecError, Transport, UpstreamSpec};
 use gatehouse_core::upstreams::Stored;
@@ -23,8 +22,7 @@ use crate::config::{Config, StdioCommand, UpstreamConfig};
 use crate::mcp::McpState;
 use crate::mcp::upstream::reconfigure::Reconfigured;
 
-/// How often every replica reads the database's upstreams again.
-pub const POLL: Duration = Duration::from_secs(1);
+pub use crate::polled::POLL;
 
 /// The running upstreams' two sources; cheap to clone.
 #[derive(Clone)]
@@ -167,22 +165,20 @@ impl UpstreamSources {
     /// Applies the database's side now, then again on every change made
     /// here and every [`POLL`], until `shutdown`; owned by `tasks`.
     pub fn watch(&self, shutdown: CancellationToken, tasks: &TaskTracker) {
-        let sources = self.clone();
-        tasks.spawn(async move {
-            let mut poll = tokio::time::interval(POLL);
-            poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = poll.tick() => {}
-                    _ = sources.0.wake.notified() => {}
-                }
-                let done = sources.apply(false).await;
-                if !done.is_empty() {
-                    tracing::info!(added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "upstreams changed from the database");
-                }
-            }
-        });
+        crate::polled::follow(self.clone(), shutdown, tasks);
+    }
+}
+
+impl crate::polled::Polled for UpstreamSources {
+    fn wake(&self) -> &tokio::sync::Notify {
+        &self.0.wake
+    }
+
+    async fn poll(&self) {
+        let done = self.apply(false).await;
+        if !done.is_empty() {
+            tracing::info!(added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "upstreams changed from the database");
+        }
     }
 }
 

@@ -18,6 +18,7 @@ pub mod error;
 pub mod grants;
 pub mod live;
 pub mod maintenance;
+pub mod managed;
 pub mod normalise;
 pub mod oauth;
 pub mod pins;
@@ -80,6 +81,8 @@ pub struct Stores {
     pub oauth: oauth::OAuthStore,
     /// Upstreams admins added on the console, and restarts asked for there.
     pub upstreams: upstreams::UpstreamStore,
+    /// Notification targets admins added on the console.
+    pub notify: managed::ManagedTable<gatehouse_model::NotifySpec>,
     /// Secrets a page shows once (minted tokens, invite and reset links).
     pub show_once: show_once::ShowOnce,
 }
@@ -283,6 +286,7 @@ impl Core {
             api_tokens: api_tokens::ApiTokenStore::new(db.clone(), clock.clone()),
             show_once: show_once::ShowOnce::new(db.clone(), clock.clone()),
             upstreams: upstreams::UpstreamStore::new(db.clone(), clock.clone()),
+            notify: managed::ManagedTable::new(db.clone(), clock.clone()),
             live,
             db,
             clock,

@@ -1,5 +1,5 @@
 //! Upstreams run from the browser: the ones admins added (their
-//! [`UpstreamSpec`], JSON in `managed_upstreams`) and every upstream's
+//! [`UpstreamSpec`], JSON in `managed_upstreams`, [`ManagedTable`]) and every upstream's
 //! restart count (`upstream_restarts`, so "restart" reaches the config
 //! file's upstreams too). Each write bumps the shared configuration version;
 //! every replica's server reads the rows back and starts, stops or restarts
@@ -7,22 +7,25 @@
 
 use std::sync::Arc;
 
-use gatehouse_model::{SpecError, UpstreamSpec};
+use gatehouse_model::UpstreamSpec;
 
 use crate::args;
 use crate::clock::Clock;
 use crate::db::Db;
 use crate::error::{CoreError, Result};
+use crate::managed::{Managed, ManagedTable};
 
 /// Most upstreams the database may hold: each one is a connection (or a
 /// child process) on every replica.
-pub const MAX_MANAGED: usize = 100;
+pub const MAX_MANAGED: usize = <UpstreamSpec as Managed>::MAX;
 
 /// The stored upstreams and restart counts.
 #[derive(Clone)]
 pub struct UpstreamStore {
     db: Db,
     clock: Arc<dyn Clock>,
+    /// The admins' upstreams.
+    pub specs: ManagedTable<UpstreamSpec>,
 }
 
 /// What the server runs from the database: the specs (secrets included:
@@ -35,35 +38,16 @@ pub struct Stored {
     pub restarts: Vec<(String, i64)>,
 }
 
-impl From<SpecError> for CoreError {
-    fn from(e: SpecError) -> Self {
-        CoreError::Invalid { field: e.field, reason: e.message }
-    }
-}
-
 impl UpstreamStore {
     /// The store over `db`.
     pub fn new(db: Db, clock: Arc<dyn Clock>) -> Self {
-        Self { db, clock }
+        Self { specs: ManagedTable::new(db.clone(), clock.clone()), db, clock }
     }
 
     /// Everything the server runs from the database.
     pub fn stored(&self) -> Result<Stored> {
         let mut conn = self.db.conn()?;
-        let specs = conn.query("SELECT spec FROM managed_upstreams ORDER BY name", args![], |r| {
-            let text: String = r.get(0)?;
-            Ok(text)
-        })?;
-        let specs = specs
-            .into_iter()
-            .filter_map(|text| match serde_json::from_str::<UpstreamSpec>(&text) {
-                Ok(spec) => Some(spec),
-                Err(e) => {
-                    tracing::error!(error = %e, "a stored upstream does not read: left out");
-                    None
-                }
-            })
-            .collect();
+        let specs = ManagedTable::<UpstreamSpec>::all_in(&mut conn)?;
         let restarts = conn.query("SELECT name, generation FROM upstream_restarts ORDER BY name", args![], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
@@ -72,92 +56,19 @@ impl UpstreamStore {
 
     /// The stored upstream `name`, as stored (secrets included).
     pub fn get(&self, name: &str) -> Result<Option<UpstreamSpec>> {
-        Ok(self.stored()?.specs.into_iter().find(|s| s.name == name))
+        self.specs.get(name)
     }
 
-    /// Adds or replaces the upstream of `spec`'s name. A secret header
-    /// given without a value keeps the value stored under its name (the
-    /// form never shows it, so an edit that leaves it blank keeps it); one
-    /// with no stored value to keep is refused. `adding`: refused when the
-    /// name is taken (an edit replaces). Returns what is now stored.
-    pub fn put(&self, mut spec: UpstreamSpec, adding: bool) -> Result<UpstreamSpec> {
-        spec.check()?;
-        let now = self.clock.now_ms();
-        self.db.conn()?.transaction(|tx| {
-            let before: Option<String> =
-                tx.query_opt("SELECT spec FROM managed_upstreams WHERE name = ?1", args![spec.name.as_str()], |r| {
-                    r.get(0)
-                })?;
-            if adding && before.is_some() {
-                return Err(CoreError::Invalid {
-                    field: "name",
-                    reason: format!("an upstream named {} is already here: edit it, or choose another name", spec.name),
-                });
-            }
-            let before: Option<UpstreamSpec> = before.and_then(|t| serde_json::from_str(&t).ok());
-            // An edit keeps the stored switch (Disable is its own action).
-            if let Some(before) = &before {
-                spec.enabled = before.enabled;
-            }
-            // A secret kept goes only where it went before: a new host must be given it again.
-            let same_origin = before
-                .as_ref()
-                .is_some_and(|b| gatehouse_model::origin(&b.transport) == gatehouse_model::origin(&spec.transport));
-            for header in spec.headers.iter_mut().filter(|h| h.secret) {
-                if header.value.as_deref().is_none_or(str::is_empty) {
-                    let kept = before
-                        .iter()
-                        .filter(|_| same_origin)
-                        .flat_map(|b| &b.headers)
-                        .find(|h| h.secret && h.name.eq_ignore_ascii_case(&header.name))
-                        .and_then(|h| h.value.clone());
-                    let Some(kept) = kept else {
-                        let why = if before.is_some() && !same_origin {
-                            format!("give {}'s value again: the URL's host changed", header.name)
-                        } else {
-                            format!("give {}'s value", header.name)
-                        };
-                        return Err(CoreError::Invalid { field: "secret_headers", reason: why });
-                    };
-                    header.value = Some(kept);
-                }
-            }
-            if before.is_none() {
-                let count: i64 = tx.query_one("SELECT COUNT(*) FROM managed_upstreams", args![], |r| r.get(0))?;
-                if count as usize >= MAX_MANAGED {
-                    return Err(CoreError::Limit(format!("at most {MAX_MANAGED} upstreams may be added here")));
-                }
-            }
-            let text = serde_json::to_string(&spec).map_err(|e| CoreError::Refused(e.to_string()))?;
-            tx.execute(
-                "INSERT INTO managed_upstreams (name, spec, changed_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, changed_at = excluded.changed_at",
-                args![spec.name.as_str(), text, now],
-            )?;
-            Db::bump_config(tx)
-        })?;
-        Ok(spec)
+    /// Adds or replaces the upstream of `spec`'s name ([`ManagedTable::put`]:
+    /// a secret header left blank keeps its stored value, for the same
+    /// origin only).
+    pub fn put(&self, spec: UpstreamSpec, adding: bool) -> Result<UpstreamSpec> {
+        self.specs.put(spec, adding)
     }
 
-    /// Disables or enables the stored upstream `name` (read and written in
-    /// one transaction: a concurrent edit is never undone); whether there was one.
+    /// Disables or enables the stored upstream `name`; whether there was one.
     pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<bool> {
-        let now = self.clock.now_ms();
-        self.db.conn()?.transaction(|tx| {
-            let text: Option<String> =
-                tx.query_opt("SELECT spec FROM managed_upstreams WHERE name = ?1", args![name], |r| r.get(0))?;
-            let Some(mut spec) = text.and_then(|t| serde_json::from_str::<UpstreamSpec>(&t).ok()) else {
-                return Ok(false);
-            };
-            spec.enabled = enabled;
-            let text = serde_json::to_string(&spec).map_err(|e| CoreError::Refused(e.to_string()))?;
-            tx.execute(
-                "UPDATE managed_upstreams SET spec = ?2, changed_at = ?3 WHERE name = ?1",
-                args![name, text, now],
-            )?;
-            Db::bump_config(tx)?;
-            Ok(true)
-        })
+        self.specs.set_enabled(name, enabled)
     }
 
     /// Removes the stored upstream `name` and its restart count; whether
@@ -165,10 +76,8 @@ impl UpstreamStore {
     /// and forgets its trust ([`crate::policy::PolicyStore::clear_trust`]).
     pub fn remove(&self, name: &str) -> Result<bool> {
         self.db.conn()?.transaction(|tx| {
-            let n = tx.execute("DELETE FROM managed_upstreams WHERE name = ?1", args![name])?;
             tx.execute("DELETE FROM upstream_restarts WHERE name = ?1", args![name])?;
-            Db::bump_config(tx)?;
-            Ok(n > 0)
+            ManagedTable::<UpstreamSpec>::remove_in(tx, name)
         })
     }
 

@@ -96,6 +96,11 @@ impl std::fmt::Debug for Header {
 /// secret kept on an edit goes only where it went before.
 pub fn origin(transport: &Transport) -> Option<String> {
     let Transport::Http { url } = transport else { return None };
+    origin_of(url)
+}
+
+/// The origin (`scheme://host:port`, lowercased) of a URL.
+pub(crate) fn origin_of(url: &str) -> Option<String> {
     let (scheme, rest) = url.trim().split_once("://")?;
     let authority = rest.split(['/', '?', '#']).next()?;
     Some(format!("{}://{}", scheme.to_ascii_lowercase(), authority.to_ascii_lowercase()))
@@ -236,6 +241,39 @@ impl UpstreamSpec {
         self
     }
 
+    /// Fills what an edit left blank from `before` (the stored upstream of
+    /// its name): a secret header given without a value keeps the value
+    /// stored under its name (the form never shows it), only while the
+    /// URL's origin is the same, so a kept token never follows a changed
+    /// URL; one with no value to keep is refused. The switch is the stored
+    /// one (Disable is its own action).
+    pub fn keep_from(&mut self, before: Option<&UpstreamSpec>) -> Result<(), SpecError> {
+        if let Some(before) = before {
+            self.enabled = before.enabled;
+        }
+        let same_origin = before.is_some_and(|b| origin(&b.transport) == origin(&self.transport));
+        for header in self.headers.iter_mut().filter(|h| h.secret) {
+            if header.value.as_deref().is_none_or(str::is_empty) {
+                let kept = before
+                    .iter()
+                    .filter(|_| same_origin)
+                    .flat_map(|b| &b.headers)
+                    .find(|h| h.secret && h.name.eq_ignore_ascii_case(&header.name))
+                    .and_then(|h| h.value.clone());
+                let Some(kept) = kept else {
+                    let why = if before.is_some() && !same_origin {
+                        format!("Give {}'s value again: the URL's host changed.", header.name)
+                    } else {
+                        format!("Give {}'s value.", header.name)
+                    };
+                    return Err(SpecError::new("secret_headers", why));
+                };
+                header.value = Some(kept);
+            }
+        }
+        Ok(())
+    }
+
     /// The prefix its tools are exposed under.
     pub fn prefix(&self) -> String {
         self.prefix.clone().unwrap_or_else(|| format!("{}__", self.name))
@@ -243,7 +281,7 @@ impl UpstreamSpec {
 }
 
 /// An `http(s)` URL with a host and no user name or password (those go in a secret header).
-fn check_url(url: &str) -> Result<(), SpecError> {
+pub(crate) fn check_url(url: &str) -> Result<(), SpecError> {
     let bad = |message: &str| Err(SpecError::new("url", message));
     let url = url.trim();
     let Some((scheme, rest)) = url.split_once("://") else {

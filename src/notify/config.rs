@@ -3,59 +3,17 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use gatehouse_core::model::SpecError;
 use url::Url;
 
 use crate::config::error::ConfigError;
 
-/// One `[[notify]]` table as written in `gatehouse.toml`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct NotifyConfig {
-    /// Where to POST (http or https).
-    pub url: Url,
-    /// `json` (signed), `slack` (incoming webhook) or `ntfy`.
-    #[serde(default)]
-    pub format: Format,
-    /// `json`: the HMAC-SHA256 signing key; `ntfy`: an access token
-    /// (`Authorization: Bearer`). Not used by `slack`.
-    pub secret: Option<String>,
-    /// Only executions of agents matching one of these (`*`, exact, `prefix*`).
-    #[serde(default)]
-    pub agents: Vec<String>,
-    /// Only executions of tools matching one of these (`*`, exact, `prefix*`).
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// The name on the console and in metrics (default: the URL's host).
-    pub name: Option<String>,
-    /// Longest wait for one delivery attempt (default 10 s).
-    #[serde(default, with = "humantime_opt")]
-    pub timeout: Option<Duration>,
-}
+/// One `[[notify]]` table as written in `gatehouse.toml` (and a target
+/// stored from the console): the model's one definition.
+pub use gatehouse_core::model::NotifySpec as NotifyConfig;
 
 /// The shape of a message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// A JSON object, signed with `secret` (`Gatehouse-Signature`).
-    #[default]
-    Json,
-    /// A Slack incoming-webhook body `{"text": …}`.
-    Slack,
-    /// Plain text with ntfy's `Title`, `Click`, `Tags` and `Priority` headers.
-    Ntfy,
-}
-
-impl Format {
-    /// Its config name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Json => "json",
-            Format::Slack => "slack",
-            Format::Ntfy => "ntfy",
-        }
-    }
-}
+pub use gatehouse_core::model::NotifyFormat as Format;
 
 /// A checked `[[notify]]` target.
 #[derive(Clone, PartialEq, Eq)]
@@ -74,6 +32,10 @@ pub struct Target {
     pub tools: Vec<String>,
     /// Longest wait for one attempt.
     pub timeout: Duration,
+    /// `false`: kept (and shown), sent nothing but a test.
+    pub enabled: bool,
+    /// From the config file (else added on the console).
+    pub from_file: bool,
 }
 
 // The URL may carry a token (a Slack webhook's path, a query string) and the
@@ -88,6 +50,8 @@ impl std::fmt::Debug for Target {
             .field("agents", &self.agents)
             .field("tools", &self.tools)
             .field("timeout", &self.timeout)
+            .field("enabled", &self.enabled)
+            .field("from_file", &self.from_file)
             .finish()
     }
 }
@@ -119,68 +83,46 @@ pub fn redacted_url(url: &Url) -> String {
 /// The default wait for one delivery attempt.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Shortest `json` secret: a signing key should not be guessable.
-const MIN_SECRET_LEN: usize = 16;
+/// The target a spec stands for: every field's first refusal, or the
+/// target. The one way both the file's tables and the stored ones become
+/// what runs.
+pub fn target(spec: &NotifyConfig, from_file: bool) -> Result<Target, SpecError> {
+    if let Some(problem) = spec.problems().into_iter().next() {
+        return Err(problem);
+    }
+    let url = Url::parse(spec.url.trim())
+        .map_err(|e| SpecError::new("url", format!("This is not a URL Gatehouse can reach ({e}).")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err(SpecError::new("url", "The URL must be http(s) with a host."));
+    }
+    Ok(Target {
+        name: spec.name_or_host(),
+        url,
+        format: spec.format,
+        secret: spec.secret.clone(),
+        agents: spec.agents.clone(),
+        tools: spec.tools.clone(),
+        timeout: spec.timeout().unwrap_or(DEFAULT_TIMEOUT),
+        enabled: spec.enabled,
+        from_file,
+    })
+}
 
 /// Checks every `[[notify]]` table; errors name the table and key.
 pub fn resolve(tables: Vec<NotifyConfig>) -> Result<Vec<Target>, ConfigError> {
     let mut targets: Vec<Target> = Vec::with_capacity(tables.len());
-    for (i, t) in tables.into_iter().enumerate() {
-        let bad = |key: &str, message: String| ConfigError::Value { key: format!("notify[{i}].{key}"), message };
-        if !matches!(t.url.scheme(), "http" | "https") || t.url.host_str().is_none() {
-            return Err(bad("url", "must be an http(s) URL with a host".into()));
+    for (i, table) in tables.iter().enumerate() {
+        let t = target(table, true)
+            .map_err(|e| ConfigError::Value { key: format!("notify[{i}].{}", e.field), message: e.message })?;
+        if targets.iter().any(|other| other.name == t.name) {
+            return Err(ConfigError::Value {
+                key: format!("notify[{i}].name"),
+                message: format!("{:?} is used twice (give each target its own `name`)", t.name),
+            });
         }
-        if !t.url.username().is_empty() || t.url.password().is_some() {
-            return Err(bad("url", "must not carry a user name or password (use `secret`)".into()));
-        }
-        match (t.format, &t.secret) {
-            (_, Some(s)) if s.trim().is_empty() => return Err(bad("secret", "must not be empty".into())),
-            (Format::Json, Some(s)) if s.len() < MIN_SECRET_LEN => {
-                return Err(bad("secret", format!("must be at least {MIN_SECRET_LEN} characters")));
-            }
-            (Format::Slack, Some(_)) => {
-                return Err(bad("secret", "slack webhooks take no secret (the URL is the secret)".into()));
-            }
-            _ => {}
-        }
-        for (key, patterns) in [("agents", &t.agents), ("tools", &t.tools)] {
-            for p in patterns {
-                gatehouse_core::policy::validate_pattern(p)
-                    .map_err(|_| bad(key, format!("{p:?}: use `*`, an exact name, or `prefix*`")))?;
-            }
-        }
-        let name = t.name.clone().unwrap_or_else(|| t.url.host_str().unwrap_or_default().to_string());
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
-            return Err(bad("name", "must be letters, digits, '-', '_' or '.'".into()));
-        }
-        if targets.iter().any(|other| other.name == name) {
-            return Err(bad("name", format!("{name:?} is used twice (give each target its own `name`)")));
-        }
-        targets.push(Target {
-            name,
-            url: t.url,
-            format: t.format,
-            secret: t.secret,
-            agents: t.agents,
-            tools: t.tools,
-            timeout: t.timeout.unwrap_or(DEFAULT_TIMEOUT),
-        });
+        targets.push(t);
     }
     Ok(targets)
-}
-
-mod humantime_opt {
-    use serde::{Deserialize, Deserializer};
-    use std::time::Duration;
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        let Some(text) = Option::<String>::deserialize(d)? else { return Ok(None) };
-        let d = humantime::parse_duration(&text)
-            .map_err(|e| serde::de::Error::custom(format!("{e} (write e.g. \"5s\")")))?;
-        if d.is_zero() {
-            return Err(serde::de::Error::custom("must be longer than zero"));
-        }
-        Ok(Some(d))
-    }
 }
 
 #[cfg(test)]
@@ -216,6 +158,7 @@ mod tests {
             ("url = \"https://x.example\"\nformat = \"slack\"\nsecret = \"0123456789abcdef\"", "notify[0].secret"),
             ("url = \"https://x.example\"\ntools = [\"a*b\"]", "notify[0].tools"),
             ("url = \"https://x.example\"\nname = \"a b\"", "notify[0].name"),
+            ("name = \"v6\"\nurl = \"https://[::1/x\"", "notify[0].url"),
         ];
         for (text, key) in cases {
             let e = resolve(vec![table(text)]).unwrap_err().to_string();

@@ -178,31 +178,41 @@ impl Worker {
     }
 
     async fn attempt(&self, outgoing: &format::Outgoing, delivery: &str) -> Result<(), DeliveryError> {
-        let mut request = self
-            .client
-            .post(self.target.url.clone())
-            .timeout(self.target.timeout)
-            .header("content-type", outgoing.content_type)
-            .header("user-agent", concat!("gatehouse/", env!("CARGO_PKG_VERSION")))
-            .header("gatehouse-delivery", delivery);
-        for (name, value) in &outgoing.headers {
-            request = request.header(*name, value);
-        }
-        if self.target.format == super::config::Format::Json
-            && let Some(secret) = &self.target.secret
-        {
-            // Signed per attempt: a retry carries a fresh timestamp, so it is
-            // not refused as a replay by a receiver that checks freshness.
-            let unix = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs() as i64)
-                .unwrap_or_default();
-            request = request.header("gatehouse-signature", format::sign(secret, unix, &outgoing.body));
-        }
-        let response = request.body(outgoing.body.clone()).send().await.map_err(describe)?;
-        let status = response.status();
-        if status.is_success() { Ok(()) } else { Err(DeliveryError::Status(status.as_u16())) }
+        send_once(&self.client, &self.target, outgoing, delivery).await
     }
+}
+
+/// One attempt to deliver `outgoing` to `target` (`delivery`: the id a
+/// receiver may dedupe retries by), signed if the target signs.
+pub async fn send_once(
+    client: &upstream_http::Client,
+    target: &Target,
+    outgoing: &format::Outgoing,
+    delivery: &str,
+) -> Result<(), DeliveryError> {
+    let mut request = client
+        .post(target.url.clone())
+        .timeout(target.timeout)
+        .header("content-type", outgoing.content_type)
+        .header("user-agent", concat!("gatehouse/", env!("CARGO_PKG_VERSION")))
+        .header("gatehouse-delivery", delivery);
+    for (name, value) in &outgoing.headers {
+        request = request.header(*name, value);
+    }
+    if target.format == super::config::Format::Json
+        && let Some(secret) = &target.secret
+    {
+        // Signed per attempt: a retry carries a fresh timestamp, so it is
+        // not refused as a replay by a receiver that checks freshness.
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default();
+        request = request.header("gatehouse-signature", format::sign(secret, unix, &outgoing.body));
+    }
+    let response = request.body(outgoing.body.clone()).send().await.map_err(describe)?;
+    let status = response.status();
+    if status.is_success() { Ok(()) } else { Err(DeliveryError::Status(status.as_u16())) }
 }
 
 /// A request error without its URL (a path or query may hold a token).

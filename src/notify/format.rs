@@ -197,6 +197,36 @@ pub fn render(target: &Target, notice: &Notice) -> Outgoing {
     }
 }
 
+/// What a test message says (the console's "Send a test").
+pub const TEST_TEXT: &str =
+    "A test from Gatehouse: this target is reached. Calls that wait for a person will be announced here.";
+
+/// The request `target` gets for a test (`base_url`: the console, linked):
+/// event `test`, the same shape and signature as a real message, no call.
+pub fn render_test(target: &Target, base_url: &str) -> Outgoing {
+    let link = format!("{}/upstreams", base_url.trim_end_matches('/'));
+    match target.format {
+        Format::Json => Outgoing {
+            content_type: "application/json",
+            body: serde_json::json!({ "event": "test", "message": TEST_TEXT, "link": link }).to_string(),
+            headers: vec![("Gatehouse-Event", "test".to_string())],
+        },
+        Format::Slack => Outgoing {
+            content_type: "application/json",
+            body: serde_json::json!({ "text": format!("{TEST_TEXT} <{link}|Open>") }).to_string(),
+            headers: Vec::new(),
+        },
+        Format::Ntfy => {
+            let mut headers =
+                vec![("Title", "Gatehouse test".to_string()), ("Click", link), ("Tags", "bell".to_string())];
+            if let Some(token) = &target.secret {
+                headers.push(("Authorization", format!("Bearer {token}")));
+            }
+            Outgoing { content_type: "text/plain; charset=utf-8", body: TEST_TEXT.to_string(), headers }
+        }
+    }
+}
+
 /// The `Gatehouse-Signature` header value for `body` sent at `unix` seconds:
 /// `t=<unix>,v1=<hex of HMAC-SHA256(secret, "<unix>.<body>")>`.
 pub fn sign(secret: &str, unix: i64, body: &str) -> String {
@@ -237,6 +267,8 @@ mod tests {
             agents: vec![],
             tools: vec![],
             timeout: DEFAULT_TIMEOUT,
+            enabled: true,
+            from_file: true,
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod deliver;
 pub mod format;
+pub mod sources;
 pub mod watch;
 
 use std::sync::atomic::Ordering;
@@ -19,6 +20,7 @@ use tokio_util::task::TaskTracker;
 pub use config::{Format, NotifyConfig, Target};
 pub use deliver::{Last, TargetStatus};
 pub use format::{Notice, sign};
+pub use sources::NotifySources;
 
 /// The configured targets and their delivery status; cheap to clone. A
 /// reload ([`Notifier::replace`]) stops the running set's watcher and
@@ -104,6 +106,22 @@ impl Notifier {
         true
     }
 
+    /// Sends target `name` one test message now (a disabled one too),
+    /// once, without retries: what the receiver said. Counted nowhere:
+    /// the counters are the executions'.
+    pub async fn send_test(&self, name: &str) -> Result<(), deliver::DeliveryError> {
+        let (target, base_url) = {
+            let inner = self.lock();
+            let target = inner.targets.iter().find(|(t, _)| t.name == name).map(|(t, _)| t.clone());
+            (target, inner.started.as_ref().map(|s| s.base_url.clone()).unwrap_or_default())
+        };
+        let Some(target) = target else {
+            return Err(deliver::DeliveryError::Request(format!("there is no target named {name}")));
+        };
+        let outgoing = format::render_test(&target, &base_url);
+        deliver::send_once(&deliver::client(), &target, &outgoing, &uuid::Uuid::new_v4().to_string()).await
+    }
+
     /// The `/metrics` lines of every target.
     pub fn render_metrics(&self, out: &mut String) {
         use std::fmt::Write;
@@ -152,13 +170,15 @@ fn spawn(
     targets: &[(Arc<Target>, Arc<TargetStatus>)],
     mark: &Arc<watch::Mark>,
 ) -> Option<CancellationToken> {
-    if targets.is_empty() {
+    // A disabled target is shown with its counters, and sent nothing.
+    let running: Vec<_> = targets.iter().filter(|(t, _)| t.enabled).collect();
+    if running.is_empty() {
         return None;
     }
     let stop = started.shutdown.child_token();
     let client = deliver::client();
-    let mut routes = Vec::with_capacity(targets.len());
-    for (target, status) in targets {
+    let mut routes = Vec::with_capacity(running.len());
+    for (target, status) in running {
         let (tx, rx) = mpsc::channel(deliver::QUEUE_CAPACITY);
         routes.push(watch::Route { target: target.clone(), tx, status: status.clone() });
         started.tasks.spawn(
@@ -177,8 +197,9 @@ fn spawn(
     Some(stop)
 }
 
-impl gatehouse_app::server_fns::NotifyTargets for Notifier {
-    fn notify_targets(&self) -> Vec<gatehouse_app::server_fns::NotifyTargetInfo> {
+impl Notifier {
+    /// Every target with its status, as the console shows it.
+    pub fn notify_targets(&self) -> Vec<gatehouse_app::server_fns::NotifyTargetInfo> {
         self.targets()
             .iter()
             .map(|(t, s)| {
@@ -193,6 +214,12 @@ impl gatehouse_app::server_fns::NotifyTargets for Notifier {
                     last_success_ms: last.success_ms,
                     last_failure_ms: last.failure_ms,
                     last_error: last.error,
+                    from_file: t.from_file,
+                    enabled: t.enabled,
+                    secret_set: t.secret.is_some(),
+                    agents: t.agents.clone(),
+                    tools: t.tools.clone(),
+                    timeout: humantime::format_duration(t.timeout).to_string(),
                 }
             })
             .collect()

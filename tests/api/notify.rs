@@ -75,13 +75,14 @@ impl Receiver {
 
     fn target(&self, name: &str, format: Format, secret: Option<&str>) -> Target {
         targets(vec![NotifyConfig {
-            url: self.url.parse().unwrap(),
+            url: self.url.clone(),
             format,
             secret: secret.map(Into::into),
             agents: vec![],
             tools: vec![],
             name: Some(name.into()),
-            timeout: Some(Duration::from_secs(120)),
+            timeout: Some("120s".into()),
+            enabled: true,
         }])
         .remove(0)
     }
@@ -239,13 +240,14 @@ async fn filters_pick_the_agents_and_tools_a_target_hears_about() {
     let mut claude_only = Receiver::start(Behaviour::Accept).await;
     let mut cursor_only = Receiver::start(Behaviour::Accept).await;
     let table = |r: &Receiver, name: &str, agents: &[&str], tools: &[&str]| NotifyConfig {
-        url: r.url.parse().unwrap(),
+        url: r.url.clone(),
         format: Format::Json,
         secret: Some(SECRET.into()),
         agents: agents.iter().map(|s| s.to_string()).collect(),
         tools: tools.iter().map(|s| s.to_string()).collect(),
         name: Some(name.into()),
         timeout: None,
+        enabled: true,
     };
     let configured = targets(vec![
         table(&claude_only, "claude", &["claude"], &["gatehouse_policy_*"]),
@@ -347,13 +349,14 @@ async fn a_failed_target_shows_its_error_without_the_url_or_secret() {
     let url = format!("http://{}/hook?token=query-secret", closed.local_addr().unwrap());
     drop(closed);
     let target = targets(vec![NotifyConfig {
-        url: url.parse().unwrap(),
+        url: url.to_string(),
         format: Format::Json,
         secret: Some(SECRET.into()),
         agents: vec![],
         tools: vec![],
         name: Some("down".into()),
         timeout: None,
+        enabled: true,
     }]);
     let notifier = {
         let app = spawn_app_with(|c: &mut Config| c.notify_targets = target).await;

@@ -40,7 +40,12 @@ pub struct Channel {
 #[server(prefix = "/api/fn", endpoint = "account")]
 pub async fn get_account() -> Result<AccountView, ServerFnError> {
     let channels = match use_context::<std::sync::Arc<dyn super::NotifyTargets>>() {
-        Some(n) => n.notify_targets().into_iter().map(|t| Channel { name: t.name, format: t.format }).collect(),
+        Some(n) => n
+            .notify_targets()
+            .into_iter()
+            .filter(|t| t.enabled)
+            .map(|t| Channel { name: t.name, format: t.format })
+            .collect(),
         None => Vec::new(),
     };
     ctx::blocking(move |user, core| {

@@ -467,4 +467,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
         restarted_at INTEGER NOT NULL
     );
     "#,
+    // 31: notification targets admins added on the console (each its
+    // spec as JSON; the secret included, the server signs with it).
+    r#"
+    CREATE TABLE managed_notify (
+        name       TEXT PRIMARY KEY,
+        spec       TEXT NOT NULL,
+        changed_at INTEGER NOT NULL
+    );
+    "#,
 ];
