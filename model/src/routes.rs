@@ -11,6 +11,10 @@ pub const UPSTREAMS: &str = "/upstreams";
 pub fn edit_upstream(name: &str) -> String {
     format!("{UPSTREAMS}?{}#upstream-form", serde_urlencoded::to_string([("upstream", name)]).unwrap_or_default())
 }
+/// The upstreams page with the form filled to edit the stored notification target `name`.
+pub fn edit_notify(name: &str) -> String {
+    format!("{UPSTREAMS}?{}#notify-form", serde_urlencoded::to_string([("target", name)]).unwrap_or_default())
+}
 /// The history page (the audit log); filters go in its query string.
 pub const HISTORY: &str = "/history";
 /// The agents and credentials page.

@@ -85,6 +85,18 @@ impl Notifier {
         inner.started = Some(started);
     }
 
+    /// Takes the watchers' floor now if no set has yet, so a set started
+    /// next announces every call opened after this returns (not only after
+    /// its watcher first looks).
+    pub async fn prepare(&self, core: &Core) {
+        if self.lock().mark.started() {
+            return;
+        }
+        if let Ok(newest) = core.run(|core| watch::newest_id(&core)).await {
+            self.lock().mark.seed(newest);
+        }
+    }
+
     /// Runs `targets` from now on, in place of the running ones; `false`
     /// when they are the same (nothing is restarted).
     pub fn replace(&self, targets: &[Target]) -> bool {

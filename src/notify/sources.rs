@@ -76,7 +76,11 @@ impl NotifySources {
         if !always && applied.as_ref() == Some(&stored) {
             return false;
         }
-        let changed = self.0.notifier.replace(&merge(&self.file(), &stored));
+        let merged = merge(&self.file(), &stored);
+        if !merged.is_empty() {
+            self.0.notifier.prepare(&self.0.core).await;
+        }
+        let changed = self.0.notifier.replace(&merged);
         *applied = Some(stored);
         changed
     }

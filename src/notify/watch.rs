@@ -21,7 +21,7 @@ use gatehouse_core::clock::rfc3339;
 use gatehouse_core::live::LiveEvent;
 use gatehouse_core::model::{AuditEntry, HistoryFilter, State};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +52,26 @@ pub struct Route {
 pub struct Mark {
     seen: AtomicI64,
     floor: AtomicI64,
+    /// Whether the floor is taken (by the first watcher, or before a set
+    /// starts: [`Mark::seed`]).
+    started: AtomicBool,
+}
+
+impl Mark {
+    /// Whether the floor is taken.
+    pub fn started(&self) -> bool {
+        self.started.load(Ordering::Acquire)
+    }
+
+    /// Takes the floor at `newest` (the newest audit entry now), unless it
+    /// is taken: a set started after this sends what is written after it,
+    /// whenever its watcher gets to look.
+    pub fn seed(&self, newest: i64) {
+        if !self.started.swap(true, Ordering::AcqRel) {
+            self.floor.store(newest, Ordering::Release);
+            self.seen.fetch_max(newest, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Watches the hub until shutdown, handing each message to the targets that
@@ -61,17 +81,14 @@ pub struct Mark {
 pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: CancellationToken, mark: Arc<Mark>) {
     // Subscribed before the first look, so no change falls between them.
     let mut events = core.live.subscribe();
-    let mut last_id = match mark.seen.load(Ordering::Acquire) {
-        0 => match core.run(|core| newest_id(&core)).await {
-            Ok(id) => {
-                // Nothing written before the first start is sent, looking back or not.
-                mark.floor.store(id, Ordering::Release);
-                id
-            }
+    if !mark.started() {
+        // Nothing written before the first start is sent, looking back or not.
+        match core.run(|core| newest_id(&core)).await {
+            Ok(id) => mark.seed(id),
             Err(_) => return,
-        },
-        id => id,
-    };
+        }
+    }
+    let mut last_id = mark.seen.load(Ordering::Acquire);
     mark.seen.fetch_max(last_id, Ordering::AcqRel);
     let floor = mark.floor.load(Ordering::Acquire);
     // What a reload's gap left: looked at once, at once.
@@ -136,7 +153,7 @@ pub async fn run(core: Core, base_url: String, routes: Vec<Route>, shutdown: Can
 }
 
 /// The id of the newest audit entry (0 for none).
-fn newest_id(core: &Core) -> i64 {
+pub(super) fn newest_id(core: &Core) -> i64 {
     match core.approvals.audit().search(&HistoryFilter::default(), &HistoryScope::All, 1) {
         Ok(rows) => rows.first().map_or(0, |e| e.id),
         Err(e) => {

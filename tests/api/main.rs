@@ -16,6 +16,7 @@ mod history;
 mod home;
 mod identity;
 mod kept_arguments;
+mod managed_notify;
 mod managed_upstreams;
 mod mcp_auth;
 mod mcp_transport;

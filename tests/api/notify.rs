@@ -16,12 +16,12 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::helpers::*;
 
-const SECRET: &str = "a-signing-key-for-tests";
+pub(crate) const SECRET: &str = "a-signing-key-for-tests";
 const SET_RULE: &str = "gatehouse_policy_set";
 
 /// What a receiver does with each request.
 #[derive(Clone, Copy)]
-enum Behaviour {
+pub(crate) enum Behaviour {
     Accept,
     /// Answer 500 to the first `n` requests.
     FailFirst(usize),
@@ -29,9 +29,9 @@ enum Behaviour {
     Hang,
 }
 
-struct Request {
-    headers: HeaderMap,
-    body: String,
+pub(crate) struct Request {
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: String,
 }
 
 struct Inner {
@@ -42,14 +42,14 @@ struct Inner {
 }
 
 /// A local HTTP receiver on port 0 that records every request.
-struct Receiver {
-    url: String,
-    rx: mpsc::UnboundedReceiver<Request>,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
+    pub(crate) rx: mpsc::UnboundedReceiver<Request>,
     inner: Arc<Inner>,
 }
 
 impl Receiver {
-    async fn start(behaviour: Behaviour) -> Receiver {
+    pub(crate) async fn start(behaviour: Behaviour) -> Receiver {
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner { behaviour, seen: AtomicUsize::new(0), tx, release: Semaphore::new(0) });
         let app = axum::Router::new().route("/hook", axum::routing::post(record)).with_state(inner.clone());
@@ -60,7 +60,7 @@ impl Receiver {
     }
 
     /// The next request (a bound only so a broken build fails instead of hanging).
-    async fn next(&mut self) -> Request {
+    pub(crate) async fn next(&mut self) -> Request {
         tokio::time::timeout(Duration::from_secs(60), self.rx.recv())
             .await
             .expect("a notification within a minute")
@@ -68,12 +68,12 @@ impl Receiver {
     }
 
     /// The next request's JSON body.
-    async fn next_json(&mut self) -> (HeaderMap, Value) {
+    pub(crate) async fn next_json(&mut self) -> (HeaderMap, Value) {
         let r = self.next().await;
         (r.headers, serde_json::from_str(&r.body).unwrap())
     }
 
-    fn target(&self, name: &str, format: Format, secret: Option<&str>) -> Target {
+    pub(crate) fn target(&self, name: &str, format: Format, secret: Option<&str>) -> Target {
         targets(vec![NotifyConfig {
             url: self.url.clone(),
             format,
@@ -108,7 +108,7 @@ fn targets(tables: Vec<NotifyConfig>) -> Vec<Target> {
 
 /// Checks `Gatehouse-Signature: t=<unix>,v1=<hex>` as a receiver would:
 /// HMAC-SHA256 over `<t>.<body>`, and a timestamp at most 5 minutes old.
-fn verify(headers: &HeaderMap, body: &str) {
+pub(crate) fn verify(headers: &HeaderMap, body: &str) {
     let header = headers["gatehouse-signature"].to_str().unwrap();
     let (t, v1) = header.split_once(',').unwrap();
     let t: i64 = t.strip_prefix("t=").unwrap().parse().unwrap();
@@ -121,7 +121,7 @@ fn verify(headers: &HeaderMap, body: &str) {
 }
 
 /// A gated call of `agent` (owned by ada) with a secret-looking argument; its execution id.
-async fn gated_call(app: &TestApp, agent: &str, pattern: &str) -> gatehouse_core::approvals::ExecutionId {
+pub(crate) async fn gated_call(app: &TestApp, agent: &str, pattern: &str) -> gatehouse_core::approvals::ExecutionId {
     let token = app.issue_owned(agent, "ada");
     let sid = app.open_session(&token).await;
     let reply = app.tool_call(&token, &sid, SET_RULE, json!({"pattern": pattern, "action": "allow"})).await;

@@ -9,6 +9,7 @@ pub mod history;
 pub mod home;
 pub mod inbox;
 pub mod not_found;
+pub mod notify_admin;
 pub mod policies;
 pub mod profiles;
 pub mod resume;

@@ -173,7 +173,13 @@ pub fn UpstreamForm(
 /// One form field: its label, the control, a hint the control names as its
 /// description, and the refusal beside it.
 #[component]
-fn Field<E, V>(id: &'static str, label: &'static str, hint: &'static str, error: E, children: Children) -> impl IntoView
+pub(crate) fn Field<E, V>(
+    id: &'static str,
+    label: &'static str,
+    hint: &'static str,
+    error: E,
+    children: Children,
+) -> impl IntoView
 where
     E: Fn() -> Option<V> + Send + Sync + 'static,
     V: IntoView + 'static,

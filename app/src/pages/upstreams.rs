@@ -8,7 +8,7 @@ use gatehouse_model::LiveEvent;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
-use crate::components::when::When;
+use crate::pages::notify_admin::{IdleTargets, NOTIFY_FIELDS, NotifyForm, NotifyTable, editing_target};
 use crate::pages::upstream_admin::{NotRunning, UPSTREAM_FIELDS, UpstreamActions, UpstreamForm, editing_upstream};
 
 /// `/upstreams`: the fronted MCP servers and their health, live.
@@ -34,7 +34,21 @@ pub fn UpstreamsPage() -> impl IntoView {
         move || (save.version().get(), act.version().get()),
         |_| crate::server_fns::list_managed_upstreams(),
     );
-    let notify = crate::json::resource(|| (), |_| crate::server_fns::list_notify_targets());
+    let save_notify = ServerAction::<crate::server_fns::SaveNotify>::new();
+    let notify_act = ServerAction::<crate::server_fns::NotifyAction>::new();
+    let notify_outcome: crate::outcome::Outcome = RwSignal::new(None);
+    crate::outcome::report_fields(
+        notify_outcome,
+        save_notify,
+        "Saved: every replica sends to it within a second. Send a test to check it.",
+        NOTIFY_FIELDS,
+    );
+    crate::outcome::report_with(notify_outcome, notify_act, |done: &String| done.clone());
+    let notify = crate::json::resource(
+        move || (save_notify.version().get(), notify_act.version().get()),
+        |_| crate::server_fns::list_notify_targets(),
+    );
+    let editing_notify = editing_target();
     let editing = editing_upstream();
     let live = use_changes([
         refetch_on(&[LiveEvent::UpstreamsChanged], upstreams),
@@ -125,43 +139,22 @@ pub fn UpstreamsPage() -> impl IntoView {
                 </Suspense>
             }/>
             <Suspense fallback=|| ()>
-                {move || notify.get().and_then(Result::ok).filter(|n| !n.targets.is_empty()).map(|list| {
-                    let now_ms = list.now_ms;
-                    view! {
+                {move || notify.get().and_then(Result::ok).filter(|n| n.is_admin).map(|list| view! {
                     <section aria-labelledby="notify-heading">
                         <h2 id="notify-heading">"Notifications"</h2>
-                        <div class="table-wrap" tabindex="0" role="region" aria-label="Notification targets (scrolls sideways)">
-                        <table class="responsive" aria-label="Notification targets">
-                            <thead><tr>
-                                <th scope="col">"Name"</th><th scope="col">"URL"</th><th scope="col">"Format"</th>
-                                <th scope="col">"Delivered"</th><th scope="col">"Failed"</th><th scope="col">"Dropped"</th>
-                                <th scope="col">"Last success"</th><th scope="col">"Last failure"</th>
-                            </tr></thead>
-                            <tbody>
-                            {list.targets.into_iter().map(|t| { let row = t.name.clone(); view! {
-                                <tr data-notify=row>
-                                    <td data-label="Name"><Name text=t.name/></td>
-                                    <td data-label="URL"><code>{t.url}</code></td>
-                                    <td data-label="Format">{t.format}</td>
-                                    <td data-label="Delivered">{t.delivered}</td>
-                                    <td data-label="Failed">{t.failed}</td>
-                                    <td data-label="Dropped">{t.dropped}</td>
-                                    <td data-label="Last success">
-                                        {t.last_success_ms.map(|ms| view! { <When ms=ms now_ms=now_ms/> })}
-                                    </td>
-                                    <td data-label="Last failure" class="error-cell">
-                                        {t.last_failure_ms.map(|ms| view! { <When ms=ms now_ms=now_ms/> " " })}
-                                        <Name text=t.last_error.unwrap_or_default()/>
-                                    </td>
-                                </tr>
-                            }}).collect_view()}
-                            </tbody>
-                        </table>
-                        </div>
+                        <NotifyTable list=list.clone() act=notify_act/>
+                        <crate::outcome::OutcomeLine outcome=notify_outcome/>
+                        <IdleTargets idle=list.idle act=notify_act/>
                     </section>
-                    }
                 })}
             </Suspense>
+            <For each=move || [editing_notify()] key=|chosen| chosen.clone() children=move |chosen| view! {
+                <Suspense fallback=|| ()>
+                    {move || notify.get().and_then(Result::ok).filter(|n| n.is_admin).map(|list| view! {
+                        <NotifyForm list save=save_notify editing=chosen.clone()/>
+                    })}
+                </Suspense>
+            }/>
             <LiveStatus state=live/>
         </main>
     }

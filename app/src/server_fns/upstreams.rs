@@ -353,6 +353,12 @@ pub async fn upstream_action(name: String, action: String) -> Result<String, Ser
                 core.upstreams.restart(&name)?;
                 format!("{name} restarts.")
             }
+            // A stored upstream the file's took the name of does not run: it
+            // may go, and the trust (the running file upstream's) stays.
+            "remove" if from_file && stored.is_some() => {
+                core.upstreams.remove(&name)?;
+                format!("{name} (added here) removed; gatehouse.toml's runs on.")
+            }
             "remove" | "disable" | "enable" if from_file => {
                 return Err(AccessError::Invalid(format!(
                     "{name} is in gatehouse.toml: change it there (only Restart works here)"
