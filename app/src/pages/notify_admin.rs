@@ -10,7 +10,7 @@ use gatehouse_model::routes;
 
 use crate::components::name::Name;
 use crate::components::when::When;
-use crate::pages::upstream_admin::Field;
+use crate::pages::upstream_admin::{Field, Picked};
 use crate::server_fns::{NotifyAction, NotifyDraft, NotifyList, NotifyTargetInfo, SaveNotify};
 
 /// The target form's fields that say their own refusal beside them.
@@ -37,8 +37,7 @@ pub fn NotifyTable(list: NotifyList, act: ServerAction<NotifyAction>) -> impl In
         <table class="responsive" aria-label="Notification targets">
             <thead><tr>
                 <th scope="col">"Name"</th><th scope="col">"Sends to"</th>
-                <th scope="col">"Delivered"</th><th scope="col">"Failed"</th><th scope="col">"Dropped"</th>
-                <th scope="col">"Last success"</th><th scope="col">"Last failure"</th>
+                <th scope="col">"Messages"</th><th scope="col">"Last failure"</th>
                 <th scope="col">"Manage"</th>
             </tr></thead>
             <tbody>
@@ -48,18 +47,16 @@ pub fn NotifyTable(list: NotifyList, act: ServerAction<NotifyAction>) -> impl In
                 view! {
                 <tr data-notify=row>
                     <td data-label="Name">
-                        <Name text=t.name.clone()/>
+                        <Name text=t.name.clone() joints=true/>
                         {(!t.enabled).then(|| view! { " " <span class="status revoked">"disabled"</span> })}
                     </td>
-                    <td data-label="Sends to">
+                    <td data-label="Sends to" class="detail-cell">
                         <code>{t.url.clone()}</code>" "<span class="meta">{t.format.clone()}</span>
                         {filters(&t).map(|f| view! { <br/><span class="meta">{f}</span> })}
                     </td>
-                    <td data-label="Delivered">{t.delivered}</td>
-                    <td data-label="Failed">{t.failed}</td>
-                    <td data-label="Dropped">{t.dropped}</td>
-                    <td data-label="Last success">
-                        {t.last_success_ms.map(|ms| view! { <When ms=ms now_ms=now_ms/> })}
+                    <td data-label="Messages" data-testid="messages">
+                        {format!("{} delivered, {} failed, {} dropped", t.delivered, t.failed, t.dropped)}
+                        {t.last_success_ms.map(|ms| view! { <br/><span class="meta">"last delivered "<When ms=ms now_ms=now_ms/></span> })}
                     </td>
                     <td data-label="Last failure" class="error-cell">
                         {t.last_failure_ms.map(|ms| view! { <When ms=ms now_ms=now_ms/> " " })}
@@ -148,7 +145,12 @@ pub fn IdleTargets(idle: Vec<String>, act: ServerAction<NotifyAction>) -> impl I
 /// Its values are attributes: a re-read rebuilds it in place and keeps what
 /// the person typed (the page makes a new form when the target changes).
 #[component]
-pub fn NotifyForm(list: NotifyList, save: ServerAction<SaveNotify>, editing: Option<String>) -> impl IntoView {
+pub fn NotifyForm(
+    list: NotifyList,
+    save: ServerAction<SaveNotify>,
+    editing: Option<String>,
+    picked: Picked,
+) -> impl IntoView {
     let editing: Option<NotifyTargetInfo> =
         editing.and_then(|name| list.targets.iter().find(|t| t.name == name && !t.from_file).cloned());
     let draft = editing.as_ref().map(NotifyDraft::of).unwrap_or_default();
@@ -185,10 +187,10 @@ pub fn NotifyForm(list: NotifyList, save: ServerAction<SaveNotify>, editing: Opt
                         aria-describedby="notify-name-hint" value=draft.name.clone() readonly=is_editing/>
                 </Field>
                 <Field id="notify-format" label="Kind" hint="" error=error("format")>
-                    <select id="notify-format" name="draft[format]">
-                        <option value="slack" selected=format == "slack">"Slack incoming webhook"</option>
-                        <option value="ntfy" selected=format == "ntfy">"ntfy topic"</option>
-                        <option value="json" selected=format == "json">"JSON webhook (signed)"</option>
+                    <select id="notify-format" name="draft[format]" on:change=move |ev| picked.pick("format", event_target_value(&ev))>
+                        <option value="slack" selected=picked.is("format", &format, "slack")>"Slack incoming webhook"</option>
+                        <option value="ntfy" selected=picked.is("format", &format, "ntfy")>"ntfy topic"</option>
+                        <option value="json" selected=picked.is("format", &format, "json")>"JSON webhook (signed)"</option>
                     </select>
                 </Field>
                 <Field id="notify-url" label="URL" hint=url_hint error=error("url")>

@@ -103,6 +103,7 @@ pub fn UpstreamForm(
     managed: ManagedUpstreams,
     save: ServerAction<SaveUpstream>,
     editing: Option<String>,
+    picked: Picked,
 ) -> impl IntoView {
     let editing: Option<UpstreamSpec> = editing.and_then(|name| managed.specs.iter().find(|s| s.name == name).cloned());
     let draft = editing.as_ref().map(UpstreamDraft::of).unwrap_or_default();
@@ -133,9 +134,9 @@ pub fn UpstreamForm(
                         aria-describedby="upstream-name-hint" value=draft.name.clone() readonly=is_editing/>
                 </Field>
                 <Field id="upstream-kind" label="Transport" hint="" error=error("kind")>
-                    <select id="upstream-kind" name="draft[kind]">
-                        <option value="http" selected=kind == "http">"Streamable HTTP (a URL)"</option>
-                        <option value="stdio" selected=kind == "stdio">"stdio (a command gatehouse.toml allows)"</option>
+                    <select id="upstream-kind" name="draft[kind]" on:change=move |ev| picked.pick("kind", event_target_value(&ev))>
+                        <option value="http" selected=picked.is("kind", &kind, "http")>"Streamable HTTP (a URL)"</option>
+                        <option value="stdio" selected=picked.is("kind", &kind, "stdio")>"stdio (a command gatehouse.toml allows)"</option>
                     </select>
                 </Field>
                 <Field id="upstream-url" label="URL" hint="For Streamable HTTP." error=error("url")>
@@ -143,10 +144,11 @@ pub fn UpstreamForm(
                         placeholder="https://mcp.example.com/mcp" value=draft.url.clone().unwrap_or_default()/>
                 </Field>
                 <Field id="upstream-command" label="Command" hint=command_hint error=error("command")>
-                    <select id="upstream-command" name="draft[command]" aria-describedby="upstream-command-hint">
-                        <option value="" selected=chosen.is_empty()>"—"</option>
+                    <select id="upstream-command" name="draft[command]" aria-describedby="upstream-command-hint"
+                        on:change=move |ev| picked.pick("command", event_target_value(&ev))>
+                        <option value="" selected=picked.is("command", &chosen, "")>"—"</option>
                         {commands.into_iter().map(|(key, line)| {
-                            let selected = key == chosen;
+                            let selected = picked.is("command", &chosen, &key);
                             view! { <option value=key.clone() selected=selected>{format!("{key}: {line}")}</option> }
                         }).collect_view()}
                     </select>
@@ -167,6 +169,31 @@ pub fn UpstreamForm(
                 {is_editing.then(|| view! { <a href=routes::UPSTREAMS class="button-link quiet">"Cancel"</a> })}
             </ActionForm>
         </section>
+    }
+}
+
+/// What a form's selects hold, by field: kept outside the form, so a
+/// re-read that rebuilds the form keeps the person's choice (a select's
+/// `selected` is set again on a rebuild; typed text is not).
+#[derive(Clone, Copy, Default)]
+pub struct Picked(RwSignal<Vec<(&'static str, String)>>);
+
+impl Picked {
+    /// Remembers `value` picked for `field`.
+    pub fn pick(self, field: &'static str, value: String) {
+        self.0.update(|p| {
+            p.retain(|(f, _)| *f != field);
+            p.push((field, value));
+        });
+    }
+
+    /// Whether option `value` of `field` is the one to show: the one picked,
+    /// else `initial`.
+    pub fn is(self, field: &'static str, initial: &str, value: &str) -> impl Fn() -> bool + Send + Sync + 'static {
+        let (initial, value) = (initial.to_string(), value.to_string());
+        move || {
+            self.0.with(|p| p.iter().find(|(f, _)| *f == field).map(|(_, v)| *v == value).unwrap_or(initial == value))
+        }
     }
 }
 

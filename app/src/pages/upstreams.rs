@@ -9,7 +9,9 @@ use crate::components::header::Header;
 use crate::components::live::{LiveStatus, refetch_on, use_changes};
 use crate::components::name::Name;
 use crate::pages::notify_admin::{IdleTargets, NOTIFY_FIELDS, NotifyForm, NotifyTable, editing_target};
-use crate::pages::upstream_admin::{NotRunning, UPSTREAM_FIELDS, UpstreamActions, UpstreamForm, editing_upstream};
+use crate::pages::upstream_admin::{
+    NotRunning, Picked, UPSTREAM_FIELDS, UpstreamActions, UpstreamForm, editing_upstream,
+};
 
 /// `/upstreams`: the fronted MCP servers and their health, live.
 #[component]
@@ -131,13 +133,16 @@ pub fn UpstreamsPage() -> impl IntoView {
             // A new form when the upstream being edited changes (Edit is a
             // link on this page); rebuilt in place, keeping what was typed,
             // when the upstreams are read again.
-            <For each=move || [editing()] key=|chosen| chosen.clone() children=move |chosen| view! {
+            <For each=move || [editing()] key=|chosen| chosen.clone() children=move |chosen| {
+                // What the selects hold outlives a re-read, as typed text does.
+                let picked = Picked::default();
+                view! {
                 <Suspense fallback=|| ()>
                     {move || managed.get().and_then(Result::ok).filter(|_| {
                         upstreams.get().and_then(Result::ok).is_some_and(|l| l.is_admin)
-                    }).map(|m| view! { <UpstreamForm managed=m save editing=chosen.clone()/> })}
+                    }).map(|m| view! { <UpstreamForm managed=m save editing=chosen.clone() picked/> })}
                 </Suspense>
-            }/>
+            }}/>
             <Suspense fallback=|| ()>
                 {move || notify.get().and_then(Result::ok).filter(|n| n.is_admin).map(|list| view! {
                     <section aria-labelledby="notify-heading">
@@ -148,13 +153,15 @@ pub fn UpstreamsPage() -> impl IntoView {
                     </section>
                 })}
             </Suspense>
-            <For each=move || [editing_notify()] key=|chosen| chosen.clone() children=move |chosen| view! {
+            <For each=move || [editing_notify()] key=|chosen| chosen.clone() children=move |chosen| {
+                let picked = Picked::default();
+                view! {
                 <Suspense fallback=|| ()>
                     {move || notify.get().and_then(Result::ok).filter(|n| n.is_admin).map(|list| view! {
-                        <NotifyForm list save=save_notify editing=chosen.clone()/>
+                        <NotifyForm list save=save_notify editing=chosen.clone() picked/>
                     })}
                 </Suspense>
-            }/>
+            }}/>
             <LiveStatus state=live/>
         </main>
     }
