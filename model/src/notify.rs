@@ -143,7 +143,8 @@ impl NotifySpec {
     /// server adds: the URL parses, the name is not the file's).
     pub fn problems(&self) -> Vec<SpecError> {
         let mut found: Vec<SpecError> = Vec::new();
-        let checks: [fn(&Self) -> Result<(), SpecError>; 5] =
+        type Check = fn(&NotifySpec) -> Result<(), SpecError>;
+        let checks: [Check; 5] =
             [Self::check_name, Self::check_url, Self::check_secret, Self::check_patterns, Self::check_timeout];
         for check in checks {
             if let Err(e) = check(self)
