@@ -124,16 +124,6 @@ pub fn valid_notify_name(name: &str) -> bool {
 }
 
 impl NotifySpec {
-    /// Its name: the one given, else the URL's host (the file's default).
-    pub fn name_or_host(&self) -> String {
-        self.name.clone().unwrap_or_else(|| {
-            origin_of(&self.url)
-                .and_then(|o| o.split_once("://").map(|(_, authority)| authority.to_string()))
-                .map(|authority| authority.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or(authority))
-                .unwrap_or_default()
-        })
-    }
-
     /// The delivery timeout, if one is given and reads.
     pub fn timeout(&self) -> Option<std::time::Duration> {
         self.timeout.as_deref().and_then(|t| humantime::parse_duration(t.trim()).ok())
@@ -157,11 +147,10 @@ impl NotifySpec {
     }
 
     fn check_name(&self) -> Result<(), SpecError> {
-        // A name taken from a URL that is refused is the URL's to say.
-        if self.name.is_none() && check_url(&self.url).is_err() {
-            return Ok(());
-        }
-        if !valid_notify_name(&self.name_or_host()) {
+        // A name taken from the URL's host is checked once the server has
+        // read the host (`xn--` for an international one).
+        let Some(name) = &self.name else { return Ok(()) };
+        if !valid_notify_name(name) {
             return Err(SpecError::new(
                 "name",
                 format!("A name is 1 to {MAX_NOTIFY_NAME} letters, digits, '-', '_' or '.'."),
@@ -222,8 +211,8 @@ impl NotifySpec {
     fn check_timeout(&self) -> Result<(), SpecError> {
         let Some(text) = &self.timeout else { return Ok(()) };
         match humantime::parse_duration(text.trim()) {
-            Ok(d) if !d.is_zero() && d <= std::time::Duration::from_secs(120) => Ok(()),
-            Ok(_) => Err(SpecError::new("timeout", "A timeout is longer than zero and at most 2 minutes.")),
+            Ok(d) if !d.is_zero() && d <= std::time::Duration::from_secs(600) => Ok(()),
+            Ok(_) => Err(SpecError::new("timeout", "A timeout is longer than zero and at most 10 minutes.")),
             Err(_) => Err(SpecError::new("timeout", format!("{text:?} is not a length of time: write e.g. 5s."))),
         }
     }
@@ -250,6 +239,10 @@ impl NotifySpec {
                 if origin_of(&before.url) != origin_of(&self.url) {
                     return Err(SpecError::new("secret", "Give the secret again: the URL's host changed."));
                 }
+                // A signing key never goes over the wire; an ntfy token is a header: neither becomes the other.
+                if before.format != self.format {
+                    return Err(SpecError::new("secret", "Give the secret again: the kind changed."));
+                }
                 self.secret = Some(kept.clone());
             }
         }
@@ -271,7 +264,6 @@ mod tests {
             "url = \"https://hooks.example.com/in?token=x\"\nsecret = \"0123456789abcdef\"\nagents = [\"claude*\"]\ntimeout = \"5s\"",
         );
         assert_eq!(ok.problems(), []);
-        assert_eq!(ok.name_or_host(), "hooks.example.com");
         assert_eq!(ok.timeout(), Some(std::time::Duration::from_secs(5)));
         assert!(!format!("{ok:?}").contains("token=x"), "the debug print hides the query");
         assert!(!format!("{ok:?}").contains("0123456789abcdef"), "and the secret");
@@ -306,6 +298,8 @@ mod tests {
         );
         let mut moved = spec("name = \"ops\"\nurl = \"https://elsewhere.example/x\"\nformat = \"ntfy\"");
         assert_eq!(moved.keep_from(Some(&stored)).unwrap_err().field, "secret");
+        let mut to_json = spec("name = \"ops\"\nurl = \"\"\nformat = \"json\"");
+        assert_eq!(to_json.keep_from(Some(&stored)).unwrap_err().message, "Give the secret again: the kind changed.");
         let mut to_slack = spec("name = \"ops\"\nurl = \"\"\nformat = \"slack\"");
         to_slack.keep_from(Some(&stored)).unwrap();
         assert_eq!(to_slack.secret, None, "a Slack webhook is not given the old token");

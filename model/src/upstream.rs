@@ -300,6 +300,11 @@ pub(crate) fn check_url(url: &str) -> Result<(), SpecError> {
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return bad("A URL has no spaces.");
     }
+    // The HTTP client reads `\` as `/`: the origin shown (and kept secrets
+    // compared by) would not be the one reached.
+    if url.contains('\\') {
+        return bad("A URL has no backslashes: write / instead.");
+    }
     Ok(())
 }
 
@@ -323,6 +328,7 @@ mod tests {
         assert_eq!(http("ftp://x/").check().unwrap_err().field, "url");
         assert_eq!(http("https://ada:pw@x/").check().unwrap_err().field, "url");
         assert_eq!(http("https:///mcp").check().unwrap_err().field, "url");
+        assert_eq!(http("https://x.example\\y.example/mcp").check().unwrap_err().field, "url");
         let mut spec = http("https://x/");
         spec.name = "a b".into();
         assert_eq!(spec.check().unwrap_err().field, "name");

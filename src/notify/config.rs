@@ -95,8 +95,13 @@ pub fn target(spec: &NotifyConfig, from_file: bool) -> Result<Target, SpecError>
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
         return Err(SpecError::new("url", "The URL must be http(s) with a host."));
     }
+    // The file may leave the name to the URL's host, as the HTTP client reads it.
+    let name = spec.name.clone().unwrap_or_else(|| url.host_str().unwrap_or_default().to_string());
+    if !gatehouse_core::model::valid_notify_name(&name) {
+        return Err(SpecError::new("name", format!("{name:?} cannot name a target: give it a `name`.")));
+    }
     Ok(Target {
-        name: spec.name_or_host(),
+        name,
         url,
         format: spec.format,
         secret: spec.secret.clone(),
@@ -147,6 +152,8 @@ mod tests {
         assert_eq!(t[0].shown_url(), "https://hooks.example.com/…");
         assert!(!format!("{:?}", t[0]).contains("token=x"), "the debug print hides the query");
         assert!(!format!("{:?}", t[0]).contains("0123456789abcdef"), "and the secret");
+        let international = resolve(vec![table("url = \"https://b\u{fc}cher.example/in\"")]).unwrap();
+        assert_eq!(international[0].name, "xn--bcher-kva.example", "the host as the client reads it");
     }
 
     #[test]

@@ -108,8 +108,9 @@ impl Notifier {
             running.cancel();
         }
         inner.targets = Arc::new(with_status(targets, &inner.targets));
-        if targets.is_empty() {
-            // No set runs until the next: that one starts from its own start.
+        if !targets.iter().any(|t| t.enabled) {
+            // No set runs until the next: that one starts from its own start
+            // (not from here, with the whole gap behind it).
             inner.mark = Arc::default();
         }
         if let Some(started) = &inner.started {
@@ -169,7 +170,11 @@ fn with_status(
     targets
         .iter()
         .map(|t| {
-            let kept = before.iter().find(|(old, _)| **old == *t).map(|(_, status)| status.clone());
+            // Disable and Enable keep the counters; any other change starts them again.
+            let kept = before
+                .iter()
+                .find(|(old, _)| Target { enabled: t.enabled, ..(**old).clone() } == *t)
+                .map(|(_, status)| status.clone());
             (Arc::new(t.clone()), kept.unwrap_or_default())
         })
         .collect()

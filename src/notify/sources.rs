@@ -77,7 +77,7 @@ impl NotifySources {
             return false;
         }
         let merged = merge(&self.file(), &stored);
-        if !merged.is_empty() {
+        if merged.iter().any(|t| t.enabled) {
             self.0.notifier.prepare(&self.0.core).await;
         }
         let changed = self.0.notifier.replace(&merged);

@@ -219,6 +219,17 @@ async fn the_files_names_and_commands_bound_what_is_added_and_each_action_reache
     assert!(!app.core.policy.trust("demo").unwrap().trusted(), "its trust left with it");
     until(&app, "removed", || app.upstreams.status().iter().all(|s| s.name != "demo")).await;
     assert!(app.upstreams.find("ev__test_simple_text").is_some(), "the file's upstream runs on");
+    // A stored upstream the file took the name of may go; the running file
+    // upstream keeps its restart count, so it is not restarted by that.
+    let shadow =
+        serde_json::json!({"name": "everything", "transport": {"kind": "http", "url": "http://127.0.0.1:9/mcp"}});
+    app.core.upstreams.put(serde_json::from_value(shadow).unwrap(), true).unwrap();
+    let file_pid = pid("everything").unwrap();
+    assert_eq!(act("everything", "remove").await, 200);
+    assert!(app.core.upstreams.get("everything").unwrap().is_none());
+    assert_eq!(app.core.upstreams.stored().unwrap().restarts, [("everything".to_string(), 1)]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(pid("everything"), Some(file_pid), "the file's upstream was not restarted");
     let actions: Vec<String> = app
         .core
         .changes

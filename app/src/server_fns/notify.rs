@@ -95,7 +95,7 @@ pub async fn list_notify_targets() -> Result<NotifyList, ServerFnError> {
 
 /// A target as the form holds it (`draft[name]`, … in a form). A blank URL
 /// or secret on an edit keeps the stored one (the page never shows them).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct NotifyDraft {
     /// Its name.
     pub name: String,
@@ -120,6 +120,21 @@ pub struct NotifyDraft {
     /// Set when the form adds (a name already stored is refused); absent, it replaces.
     #[serde(default)]
     pub adding: Option<String>,
+}
+
+// The URL may hold a token and the secret is one: never in a debug print.
+impl std::fmt::Debug for NotifyDraft {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotifyDraft")
+            .field("name", &self.name)
+            .field("format", &self.format)
+            .field("url", &self.url.as_ref().map(|_| "…"))
+            .field("secret", &self.secret.as_ref().map(|_| "…"))
+            .field("agents", &self.agents)
+            .field("tools", &self.tools)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 impl NotifyDraft {

@@ -356,7 +356,8 @@ pub async fn upstream_action(name: String, action: String) -> Result<String, Ser
             // A stored upstream the file's took the name of does not run: it
             // may go, and the trust (the running file upstream's) stays.
             "remove" if from_file && stored.is_some() => {
-                core.upstreams.remove(&name)?;
+                // The stored spec only: the restart count is the running file upstream's too.
+                core.upstreams.specs.remove(&name)?;
                 format!("{name} (added here) removed; gatehouse.toml's runs on.")
             }
             "remove" | "disable" | "enable" if from_file => {
