@@ -137,10 +137,8 @@ impl NotifySpec {
         let checks: [Check; 5] =
             [Self::check_name, Self::check_url, Self::check_secret, Self::check_patterns, Self::check_timeout];
         for check in checks {
-            if let Err(e) = check(self)
-                && !found.iter().any(|f| f.field == e.field)
-            {
-                found.push(e);
+            if let Err(e) = check(self) {
+                e.add_to(&mut found);
             }
         }
         found

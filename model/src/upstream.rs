@@ -99,8 +99,9 @@ pub fn origin(transport: &Transport) -> Option<String> {
     origin_of(url)
 }
 
-/// The origin (`scheme://host:port`, lowercased) of a URL.
-pub(crate) fn origin_of(url: &str) -> Option<String> {
+/// The origin (`scheme://host:port`, lowercased) of a URL: what a change
+/// log may say of it (a path or query may hold a token).
+pub fn origin_of(url: &str) -> Option<String> {
     let (scheme, rest) = url.trim().split_once("://")?;
     let authority = rest.split(['/', '?', '#']).next()?;
     Some(format!("{}://{}", scheme.to_ascii_lowercase(), authority.to_ascii_lowercase()))
@@ -120,6 +121,20 @@ impl SpecError {
     /// A refusal of `field`.
     pub fn new(field: &'static str, message: impl Into<String>) -> Self {
         Self { field, message: message.into() }
+    }
+
+    /// Adds this refusal to `found` unless its field is refused already:
+    /// a form says one sentence per field.
+    pub fn add_to(self, found: &mut Vec<SpecError>) {
+        if !found.iter().any(|f| f.field == self.field) {
+            found.push(self);
+        }
+    }
+
+    /// What a form's refusal says: one `invalid <field>: <message>` line
+    /// per refused field (the page puts each beside its field).
+    pub fn lines(problems: &[SpecError]) -> String {
+        problems.iter().map(|p| format!("invalid {}: {}", p.field, p.message)).collect::<Vec<_>>().join("\n")
     }
 }
 
@@ -145,10 +160,8 @@ impl UpstreamSpec {
     pub fn problems(&self) -> Vec<SpecError> {
         let mut found: Vec<SpecError> = Vec::new();
         for check in [Self::check_name, Self::check_transport, Self::check_headers] {
-            if let Err(e) = check(self)
-                && !found.iter().any(|f| f.field == e.field)
-            {
-                found.push(e);
+            if let Err(e) = check(self) {
+                e.add_to(&mut found);
             }
         }
         found

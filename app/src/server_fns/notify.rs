@@ -188,11 +188,8 @@ impl NotifyDraft {
 /// path or query may hold a token), never the secret's value.
 #[cfg(feature = "ssr")]
 fn describe(spec: &gatehouse_model::NotifySpec) -> String {
-    let origin = spec
-        .url
-        .split_once("://")
-        .map(|(scheme, rest)| format!("{scheme}://{}", rest.split(['/', '?', '#']).next().unwrap_or_default()));
-    let mut said = format!("{} to {}", spec.format.as_str(), origin.unwrap_or_default());
+    let origin = gatehouse_model::origin_of(&spec.url).unwrap_or_default();
+    let mut said = format!("{} to {origin}", spec.format.as_str());
     for (what, patterns) in [("agents", &spec.agents), ("tools", &spec.tools)] {
         if !patterns.is_empty() {
             said.push_str(&format!("; {what} {}", patterns.join(", ")));
@@ -233,28 +230,23 @@ pub async fn save_notify(draft: NotifyDraft) -> Result<(), ServerFnError> {
         if let Err(e) = spec.keep_from(before.as_ref().filter(|_| !adding)) {
             problems.push(e);
         }
-        let mut add = |e: gatehouse_model::SpecError| {
-            if !problems.iter().any(|p: &gatehouse_model::SpecError| p.field == e.field) {
-                problems.push(e);
-            }
-        };
-        Managed::problems(&spec).into_iter().for_each(&mut add);
+        Managed::problems(&spec).into_iter().for_each(|e| e.add_to(&mut problems));
         if let Err(e) = targets.check(&spec) {
-            add(e);
+            e.add_to(&mut problems);
         }
         // Messages to a JSON receiver added here are always signed.
         if spec.format == gatehouse_model::NotifyFormat::Json && spec.secret.is_none() {
-            add(gatehouse_model::SpecError::new(
+            gatehouse_model::SpecError::new(
                 "secret",
                 format!(
                     "Give a signing key of at least {} characters: the receiver checks messages with it.",
                     gatehouse_model::MIN_SIGNING_SECRET
                 ),
-            ));
+            )
+            .add_to(&mut problems);
         }
         if !problems.is_empty() {
-            let lines: Vec<String> = problems.iter().map(|p| format!("invalid {}: {}", p.field, p.message)).collect();
-            return Err(AccessError::Invalid(lines.join("\n")));
+            return Err(AccessError::Invalid(gatehouse_model::SpecError::lines(&problems)));
         }
         let spec = core.notify.put(spec, adding)?;
         let name = Managed::name(&spec);

@@ -300,14 +300,11 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<(), ServerFnError> {
         let spec = draft.spec(true).map_err(CoreError::from)?;
         let mut problems = spec.problems();
         let others = core.upstreams.stored()?.specs;
-        if let Err(e) = sources.check(&spec, &others)
-            && !problems.iter().any(|p| p.field == e.field)
-        {
-            problems.push(e);
+        if let Err(e) = sources.check(&spec, &others) {
+            e.add_to(&mut problems);
         }
         if !problems.is_empty() {
-            let lines: Vec<String> = problems.iter().map(|p| format!("invalid {}: {}", p.field, p.message)).collect();
-            return Err(AccessError::Invalid(lines.join("\n")));
+            return Err(AccessError::Invalid(gatehouse_model::SpecError::lines(&problems)));
         }
         let spec = core.upstreams.put(spec, adding)?;
         let detail = describe(&spec);
