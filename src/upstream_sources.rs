@@ -199,6 +199,21 @@ impl gatehouse_app::server_fns::UpstreamSources for UpstreamSources {
     fn changed(&self) {
         UpstreamSources::changed(self)
     }
+
+    fn test(
+        &self,
+        spec: UpstreamSpec,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<gatehouse_core::model::UpstreamTested, String>> + Send>,
+    > {
+        let this = self.clone();
+        Box::pin(async move {
+            let commands = this.file().commands;
+            // A test runs what saving would: the same entry, enabled.
+            let config = config_of(&UpstreamSpec { enabled: true, ..spec }, &commands).map_err(|e| e.message)?;
+            this.0.mcp.upstreams.probe(&config).await.map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// The running set: the file's entries, then each stored spec whose name

@@ -28,6 +28,17 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     // module), so the stylesheet is linked here, beside the scripts.
     let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
     let theme = requested_theme();
+    // The two pages a phone opens from a notification load without the
+    // console's wasm: light.js chooses (see there).
+    let scripts = if light_page() {
+        view! {
+            <template id="console-scripts"><HydrationScripts options/></template>
+            <script nonce=leptos::nonce::use_nonce() inner_html=LIGHT_JS></script>
+        }
+        .into_any()
+    } else {
+        view! { <HydrationScripts options/> }.into_any()
+    };
     view! {
         <!DOCTYPE html>
         <html lang="en" data-theme=theme.as_str()>
@@ -36,7 +47,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="stylesheet" id="gatehouse" href=stylesheet/>
-                <HydrationScripts options/>
+                {scripts}
                 <MetaTags/>
             </head>
             <body>
@@ -44,6 +55,21 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             </body>
         </html>
     }
+}
+
+/// What the approvals page and a call's page run in the browser first.
+const LIGHT_JS: &str = include_str!("light.js");
+
+/// Whether the request is for a page that loads light: the approvals page
+/// or a call's page.
+fn light_page() -> bool {
+    #[cfg(feature = "ssr")]
+    if let Some(parts) = use_context::<http::request::Parts>() {
+        let path = parts.uri.path();
+        return path == gatehouse_model::routes::APPROVALS
+            || path.strip_prefix("/resume/").is_some_and(|id| !id.is_empty() && !id.contains('/'));
+    }
+    false
 }
 
 /// The theme the request's cookie chose (the system's when none).

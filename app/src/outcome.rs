@@ -66,16 +66,24 @@ where
     S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
     S::Output: Send + Sync + 'static,
 {
-    report_as(
-        outcome,
-        action,
-        move |_| done.to_string(),
-        move |why| match fields_named(&why, marked) {
-            0 => why,
-            1 => "Not saved: the marked field needs a change.".into(),
-            n => format!("Not saved: the {n} marked fields need a change."),
-        },
-    );
+    report_fields_with(outcome, action, move |_| done.to_string(), marked);
+}
+
+/// [`report_fields`], saying what was done in words drawn from the action's answer.
+pub fn report_fields_with<S>(
+    outcome: Outcome,
+    action: ServerAction<S>,
+    done: impl Fn(&S::Output) -> String + 'static,
+    marked: &'static [&'static str],
+) where
+    S: ServerFn<Error = ServerFnError> + Send + Sync + Clone + 'static,
+    S::Output: Send + Sync + 'static,
+{
+    report_as(outcome, action, done, move |why| match fields_named(&why, marked) {
+        0 => why,
+        1 => "Not saved: the marked field needs a change.".into(),
+        n => format!("Not saved: the {n} marked fields need a change."),
+    });
 }
 
 fn report_as<S>(

@@ -1,11 +1,12 @@
-// What a phone downloads to open the approvals page with an empty cache, and
-// how long until it is interactive (hydrated, its live stream connected),
+// What a phone downloads to open the approvals page and a call's page with
+// an empty cache, and how long until each is interactive (its live stream
+// connected: on a phone, the light page's script; on a desktop, the wasm),
 // under DevTools' "Fast 3G" and a 4× slower CPU; then the same page again
 // with the cache warm. Prints one JSON line per load (scripts/bench-cold-load.sh
 // turns them into BENCHMARKS.md's table). Not a test: it asserts nothing
 // about speed, only that the page loaded.
 import { test, expect, type Page } from "@playwright/test";
-import { spawnGatehouse } from "../tests/gatehouse";
+import { spawnGatehouse, connectClient } from "../tests/gatehouse";
 
 // DevTools' "Fast 3G" preset: 1.6 Mbps down, 750 kbps up, 150 ms RTT, each
 // scaled as DevTools does (×0.9 throughput, ×3.75 latency).
@@ -45,20 +46,29 @@ async function load(page: Page, url: string) {
   return { total_bytes: total, first_content_ms: firstContent, interactive_ms: interactive, files };
 }
 
-test("cold and warm load of the approvals page on a throttled phone", async ({ browser }) => {
+test("cold and warm load of the approvals page and a call's page on a throttled phone", async ({ browser }) => {
   const gh = await spawnGatehouse();
   try {
     gh.addUser("ada", "a long password", true);
     const cookie = await gh.signIn("ada", "a long password");
+    const issued = gh.issueToken("bench", ["--owner", "ada"]);
+    const { client } = await connectClient(issued.endpoint, issued.token);
+    const paused = await client.callTool({ name: "gatehouse_policy_set", arguments: { pattern: "bench_*", action: "allow" } });
+    const eid = (paused.structuredContent as { executionId: string }).executionId;
     const [name, value] = cookie.split("=");
-    const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
-    await context.addCookies([{ name, value, url: gh.url }]);
-    const page = await context.newPage();
-    const cold = await load(page, `${gh.url}/approvals`);
-    console.log(JSON.stringify({ bench: "cold-load", load: "cold", binary: process.env.GATEHOUSE_BIN ?? "current", ...cold }));
-    const warm = await load(page, `${gh.url}/approvals`);
-    console.log(JSON.stringify({ bench: "cold-load", load: "warm", binary: process.env.GATEHOUSE_BIN ?? "current", ...warm }));
-    await context.close();
+    const binary = process.env.GATEHOUSE_BIN ?? "current";
+    for (const [label, path] of [["approvals", "/approvals"], ["call", `/resume/${eid}`]]) {
+      // A new context each: its cache starts empty.
+      const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+      await context.addCookies([{ name, value, url: gh.url }]);
+      const page = await context.newPage();
+      const cold = await load(page, `${gh.url}${path}`);
+      console.log(JSON.stringify({ bench: "cold-load", page: label, load: "cold", binary, ...cold }));
+      const warm = await load(page, `${gh.url}${path}`);
+      console.log(JSON.stringify({ bench: "cold-load", page: label, load: "warm", binary, ...warm }));
+      await context.close();
+    }
+    await client.close();
   } finally {
     gh.stop();
   }

@@ -75,6 +75,12 @@ test.describe("an upstream added in the browser", () => {
     await form.getByLabel("Name").fill("web");
     await form.getByLabel("URL").fill(fixtureUrl);
     await form.getByLabel("Secret headers").fill(`X-Upstream-Key: ${SECRET}`);
+    // Test first: it lists the tools and saves nothing; what was typed stays.
+    await form.getByRole("button", { name: "Test" }).click();
+    await expect(page.getByTestId("outcome")).toContainText("Test passed: web answered");
+    await expect(page.getByTestId("outcome")).toContainText(/with \d+ tools? \(web__/);
+    await expect(page.getByRole("table", { name: "Upstreams" }).getByRole("row").filter({ hasText: "web" })).toHaveCount(0);
+    await expect(form.getByLabel("Name")).toHaveValue("web");
     await form.getByRole("button", { name: "Add upstream" }).click();
     await expect(page.getByTestId("outcome")).toContainText("Saved");
     // Typed while the new upstream comes up (the page re-reads the list

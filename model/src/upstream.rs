@@ -43,6 +43,48 @@ fn yes() -> bool {
     true
 }
 
+/// What a test of an upstream found (the console's Test, before saving).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamTested {
+    /// The protocol revision it negotiated.
+    pub protocol: Option<String>,
+    /// Its tools' names as agents would see them.
+    pub tools: Vec<String>,
+    /// How many prompts it offers.
+    pub prompts: usize,
+    /// How many resources and templates it offers.
+    pub resources: usize,
+    /// What its listing refused or cut short.
+    pub problems: Vec<String>,
+}
+
+impl UpstreamTested {
+    /// The sentence the form shows for upstream `name`.
+    pub fn said(&self, name: &str) -> String {
+        const SHOWN: usize = 5;
+        let tools = match self.tools.len() {
+            0 => "no tools".to_string(),
+            n => {
+                let mut names = self.tools.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+                if n > SHOWN {
+                    names.push_str(&format!(" and {} more", n - SHOWN));
+                }
+                format!("{n} tool{} ({names})", if n == 1 { "" } else { "s" })
+            }
+        };
+        let mut said = format!("Test passed: {name} answered");
+        if let Some(protocol) = &self.protocol {
+            said.push_str(&format!(" (protocol {protocol})"));
+        }
+        said.push_str(&format!(" with {tools}, {} prompts and {} resources.", self.prompts, self.resources));
+        if let Some(first) = self.problems.first() {
+            said.push_str(&format!(" Some of it would not be listed: {first}."));
+        }
+        said.push_str(" Nothing was saved.");
+        said
+    }
+}
+
 /// How Gatehouse reaches an upstream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "kind")]

@@ -80,6 +80,22 @@ async fn an_admin_adds_a_target_that_hears_the_next_call_signed_and_its_url_and_
     let as_bob = app.post_fn(&bob, "notify_targets", &[]).await.text().await.unwrap();
     assert!(!as_bob.contains("ops"), "a plain user sees no targets: {as_bob}");
     assert_eq!(app.post_fn(&bob, "notify_action", &[("name", "ops"), ("action", "test")]).await.status(), 403);
+    // Nor may a page of another site remove it (or send a test) with the admin's cookie.
+    for action in ["remove", "test", "disable"] {
+        let cross = app
+            .client
+            .post(app.url("/api/fn/notify_action"))
+            .header("cookie", &ada)
+            .header("origin", "https://evil.example")
+            .form(&[("name", "ops"), ("action", action)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cross.status(), 403, "a cross-site {action}");
+    }
+    assert!(app.core.notify.get("ops").unwrap().is_some_and(|t| t.enabled));
+    let quiet = app.core.changes.recent("notify", 10).unwrap();
+    assert_eq!(quiet.len(), 1, "only the add: {quiet:?}");
 
     // Send a test: the receiver gets a signed test message, and the admin hears it arrived.
     let tested = app.post_fn(&ada, "notify_action", &[("name", "ops"), ("action", "test")]).await;

@@ -133,6 +133,52 @@ async fn an_admin_adds_an_upstream_by_url_and_an_agent_calls_it_with_the_secret_
 }
 
 #[tokio::test]
+async fn test_lists_what_an_upstream_offers_without_saving_and_says_why_it_failed() {
+    let fixture = Fixture::start(0).await;
+    let app = spawn_app().await;
+    app.add_user("ada", true).await;
+    app.add_user("bob", false).await;
+    let (ada, bob) = (app.sign_in("ada").await, app.sign_in("bob").await);
+    fn with(url: &str) -> Vec<(&str, &str)> {
+        let mut form = http_form("web", url, "X-Key: k", "");
+        form.extend([("draft[adding]", "1"), ("draft[test]", "1")]);
+        form
+    }
+
+    // Only an admin may make Gatehouse connect somewhere.
+    assert_eq!(app.post_fn(&bob, "upstream_save", &with(&fixture.url)).await.status(), 403);
+
+    // It answers: its tools as agents would see them; nothing stored,
+    // started or in the change log.
+    let tested = app.post_fn(&ada, "upstream_save", &with(&fixture.url)).await;
+    let status = tested.status();
+    let said = tested.text().await.unwrap();
+    assert_eq!(status, 200, "{said}");
+    assert!(said.contains("Test passed: web answered") && said.contains("30 tools (web__test_simple_text"), "{said}");
+    assert!(said.contains("Nothing was saved."), "{said}");
+    assert!(app.core.upstreams.stored().unwrap().specs.is_empty());
+    assert!(app.upstreams.status().iter().all(|s| s.name != "web"), "nothing runs");
+    assert!(app.core.changes.recent("upstream", 10).unwrap().is_empty());
+
+    // Nothing listens there: said in words, with the status of a bad gateway.
+    let refused = app.post_fn(&ada, "upstream_save", &with("http://127.0.0.1:1/mcp?key=hidden")).await;
+    assert_eq!(refused.status(), 502);
+    let said = refused.text().await.unwrap();
+    assert!(said.contains("The test did not reach web: cannot reach http://127.0.0.1:1/mcp"), "{said}");
+    assert!(!said.contains("hidden"), "a URL's query is never said: {said}");
+    // A bad field is refused beside it before anything connects.
+    let bad = app.post_fn(&ada, "upstream_save", &with("ftp://x")).await;
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("invalid url:"));
+    // Then the same form saves (Test and Add are one form).
+    let mut form = http_form("web", &fixture.url, "X-Key: k", "");
+    form.push(("draft[adding]", "1"));
+    let saved = app.post_fn(&ada, "upstream_save", &form).await;
+    assert_eq!(saved.status(), 200);
+    app.wait_for_upstream_tool("web__probe_whoami").await;
+}
+
+#[tokio::test]
 async fn the_files_names_and_commands_bound_what_is_added_and_each_action_reaches_the_running_upstream() {
     let everything = everything_stdio();
     let app = spawn_app_with(move |c| {
@@ -172,6 +218,14 @@ async fn the_files_names_and_commands_bound_what_is_added_and_each_action_reache
     assert!(body.contains("invalid command:"), "{body}");
     let (status, body) = save(stdio_form("demo", "demo", &[("draft[headers]", "X-A: 1")])).await;
     assert_eq!((status, body.contains("invalid headers:")), (400, true), "{body}");
+    // Test runs the allowed command once, lists its tools, stores nothing;
+    // a command that is not allowed is refused before anything runs.
+    let (status, body) = save(stdio_form("demo", "demo", &[("draft[test]", "1")])).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Test passed: demo answered") && body.contains("demo__"), "{body}");
+    let (status, body) = save(stdio_form("sh", "/bin/sh", &[("draft[test]", "1")])).await;
+    assert_eq!((status, body.contains("invalid command:")), (400, true), "{body}");
+    assert!(app.core.upstreams.stored().unwrap().specs.is_empty(), "a test stores nothing");
     // A prefix another upstream's tools are named under is refused: no
     // tool name, nor a rule written for the file's upstream, reaches it.
     let (status, body) = save(stdio_form("demo", "demo", &[("draft[prefix]", "ev__")])).await;

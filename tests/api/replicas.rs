@@ -221,3 +221,50 @@ async fn an_upstream_added_on_one_replica_runs_on_both_and_leaves_both() {
     }
     assert!(a.upstreams.status().is_empty() && b.upstreams.status().is_empty(), "removed on both");
 }
+
+/// A notification target an admin adds on one replica runs on both, and
+/// a call paused on the other is announced once (the claims), not twice;
+/// disabled on either, it is disabled on both.
+#[tokio::test]
+async fn a_notification_target_added_on_one_replica_announces_the_others_call_once() {
+    use crate::notify::{Behaviour, Receiver, SECRET, gated_call, verify};
+    let Some((a, b)) = two_replicas().await else { return };
+    let mut receiver = Receiver::start(Behaviour::Accept).await;
+    let (_, _) = a.ada_and_bob().await;
+    let ada = b.sign_in("ada").await;
+    let form = [
+        ("draft[name]", "ops"),
+        ("draft[format]", "json"),
+        ("draft[url]", receiver.url.as_str()),
+        ("draft[secret]", SECRET),
+        ("draft[adding]", "1"),
+    ];
+    let added = b.post_fn(&ada, "notify_save", &form).await;
+    assert_eq!(added.status(), 200, "{}", added.text().await.unwrap());
+    let runs = |app: &TestApp, enabled: bool| {
+        app.state.notify.notify_targets().iter().any(|t| t.name == "ops" && t.enabled == enabled)
+    };
+    for _ in 0..200 {
+        if runs(&a, true) && runs(&b, true) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(runs(&a, true) && runs(&b, true), "runs on both");
+
+    let eid = gated_call(&a, "claude", "files_*").await;
+    let request = receiver.next().await;
+    verify(&request.headers, &request.body);
+    assert_eq!(serde_json::from_str::<Value>(&request.body).unwrap()["executionId"], eid.as_str());
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert!(receiver.rx.try_recv().is_err(), "announced once, by one replica");
+
+    assert_eq!(b.post_fn(&ada, "notify_action", &[("name", "ops"), ("action", "disable")]).await.status(), 200);
+    for _ in 0..200 {
+        if runs(&a, false) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(runs(&a, false), "disabled on the other replica too");
+}

@@ -165,8 +165,13 @@ pub fn UpstreamForm(
                     <textarea id="upstream-secret-headers" name="draft[secret_headers]" rows="2" autocomplete="off"
                         aria-describedby="upstream-secret-headers-hint" placeholder="Authorization: Bearer …">{draft.secret_headers.clone().unwrap_or_default()}</textarea>
                 </Field>
-                <button type="submit" class="primary">{if is_editing { "Save upstream" } else { "Add upstream" }}</button>
-                {is_editing.then(|| view! { <a href=routes::UPSTREAMS class="button-link quiet">"Cancel"</a> })}
+                <div class="actions">
+                    <button type="submit" class="primary">{if is_editing { "Save upstream" } else { "Add upstream" }}</button>
+                    // Sent as the form's submitter: the same checks, then a
+                    // connection that lists its tools; nothing is saved.
+                    <button type="submit" name="draft[test]" value="1" class="quiet">"Test"</button>
+                    {is_editing.then(|| view! { <a href=routes::UPSTREAMS class="button-link quiet">"Cancel"</a> })}
+                </div>
             </ActionForm>
         </section>
     }

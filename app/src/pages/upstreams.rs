@@ -21,12 +21,8 @@ pub fn UpstreamsPage() -> impl IntoView {
     let act = ServerAction::<crate::server_fns::UpstreamAction>::new();
     let outcome: crate::outcome::Outcome = RwSignal::new(None);
     crate::outcome::report(outcome, trust, "Saved.");
-    crate::outcome::report_fields(
-        outcome,
-        save,
-        "Saved: it starts on every replica within a second, and its health shows here.",
-        UPSTREAM_FIELDS,
-    );
+    // The answer says what was done: saved, or what a test found.
+    crate::outcome::report_fields_with(outcome, save, |done: &String| done.clone(), UPSTREAM_FIELDS);
     crate::outcome::report_with(outcome, act, |done: &String| done.clone());
     let upstreams = crate::json::resource(
         move || (trust.version().get(), save.version().get(), act.version().get()),

@@ -14,12 +14,7 @@ use leptos::prelude::*;
 pub fn context() -> Result<(User, gatehouse_core::Core), ServerFnError> {
     let parts = use_context::<http::request::Parts>().ok_or_else(|| ServerFnError::new("no request context"))?;
     let Some(user) = parts.extensions.get::<User>().cloned() else {
-        let plain_form = parts
-            .headers
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("text/html"));
-        if plain_form {
+        if accepts_html(&parts) {
             leptos_axum::redirect("/sign-in");
         } else {
             set_status(401);
@@ -30,9 +25,21 @@ pub fn context() -> Result<(User, gatehouse_core::Core), ServerFnError> {
     Ok((user, core))
 }
 
+/// Whether the browser asked for a page (a plain form, a navigation), not data.
+fn accepts_html(parts: &http::request::Parts) -> bool {
+    parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/html"))
+}
+
 /// Sets the HTTP status of the page (or server function) response, as
-/// a core error says ([`Status`]).
+/// a core error says ([`Status`]); unless a browser posted a plain form
+/// (without JavaScript): that one is redirected back with the error in the
+/// URL, and a status would undo the redirect (the browser would show the
+/// raw error instead of the page).
 pub fn set_status(code: u16) {
+    let plain_form = use_context::<http::request::Parts>().is_some_and(|p| p.method == http::Method::POST && accepts_html(&p));
+    if plain_form {
+        return;
+    }
     if let (Some(response), Ok(code)) =
         (use_context::<leptos_axum::ResponseOptions>(), http::StatusCode::from_u16(code))
     {

@@ -111,6 +111,13 @@ pub trait UpstreamSources: Send + Sync {
     fn file_upstreams(&self) -> Vec<String>;
     /// Something was stored: apply it now, not at the next poll.
     fn changed(&self);
+    /// Connects to `spec`'s upstream (checked, secrets as they would be
+    /// saved) on a connection of its own, lists what it offers and closes
+    /// it; nothing is stored or started. Why it failed, in words.
+    fn test(
+        &self,
+        spec: gatehouse_model::UpstreamSpec,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<gatehouse_model::UpstreamTested, String>> + Send>>;
 }
 
 #[cfg(feature = "ssr")]
@@ -172,6 +179,9 @@ pub struct UpstreamDraft {
     /// Set when the form adds (a name already stored is refused); absent, it replaces.
     #[serde(default)]
     pub adding: Option<String>,
+    /// Set by the form's Test button: connect and list, save nothing.
+    #[serde(default)]
+    pub test: Option<String>,
 }
 
 impl UpstreamDraft {
@@ -204,6 +214,7 @@ impl UpstreamDraft {
             headers: lines(false),
             secret_headers: lines(true),
             adding: None,
+            test: None,
         }
     }
 
@@ -283,21 +294,24 @@ fn describe(spec: &gatehouse_model::UpstreamSpec) -> String {
 }
 
 /// Adds or replaces an upstream (admins only); it starts on every replica
-/// within a second, and the change log records who.
+/// within a second, and the change log records who. With the form's Test
+/// button (`draft[test]`), the same checks, then a connection of its own
+/// that lists what it offers; nothing is saved. What was done, in words.
 #[server(prefix = "/api/fn", endpoint = "upstream_save")]
-pub async fn save_upstream(draft: UpstreamDraft) -> Result<(), ServerFnError> {
+pub async fn save_upstream(draft: UpstreamDraft) -> Result<String, ServerFnError> {
     use gatehouse_core::approvals::AccessError;
     use gatehouse_core::changes::Change;
     use gatehouse_core::error::CoreError;
     let sources = sources()?;
     let applier = sources.clone();
-    ctx::blocking(move |user, core| {
+    let testing = draft.test.is_some();
+    let checked = ctx::blocking(move |user, core| {
         if !user.is_admin {
             return Err(AccessError::Forbidden);
         }
         let adding = draft.adding.is_some();
         // Every bad field is said beside it, once (an edit keeps the stored switch: the store's).
-        let spec = draft.spec(true).map_err(CoreError::from)?;
+        let mut spec = draft.spec(true).map_err(CoreError::from)?;
         let mut problems = spec.problems();
         let others = core.upstreams.stored()?.specs;
         if let Err(e) = sources.check(&spec, &others) {
@@ -305,6 +319,15 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<(), ServerFnError> {
         }
         if !problems.is_empty() {
             return Err(AccessError::Invalid(gatehouse_model::SpecError::lines(&problems)));
+        }
+        if testing {
+            // Tested as it would be saved: an edit's blank secrets are the stored ones.
+            if !adding {
+                let stored = core.upstreams.get(&spec.name)?;
+                spec.keep_from(stored.as_ref()).map_err(CoreError::from)?;
+            }
+            tracing::info!(upstream = %spec.name, by = %user.username, "upstream tested on the console");
+            return Ok(Some(spec));
         }
         let spec = core.upstreams.put(spec, adding)?;
         let detail = describe(&spec);
@@ -318,11 +341,25 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<(), ServerFnError> {
             detail: Some(&detail),
         })?;
         tracing::info!(upstream = %spec.name, detail, by = %user.username, "upstream {action}ed on the console");
-        Ok(())
+        Ok(None)
     })
     .await?;
-    applier.changed();
-    Ok(())
+    match checked {
+        Some(spec) => {
+            let name = spec.name.clone();
+            match applier.test(spec).await {
+                Ok(found) => Ok(found.said(&name)),
+                Err(why) => {
+                    ctx::set_status(502);
+                    Err(ServerFnError::new(format!("The test did not reach {name}: {why}. Nothing was saved.")))
+                }
+            }
+        }
+        None => {
+            applier.changed();
+            Ok("Saved: it starts on every replica within a second, and its health shows here.".into())
+        }
+    }
 }
 
 /// Removes, disables, enables or restarts an upstream (`action` = `remove`,

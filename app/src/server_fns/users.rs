@@ -40,19 +40,7 @@ mod server {
     use gatehouse_core::users::User;
     use leptos::prelude::*;
 
-    use super::super::context as ctx;
-
-    /// Sets the status of a server function's answer, unless a browser
-    /// posted a plain form (without JavaScript): that one is redirected back
-    /// with the error, and a status would undo the redirect.
-    pub fn set_status(code: u16) {
-        let plain_form = use_context::<http::request::Parts>().is_some_and(|p| {
-            p.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/html"))
-        });
-        if !plain_form {
-            ctx::set_status(code);
-        }
-    }
+    use super::super::context::{self as ctx, set_status};
 
     /// The signed-in user and the stores (401 if nobody is signed in).
     pub fn signed_in() -> Result<(User, gatehouse_core::Core), ServerFnError> {

@@ -35,6 +35,7 @@ pub mod listeners;
 pub mod listing;
 pub mod mcp_session;
 pub mod merged;
+pub mod probe;
 pub mod reconfigure;
 mod registry;
 pub mod relay;
@@ -151,6 +152,8 @@ pub(crate) struct Inner {
     /// Each running supervisor, by upstream: how to stop it, and its task
     /// (awaited, so a stopped one writes nothing into a slot after it).
     supervisors: Mutex<HashMap<String, supervision::Supervisor>>,
+    /// Held while an upstream is tested ([`probe`]): one at a time.
+    probing: tokio::sync::Mutex<()>,
 }
 
 /// All upstreams; cheap to clone.

@@ -134,6 +134,15 @@ impl RelayState {
         })
     }
 
+    /// The state of a connection that belongs to nothing (a test of an
+    /// upstream not yet saved): what it says or asks reaches no agent and
+    /// no other upstream; what it spawns is still tracked by `upstreams`.
+    pub(crate) fn isolated(upstream: &str, upstreams: &Upstreams, call_timeout: Duration) -> Arc<Self> {
+        let mut state = Arc::into_inner(Self::new(upstream, None, upstreams, call_timeout)).expect("just made");
+        state.upstreams = Weak::new();
+        Arc::new(state)
+    }
+
     /// Whether this connection's upstream refused a 2025-11-25 `initialize`.
     pub(crate) fn initialize_refused(&self) -> bool {
         self.initialize_refused.load(Ordering::Relaxed)

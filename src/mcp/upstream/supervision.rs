@@ -35,7 +35,7 @@ pub enum Health {
 
 /// How long a failed stdio child's stderr is waited for, so its last line
 /// is in the error it is reported with.
-const STDERR_GRACE: Duration = Duration::from_millis(500);
+pub(super) const STDERR_GRACE: Duration = Duration::from_millis(500);
 
 impl Health {
     /// The name shown in metrics and pages.
@@ -68,6 +68,16 @@ pub struct Status {
     pub pid: Option<u32>,
     /// The latest of a stdio upstream's stderr (at most `stderr_tail_bytes`).
     pub stderr_tail: Option<String>,
+}
+
+/// Where `config`'s upstream is, as its errors name it: its URL
+/// (sanitized) or its command.
+pub(super) fn place(config: &UpstreamConfig) -> String {
+    match (&config.url, &config.command) {
+        (Some(url), _) => sanitize(url.as_str()),
+        (None, Some(command)) => format!("{command:?}"),
+        (None, None) => config.name.clone(),
+    }
 }
 
 /// The longest wait between two attempts to start an upstream.
@@ -167,11 +177,7 @@ impl Upstreams {
     /// Records why upstream `name` failed (in words, sanitized) and logs it.
     fn fail(&self, config: &UpstreamConfig, watch: Option<&ChildWatch>, what: &str, error: String) {
         let name = &config.name;
-        let at = match (&config.url, &config.command) {
-            (Some(url), _) => sanitize(url.as_str()),
-            (None, Some(command)) => format!("{command:?}"),
-            (None, None) => name.clone(),
-        };
+        let at = place(config);
         let stderr = watch.and_then(ChildWatch::last_line);
         let error = sanitize(&in_words(&error, &at, stderr.as_deref()));
         tracing::warn!(upstream = %name, %error, "{what}");

@@ -1,0 +1,249 @@
+// The approvals page and a call's page, light: what a phone runs instead of
+// the console's wasm (issue 42 item 5). The server renders these pages
+// whole; this script, inline in their <head>, chooses before anything else
+// loads:
+// - a device that hovers with a fine pointer (a desktop) gets the whole
+//   console: the hydration scripts the server left in
+//   <template id="console-scripts"> are added, as on every other page;
+// - any other keeps the server's page and makes it live here: each change
+//   on the page's own event stream reads the page again and swaps its
+//   <main> in, keeping what the person typed, ticked or opened. Decisions
+//   are the page's plain forms (the server redirects back); approving
+//   several asks first, as the console does.
+// Without JavaScript the forms still work; only the page is not live.
+(function () {
+  "use strict";
+  var nonce = document.currentScript.nonce;
+  if (matchMedia("(hover: hover) and (pointer: fine)").matches) {
+    var kept = document.getElementById("console-scripts");
+    if (!kept) return;
+    var scripts = [];
+    Array.prototype.forEach.call(kept.content.children, function (node) {
+      if (node.tagName !== "SCRIPT") {
+        // The preloads start the downloads now.
+        document.head.appendChild(document.importNode(node, true));
+        return;
+      }
+      // A script made from a template's is inert: make a new one.
+      var script = document.createElement("script");
+      script.type = node.type;
+      script.nonce = nonce;
+      script.textContent = node.textContent;
+      scripts.push(script);
+    });
+    // Run once the page is parsed, as the module script in <head> would:
+    // hydration needs the whole body.
+    var run = function () {
+      scripts.forEach(function (script) {
+        document.head.appendChild(script);
+      });
+    };
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
+    else run();
+    return;
+  }
+  document.documentElement.setAttribute("data-light", "");
+
+  var call = /^\/resume\/([^/]+)$/.exec(location.pathname);
+  var stream = call ? "/api/executions/" + call[1] + "/events" : "/api/approvals/events";
+  var state = "connecting";
+  var words = { connecting: "Connecting to live updates…", live: "Live", reconnecting: "Reconnecting…" };
+  var pending = null; // the count of waiting calls the stream told last
+  var title = null; // the page's own title, read once it is parsed
+
+  // Runs `fn` once the page is parsed (the stream may speak before).
+  function parsed(fn) {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fn);
+    else fn();
+  }
+
+  function said() {
+    if (document.readyState === "loading") return;
+    var line = document.querySelector(".live-status");
+    if (line) {
+      line.setAttribute("data-state", state);
+      line.textContent = words[state];
+    }
+    if (title === null) title = document.title;
+    document.title = pending > 0 ? "(" + pending + ") " + title : title;
+  }
+
+  // A control's name across two reads of the page: its id, else its form,
+  // name and (for a box) value.
+  function key(el) {
+    if (el.id) return "#" + el.id;
+    var form = el.getAttribute("form") || (el.form && el.form.id) || "";
+    var box = el.type === "checkbox" || el.type === "radio";
+    return el.name ? form + "|" + el.name + (box ? "=" + el.value : "") : "";
+  }
+
+  function swap(doc) {
+    var now = document.querySelector("main");
+    var next = doc.querySelector("main");
+    if (!now || !next) return;
+    var typed = {};
+    now.querySelectorAll("textarea, select, input:not([type=hidden])").forEach(function (el) {
+      var box = el.type === "checkbox" || el.type === "radio";
+      typed[key(el)] = box ? el.checked : el.value;
+    });
+    var open = {};
+    now.querySelectorAll("details[open]").forEach(function (el, i) {
+      open[el.id || el.className + i] = true;
+    });
+    var focus = document.activeElement && now.contains(document.activeElement) ? key(document.activeElement) : "";
+    next = document.importNode(next, true);
+    next.querySelectorAll("textarea, select, input:not([type=hidden])").forEach(function (el) {
+      var k = key(el);
+      if (!(k in typed)) return;
+      if (el.type === "checkbox" || el.type === "radio") el.checked = typed[k];
+      else el.value = typed[k];
+    });
+    next.querySelectorAll("details").forEach(function (el, i) {
+      if (open[el.id || el.className + i]) el.open = true;
+    });
+    now.replaceWith(next);
+    title = doc.title;
+    said();
+    if (focus) {
+      var again = Array.prototype.find.call(next.querySelectorAll("textarea, select, input, button"), function (el) {
+        return key(el) === focus;
+      });
+      if (again) again.focus();
+    }
+  }
+
+  var reading = false;
+  var stale = false;
+  function reread() {
+    if (reading) {
+      stale = true;
+      return;
+    }
+    reading = true;
+    fetch(location.href, { headers: { accept: "text/html" }, credentials: "same-origin" })
+      .then(function (r) {
+        // Signed out, or the call is gone: the browser shows what the server says.
+        if (r.redirected || !r.ok) location.reload();
+        return r.text();
+      })
+      .then(function (html) {
+        swap(new DOMParser().parseFromString(html, "text/html"));
+      })
+      .catch(function () {})
+      .then(function () {
+        reading = false;
+        if (stale) {
+          stale = false;
+          reread();
+        }
+      });
+  }
+
+  // What the page shows now, to tell whether the stream says anything new.
+  function shownIds() {
+    return Array.prototype.map
+      .call(document.querySelectorAll("main [data-execution-id]"), function (el) {
+        return el.getAttribute("data-execution-id");
+      })
+      .sort()
+      .join(",");
+  }
+  function shownState() {
+    var el = document.querySelector("main .state[data-state]");
+    return el ? el.getAttribute("data-state") : "";
+  }
+
+  var last = null;
+  var dropped = false;
+  function start() {
+    var source = new EventSource(stream);
+    source.onopen = function () {
+      state = "live";
+      said();
+      // Back after a drop: what changed meanwhile was not heard.
+      if (dropped) reread();
+      dropped = false;
+    };
+    source.onerror = function () {
+      state = "reconnecting";
+      dropped = true;
+      said();
+    };
+    source.addEventListener("signed_out", function () {
+      location.reload();
+    });
+    source.addEventListener("inbox", function (ev) {
+      var inbox = JSON.parse(ev.data);
+      var total = inbox.total;
+      var changed = pending !== null && pending !== total;
+      pending = total;
+      said();
+      if (call) return;
+      var ids = inbox.pending
+        .map(function (e) {
+          return e.executionId;
+        })
+        .sort()
+        .join(",");
+      parsed(function () {
+        if (changed || ids !== shownIds()) reread();
+      });
+    });
+    // A call's page: its view, on each change.
+    source.onmessage = function (ev) {
+      var view = JSON.parse(ev.data);
+      var first = last === null;
+      var news = ev.data !== last;
+      last = ev.data;
+      parsed(function () {
+        if (first ? view.state !== shownState() : news) reread();
+      });
+    };
+  }
+
+  // Approving several asks first, naming what it approves (the server's
+  // answer without the confirmation token decides nothing).
+  function confirmMany(ev) {
+    var form = ev.target;
+    var button = ev.submitter;
+    if (form.id !== "bulk-form" || !button || button.value !== "accept") return;
+    ev.preventDefault();
+    var body = new URLSearchParams(new FormData(form, button));
+    var post = function () {
+      // (Not form.action: the form's buttons are named "action".)
+      return fetch(form.getAttribute("action"), {
+        method: "POST",
+        headers: { accept: "application/json", "content-type": "application/x-www-form-urlencoded" },
+        body: body,
+        credentials: "same-origin",
+      }).then(function (r) {
+        return r.ok ? r.json() : r.text().then(function (t) {
+          throw new Error(t.replace(/^[A-Za-z]+\|/, ""));
+        });
+      });
+    };
+    post()
+      .then(function (answer) {
+        var asked = answer.to_confirm;
+        if (!asked) return reread();
+        var tools = asked.tools
+          .map(function (t) {
+            return t[0] + (t[1] > 1 ? " (×" + t[1] + ")" : "");
+          })
+          .join(", ");
+        var n = asked.ids.length;
+        if (!confirm("Approve " + n + " call" + (n === 1 ? "" : "s") + "? " + tools)) return;
+        body.set("confirm", asked.token);
+        return post().then(reread);
+      })
+      .catch(function (e) {
+        alert(e.message);
+      });
+  }
+
+  document.addEventListener("submit", confirmMany);
+  // The stream opens while the rest of the page loads; the status line
+  // says so once it is parsed.
+  start();
+  document.addEventListener("DOMContentLoaded", said);
+})();
