@@ -25,7 +25,11 @@ pub fn app(state: AppState) -> Router {
         std::sync::Arc::new(state.upstream_sources.clone());
     let consent: std::sync::Arc<dyn gatehouse_app::server_fns::OAuthConsent> =
         std::sync::Arc::new(oauth::authorize::ConsentSource { core: core.clone(), server: state.mcp.oauth.clone() });
+    let style = crate::site::stylesheet_text().map(gatehouse_app::InlineStyle);
     let context = move || {
+        if let Some(style) = style {
+            provide_context(style);
+        }
         provide_context(core.clone());
         provide_context(minted.clone());
         provide_context(links.clone());

@@ -153,12 +153,13 @@ pub struct HeaderPolicy {
 }
 
 /// The Content Security Policy of a response whose inline scripts carry `nonce`:
-/// everything from this site only; the hydration script by its nonce; wasm
+/// everything from this site only; the hydration script (and a light
+/// page's script and inline stylesheet) by its nonce; wasm
 /// compiled by the browser (`'wasm-unsafe-eval'`); live streams and server
 /// functions to this site; no plugins, frames, foreign forms or base URLs.
 pub fn content_security_policy(nonce: &str) -> String {
     format!(
-        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; style-src 'self'; \
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; style-src 'self' 'nonce-{nonce}'; \
          img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; \
          base-uri 'self'; form-action 'self'"
     )

@@ -66,6 +66,20 @@
     }
     if (title === null) title = document.title;
     document.title = pending > 0 ? "(" + pending + ") " + title : title;
+    // The header's count, as the console draws it.
+    var link = document.querySelector('header nav a[href="/approvals"]');
+    var count = link && link.querySelector('[data-testid="pending-count"]');
+    if (link && pending > 0 && !count) {
+      count = document.createElement("span");
+      count.className = "count";
+      count.setAttribute("data-testid", "pending-count");
+      link.appendChild(count);
+    }
+    if (count && !(pending > 0)) count.remove();
+    else if (count) {
+      count.textContent = pending;
+      count.setAttribute("aria-label", pending + " waiting");
+    }
   }
 
   // A control's name across two reads of the page: its id, else its form,

@@ -57,9 +57,18 @@ test("cold and warm load of the approvals page and a call's page on a throttled 
     const eid = (paused.structuredContent as { executionId: string }).executionId;
     const [name, value] = cookie.split("=");
     const binary = process.env.GATEHOUSE_BIN ?? "current";
-    for (const [label, path] of [["approvals", "/approvals"], ["call", `/resume/${eid}`]]) {
+    // The light pages a phone gets, then the same approvals page as the
+    // whole console (what a device with a mouse gets), and the home page
+    // (every other page loads the whole console, on a phone too).
+    const loads: [string, string, boolean][] = [
+      ["approvals", "/approvals", true],
+      ["call", `/resume/${eid}`, true],
+      ["approvals (whole console)", "/approvals", false],
+      ["home (whole console, a phone)", "/", true],
+    ];
+    for (const [label, path, touch] of loads) {
       // A new context each: its cache starts empty.
-      const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+      const context = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: touch, hasTouch: touch });
       await context.addCookies([{ name, value, url: gh.url }]);
       const page = await context.newPage();
       const cold = await load(page, `${gh.url}${path}`);

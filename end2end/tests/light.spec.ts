@@ -57,6 +57,7 @@ test("the approvals page is live on a phone without the wasm, and a typed reason
   await expect(page.locator(`[data-execution-id="${first}"] input[type=checkbox]`)).toBeChecked();
   expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
   await expect(page).toHaveTitle("(2) Approvals — Gatehouse");
+  await expect(page.getByTestId("pending-count")).toHaveText("2");
 
   // Approve on a card is a plain form: the call is decided and gone.
   await page.locator(`[data-execution-id="${first}"]`).getByRole("button", { name: "Approve" }).click();

@@ -58,6 +58,17 @@ async fn pages_allow_only_their_own_scripts_by_a_fresh_nonce() {
             scripts,
             "every script on {path} carries this response's nonce"
         );
+        // The light page (approvals) carries its stylesheet inline, by the
+        // same nonce; the others link it.
+        let inline_styles = html.matches("<style").count();
+        if path == "/approvals" {
+            assert_eq!(html.matches(&format!("<style nonce=\"{nonce}\"")).count(), 1, "{path}");
+            assert_eq!(inline_styles, 1, "{path}");
+            let style_src = csp.split(';').find(|d| d.trim().starts_with("style-src")).unwrap();
+            assert!(style_src.contains(&format!("'nonce-{nonce}'")) && !style_src.contains("unsafe"), "{style_src}");
+        } else {
+            assert_eq!(inline_styles, 0, "{path} links its stylesheet");
+        }
         nonces.push(nonce);
     }
     nonces.sort();
