@@ -204,14 +204,19 @@ impl gatehouse_app::server_fns::UpstreamSources for UpstreamSources {
         &self,
         spec: UpstreamSpec,
     ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<gatehouse_core::model::UpstreamTested, String>> + Send>,
+        Box<
+            dyn std::future::Future<
+                    Output = Result<gatehouse_core::model::UpstreamTested, gatehouse_core::model::TestFailed>,
+                > + Send,
+        >,
     > {
         let this = self.clone();
         Box::pin(async move {
             let commands = this.file().commands;
             // A test runs what saving would: the same entry, enabled.
-            let config = config_of(&UpstreamSpec { enabled: true, ..spec }, &commands).map_err(|e| e.message)?;
-            this.0.mcp.upstreams.probe(&config).await.map_err(|e| e.to_string())
+            let config = config_of(&UpstreamSpec { enabled: true, ..spec }, &commands)
+                .map_err(|e| gatehouse_core::model::TestFailed::Connect(e.message))?;
+            this.0.mcp.upstreams.probe(&config).await
         })
     }
 }

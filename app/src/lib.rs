@@ -25,14 +25,14 @@ use leptos_router::{
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     use_response_nonce();
     // The bundle's name carries its content hash (the server's `site`
-    // module), so the stylesheet is linked here, beside the scripts.
+    // module), so the stylesheet is named here, beside the scripts.
     let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
     let theme = requested_theme();
     // The two pages a phone opens from a notification load without the
     // console's wasm: light.js chooses (see there).
     // Their stylesheet is inline too (one round trip less on a slow network).
     let light = light_page();
-    let inline_style = light.then(|| use_context::<InlineStyle>()).flatten();
+    let inline_style = light.then(use_context::<InlineStyle>).flatten();
     let style = match inline_style {
         Some(InlineStyle(css)) => view! { <style nonce=leptos::nonce::use_nonce() inner_html=css></style> }.into_any(),
         None => view! { <link rel="stylesheet" id="gatehouse" href=stylesheet/> }.into_any(),

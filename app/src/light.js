@@ -65,6 +65,7 @@
       line.textContent = words[state];
     }
     if (title === null) title = document.title;
+    if (pending === null) return; // the stream has not told it yet
     document.title = pending > 0 ? "(" + pending + ") " + title : title;
     // The header's count, as the console draws it.
     var link = document.querySelector('header nav a[href="/approvals"]');
@@ -86,12 +87,36 @@
   // name and (for a box) value.
   function key(el) {
     if (el.id) return "#" + el.id;
-    var form = el.getAttribute("form") || (el.form && el.form.id) || "";
+    // (Not form.id: a form's field named "id" would answer.)
+    var form = el.getAttribute("form") || (el.form && Element.prototype.getAttribute.call(el.form, "id")) || "";
     var box = el.type === "checkbox" || el.type === "radio";
     return el.name ? form + "|" + el.name + (box ? "=" + el.value : "") : "";
   }
 
+  // A <details>' name across two reads: its id, else its call's and its class.
+  function opened(el) {
+    var card = el.closest("[data-execution-id]");
+    return el.id || (card ? card.getAttribute("data-execution-id") : "") + "|" + el.className;
+  }
+
+  // When the person last touched the page: a swap waits, so that a tap
+  // on its way never lands on a card that moved under it.
+  var touched = 0;
+  var SETTLE_MS = 800;
+  ["pointerdown", "touchstart", "keydown"].forEach(function (type) {
+    document.addEventListener(type, function () {
+      touched = Date.now();
+    }, { capture: true, passive: true });
+  });
+
   function swap(doc) {
+    var wait = touched + SETTLE_MS - Date.now();
+    if (wait > 0) {
+      setTimeout(function () {
+        swap(doc);
+      }, wait);
+      return;
+    }
     var now = document.querySelector("main");
     var next = doc.querySelector("main");
     if (!now || !next) return;
@@ -101,8 +126,8 @@
       typed[key(el)] = box ? el.checked : el.value;
     });
     var open = {};
-    now.querySelectorAll("details[open]").forEach(function (el, i) {
-      open[el.id || el.className + i] = true;
+    now.querySelectorAll("details[open]").forEach(function (el) {
+      open[opened(el)] = true;
     });
     var focus = document.activeElement && now.contains(document.activeElement) ? key(document.activeElement) : "";
     next = document.importNode(next, true);
@@ -112,8 +137,8 @@
       if (el.type === "checkbox" || el.type === "radio") el.checked = typed[k];
       else el.value = typed[k];
     });
-    next.querySelectorAll("details").forEach(function (el, i) {
-      if (open[el.id || el.className + i]) el.open = true;
+    next.querySelectorAll("details").forEach(function (el) {
+      if (open[opened(el)]) el.open = true;
     });
     now.replaceWith(next);
     title = doc.title;
@@ -137,7 +162,10 @@
     fetch(location.href, { headers: { accept: "text/html" }, credentials: "same-origin" })
       .then(function (r) {
         // Signed out, or the call is gone: the browser shows what the server says.
-        if (r.redirected || !r.ok) location.reload();
+        if (r.redirected || !r.ok) {
+          location.reload();
+          throw new Error("reloading");
+        }
         return r.text();
       })
       .then(function (html) {
@@ -222,7 +250,9 @@
     var button = ev.submitter;
     if (form.id !== "bulk-form" || !button || button.value !== "accept") return;
     ev.preventDefault();
-    var body = new URLSearchParams(new FormData(form, button));
+    var body = new URLSearchParams(new FormData(form));
+    // (Not FormData(form, button): older phone browsers drop the button.)
+    body.set(button.name, button.value);
     var post = function () {
       // (Not form.action: the form's buttons are named "action".)
       return fetch(form.getAttribute("action"), {
@@ -248,7 +278,14 @@
         var n = asked.ids.length;
         if (!confirm("Approve " + n + " call" + (n === 1 ? "" : "s") + "? " + tools)) return;
         body.set("confirm", asked.token);
-        return post().then(reread);
+        return post().then(function (done) {
+          // Some may have been decided elsewhere or expired meanwhile.
+          if (done.refused && done.refused.length) {
+            alert("Decided " + done.decided + "; " + done.refused.length + " could not be: " +
+              done.refused.map(function (r) { return r[1]; }).join("; "));
+          }
+          reread();
+        });
       })
       .catch(function (e) {
         alert(e.message);

@@ -55,7 +55,9 @@ pub use tools::{
     Action, Basis, DiffLine, PINNED_FIELDS, PinView, ToolChange, ToolGate, ToolInfo, definition_field,
     definition_fields, line_diff,
 };
-pub use upstream::{Header, SpecError, Transport, UpstreamSpec, UpstreamTested, origin, origin_of, valid_upstream_name};
+pub use upstream::{
+    Header, SpecError, TestFailed, Transport, UpstreamSpec, UpstreamTested, origin, origin_of, valid_upstream_name,
+};
 pub use user::{
     LinkPurpose, PasswordLink, SIGN_IN_ATTEMPT_COOKIE, SIGN_IN_ATTEMPT_SECS, SignInAttempt, UserStatus, UserView,
 };

@@ -76,13 +76,34 @@ impl UpstreamTested {
         if let Some(protocol) = &self.protocol {
             said.push_str(&format!(" (protocol {protocol})"));
         }
-        said.push_str(&format!(" with {tools}, {} prompts and {} resources.", self.prompts, self.resources));
+        let count = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+        said.push_str(&format!(
+            " with {tools}, {} and {}.",
+            count(self.prompts, "prompt"),
+            count(self.resources, "resource")
+        ));
         if let Some(first) = self.problems.first() {
             said.push_str(&format!(" Some of it would not be listed: {first}."));
         }
         said.push_str(" Nothing was saved.");
         said
     }
+}
+
+/// Why a test of an upstream failed, in words (sanitized: no URL
+/// credentials or queries).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum TestFailed {
+    /// Another test runs on this replica: one at a time, since each may
+    /// start a process on this host.
+    #[error("another test is running; try again in a moment")]
+    Busy,
+    /// It did not start, or did not answer `initialize`.
+    #[error("{0}")]
+    Connect(String),
+    /// It started but listing what it offers failed.
+    #[error("it connected, but listing what it offers failed: {0}")]
+    List(String),
 }
 
 /// How Gatehouse reaches an upstream.

@@ -148,8 +148,8 @@ async fn test_lists_what_an_upstream_offers_without_saving_and_says_why_it_faile
     // Only an admin may make Gatehouse connect somewhere.
     assert_eq!(app.post_fn(&bob, "upstream_save", &with(&fixture.url)).await.status(), 403);
 
-    // It answers: its tools as agents would see them; nothing stored,
-    // started or in the change log.
+    // It answers: its tools as agents would see them; nothing stored or
+    // started; the change log says who tested what (never a secret).
     let tested = app.post_fn(&ada, "upstream_save", &with(&fixture.url)).await;
     let status = tested.status();
     let said = tested.text().await.unwrap();
@@ -158,7 +158,10 @@ async fn test_lists_what_an_upstream_offers_without_saving_and_says_why_it_faile
     assert!(said.contains("Nothing was saved."), "{said}");
     assert!(app.core.upstreams.stored().unwrap().specs.is_empty());
     assert!(app.upstreams.status().iter().all(|s| s.name != "web"), "nothing runs");
-    assert!(app.core.changes.recent("upstream", 10).unwrap().is_empty());
+    let changes = app.core.changes.recent("upstream", 10).unwrap();
+    assert!(changes.iter().all(|c| c.action == "test" && c.actor == "user:ada#1"), "{changes:?}");
+    assert_eq!(changes.len(), 1, "bob's refused test is not one: {changes:?}");
+    assert!(!format!("{changes:?}").contains("X-Key: k"), "{changes:?}");
 
     // Nothing listens there: said in words, with the status of a bad gateway.
     let refused = app.post_fn(&ada, "upstream_save", &with("http://127.0.0.1:1/mcp?key=hidden")).await;

@@ -36,7 +36,8 @@ fn accepts_html(parts: &http::request::Parts) -> bool {
 /// URL, and a status would undo the redirect (the browser would show the
 /// raw error instead of the page).
 pub fn set_status(code: u16) {
-    let plain_form = use_context::<http::request::Parts>().is_some_and(|p| p.method == http::Method::POST && accepts_html(&p));
+    let plain_form =
+        use_context::<http::request::Parts>().is_some_and(|p| p.method == http::Method::POST && accepts_html(&p));
     if plain_form {
         return;
     }

@@ -117,7 +117,12 @@ pub trait UpstreamSources: Send + Sync {
     fn test(
         &self,
         spec: gatehouse_model::UpstreamSpec,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<gatehouse_model::UpstreamTested, String>> + Send>>;
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<gatehouse_model::UpstreamTested, gatehouse_model::TestFailed>>
+                + Send,
+        >,
+    >;
 }
 
 #[cfg(feature = "ssr")]
@@ -295,8 +300,9 @@ fn describe(spec: &gatehouse_model::UpstreamSpec) -> String {
 
 /// Adds or replaces an upstream (admins only); it starts on every replica
 /// within a second, and the change log records who. With the form's Test
-/// button (`draft[test]`), the same checks, then a connection of its own
-/// that lists what it offers; nothing is saved. What was done, in words.
+/// button (`draft[test]`), the same checks (but for a name already taken),
+/// then a connection of its own that lists what it offers; nothing is
+/// saved, and the change log records the test. What was done, in words.
 #[server(prefix = "/api/fn", endpoint = "upstream_save")]
 pub async fn save_upstream(draft: UpstreamDraft) -> Result<String, ServerFnError> {
     use gatehouse_core::approvals::AccessError;
@@ -320,18 +326,28 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<String, ServerFnError
         if !problems.is_empty() {
             return Err(AccessError::Invalid(gatehouse_model::SpecError::lines(&problems)));
         }
+        let actor = user.actor().to_string();
         if testing {
-            // Tested as it would be saved: an edit's blank secrets are the stored ones.
+            // Tested as it would be saved: an edit's blank secrets are the
+            // stored ones, sent where the admin typed (same origin only); so
+            // a test is in the change log too.
             if !adding {
                 let stored = core.upstreams.get(&spec.name)?;
                 spec.keep_from(stored.as_ref()).map_err(CoreError::from)?;
             }
-            tracing::info!(upstream = %spec.name, by = %user.username, "upstream tested on the console");
+            let detail = describe(&spec);
+            core.changes.record(Change {
+                actor: &actor,
+                subject: "upstream",
+                target: &spec.name,
+                action: "test",
+                detail: Some(&detail),
+            })?;
+            tracing::info!(upstream = %spec.name, detail, by = %user.username, "upstream tested on the console");
             return Ok(Some(spec));
         }
         let spec = core.upstreams.put(spec, adding)?;
         let detail = describe(&spec);
-        let actor = user.actor().to_string();
         let action = if adding { "add" } else { "edit" };
         core.changes.record(Change {
             actor: &actor,
@@ -350,7 +366,8 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<String, ServerFnError
             match applier.test(spec).await {
                 Ok(found) => Ok(found.said(&name)),
                 Err(why) => {
-                    ctx::set_status(502);
+                    let busy = why == gatehouse_model::TestFailed::Busy;
+                    ctx::set_status(if busy { 503 } else { 502 });
                     Err(ServerFnError::new(format!("The test did not reach {name}: {why}. Nothing was saved.")))
                 }
             }

@@ -85,7 +85,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// What a shared connection declares: everything an agent might answer;
 /// requests that find no capable agent get an error.
-fn shared_capabilities() -> ClientCapabilities {
+pub(super) fn shared_capabilities() -> ClientCapabilities {
     let mut caps = ClientCapabilities::default();
     caps.sampling = Some(SamplingCapability::default());
     caps.elicitation = Some(ElicitationCapability::default());
