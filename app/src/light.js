@@ -8,8 +8,8 @@
 // - any other keeps the server's page and makes it live here: each change
 //   on the page's own event stream reads the page again and swaps its
 //   <main> in, keeping what the person typed, ticked or opened. Decisions
-//   are the page's plain forms (the server redirects back); approving
-//   several asks first, as the console does.
+//   are the page's plain forms (the server redirects back; approving
+//   several goes through the confirmation the server draws).
 // Without JavaScript the forms still work; only the page is not live.
 (function () {
   "use strict";
@@ -243,56 +243,6 @@
     };
   }
 
-  // Approving several asks first, naming what it approves (the server's
-  // answer without the confirmation token decides nothing).
-  function confirmMany(ev) {
-    var form = ev.target;
-    var button = ev.submitter;
-    if (form.id !== "bulk-form" || !button || button.value !== "accept") return;
-    ev.preventDefault();
-    var body = new URLSearchParams(new FormData(form));
-    // (Not FormData(form, button): older phone browsers drop the button.)
-    body.set(button.name, button.value);
-    var post = function () {
-      // (Not form.action: the form's buttons are named "action".)
-      return fetch(form.getAttribute("action"), {
-        method: "POST",
-        headers: { accept: "application/json", "content-type": "application/x-www-form-urlencoded" },
-        body: body,
-        credentials: "same-origin",
-      }).then(function (r) {
-        return r.ok ? r.json() : r.text().then(function (t) {
-          throw new Error(t.replace(/^[A-Za-z]+\|/, ""));
-        });
-      });
-    };
-    post()
-      .then(function (answer) {
-        var asked = answer.to_confirm;
-        if (!asked) return reread();
-        var tools = asked.tools
-          .map(function (t) {
-            return t[0] + (t[1] > 1 ? " (×" + t[1] + ")" : "");
-          })
-          .join(", ");
-        var n = asked.ids.length;
-        if (!confirm("Approve " + n + " call" + (n === 1 ? "" : "s") + "? " + tools)) return;
-        body.set("confirm", asked.token);
-        return post().then(function (done) {
-          // Some may have been decided elsewhere or expired meanwhile.
-          if (done.refused && done.refused.length) {
-            alert("Decided " + done.decided + "; " + done.refused.length + " could not be: " +
-              done.refused.map(function (r) { return r[1]; }).join("; "));
-          }
-          reread();
-        });
-      })
-      .catch(function (e) {
-        alert(e.message);
-      });
-  }
-
-  document.addEventListener("submit", confirmMany);
   // The stream opens while the rest of the page loads; the status line
   // says so once it is parsed.
   start();

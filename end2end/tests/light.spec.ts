@@ -72,19 +72,23 @@ test("approving several asks first, naming the tools, then approves exactly thos
   const b = await paused("phone-four", "four_*");
   await page.goto(`${gh.url}/approvals`);
   await expect(page.locator(".live-status")).toHaveText("Live");
-  for (const id of [a, b]) await page.locator(`[data-execution-id="${id}"] input[type=checkbox]`).check();
-  // Turned down: nothing is decided.
-  let asked = "";
-  page.once("dialog", (d) => {
-    asked = d.message();
-    void d.dismiss();
-  });
+  const tick = async () => {
+    for (const id of [a, b]) await page.locator(`[data-execution-id="${id}"] input[type=checkbox]`).check();
+  };
+  // The server draws the confirmation; Cancel decides nothing.
+  await tick();
   await page.getByRole("button", { name: "Approve selected…" }).click();
-  await expect.poll(() => asked).toContain("Approve 2 calls? gatehouse_policy_set (×2)");
+  const asked = page.getByTestId("confirm-bulk");
+  await expect(asked.getByRole("heading")).toHaveText("Approve 2 calls?");
+  await expect(asked).toContainText("gatehouse_policy_set (×2)");
+  await asked.getByRole("link", { name: "Cancel" }).click();
+  await expect(page.getByTestId("confirm-bulk")).toHaveCount(0);
   await expect(page.locator(`[data-execution-id="${a}"]`)).toBeVisible();
-  // Confirmed: both are decided and leave the page live.
-  page.once("dialog", (d) => void d.accept());
+  // Confirmed: both are decided, and the page is the list again.
+  await tick();
   await page.getByRole("button", { name: "Approve selected…" }).click();
+  await page.getByTestId("confirm-bulk").getByRole("button", { name: "Approve 2 calls" }).click();
+  await expect(page).toHaveURL(`${gh.url}/approvals`);
   await expect(page.locator(`[data-execution-id="${a}"], [data-execution-id="${b}"]`)).toHaveCount(0);
   const state = await fetch(`${gh.url}/api/executions/${a}`, { headers: { cookie } }).then((r) => r.json());
   expect(["approved", "running", "completed"]).toContain(state.state);

@@ -183,6 +183,62 @@ async fn approving_many_at_once_asks_first_and_decides_only_what_was_confirmed()
     assert_eq!(app.core.approvals.get(&ids[2].as_str().into()).unwrap().1.state.as_str(), "pending");
 }
 
+/// Without JavaScript too: a plain form that asks to approve several is sent
+/// to the approvals page, which draws the same confirmation (how many, which
+/// tools, the reason) from its address; its form approves exactly those,
+/// and comes back to the list.
+#[tokio::test]
+async fn approving_many_without_javascript_confirms_on_a_page_the_server_draws() {
+    let app = spawn_app().await;
+    app.add_user("ada", false).await;
+    let ada = app.sign_in("ada").await;
+    let token = app.issue_owned("ada-bot", "ada");
+    let sid = app.open_session(&token).await;
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new(
+            "gatehouse_audit_recent".parse().unwrap(),
+            gatehouse_core::policy::Action::RequireApproval,
+        ))
+        .unwrap();
+    let ids = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 2).await;
+    let plain = |form: Vec<(&'static str, String)>| {
+        app.same_origin(reqwest::Method::POST, "/api/fn/decide_many")
+            .header("cookie", &ada)
+            .header("accept", "text/html")
+            .header("referer", app.url("/approvals"))
+            .form(&form)
+            .send()
+    };
+    let mut form: Vec<(&str, String)> = ids.iter().map(|id| ("ids[]", id.clone())).collect();
+    form.extend([("action", "accept".to_string()), ("reason", "fine & dandy".to_string())]);
+    let asked = plain(form.clone()).await.unwrap();
+    assert_eq!(asked.status(), 302);
+    let location = asked.headers()["location"].to_str().unwrap().to_string();
+    assert!(location.starts_with("/approvals?approve="), "{location}");
+    for id in &ids {
+        assert_eq!(app.core.approvals.get(&id.as_str().into()).unwrap().1.state.as_str(), "pending");
+    }
+    let page = app.get_as(&ada, &location).await.text().await.unwrap();
+    assert!(page.contains("Approve 2 calls?") && page.contains("gatehouse_audit_recent (×2)"), "{page}");
+    // The page's form carries the token that names exactly these calls, and the reason.
+    let confirm = page.split("name=\"confirm\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    assert!(page.contains("value=\"fine &amp; dandy\""), "the reason is carried");
+    form.push(("confirm", confirm));
+    let done = plain(form).await.unwrap();
+    assert_eq!(done.status(), 302);
+    assert_eq!(done.headers()["location"], "/approvals", "back to the list");
+    for id in &ids {
+        let state = app.core.approvals.get(&id.as_str().into()).unwrap().1.state;
+        assert!(["approved", "running", "completed"].contains(&state.as_str()), "{state:?}");
+    }
+    // An address naming calls bob may not see draws no confirmation for them.
+    app.add_user("bob", false).await;
+    let bob = app.sign_in("bob").await;
+    let page = app.get_as(&bob, &location).await.text().await.unwrap();
+    assert!(!page.contains("gatehouse_audit_recent"), "no tool of another's call is named");
+}
+
 /// `n` calls of `tool` that pause, their execution ids.
 async fn paused_calls(app: &TestApp, token: &str, sid: &str, tool: &str, n: usize) -> Vec<String> {
     let mut ids = Vec::new();

@@ -8,15 +8,16 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
 
-use gatehouse_model::{ExecutionView, InboxView, routes};
+use gatehouse_model::{ExecutionId, ExecutionView, InboxView, routes};
 
 use crate::components::clock::use_now;
 use crate::components::header::Header;
 use crate::components::live::{LiveStatus, use_inbox, use_live_events};
 use crate::components::name::Name;
 use crate::outcome::{Outcome, OutcomeLine, report_with};
-use crate::server_fns::{DecideExecution, DecideMany, DecidedCall, DecidedMany, ToConfirm, list_pending};
+use crate::server_fns::{DecideExecution, DecideMany, DecidedCall, DecidedMany, ToConfirm, confirm_many, list_pending};
 use crate::time_fmt::{duration, exact, iso, relative};
 
 /// A decision asked for from the keyboard, waiting for its confirmation:
@@ -33,6 +34,21 @@ pub fn InboxPage() -> impl IntoView {
     let many = ServerAction::<DecideMany>::new();
     let outcome: Outcome = RwSignal::new(None);
     let confirming = RwSignal::new(None::<ToConfirm>);
+    // A plain form (no JavaScript) asked to approve several: its
+    // confirmation comes in the address (`?approve=<ids>&reason=…`).
+    let query = use_query_map();
+    let linked = crate::json::resource(
+        move || query.with(|q| (q.get("approve"), q.get("reason"))),
+        |(ids, reason)| async move {
+            let ids: Vec<ExecutionId> =
+                ids.unwrap_or_default().split(',').filter(|id| !id.is_empty()).map(ExecutionId::from).collect();
+            if ids.is_empty() {
+                return None;
+            }
+            confirm_many(ids, reason.filter(|r| !r.is_empty())).await.ok()
+        },
+    );
+    let navigate = leptos_router::hooks::use_navigate();
     report_with(outcome, decide, DecidedCall::sentence);
     // Several at once: say how many, and which could not be; an approval
     // first comes back to be confirmed.
@@ -44,6 +60,10 @@ pub fn InboxPage() -> impl IntoView {
                 return;
             }
             confirming.set(None);
+            // Confirmed on a confirmation drawn from the address: leave it.
+            if query.with_untracked(|q| q.get("approve").is_some()) {
+                navigate(routes::APPROVALS, Default::default());
+            }
             outcome.set(Some(match result {
                 Ok(done) if done.refused.is_empty() => Ok(format!("Decided {}.", done.decided)),
                 Ok(done) => Err(format!(
@@ -66,7 +86,7 @@ pub fn InboxPage() -> impl IntoView {
                 {move || rendered.get().map(|result| match result {
                     Ok(first) => {
                         let current = Signal::derive(move || latest.get().unwrap_or_else(|| first.clone()));
-                        view! { <Pending current decide many outcome confirming/> }.into_any()
+                        view! { <Pending current decide many outcome confirming linked/> }.into_any()
                     }
                     Err(e) => view! { <p role="alert">"Could not load: " {crate::outcome::message(&e)}</p> }.into_any(),
                 })}
@@ -83,6 +103,7 @@ fn Pending(
     many: ServerAction<DecideMany>,
     outcome: Outcome,
     confirming: RwSignal<Option<ToConfirm>>,
+    linked: Resource<Option<ToConfirm>, crate::json::Json>,
 ) -> impl IntoView {
     // Ticks once hydrated, so "expires soon" and the relative times move
     // with the clock without refetching; the server renders its own now.
@@ -118,7 +139,9 @@ fn Pending(
                     <button type="submit" name="action" value="accept" class="quiet">"Approve selected…"</button>
                 </div>
             </ActionForm>
-            {move || confirming.get().map(|asked| view! { <ConfirmBulk asked many confirming/> })}
+            {move || {
+                confirming.get().or_else(|| linked.get().flatten()).map(|asked| view! { <ConfirmBulk asked many confirming/> })
+            }}
             <ul class="cards inbox" aria-label="Pending approvals">
                 {inbox.pending.into_iter().enumerate().map(|(i, e)| {
                     view! { <Card i e now is_admin focused asked decide/> }
@@ -248,7 +271,8 @@ fn ConfirmBulk(
                 <input type="hidden" name="confirm" value=asked.token.clone()/>
                 {asked.reason.clone().map(|r| view! { <input type="hidden" name="reason" value=r/> })}
                 <div class="bulk-buttons">
-                    <button type="button" class="quiet" on:click=move |_| confirming.set(None)>"Cancel"</button>
+                    // A link: without JavaScript it leaves the confirmation too.
+                    <a href=routes::APPROVALS class="button-link quiet" on:click=move |_| confirming.set(None)>"Cancel"</a>
                     <button type="submit" class="approve">{format!("Approve {calls}")}</button>
                 </div>
             </ActionForm>

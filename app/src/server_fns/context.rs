@@ -30,15 +30,19 @@ fn accepts_html(parts: &http::request::Parts) -> bool {
     parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/html"))
 }
 
+/// Whether a browser posted a plain form (without JavaScript): it is
+/// answered with a redirect, to a page.
+pub fn plain_form() -> bool {
+    use_context::<http::request::Parts>().is_some_and(|p| p.method == http::Method::POST && accepts_html(&p))
+}
+
 /// Sets the HTTP status of the page (or server function) response, as
 /// a core error says ([`Status`]); unless a browser posted a plain form
 /// (without JavaScript): that one is redirected back with the error in the
 /// URL, and a status would undo the redirect (the browser would show the
 /// raw error instead of the page).
 pub fn set_status(code: u16) {
-    let plain_form =
-        use_context::<http::request::Parts>().is_some_and(|p| p.method == http::Method::POST && accepts_html(&p));
-    if plain_form {
+    if plain_form() {
         return;
     }
     if let (Some(response), Ok(code)) =

@@ -184,24 +184,21 @@ pub async fn decide_many(
         ctx::set_status(400);
         ServerFnError::new(e.to_string())
     })?;
-    if decision == Decision::Accept {
-        // The token names exactly these calls, in any order.
-        let mut sorted: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-        sorted.sort_unstable();
-        sorted.dedup();
-        let token = gatehouse_core::secret::hash(&sorted.join(","));
-        if confirm.as_deref() != Some(token.as_str()) {
-            let mut tools: Vec<(String, usize)> = Vec::new();
-            for id in &ids {
-                let Ok(view) = core.approvals.view_for(&user, id) else { continue };
-                match tools.iter_mut().find(|(tool, _)| *tool == view.tool) {
-                    Some((_, n)) => *n += 1,
-                    None => tools.push((view.tool, 1)),
-                }
+    // An approval decides exactly what was confirmed.
+    let ids = if decision == Decision::Accept {
+        let asked = to_confirm(&core, &user, ids, reason.clone());
+        if confirm.as_deref() != Some(asked.token.as_str()) {
+            // A plain form (no JavaScript): the approvals page draws the
+            // confirmation from its address.
+            if ctx::plain_form() {
+                leptos_axum::redirect(&confirm_address(&asked.ids, asked.reason.as_deref()));
             }
-            return Ok(DecidedMany { to_confirm: Some(ToConfirm { ids, tools, reason, token }), ..Default::default() });
+            return Ok(DecidedMany { to_confirm: Some(asked), ..Default::default() });
         }
-    }
+        asked.ids
+    } else {
+        ids
+    };
     use gatehouse_core::approvals::Decide;
     let mut outcome = DecidedMany::default();
     for id in ids {
@@ -210,7 +207,74 @@ pub async fn decide_many(
             Err(e) => outcome.refused.push((id, e.to_string())),
         }
     }
+    // A plain form that confirmed comes back to the list, not to its confirmation.
+    if ctx::plain_form() {
+        leptos_axum::redirect(gatehouse_model::routes::APPROVALS);
+    }
     Ok(outcome)
+}
+
+/// What approving `ids` at once asks to confirm: those of them the viewer
+/// may see, their tools, and the token that names exactly these calls (in
+/// any order).
+#[cfg(feature = "ssr")]
+fn to_confirm(
+    core: &gatehouse_core::Core,
+    user: &gatehouse_core::users::User,
+    ids: Vec<ExecutionId>,
+    reason: Option<String>,
+) -> ToConfirm {
+    // Only the calls the viewer may see are named (and so approvable here).
+    let mut seen = Vec::new();
+    let mut tools: Vec<(String, usize)> = Vec::new();
+    for id in ids {
+        let Ok(view) = core.approvals.view_for(user, &id) else { continue };
+        match tools.iter_mut().find(|(tool, _)| *tool == view.tool) {
+            Some((_, n)) => *n += 1,
+            None => tools.push((view.tool, 1)),
+        }
+        seen.push(id);
+    }
+    let mut sorted: Vec<&str> = seen.iter().map(|id| id.as_str()).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let token = gatehouse_core::secret::hash(&sorted.join(","));
+    ToConfirm { ids: seen, tools, reason, token }
+}
+
+/// Where a plain form is sent to confirm approving `ids` at once: the
+/// approvals page, which draws the confirmation from `?approve=` (the ids)
+/// and `reason`.
+#[cfg(feature = "ssr")]
+fn confirm_address(ids: &[ExecutionId], reason: Option<&str>) -> String {
+    let ids = ids.iter().map(ExecutionId::as_str).collect::<Vec<_>>().join(",");
+    let mut query = vec![("approve", ids.as_str())];
+    if let Some(reason) = reason {
+        query.push(("reason", reason));
+    }
+    format!("{}?{}", gatehouse_model::routes::APPROVALS, serde_urlencoded::to_string(&query).unwrap_or_default())
+}
+
+/// The confirmation of approving `ids` at once, as [`decide_many`] asks it:
+/// the approvals page draws it from its address (`?approve=…`) after a
+/// plain form asked (without JavaScript).
+#[server(prefix = "/api/fn", endpoint = "confirm_many")]
+pub async fn confirm_many(ids: Vec<ExecutionId>, reason: Option<String>) -> Result<ToConfirm, ServerFnError> {
+    let (user, core) = ctx::context()?;
+    if ids.is_empty() || ids.len() > gatehouse_model::INBOX_LIMIT {
+        ctx::set_status(400);
+        return Err(ServerFnError::new(format!("Select 1 to {} calls.", gatehouse_model::INBOX_LIMIT)));
+    }
+    let reason = gatehouse_model::clean_note(reason.as_deref().unwrap_or_default()).map_err(|e| {
+        ctx::set_status(400);
+        ServerFnError::new(e.to_string())
+    })?;
+    let asked = to_confirm(&core, &user, ids, reason);
+    if asked.ids.is_empty() {
+        ctx::set_status(404);
+        return Err(ServerFnError::new("None of these calls is one you may see."));
+    }
+    Ok(asked)
 }
 
 /// Turns down the grant a call's page offered (`suggestion`): it is not
