@@ -172,18 +172,7 @@ pub async fn decide_many(
             return Err(ServerFnError::new(format!("unknown action {action:?}: accept or decline")));
         }
     };
-    if ids.is_empty() {
-        ctx::set_status(400);
-        return Err(ServerFnError::new("Select the calls to decide first."));
-    }
-    if ids.len() > gatehouse_model::INBOX_LIMIT {
-        ctx::set_status(400);
-        return Err(ServerFnError::new(format!("At most {} calls at a time.", gatehouse_model::INBOX_LIMIT)));
-    }
-    let reason = gatehouse_model::clean_note(reason.as_deref().unwrap_or_default()).map_err(|e| {
-        ctx::set_status(400);
-        ServerFnError::new(e.to_string())
-    })?;
+    let reason = selection(&ids, reason.as_deref())?;
     // An approval decides exactly what was confirmed.
     let ids = if decision == Decision::Accept {
         let asked = to_confirm(&core, &user, ids, reason.clone());
@@ -212,6 +201,23 @@ pub async fn decide_many(
         leptos_axum::redirect(gatehouse_model::routes::APPROVALS);
     }
     Ok(outcome)
+}
+
+/// Checks a selection of calls to decide at once (1 to
+/// [`gatehouse_model::INBOX_LIMIT`]) and its one reason; the reason, cleaned.
+#[cfg(feature = "ssr")]
+fn selection(ids: &[ExecutionId], reason: Option<&str>) -> Result<Option<String>, ServerFnError> {
+    let refuse = |why: String| {
+        ctx::set_status(400);
+        ServerFnError::new(why)
+    };
+    if ids.is_empty() {
+        return Err(refuse("Select the calls to decide first.".into()));
+    }
+    if ids.len() > gatehouse_model::INBOX_LIMIT {
+        return Err(refuse(format!("At most {} calls at a time.", gatehouse_model::INBOX_LIMIT)));
+    }
+    gatehouse_model::clean_note(reason.unwrap_or_default()).map_err(|e| refuse(e.to_string()))
 }
 
 /// What approving `ids` at once asks to confirm: those of them the viewer
@@ -261,14 +267,7 @@ fn confirm_address(ids: &[ExecutionId], reason: Option<&str>) -> String {
 #[server(prefix = "/api/fn", endpoint = "confirm_many")]
 pub async fn confirm_many(ids: Vec<ExecutionId>, reason: Option<String>) -> Result<ToConfirm, ServerFnError> {
     let (user, core) = ctx::context()?;
-    if ids.is_empty() || ids.len() > gatehouse_model::INBOX_LIMIT {
-        ctx::set_status(400);
-        return Err(ServerFnError::new(format!("Select 1 to {} calls.", gatehouse_model::INBOX_LIMIT)));
-    }
-    let reason = gatehouse_model::clean_note(reason.as_deref().unwrap_or_default()).map_err(|e| {
-        ctx::set_status(400);
-        ServerFnError::new(e.to_string())
-    })?;
+    let reason = selection(&ids, reason.as_deref())?;
     let asked = to_confirm(&core, &user, ids, reason);
     if asked.ids.is_empty() {
         ctx::set_status(404);

@@ -326,8 +326,7 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<String, ServerFnError
         if !problems.is_empty() {
             return Err(AccessError::Invalid(gatehouse_model::SpecError::lines(&problems)));
         }
-        let actor = user.actor().to_string();
-        if testing {
+        let (spec, action) = if testing {
             // Tested as it would be saved: an edit's blank secrets are the
             // stored ones, sent where the admin typed (same origin only); so
             // a test is in the change log too.
@@ -335,20 +334,12 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<String, ServerFnError
                 let stored = core.upstreams.get(&spec.name)?;
                 spec.keep_from(stored.as_ref()).map_err(CoreError::from)?;
             }
-            let detail = describe(&spec);
-            core.changes.record(Change {
-                actor: &actor,
-                subject: "upstream",
-                target: &spec.name,
-                action: "test",
-                detail: Some(&detail),
-            })?;
-            tracing::info!(upstream = %spec.name, detail, by = %user.username, "upstream tested on the console");
-            return Ok(Some(spec));
-        }
-        let spec = core.upstreams.put(spec, adding)?;
+            (spec, "test")
+        } else {
+            (core.upstreams.put(spec, adding)?, if adding { "add" } else { "edit" })
+        };
         let detail = describe(&spec);
-        let action = if adding { "add" } else { "edit" };
+        let actor = user.actor().to_string();
         core.changes.record(Change {
             actor: &actor,
             subject: "upstream",
@@ -357,7 +348,7 @@ pub async fn save_upstream(draft: UpstreamDraft) -> Result<String, ServerFnError
             detail: Some(&detail),
         })?;
         tracing::info!(upstream = %spec.name, detail, by = %user.username, "upstream {action}ed on the console");
-        Ok(None)
+        Ok(testing.then_some(spec))
     })
     .await?;
     match checked {
