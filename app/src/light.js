@@ -109,11 +109,12 @@
     }, { capture: true, passive: true });
   });
 
-  function swap(doc) {
+  // `at`: when the server's page arrived, for its clocks.
+  function swap(doc, at) {
     var wait = touched + SETTLE_MS - Date.now();
     if (wait > 0) {
       setTimeout(function () {
-        swap(doc);
+        swap(doc, at);
       }, wait);
       return;
     }
@@ -141,6 +142,8 @@
       if (open[opened(el)]) el.open = true;
     });
     now.replaceWith(next);
+    drawn = at;
+    tick();
     title = doc.title;
     said();
     if (focus) {
@@ -169,7 +172,7 @@
         return r.text();
       })
       .then(function (html) {
-        swap(new DOMParser().parseFromString(html, "text/html"));
+        swap(new DOMParser().parseFromString(html, "text/html"), Date.now());
       })
       .catch(function () {})
       .then(function () {
@@ -242,6 +245,50 @@
       });
     };
   }
+
+  // The clocks tick as the console's do. Each carries its distance from the
+  // server's now when the page was drawn (data-left-ms), so a phone's own
+  // clock being off does not matter. The words mirror countdown()
+  // (components/clock.rs), relative() and duration() (time_fmt.rs).
+  function plural(n, noun) {
+    return n + " " + noun + (n === 1 ? "" : "s");
+  }
+  var clocks = {
+    countdown: function (left) {
+      if (left <= 0) return "expired";
+      var s = Math.floor(left / 1000), two = function (n) { return (n < 10 ? "0" : "") + n; };
+      return s >= 3600
+        ? Math.floor(s / 3600) + ":" + two(Math.floor((s % 3600) / 60)) + ":" + two(s % 60)
+        : Math.floor(s / 60) + ":" + two(s % 60);
+    },
+    relative: function (left) {
+      var delta = Math.trunc(left / 1000), secs = Math.abs(delta), amount;
+      if (secs <= 4) return "just now";
+      if (secs <= 59) amount = secs + " s";
+      else if (secs <= 3599) amount = Math.floor(secs / 60) + " min";
+      else if (secs <= 86399) amount = Math.floor(secs / 3600) + " h";
+      else amount = Math.floor(secs / 86400) + " d";
+      return delta < 0 ? amount + " ago" : "in " + amount;
+    },
+    duration: function (left) {
+      var secs = Math.floor(Math.max(0, -left) / 1000);
+      if (secs <= 119) return plural(secs, "second");
+      if (secs <= 7199) return plural(Math.ceil(secs / 60), "minute");
+      return plural(Math.ceil(secs / 3600), "hour");
+    },
+  };
+  var drawn = Date.now(); // when the shown <main> came from the server
+  function tick() {
+    var gone = Date.now() - drawn;
+    document.querySelectorAll("main [data-clock]").forEach(function (el) {
+      var words = clocks[el.getAttribute("data-clock")];
+      var left = Number(el.getAttribute("data-left-ms"));
+      if (!words || !isFinite(left)) return;
+      var text = words(left - gone);
+      if (el.textContent !== text) el.textContent = text;
+    });
+  }
+  setInterval(tick, 1000);
 
   // The stream opens while the rest of the page loads; the status line
   // says so once it is parsed.

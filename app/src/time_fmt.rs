@@ -1,4 +1,7 @@
 //! Relative times ("3 min ago", "in 23 h") with the exact time for `title`.
+//!
+//! `light.js` ticks `relative` and `duration` on a phone's light pages in the
+//! same words: change them there too.
 
 /// "just now", "5 s ago", "in 3 min", … relative to `now_ms`.
 pub fn relative(ms: i64, now_ms: i64) -> String {

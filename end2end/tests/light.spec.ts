@@ -141,3 +141,25 @@ test("a desktop gets the whole console on the same pages", async ({ browser }) =
   await expect(page.getByTestId("keys-help")).toBeVisible();
   await context.close();
 });
+
+test("the clocks tick on a phone: a call's time left and a card's wait", async ({ page }) => {
+  await phone(page);
+  await page.clock.install();
+  const eid = await paused("phone-seven", "seven_*");
+  const seconds = (text: string) => text.split(":").reduce((sum, part) => sum * 60 + Number(part), 0);
+
+  await page.goto(`${gh.url}/resume/${eid}`);
+  await expect(page.locator(".live-status")).toHaveText("Live");
+  const left = page.locator("time.countdown");
+  await expect(left).toHaveText(/^\d+:\d\d$/);
+  const before = seconds(await left.innerText());
+  await page.clock.fastForward(125_000);
+  await expect.poll(async () => before - seconds(await left.innerText())).toBeGreaterThanOrEqual(124);
+  expect(before - seconds(await left.innerText())).toBeLessThanOrEqual(130);
+
+  await page.goto(`${gh.url}/approvals`);
+  const waited = page.locator(`[data-execution-id="${eid}"]`).getByTestId("waited");
+  await expect(waited).toHaveText(/^\d+ seconds?$/);
+  await page.clock.fastForward(600_000);
+  await expect(waited).toHaveText(/^1[01] minutes$/);
+});

@@ -1,4 +1,5 @@
-//! The page's clock: a countdown that ticks once hydrated.
+//! The page's clock: a countdown that ticks once hydrated (or, on a
+//! phone's light page, in `light.js`, which mirrors `countdown`).
 
 use leptos::prelude::*;
 

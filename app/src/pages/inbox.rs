@@ -216,8 +216,8 @@ fn Card(
                 })}
             </div>
             <div class="meta">"from " <Name text=e.agent.clone()/>
-                {created.map(|c| view! { " · waiting " <span data-testid="waited">{move || duration(u64::try_from((now.get() - c).max(0) / 1000).unwrap_or(0))}</span> })}
-                {expires.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x)>{move || relative(x, now.get())}</time> })}
+                {created.map(|c| view! { " · waiting " <span data-testid="waited" data-clock="duration" data-left-ms=c - now.get_untracked()>{move || duration(u64::try_from((now.get() - c).max(0) / 1000).unwrap_or(0))}</span> })}
+                {expires.map(|x| view! { " · expires " <time datetime=iso(x) title=exact(x) data-clock="relative" data-left-ms=x - now.get_untracked()>{move || relative(x, now.get())}</time> })}
             </div>
             {e.preview.clone().map(|p| view! { <WholeArguments id=e.execution_id.clone() preview=p/> })}
             {decidable.then(|| view! {

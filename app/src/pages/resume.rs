@@ -173,7 +173,7 @@ fn ResumeBody(
                     None => "— (admins decide)".into_any(),
                 }}</dd></div>
                 {expires_at_ms.map(|e| view! {
-                    <div><dt>"Time left"</dt><dd><time class="countdown" datetime=iso(e) title=exact(e)>{remaining}</time></dd></div>
+                    <div><dt>"Time left"</dt><dd><time class="countdown" datetime=iso(e) title=exact(e) data-clock="countdown" data-left-ms=e - now.get_untracked()>{remaining}</time></dd></div>
                 })}
             </dl>
             <p class="state" role="status" aria-live="polite" data-state=state.as_str()>

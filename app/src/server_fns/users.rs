@@ -42,18 +42,13 @@ mod server {
 
     use super::super::context::{self as ctx, set_status};
 
-    /// The signed-in user and the stores (401 if nobody is signed in).
-    pub fn signed_in() -> Result<(User, gatehouse_core::Core), ServerFnError> {
-        ctx::context().inspect_err(|_| set_status(401))
-    }
-
     /// Runs `work` in the stores' lane for the signed-in user; `admin`
     /// refuses everyone else with 403. Errors answer with their status.
     pub async fn blocking<T: Send + 'static>(
         admin: bool,
         work: impl FnOnce(User, gatehouse_core::Core) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<T, ServerFnError> {
-        let (user, core) = signed_in()?;
+        let (user, core) = ctx::context()?;
         if admin && !user.is_admin {
             set_status(403);
             return Err(ServerFnError::new("only an admin may manage users"));
@@ -151,7 +146,7 @@ async fn issue_link(
 #[server(prefix = "/api/fn", endpoint = "held-link")]
 pub async fn take_link(id: String) -> Result<Option<PasswordLink>, ServerFnError> {
     let links = use_context::<super::HeldLinks>().ok_or_else(|| ServerFnError::new("no link store"))?;
-    let (user, core) = server::signed_in()?;
+    let (user, core) = crate::server_fns::context::context()?;
     links.take(core, id, user.username).await
 }
 
@@ -226,7 +221,7 @@ pub async fn remove_user(username: String) -> Result<(), ServerFnError> {
 #[server(prefix = "/api/fn", endpoint = "password")]
 pub async fn change_password(current: String, new: String, confirm: String) -> Result<(), ServerFnError> {
     use gatehouse_core::users::BrowserSession;
-    let (user, core) = server::signed_in()?;
+    let (user, core) = crate::server_fns::context::context()?;
     if new != confirm {
         return Err(server::refuse(400, "the new password and its confirmation differ"));
     }
