@@ -39,7 +39,7 @@ if $build_only; then
   exit 0
 fi
 
-log "debian packages (chromium, wrk, postgresql, haproxy)"
+log "debian packages (chromium, wrk, postgresql, haproxy, buildah, systemd-analyze)"
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v wrk >/dev/null || need+=(wrk)
@@ -48,6 +48,11 @@ command -v wrk >/dev/null || need+=(wrk)
 # not on PATH (/usr/lib/postgresql/N/bin), haproxy is in /usr/sbin.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+# The deploy checks: the container image (buildah), the systemd unit
+# (systemd-analyze), the container's listening socket (ss).
+command -v buildah >/dev/null || need+=(buildah)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v ss >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q

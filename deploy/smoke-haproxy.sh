@@ -11,7 +11,7 @@
 # created it; an SSE stream passes through unbuffered; with a replica gone, its
 # sessions get 404 from the other one (the client re-initialises) and new
 # sessions all go to the survivor. Then, if the release binary exists
-# (GATEHOUSE_BIN, else ~/.cache/gatehouse/target/release/gatehouse; it is only
+# (GATEHOUSE_BIN, else $CARGO_TARGET_DIR/release/gatehouse; it is only
 # run, never built), the same with two real Gatehouse replicas: health checks
 # pass, MCP sessions spread and stick. Every process it starts is stopped at
 # the end, and it checks that none survives.
@@ -248,7 +248,7 @@ echo "  ok"
 # step of issue #13); B's is a copy of A's made after issuing the agent token,
 # so one token works on both. This checks what the stand-ins cannot: that
 # Gatehouse passes the health check and that its sessions stick.
-gatehouse=${GATEHOUSE_BIN:-$HOME/.cache/gatehouse/target/release/gatehouse}
+gatehouse=${GATEHOUSE_BIN:-${CARGO_TARGET_DIR:-$here/../target}/release/gatehouse}
 if [ ! -x "$gatehouse" ]; then
   say "== all smoke checks passed (no Gatehouse binary at $gatehouse: real replicas skipped)"
   exit 0

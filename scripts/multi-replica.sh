@@ -7,7 +7,7 @@
 # deploy/haproxy.cfg with its ports replaced by free ones, all on loopback.
 # This script only sets them up, runs the tests and stops everything; the
 # checks are Playwright specs in end2end/tests/ (the release binary is only
-# run, never built: GATEHOUSE_BIN, else ~/.cache/gatehouse/target/release/gatehouse).
+# run, never built: GATEHOUSE_BIN, else $CARGO_TARGET_DIR/release/gatehouse).
 #
 #   bash scripts/multi-replica.sh          sets up, runs the two specs below
 #   bash scripts/multi-replica.sh --keep   sets up only, prints the variables
@@ -59,7 +59,7 @@ case ${1:-} in
     ;;
 esac
 
-gatehouse=${GATEHOUSE_BIN:-$HOME/.cache/gatehouse/target/release/gatehouse}
+gatehouse=${GATEHOUSE_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/gatehouse}
 python=$root/tools/.venv/bin/python
 [ -x "$python" ] || python=python3
 

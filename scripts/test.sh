@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: build (front end + release server), unit and
 # integration tests, the MCP conformance scenarios, the Python SDK client, and
+# the deploy definitions (systemd unit, container image, Kubernetes), and
 # Playwright (Debian chromium) with the TypeScript SDK client, then two
 # replicas on PostgreSQL behind HAProxy (scripts/multi-replica.sh).
 # Installs what is missing first (.ci/install.sh is idempotent).
@@ -54,6 +55,11 @@ start_gatehouse
 token=$(issue_token py-agent)
 tools/.venv/bin/python end2end/clients/python_client.py "$(url_of gatehouse)/mcp" "$token" py-agent
 stop gatehouse
+
+step "deploy: the systemd unit, the container image (built and started), the Kubernetes example"
+bash deploy/systemd/verify.sh
+bash deploy/container/smoke.sh
+tools/.venv/bin/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 
 step "end to end: Playwright in chromium, TypeScript SDK client"
 (cd end2end && npx playwright test)
