@@ -7,6 +7,10 @@
 //! With `BENCH_HTTP2=1` the watchers share HTTP/2 connections (cleartext, prior
 //! knowledge), [`H2_STREAMS`] streams each, as a proxy speaking HTTP/2 to
 //! Gatehouse would carry them, instead of one HTTP/1.1 connection each.
+//! With `BENCH_TLS=1` Gatehouse serves HTTPS itself (a self-signed
+//! certificate made for the run) and every client speaks TLS, HTTP/2 by ALPN:
+//! with `BENCH_HTTP2=1` too, [`H2_STREAMS`] watchers share a connection, as
+//! a browser's live pages would.
 //!
 //! `bench_approvals --running WAIT_URL DECIDE_URL TOKEN USER PASSWORD N` measures
 //! only the wake latency against servers already running: the call waits on
@@ -27,6 +31,21 @@ use support::{ACCEPT, messages, percentile, post, sign_in};
 /// Streams per HTTP/2 connection with `BENCH_HTTP2` (the server allows
 /// `gatehouse::server::MAX_STREAMS_PER_CONNECTION`, 128).
 const H2_STREAMS: usize = 100;
+
+/// With `BENCH_TLS`, the server's certificate (PEM), which every client trusts.
+static CERT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+/// A client builder: trusting [`CERT`] alone when the server speaks TLS.
+fn builder() -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder();
+    match CERT.get() {
+        Some(cert) => builder
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(cert).unwrap()),
+        None => builder,
+    }
+}
 
 /// Resident memory in MiB, 0 once the process is gone.
 fn rss_mib(pid: u32) -> f64 {
@@ -176,7 +195,21 @@ async fn main() {
          GATEHOUSE_MAX_CONNECTIONS={max_connections}; watchers spread over browser sessions of \
          {STREAMS_PER_SESSION} streams each (the per-session limit)"
     );
-    let mut server = Command::new(&bin)
+    let tls = std::env::var_os("BENCH_TLS").is_some();
+    if tls {
+        gatehouse::tls::install_crypto_provider();
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        std::fs::write(dir.path().join("cert.pem"), made.cert.pem()).unwrap();
+        std::fs::write(dir.path().join("key.pem"), made.signing_key.serialize_pem()).unwrap();
+        CERT.set(made.cert.pem().into_bytes()).unwrap();
+    }
+    let mut server = Command::new(&bin);
+    if tls {
+        server
+            .env("GATEHOUSE_TLS_CERT", dir.path().join("cert.pem"))
+            .env("GATEHOUSE_TLS_KEY", dir.path().join("key.pem"));
+    }
+    let mut server = server
         .args(["--listen", "127.0.0.1:0", "--data-dir", &data])
         .env("GATEHOUSE_APPROVAL_TTL", "1h")
         .env("GATEHOUSE_LOG", "warn")
@@ -198,7 +231,7 @@ async fn main() {
     }
     let base = line.split("listening on ").nth(1).unwrap().trim().to_string();
 
-    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    let client = builder().pool_max_idle_per_host(64).build().unwrap();
     let cookie = sign_in(&client, &base, "ada", "bench password").await.unwrap();
     let mcp = std::sync::Arc::new(Mcp::open(&client, &base, &token).await);
 
@@ -272,18 +305,22 @@ async fn main() {
     let http2 = std::env::var_os("BENCH_HTTP2").is_some();
     let h2_clients: Vec<reqwest::Client> = if http2 {
         (0..ids.len().div_ceil(H2_STREAMS))
-            .map(|_| reqwest::Client::builder().http2_prior_knowledge().build().unwrap())
+            // Over TLS, HTTP/2 is what ALPN agrees on; in the clear, prior knowledge.
+            .map(|_| if tls { builder() } else { builder().http2_prior_knowledge() }.build().unwrap())
             .collect()
     } else {
         Vec::new()
     };
     println!(
-        "watchers on {}",
+        "watchers on {}{}",
         if http2 {
             format!("HTTP/2, {H2_STREAMS} streams per connection")
+        } else if tls {
+            "HTTP/2, one connection each".into()
         } else {
             "HTTP/1.1, one connection each".into()
-        }
+        },
+        if tls { ", over TLS" } else { "" }
     );
     let mut streams = Vec::with_capacity(ids.len());
     for (n, chunk) in ids.chunks(64).enumerate() {
@@ -304,7 +341,7 @@ async fn main() {
                 // would (or a share of an HTTP/2 connection).
                 let c = match h2_clients.get((n * 64 + i) / H2_STREAMS) {
                     Some(shared) => shared.clone(),
-                    None => reqwest::Client::builder().build().unwrap(),
+                    None => builder().build().unwrap(),
                 };
                 let url = format!("{base}/api/executions/{eid}/events");
                 let cookie = cookies[(n * 64 + i) / STREAMS_PER_SESSION].clone();

@@ -55,8 +55,3 @@ done
 echo "== server (release, site embedded)"
 cargo build --release --bin gatehouse
 echo "built $target/release/gatehouse"
-
-echo "== test fixtures (release)"
-# The 2026-07-28 "everything-modern" fixture (scripts/conformance-next.sh).
-cargo build --release -p gatehouse-fixtures
-echo "built $target/release/everything-modern"

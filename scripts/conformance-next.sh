@@ -37,7 +37,7 @@ ref_cache="$HOME/.cache/gatehouse/conformance-ref"
 
 missing=0
 for need in "$bin:scripts/build.sh (the gatehouse binary)" \
-  "$modern:cargo build --release -p gatehouse-fixtures (or scripts/build.sh)" \
+  "$modern:cargo build --release -p gatehouse-fixtures" \
   "$node:.ci/install.sh (node in tools/)" "$suite:.ci/install.sh (conformance-next in tools/)"; do
   [ -e "${need%%:*}" ] || { echo "missing ${need%%:*}: run ${need#*:}" >&2; missing=1; }
 done

@@ -23,6 +23,8 @@ bash .ci/install.sh
 
 step "build"
 bash scripts/build.sh
+# The 2026-07-28 "everything-modern" fixture (scripts/conformance-next.sh).
+cargo build --release -p gatehouse-fixtures
 
 step "habits: formatting, clippy (warnings are errors), docs on every public item, house rules (tests/tidy.rs)"
 cargo fmt --all --check

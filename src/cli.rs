@@ -277,8 +277,9 @@ fn endpoint_base(config: &Config) -> String {
 fn print_banner(config: &Config, file: Option<&Path>, app: &Application) -> anyhow::Result<()> {
     let base = &app.state().mcp.base_url;
     let mut out = format!(
-        "Gatehouse {} is listening on http://{}\n  MCP endpoint: {base}/mcp\n  Console:      {base}/\n  Config:       {}\n",
+        "Gatehouse {} is listening on {}://{}\n  MCP endpoint: {base}/mcp\n  Console:      {base}/\n  Config:       {}\n",
         env!("CARGO_PKG_VERSION"),
+        if config.tls().is_some() { "https" } else { "http" },
         app.address(),
         match file {
             Some(path) => path.display().to_string(),

@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod health;
 pub mod housekeeping;
+pub mod https;
 pub mod in_flight;
 pub mod mcp;
 pub mod metrics;

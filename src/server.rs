@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::https::Https;
 use crate::in_flight::hold_until_sent;
 
 /// How long shutdown waits for open connections to finish their requests.
@@ -71,11 +72,13 @@ where
     }
 }
 
-/// Which protocol a new connection speaks, told from its first bytes.
+/// Which protocol a new connection speaks, told from its first bytes (or
+/// agreed in its TLS handshake).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Protocol {
     Http1,
-    /// Cleartext HTTP/2 with prior knowledge (a proxy speaking HTTP/2).
+    /// HTTP/2: over TLS by ALPN, or in the clear with prior knowledge (a
+    /// proxy speaking HTTP/2).
     Http2,
 }
 
@@ -107,6 +110,25 @@ async fn sniff(tcp: &TcpStream) -> std::io::Result<Option<Protocol>> {
         // bounds this; real clients send the preface in one write).
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A connection's byte stream: TCP in the clear, or TLS over it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// A new connection made ready to serve: in the clear, its protocol told by
+/// [`sniff`]; over TLS, the handshake done and the protocol the client chose
+/// by ALPN (HTTP/2 if it offered it). `None` when the peer closed first.
+async fn open(tcp: TcpStream, https: Option<&Https>) -> std::io::Result<Option<(Protocol, Box<dyn Io>)>> {
+    let Some(https) = https else {
+        return Ok(sniff(&tcp).await?.map(|protocol| (protocol, Box::new(tcp) as Box<dyn Io>)));
+    };
+    let tls = https.acceptor().accept(tcp).await?;
+    let protocol = match tls.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        _ => Protocol::Http1,
+    };
+    Ok(Some((protocol, Box::new(tls))))
 }
 
 /// What one connection is doing: requests in progress (a response counts
@@ -203,6 +225,7 @@ impl Drop for Busy {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    https: Option<Https>,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -255,24 +278,29 @@ pub async fn serve(
         });
         let builders = builders.clone();
         let (shutdown, pressure) = (shutdown.clone(), pressure.clone());
+        let https = https.clone();
         tasks.spawn(async move {
             // A client that connects and says nothing gets the same deadline
             // as one that never finishes its headers (hyper's own timer only
-            // starts once it reads), and goes sooner under pressure.
-            let protocol = tokio::select! {
-                sniffed = sniff(&tcp) => sniffed,
+            // starts once it reads), and goes sooner under pressure: for its
+            // first bytes in the clear, for the whole handshake over TLS.
+            let opened = tokio::select! {
+                opened = open(tcp, https.as_ref()) => opened,
                 _ = activity.expendable(&limits, &pressure) => {
                     return tracing::debug!(%peer, "connection sent nothing in time; closed");
                 }
                 _ = shutdown.cancelled() => return,
             };
-            let builder = match protocol {
-                Ok(Some(Protocol::Http1)) => &builders[0],
-                Ok(Some(Protocol::Http2)) => &builders[1],
+            let (protocol, io) = match opened {
+                Ok(Some(opened)) => opened,
                 Ok(None) => return,
                 Err(e) => return tracing::debug!(%peer, error = %e, "connection failed before its request"),
             };
-            let connection = builder.serve_connection(TokioIo::new(tcp), service);
+            let builder = match protocol {
+                Protocol::Http1 => &builders[0],
+                Protocol::Http2 => &builders[1],
+            };
+            let connection = builder.serve_connection(TokioIo::new(io), service);
             tokio::pin!(connection);
             // Asked to close (idle, pressure, shutdown): by when it must have.
             let mut closing: Option<Instant> = None;

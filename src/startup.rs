@@ -67,6 +67,8 @@ pub struct Application {
     retention: crate::housekeeping::Retention,
     /// The other replicas on the same PostgreSQL, if any.
     cluster: Option<Cluster>,
+    /// HTTPS on the listener (`tls_cert`, `tls_key`), if configured.
+    https: Option<crate::https::Https>,
 }
 
 impl Application {
@@ -91,6 +93,11 @@ impl Application {
         }
         // What a previous run left paused is live again before anything is served.
         core.approvals.restore().await.context("cannot restore the paused executions")?;
+        // The certificate is read before anything listens: a bad file stops the start.
+        let https = match config.tls() {
+            Some(files) => Some(crate::https::Https::load(files).await.context("cannot serve HTTPS")?),
+            None => None,
+        };
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
@@ -112,6 +119,7 @@ impl Application {
             metrics_listener,
             retention: crate::housekeeping::Retention::of(config),
             cluster,
+            https,
         })
     }
 
@@ -170,6 +178,7 @@ impl Application {
             tasks.spawn(crate::server::serve(
                 listener,
                 crate::metrics::metrics_router(state.clone()),
+                None,
                 limits,
                 shutdown.clone(),
                 tasks.clone(),
@@ -183,7 +192,10 @@ impl Application {
         ));
         // Start-up is done: migrated, paused executions restored, tasks running.
         state.ready.set_ready();
-        crate::server::serve(self.listener, self.router, limits, shutdown, tasks.clone()).await;
+        if let Some(https) = &self.https {
+            https.follow(shutdown.clone(), &tasks);
+        }
+        crate::server::serve(self.listener, self.router, self.https, limits, shutdown, tasks.clone()).await;
         drain(&tasks).await;
         // Every queued write (paused executions, audit entries: one writer) reaches the disk before exit.
         state.core().approvals.flush().await;

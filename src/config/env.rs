@@ -82,6 +82,8 @@ const VARIABLES: &[(&str, Kind)] = &[
     ("AUDIT_RETENTION", Kind::Duration),
     ("AUDIT_MAX_ENTRIES", Kind::Number),
     ("METRICS_LISTEN", Kind::Address),
+    ("TLS_CERT", Kind::Text),
+    ("TLS_KEY", Kind::Text),
 ];
 
 const PREFIX: &str = "GATEHOUSE_";
@@ -201,10 +203,12 @@ mod tests {
             "TRUSTED_PROXIES",
             "AUDIT_RETENTION",
             "METRICS_LISTEN",
+            "TLS_CERT",
+            "TLS_KEY",
         ] {
             assert!(names.contains(&expected), "GATEHOUSE_{expected}");
         }
-        assert_eq!(names.len(), 33);
+        assert_eq!(names.len(), 35);
     }
 
     /// Each variable's key is a key of the tree: a variable set to a valid

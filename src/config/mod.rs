@@ -140,7 +140,16 @@ impl Config {
     pub fn base_url(&self, bound: SocketAddr) -> String {
         match &self.public_url {
             Some(url) => url.as_str().trim_end_matches('/').to_string(),
+            None if self.tls().is_some() => format!("https://{bound}"),
             None => format!("http://{bound}"),
+        }
+    }
+
+    /// The certificate and key files, when Gatehouse serves HTTPS itself.
+    pub fn tls(&self) -> Option<crate::https::TlsFiles> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::https::TlsFiles { cert: cert.clone(), key: key.clone() }),
+            _ => None,
         }
     }
 
@@ -182,8 +191,13 @@ impl Config {
         }
     }
 
-    /// Whether the site is served over HTTPS (cookies get `__Host-` and `Secure`).
+    /// Whether the site is served over HTTPS (cookies get `__Host-` and
+    /// `Secure`, responses HSTS): the public URL's scheme, else whether
+    /// Gatehouse serves TLS itself.
     pub fn https(&self) -> bool {
-        self.public_url.as_ref().is_some_and(|u| u.scheme() == "https")
+        match &self.public_url {
+            Some(url) => url.scheme() == "https",
+            None => self.tls().is_some(),
+        }
     }
 }

@@ -25,6 +25,12 @@ pub struct FileConfig {
     pub listen: SocketAddr,
     /// `data_dir = "./.gatehouse"`: holds the database and the request-state key.
     pub data_dir: PathBuf,
+    /// `tls_cert = "/etc/gatehouse/cert.pem"`: serve HTTPS (HTTP/2 by ALPN,
+    /// or HTTP/1.1) with this PEM certificate chain; needs `tls_key`. Both
+    /// files are read again when they change.
+    pub tls_cert: Option<PathBuf>,
+    /// `tls_key = "/etc/gatehouse/key.pem"`: the certificate's PEM private key.
+    pub tls_key: Option<PathBuf>,
     /// `public_url = "https://gate.example.com"`: the URL people and agents
     /// reach Gatehouse at, if not the listen address.
     pub public_url: Option<Url>,
@@ -147,6 +153,8 @@ impl Default for FileConfig {
         let core = gatehouse_core::Settings::default();
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            tls_cert: None,
+            tls_key: None,
             data_dir: PathBuf::from(".gatehouse"),
             public_url: None,
             database: DatabaseTable::default(),

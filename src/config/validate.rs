@@ -31,6 +31,11 @@ pub(super) fn resolve(tree: FileConfig, overrides: &Overrides) -> Result<Config,
     {
         return Err(value("public_url", "must be an http(s) URL with a host"));
     }
+    match (&tree.tls_cert, &tree.tls_key) {
+        (Some(_), None) => return Err(value("tls_key", "must be set with tls_cert")),
+        (None, Some(_)) => return Err(value("tls_cert", "must be set with tls_key")),
+        _ => {}
+    }
     if tree.max_body_bytes < 1024 {
         return Err(value("max_body_bytes", "must be at least 1024"));
     }

@@ -45,6 +45,7 @@ mod starvation;
 mod suggested_grants;
 mod tasks;
 mod throttling;
+mod tls;
 mod upstream_http;
 mod upstream_modern;
 mod upstream_tasks;

@@ -104,23 +104,35 @@ async fn spawn_app_in(dir: tempfile::TempDir, now_ms: Option<i64>, configure: im
     let state = app.state().clone();
     let host = app.address().to_string();
     let run = tokio::spawn(app.run());
+    // No request of a test takes a minute: past it, fail naming it instead
+    // of hanging the suite.
+    let client =
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(Duration::from_secs(60));
+    // Serving HTTPS: the client trusts the configured certificate alone.
+    let (scheme, client) = match config.tls() {
+        Some(files) => ("https", trusting(client, &std::fs::read(&files.cert).unwrap())),
+        None => ("http", client),
+    };
     TestApp {
-        address: format!("http://{host}"),
+        address: format!("{scheme}://{host}"),
         core,
         clock,
-        // No request of a test takes a minute: past it, fail naming it
-        // instead of hanging the suite.
-        client: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap(),
+        client: client.build().unwrap(),
         upstreams,
         dir,
         state,
         shutdown,
         run: Some(run),
     }
+}
+
+/// `client` over rustls, trusting the PEM certificate `cert` and no other.
+pub fn trusting(client: reqwest::ClientBuilder, cert: &[u8]) -> reqwest::ClientBuilder {
+    gatehouse::tls::install_crypto_provider();
+    client
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(cert).unwrap())
 }
 
 /// An app fronting `upstream` (the "everything" fixture, over either
