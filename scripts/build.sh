@@ -52,6 +52,8 @@ for f in gatehouse.wasm gatehouse.js gatehouse.css; do
   echo "front end: $f $(wc -c <"$pkg/$f") bytes, $(wc -c <"$pkg/$f.gz") gzipped, $(wc -c <"$pkg/$f.br") brotli"
 done
 
-echo "== server (release, site embedded)"
-cargo build --release --bin gatehouse
-echo "built $target/release/gatehouse"
+# GATEHOUSE_PROFILE=dist: the packages' build (fat LTO; Cargo.toml says why).
+profile=${GATEHOUSE_PROFILE:-release}
+echo "== server ($profile, site embedded)"
+cargo build --profile "$profile" --bin gatehouse
+echo "built $target/$profile/gatehouse"
