@@ -71,11 +71,23 @@ fn suffix(detail: &Option<String>) -> String {
     detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
 }
 
-/// The two files as read, to tell whether they changed.
-#[derive(PartialEq, Eq)]
+/// The two files as read.
 struct Read {
     cert: Vec<u8>,
     key: Vec<u8>,
+}
+
+impl Read {
+    /// What tells one reading from another, without keeping the key around.
+    fn digest(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        for part in [&self.cert, &self.key] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part);
+        }
+        hash.finalize().into()
+    }
 }
 
 impl TlsFiles {
@@ -122,6 +134,8 @@ pub struct Https {
     current: Arc<Current>,
     acceptor: tokio_rustls::TlsAcceptor,
     provider: Arc<CryptoProvider>,
+    /// The digest of the files as loaded: a change after it is a reload.
+    loaded: [u8; 32],
 }
 
 impl std::fmt::Debug for Https {
@@ -136,6 +150,7 @@ impl Https {
     pub async fn load(files: TlsFiles) -> Result<Self, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let read = files.read().await?;
+        let loaded = read.digest();
         let current = Arc::new(Current(ArcSwap::from_pointee(files.certified(&read, &provider)?)));
         let mut config = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -144,7 +159,7 @@ impl Https {
             .with_cert_resolver(current.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        Ok(Self { files, current, acceptor, provider })
+        Ok(Self { files, current, acceptor, provider, loaded })
     }
 
     /// The acceptor each connection's handshake goes through.
@@ -160,7 +175,9 @@ impl Https {
     pub fn follow(&self, shutdown: CancellationToken, tasks: &TaskTracker) {
         let this = self.clone();
         tasks.spawn(async move {
-            let mut last = this.files.read().await.ok();
+            let mut last = this.loaded;
+            // Said once per trouble, not every check.
+            let mut said: Option<String> = None;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(RELOAD_CHECK) => {}
@@ -169,23 +186,30 @@ impl Https {
                 let read = match this.files.read().await {
                     Ok(read) => read,
                     Err(e) => {
-                        tracing::warn!(error = %e, "TLS files unreadable; serving the certificate in use");
+                        let why = e.to_string();
+                        if said.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(error = %why, "TLS files unreadable; serving the certificate in use");
+                            said = Some(why);
+                        }
                         continue;
                     }
                 };
-                if last.as_ref() == Some(&read) {
+                let digest = read.digest();
+                if digest == last {
                     continue;
                 }
                 match this.files.certified(&read, &this.provider) {
                     Ok(key) => {
                         this.current.0.store(Arc::new(key));
+                        said = None;
                         tracing::info!(cert = %this.files.cert.display(), "TLS certificate reloaded");
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "TLS files changed but unusable; serving the certificate in use")
+                        tracing::warn!(error = %e, "TLS files changed but unusable; serving the certificate in use");
+                        said = Some(e.to_string());
                     }
                 }
-                last = Some(read);
+                last = digest;
             }
         });
     }

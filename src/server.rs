@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::https::Https;
 use crate::in_flight::hold_until_sent;
 
 /// How long shutdown waits for open connections to finish their requests.
@@ -119,11 +118,14 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 /// A new connection made ready to serve: in the clear, its protocol told by
 /// [`sniff`]; over TLS, the handshake done and the protocol the client chose
 /// by ALPN (HTTP/2 if it offered it). `None` when the peer closed first.
-async fn open(tcp: TcpStream, https: Option<&Https>) -> std::io::Result<Option<(Protocol, Box<dyn Io>)>> {
-    let Some(https) = https else {
+async fn open(
+    tcp: TcpStream,
+    tls: Option<&tokio_rustls::TlsAcceptor>,
+) -> std::io::Result<Option<(Protocol, Box<dyn Io>)>> {
+    let Some(acceptor) = tls else {
         return Ok(sniff(&tcp).await?.map(|protocol| (protocol, Box::new(tcp) as Box<dyn Io>)));
     };
-    let tls = https.acceptor().accept(tcp).await?;
+    let tls = acceptor.accept(tcp).await?;
     let protocol = match tls.get_ref().1.alpn_protocol() {
         Some(b"h2") => Protocol::Http2,
         _ => Protocol::Http1,
@@ -214,6 +216,8 @@ impl Drop for Busy {
 
 /// Serves `router` on `listener` until `shutdown`, then drains; each
 /// connection (and each HTTP/2 stream hyper spawns) is a task on `tasks`.
+/// With `tls`, every connection is TLS: its handshake first, under the same
+/// deadline as a first request's headers.
 ///
 /// A connection holds one of `max_connections` places from accept to close.
 /// It gives its place up when it has had no request in progress for its
@@ -225,7 +229,7 @@ impl Drop for Busy {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    https: Option<Https>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -278,14 +282,14 @@ pub async fn serve(
         });
         let builders = builders.clone();
         let (shutdown, pressure) = (shutdown.clone(), pressure.clone());
-        let https = https.clone();
+        let tls = tls.clone();
         tasks.spawn(async move {
             // A client that connects and says nothing gets the same deadline
             // as one that never finishes its headers (hyper's own timer only
             // starts once it reads), and goes sooner under pressure: for its
             // first bytes in the clear, for the whole handshake over TLS.
             let opened = tokio::select! {
-                opened = open(tcp, https.as_ref()) => opened,
+                opened = open(tcp, tls.as_ref()) => opened,
                 _ = activity.expendable(&limits, &pressure) => {
                     return tracing::debug!(%peer, "connection sent nothing in time; closed");
                 }

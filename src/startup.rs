@@ -195,7 +195,8 @@ impl Application {
         if let Some(https) = &self.https {
             https.follow(shutdown.clone(), &tasks);
         }
-        crate::server::serve(self.listener, self.router, self.https, limits, shutdown, tasks.clone()).await;
+        let tls = self.https.as_ref().map(|https| https.acceptor().clone());
+        crate::server::serve(self.listener, self.router, tls, limits, shutdown, tasks.clone()).await;
         drain(&tasks).await;
         // Every queued write (paused executions, audit entries: one writer) reaches the disk before exit.
         state.core().approvals.flush().await;

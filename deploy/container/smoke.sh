@@ -57,14 +57,17 @@ user=$(bah inspect --type image --format '{{.OCIv1.Config.User}}' localhost/gate
 [ "$user" = "65532:65532" ] || fail "the image runs as '$user', not 65532:65532"
 entry=$(bah inspect --type image --format '{{.OCIv1.Config.Entrypoint}}' localhost/gatehouse-smoke)
 [ "$entry" = "[/usr/local/bin/gatehouse]" ] || fail "entrypoint: $entry"
-echo "ok: runs as $user, entrypoint /usr/local/bin/gatehouse"
+cmd=$(bah inspect --type image --format '{{.OCIv1.Config.Cmd}}' localhost/gatehouse-smoke)
+[ "$cmd" = "[serve]" ] || fail "command: $cmd"
+echo "ok: runs as $user, runs /usr/local/bin/gatehouse serve"
 
 echo "== start it"
 ctr=$(bah from --quiet localhost/gatehouse-smoke)
 if bah run "$ctr" -- /bin/sh -c true >/dev/null 2>&1; then fail "the image has a shell"; fi
 port=$(free_port)
 url="http://127.0.0.1:$port"
-# The image's own command (`serve`), on a free port of the host's network.
+# The image's entrypoint and command (checked above: `gatehouse serve`),
+# on a free port of the host's network.
 spawn container buildah "${store[@]}" run --env GATEHOUSE_LISTEN="127.0.0.1:$port" "$ctr" -- /usr/local/bin/gatehouse serve \
   >"$work/container.out" 2>&1
 pid=$!

@@ -14,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 sed "s|^ExecStart=/usr/local/bin/gatehouse|ExecStart=$bin|" "$here/gatehouse.service" >"$work/gatehouse.service"
 grep -q "^ExecStart=$bin " "$work/gatehouse.service" || { echo "FAIL: no ExecStart=/usr/local/bin/gatehouse line" >&2; exit 1; }
 
-said=$(systemd-analyze verify "$work/gatehouse.service" 2>&1) || true
+said=$(systemd-analyze verify --man=no "$work/gatehouse.service" 2>&1) || true
 if [ -n "$said" ]; then
   echo "FAIL: systemd-analyze verify:" >&2
   echo "$said" >&2

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use gatehouse::config::Config;
 use gatehouse::startup::Application;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::{initialize_request, spawn_app_with, trusting};
@@ -172,4 +173,34 @@ async fn a_broken_pair_stops_the_start_naming_the_file() {
     let half = gatehouse::config::FileConfig { tls_cert: Some(cert), ..Default::default() };
     let refused = Config::resolve(half, &Default::default()).unwrap_err().to_string();
     assert!(refused.contains("tls_key"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_handshake_loses_its_place() {
+    let files = tempfile::tempdir().unwrap();
+    let served = pair();
+    let (cert, key) = write(files.path(), &served);
+    let app = spawn_app_with(|c| {
+        c.tls_cert = Some(cert);
+        c.tls_key = Some(key);
+        c.header_read_timeout = Duration::from_secs(1);
+        c.max_connections = 2;
+    })
+    .await;
+    let address = app.address.trim_start_matches("https://").to_string();
+    // Both places taken: one connection silent, one that announces a
+    // ClientHello and never sends it.
+    let silent = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let mut partial = tokio::net::TcpStream::connect(&address).await.unwrap();
+    partial.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).await.unwrap();
+
+    // A real client is still served (idle handshakes make room), and both
+    // stalled connections are closed by the server.
+    let answered = client(&served, false).get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(answered.status(), 200);
+    for (name, mut stalled) in [("silent", silent), ("partial", partial)] {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut buf)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{name}: {read:?}");
+    }
 }
