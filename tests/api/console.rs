@@ -74,14 +74,7 @@ async fn deciding_many_at_once_keeps_each_calls_rules() {
     let (ada, bob) = (app.sign_in("ada").await, app.sign_in("bob").await);
     let token = app.issue_owned("ada-bot", "ada");
     let sid = app.open_session(&token).await;
-    // Two of ada's calls that wait: a rule makes a plain tool ask.
-    app.core
-        .policy
-        .set(gatehouse_core::policy::Rule::new(
-            "gatehouse_audit_recent".parse().unwrap(),
-            gatehouse_core::policy::Action::RequireApproval,
-        ))
-        .unwrap();
+    // Two of ada's calls that wait.
     let mine: Vec<_> = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 2).await;
     // And one only an admin decides.
     let admin_only = execution_id(
@@ -143,13 +136,6 @@ async fn approving_many_at_once_asks_first_and_decides_only_what_was_confirmed()
     let ada = app.sign_in("ada").await;
     let token = app.issue_owned("ada-bot", "ada");
     let sid = app.open_session(&token).await;
-    app.core
-        .policy
-        .set(gatehouse_core::policy::Rule::new(
-            "gatehouse_audit_recent".parse().unwrap(),
-            gatehouse_core::policy::Action::RequireApproval,
-        ))
-        .unwrap();
     let ids = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 3).await;
     let post = |form: Vec<(&str, String)>| {
         app.same_origin(reqwest::Method::POST, "/api/fn/decide_many").header("cookie", &ada).form(&form).send()
@@ -194,13 +180,6 @@ async fn approving_many_without_javascript_confirms_on_a_page_the_server_draws()
     let ada = app.sign_in("ada").await;
     let token = app.issue_owned("ada-bot", "ada");
     let sid = app.open_session(&token).await;
-    app.core
-        .policy
-        .set(gatehouse_core::policy::Rule::new(
-            "gatehouse_audit_recent".parse().unwrap(),
-            gatehouse_core::policy::Action::RequireApproval,
-        ))
-        .unwrap();
     let ids = paused_calls(&app, &token, &sid, "gatehouse_audit_recent", 2).await;
     let plain = |form: Vec<(&'static str, String)>| {
         app.same_origin(reqwest::Method::POST, "/api/fn/decide_many")
@@ -239,8 +218,12 @@ async fn approving_many_without_javascript_confirms_on_a_page_the_server_draws()
     assert!(!page.contains("gatehouse_audit_recent"), "no tool of another's call is named");
 }
 
-/// `n` calls of `tool` that pause, their execution ids.
+/// `n` calls of `tool` that pause (a rule makes it ask), their execution ids.
 async fn paused_calls(app: &TestApp, token: &str, sid: &str, tool: &str, n: usize) -> Vec<String> {
+    app.core
+        .policy
+        .set(gatehouse_core::policy::Rule::new(tool.parse().unwrap(), gatehouse_core::policy::Action::RequireApproval))
+        .unwrap();
     let mut ids = Vec::new();
     for _ in 0..n {
         ids.push(execution_id(&app.tool_call(token, sid, tool, serde_json::json!({})).await).to_string());

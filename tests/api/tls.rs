@@ -12,7 +12,7 @@ use gatehouse::startup::Application;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{initialize_request, spawn_app_with, trusting};
+use crate::helpers::{TestApp, initialize_request, spawn_app_with, trusting};
 
 /// A self-signed certificate for 127.0.0.1 and its key, as PEM.
 struct Pair {
@@ -33,6 +33,17 @@ fn write(dir: &Path, pair: &Pair) -> (PathBuf, PathBuf) {
     (cert, key)
 }
 
+/// An app serving `pair` (written into `dir`) over HTTPS, configured further by `more`.
+async fn spawn_https(dir: &Path, pair: &Pair, more: impl FnOnce(&mut Config)) -> TestApp {
+    let (cert, key) = write(dir, pair);
+    spawn_app_with(|c| {
+        c.tls_cert = Some(cert);
+        c.tls_key = Some(key);
+        more(c);
+    })
+    .await
+}
+
 /// A client that trusts `pair`'s certificate alone.
 fn client(pair: &Pair, http1_only: bool) -> reqwest::Client {
     let builder = trusting(reqwest::Client::builder().timeout(Duration::from_secs(10)), pair.cert.as_bytes());
@@ -44,12 +55,7 @@ fn client(pair: &Pair, http1_only: bool) -> reqwest::Client {
 async fn https_speaks_http2_by_alpn_and_http1_to_those_who_ask_and_nothing_in_the_clear() {
     let files = tempfile::tempdir().unwrap();
     let served = pair();
-    let (cert, key) = write(files.path(), &served);
-    let app = spawn_app_with(|c| {
-        c.tls_cert = Some(cert);
-        c.tls_key = Some(key);
-    })
-    .await;
+    let app = spawn_https(files.path(), &served, |_| {}).await;
     assert!(app.address.starts_with("https://127.0.0.1:"), "{}", app.address);
 
     let h2 = client(&served, false).get(app.url("/healthz")).send().await.unwrap();
@@ -77,12 +83,7 @@ async fn https_speaks_http2_by_alpn_and_http1_to_those_who_ask_and_nothing_in_th
 #[tokio::test]
 async fn over_https_responses_carry_hsts_and_the_session_cookie_is_host_prefixed() {
     let files = tempfile::tempdir().unwrap();
-    let (cert, key) = write(files.path(), &pair());
-    let app = spawn_app_with(|c| {
-        c.tls_cert = Some(cert);
-        c.tls_key = Some(key);
-    })
-    .await;
+    let app = spawn_https(files.path(), &pair(), |_| {}).await;
     app.add_user("ada", true).await;
     let signed_in = app.sign_in_with("ada", crate::helpers::PASSWORD).await;
     assert_eq!(signed_in.status(), 200);
@@ -108,12 +109,8 @@ async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
 async fn a_renewed_certificate_is_served_to_new_connections_and_a_broken_one_is_not() {
     let files = tempfile::tempdir().unwrap();
     let first = pair();
-    let (cert, key) = write(files.path(), &first);
-    let app = spawn_app_with(|c| {
-        c.tls_cert = Some(cert.clone());
-        c.tls_key = Some(key.clone());
-    })
-    .await;
+    let app = spawn_https(files.path(), &first, |_| {}).await;
+    let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
     let url = app.url("/healthz");
     assert_eq!(client(&first, false).get(&url).send().await.unwrap().status(), 200);
 
@@ -179,10 +176,7 @@ async fn a_broken_pair_stops_the_start_naming_the_file() {
 async fn a_client_that_never_finishes_its_handshake_loses_its_place() {
     let files = tempfile::tempdir().unwrap();
     let served = pair();
-    let (cert, key) = write(files.path(), &served);
-    let app = spawn_app_with(|c| {
-        c.tls_cert = Some(cert);
-        c.tls_key = Some(key);
+    let app = spawn_https(files.path(), &served, |c| {
         c.header_read_timeout = Duration::from_secs(1);
         c.max_connections = 2;
     })
